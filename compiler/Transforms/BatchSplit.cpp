@@ -1,0 +1,278 @@
+//===- BatchSplit.cpp - Clone a graph per batch slice ---------------------===//
+//
+// A value is "batched" when its dimension 0 is the model's batch dimension.
+// An op may be cloned per slice when it treats each sample independently;
+// the rules below accept exactly those ops and name the node otherwise.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Transforms/BatchSplit.h"
+#include "compiler/Transforms/PassUtils.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::partc {
+
+namespace {
+
+using graph::GraphDialect;
+
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t dim0(Value v) {
+  auto t = cast<RankedTensorType>(v.getType());
+  return t.getRank() ? t.getDimSize(0) : -1;
+}
+
+/// Checks that `op` keeps samples independent given which operands are
+/// batched; explains why not otherwise.
+LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
+                              int64_t batch, std::string &why) {
+  auto allResultsBatched = [&]() {
+    for (Value r : op->getResults())
+      if (dim0(r) != batch) {
+        why = "its result does not keep the batch dimension first";
+        return false;
+      }
+    return true;
+  };
+  auto unbatchedBroadcastOnly = [&]() {
+    int64_t rank = rankOf(op->getResult(0));
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (!batched[i] && rankOf(v) == rank && dim0(v) != 1) {
+        why = "operand #" + std::to_string(i) +
+              " is not batched but spans dimension 0";
+        return false;
+      }
+    return true;
+  };
+  bool ok = true;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<graph::ReshapeOp, graph::ExpandOp>([&](auto) {
+        ok = dim0(op->getOperand(0)) == batch && allResultsBatched();
+        if (!ok)
+          why = "it reshapes across the batch dimension";
+      })
+      .Case<graph::TransposeOp>([&](graph::TransposeOp t) {
+        ok = t.getPerm().front() == 0;
+        if (!ok)
+          why = "it moves the batch dimension";
+      })
+      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp>([&](auto s) {
+        ok = s.getAxis() != 0;
+        if (!ok)
+          why = "it normalizes over the batch dimension";
+      })
+      .Case<graph::LayerNormOp>([&](graph::LayerNormOp l) {
+        ok = l.getAxis() != 0 && !batched[1] &&
+             (op->getNumOperands() < 3 || !batched[2]);
+        if (!ok)
+          why = "it normalizes over the batch dimension";
+      })
+      .Case<graph::ConcatOp, graph::SplitOp>([&](auto c) {
+        ok = c.getAxis() != 0 && llvm::all_of(batched, [](bool b) { return b; });
+        if (!ok)
+          why = "it concatenates or splits along the batch dimension";
+      })
+      .Case<graph::GatherOp>([&](graph::GatherOp g) {
+        // Embedding lookups (unbatched table, batched indices) keep samples
+        // apart as well as gathers along a later axis of batched data.
+        ok = (g.getAxis() != 0 && batched[0] && !batched[1]) ||
+             (g.getAxis() == 0 && !batched[0] && batched[1]);
+        if (!ok)
+          why = "it indexes along the batch dimension";
+      })
+      .Case<graph::SliceOp>([&](graph::SliceOp s) {
+        ok = s.getStarts()[0] == 0 && s.getSteps()[0] == 1 &&
+             s.getEnds()[0] == batch;
+        if (!ok)
+          why = "it slices the batch dimension";
+      })
+      .Case<graph::PadOp>([&](graph::PadOp p) {
+        ok = p.getPads()[0] == 0 && p.getPads()[rankOf(op->getOperand(0))] == 0;
+        if (!ok)
+          why = "it pads the batch dimension";
+      })
+      .Case<graph::MatMulOp>([&](graph::MatMulOp) {
+        ok = batched[0] && rankOf(op->getOperand(0)) >= 2 &&
+             (!batched[1] || rankOf(op->getOperand(1)) == rankOf(op->getOperand(0))) &&
+             (batched[1] || rankOf(op->getOperand(1)) < rankOf(op->getOperand(0)) ||
+              dim0(op->getOperand(1)) == 1);
+        if (!ok)
+          why = "it contracts over the batch dimension";
+      })
+      .Case<graph::GemmOp>([&](graph::GemmOp g) {
+        ok = batched[0] && !g.getTransA() && !batched[1] &&
+             (op->getNumOperands() < 3 || !batched[2]) &&
+             unbatchedBroadcastOnly();
+        if (!ok && why.empty())
+          why = "it contracts over the batch dimension";
+      })
+      .Case<graph::ConvOp, graph::BatchNormOp>([&](auto) {
+        ok = batched[0] && llvm::all_of(ArrayRef<bool>(batched).drop_front(),
+                                        [](bool b) { return !b; });
+        if (!ok)
+          why = "its weights depend on the batch";
+      })
+      .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
+            graph::ReduceMinOp, graph::ReduceProdOp>([&](auto r) {
+        ok = r.getAxes().empty() || r.getAxes().front() != 0;
+        if (!ok)
+          why = "it reduces over the batch dimension";
+      })
+      .Default([&](Operation *) { ok = unbatchedBroadcastOnly(); });
+  if (ok && !allResultsBatched())
+    ok = false;
+  return success(ok);
+}
+
+/// Rewrites shape attributes that name the batch extent for a slice of
+/// `size` rows.
+void adjustShapeAttrs(Operation *op, int64_t size) {
+  auto setDim0 = [&](StringRef name) {
+    auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
+    SmallVector<int64_t> v(attr.asArrayRef());
+    v[0] = size;
+    op->setAttr(name, DenseI64ArrayAttr::get(op->getContext(), v));
+  };
+  if (isa<graph::ReshapeOp, graph::ExpandOp>(op))
+    setDim0("shape");
+  if (isa<graph::SliceOp>(op))
+    setDim0("ends");
+}
+
+LogicalResult reinferTypes(Operation *op) {
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return op->emitOpError() << "cannot re-infer its result types";
+  SmallVector<Type> types;
+  if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(),
+                                    op->getOperands(),
+                                    op->getAttrDictionary(),
+                                    op->getPropertiesStorage(),
+                                    op->getRegions(), types)))
+    return failure();
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  return success();
+}
+
+} // namespace
+
+LogicalResult
+splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
+           std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
+           bool tagMicroBatch) {
+  Block &body = func.getBody().front();
+  if (parts < 1)
+    return func.emitError() << purpose << ": need at least 1 part, got "
+                            << parts;
+  if (parts == 1) {
+    return success();
+  }
+  int64_t batch = -1;
+  for (BlockArgument arg : body.getArguments())
+    if (rankOf(arg) >= 1) {
+      batch = dim0(arg);
+      break;
+    }
+  if (batch < 0)
+    return func.emitError() << purpose
+                            << ": the model has no input with a batch "
+                               "dimension to split";
+  if (batch < parts)
+    return func.emitError() << purpose << ": batch " << batch
+                            << " is smaller than " << parts
+                            << " parts; raise --batch or use fewer parts";
+
+  // Which values are batched.
+  DenseSet<Value> batched;
+  for (BlockArgument arg : body.getArguments())
+    if (rankOf(arg) >= 1 && dim0(arg) == batch)
+      batched.insert(arg);
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator()) {
+    if (isa<graph::ConstantOp>(op))
+      continue;
+    ops.push_back(&op);
+    SmallVector<bool> flags;
+    for (Value v : op.getOperands())
+      flags.push_back(batched.contains(v));
+    if (llvm::none_of(flags, [](bool b) { return b; }))
+      continue;
+    std::string why;
+    if (failed(checkSampleWise(&op, flags, batch, why))) {
+      std::string node = onnxNodeName(op.getLoc());
+      return op.emitError() << purpose << " needs ops that treat samples "
+                            << "independently, but '" << op.getName()
+                            << "' (ONNX node '" << node << "') cannot be "
+                            << "split along the batch: " << why
+                            << "; use the single or pipeline strategy with "
+                               "one micro-batch";
+    }
+    for (Value r : op.getResults())
+      batched.insert(r);
+  }
+
+  OpBuilder builder(func.getContext());
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+  builder.setInsertionPoint(returnOp);
+  SmallVector<SmallVector<Value>> partResults(returnOp.getNumOperands());
+  int64_t offset = 0;
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t size = batch / parts + (p < batch % parts ? 1 : 0);
+    IRMapping map;
+    for (BlockArgument arg : body.getArguments()) {
+      if (!batched.contains(arg))
+        continue;
+      auto type = cast<RankedTensorType>(arg.getType());
+      SmallVector<int64_t> starts(type.getRank(), 0),
+          ends(type.getShape()), steps(type.getRank(), 1);
+      starts[0] = offset;
+      ends[0] = offset + size;
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] = size;
+      auto slice = graph::SliceOp::create(
+          builder, arg.getLoc(), RankedTensorType::get(shape, type.getElementType()),
+          arg, builder.getDenseI64ArrayAttr(starts),
+          builder.getDenseI64ArrayAttr(ends),
+          builder.getDenseI64ArrayAttr(steps));
+      graph::setDevice(slice, graph::kHostDevice);
+      map.map(arg, slice.getResult());
+    }
+    for (Operation *op : ops) {
+      Operation *clone = builder.clone(*op, map);
+      if (llvm::any_of(op->getOperands(),
+                       [&](Value v) { return batched.contains(v); })) {
+        adjustShapeAttrs(clone, size);
+        if (failed(reinferTypes(clone)))
+          return failure();
+      }
+      graph::setDevice(clone, deviceOf(p, op));
+      if (tagMicroBatch)
+        clone->setAttr(GraphDialect::kMicroBatchAttrName,
+                       builder.getI64IntegerAttr(p));
+    }
+    for (auto [i, v] : llvm::enumerate(returnOp.getOperands()))
+      partResults[i].push_back(map.lookupOrDefault(v));
+    offset += size;
+  }
+  for (auto [i, v] : llvm::enumerate(returnOp.getOperands())) {
+    if (!batched.contains(v)) {
+      returnOp.setOperand(i, partResults[i].front());
+      continue;
+    }
+    auto concat = graph::ConcatOp::create(builder, v.getLoc(), v.getType(),
+                                          partResults[i],
+                                          builder.getI64IntegerAttr(0));
+    graph::setDevice(concat, graph::kHostDevice);
+    returnOp.setOperand(i, concat.getResult());
+  }
+  for (Operation *op : llvm::reverse(ops)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  return success();
+}
+
+} // namespace mlir::partc

@@ -1,0 +1,23 @@
+//===- BatchSplit.h - Clone a graph per batch slice -------------*- C++ -*-===//
+#ifndef PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
+#define PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <functional>
+
+namespace mlir::partc {
+
+/// Splits dimension 0 of the batched inputs of `func` into `parts` slices
+/// and clones every op once per slice, in slice-major order. `deviceOf`
+/// gives the device of the clone of `op` for a slice. Slices of inputs and
+/// concatenations of outputs are host ops (device -1). Ops that mix samples
+/// of the batch (reducing or reshaping across dimension 0) are reported.
+LogicalResult
+splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
+           std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
+           bool tagMicroBatch);
+
+} // namespace mlir::partc
+
+#endif // PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H

@@ -1,0 +1,324 @@
+//===- LowerToPlan.cpp - partc-lower-to-plan ------------------------------===//
+#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
+#include "dialects/Plan/PlanDialect.h"
+#include "runtime/kernels/Kernel.h"
+
+#include "llvm/ADT/SetVector.h"
+
+#include <map>
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_LOWERTOPLAN
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+MemRefType bufferType(Type t) {
+  auto tensor = cast<RankedTensorType>(t);
+  return MemRefType::get(tensor.getShape(), tensor.getElementType());
+}
+
+int64_t byteSize(Type t) {
+  return static_cast<int64_t>(
+      toTensorType(cast<ShapedType>(t)).byteSize());
+}
+
+/// Kernel parameters: the op's inherent attributes.
+DictionaryAttr kernelParams(Operation *op) {
+  SmallVector<NamedAttribute> attrs;
+  for (NamedAttribute a : op->getAttrs())
+    if (!a.getName().strref().contains('.'))
+      attrs.push_back(a);
+  return DictionaryAttr::get(op->getContext(), attrs);
+}
+
+class Lowering {
+public:
+  Lowering(ModuleOp module, func::FuncOp func, StringRef strategy)
+      : module_(module), func_(func), strategy_(strategy),
+        builder_(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  struct Device {
+    plan::DeviceOp op;
+    DenseMap<Value, Value> buffers;
+    /// Channel of the last send to each target not yet waited on.
+    std::map<int64_t, int64_t> pendingWait;
+  };
+
+  LogicalResult lowerDevice(int64_t d);
+  FailureOr<Value> lookup(Device &dev, Value v, Location useLoc);
+  Value alloc(Type tensorType, Location loc) {
+    return plan::AllocOp::create(builder_, loc, bufferType(tensorType),
+                                 IntegerAttr());
+  }
+  void emitStores(Value graphValue, Value buffer, Location loc);
+  LogicalResult checkKernel(Operation *op);
+
+  ModuleOp module_;
+  func::FuncOp func_;
+  StringRef strategy_;
+  OpBuilder builder_;
+  plan::ProgramOp program_;
+  DenseMap<Operation *, FlatSymbolRefAttr> weights_;
+  SmallVector<FlatSymbolRefAttr> inputs_, outputs_;
+  /// Where each graph value must be copied out: (output index, byte offset).
+  DenseMap<Value, SmallVector<std::pair<unsigned, int64_t>>> stores_;
+  DenseMap<Operation *, int64_t> channels_;
+  std::vector<Device> devices_;
+};
+
+LogicalResult Lowering::checkKernel(Operation *op) {
+  std::vector<rt::TensorType> ins, outs;
+  for (Type t : op->getOperandTypes())
+    ins.push_back(toTensorType(cast<ShapedType>(t)));
+  for (Type t : op->getResultTypes())
+    outs.push_back(toTensorType(cast<ShapedType>(t)));
+  std::unique_ptr<rt::Kernel> kernel;
+  rt::Status s = rt::createCpuKernel(kernelNameFor(op), toKernelAttrs(op),
+                                     ins, outs, kernel);
+  if (!s.ok())
+    return op->emitError() << "cannot be executed: " << s.message();
+  return success();
+}
+
+FailureOr<Value> Lowering::lookup(Device &dev, Value v, Location useLoc) {
+  if (Value b = dev.buffers.lookup(v))
+    return b;
+  Value buffer;
+  if (auto arg = dyn_cast<BlockArgument>(v)) {
+    buffer = alloc(v.getType(), useLoc);
+    plan::LoadInputOp::create(builder_, useLoc, inputs_[arg.getArgNumber()],
+                              builder_.getI64IntegerAttr(0), buffer);
+  } else if (auto constant = v.getDefiningOp<graph::ConstantOp>()) {
+    buffer = plan::WeightRefOp::create(builder_, useLoc,
+                                       bufferType(v.getType()),
+                                       weights_.lookup(constant));
+  } else if (auto slice = v.getDefiningOp<graph::SliceOp>();
+             slice && graph::getDevice(slice) == graph::kHostDevice) {
+    auto arg = dyn_cast<BlockArgument>(slice.getInput());
+    auto in = cast<RankedTensorType>(slice.getInput().getType());
+    bool contiguous = arg != nullptr;
+    for (int64_t d = 0; d < in.getRank() && contiguous; ++d)
+      contiguous = slice.getSteps()[d] == 1 &&
+                   (d == 0 || (slice.getStarts()[d] == 0 &&
+                               slice.getEnds()[d] == in.getDimSize(d)));
+    if (!contiguous)
+      return slice.emitError() << "host slices must take whole rows of a "
+                                  "model input",
+             failure();
+    int64_t rowBytes = in.getRank() ? byteSize(in) / std::max<int64_t>(
+                                                         1, in.getDimSize(0))
+                                    : 0;
+    buffer = alloc(v.getType(), useLoc);
+    plan::LoadInputOp::create(
+        builder_, useLoc, inputs_[arg.getArgNumber()],
+        builder_.getI64IntegerAttr(slice.getStarts()[0] * rowBytes), buffer);
+  } else {
+    return emitError(useLoc) << "uses a value that is not available on device "
+                             << dev.op.getId()
+                             << "; run partc-insert-transfers",
+           failure();
+  }
+  dev.buffers[v] = buffer;
+  return buffer;
+}
+
+void Lowering::emitStores(Value graphValue, Value buffer, Location loc) {
+  auto it = stores_.find(graphValue);
+  if (it == stores_.end())
+    return;
+  for (auto [index, offset] : it->second)
+    plan::StoreOutputOp::create(builder_, loc, buffer, outputs_[index],
+                                builder_.getI64IntegerAttr(offset));
+}
+
+LogicalResult Lowering::lowerDevice(int64_t d) {
+  Device &dev = devices_[d];
+  builder_.setInsertionPointToEnd(&dev.op.getBody().front());
+  for (Operation &op : func_.getBody().front()) {
+    if (auto transfer = dyn_cast<graph::TransferOp>(op)) {
+      int64_t channel = channels_.lookup(&op);
+      int64_t source = transfer.getSource(), target = transfer.getTarget();
+      if (source == d) {
+        auto src = lookup(dev, transfer.getInput(), op.getLoc());
+        if (failed(src))
+          return failure();
+        auto pending = dev.pendingWait.find(target);
+        if (pending != dev.pendingWait.end())
+          plan::WaitConsumedOp::create(builder_, op.getLoc(),
+                                       builder_.getI64IntegerAttr(pending->second));
+        plan::SendOp::create(builder_, op.getLoc(), *src,
+                             builder_.getI64IntegerAttr(channel),
+                             builder_.getI64IntegerAttr(target));
+        dev.pendingWait[target] = channel;
+      } else if (target == d) {
+        Value buffer = alloc(op.getResult(0).getType(), op.getLoc());
+        plan::RecvOp::create(builder_, op.getLoc(), buffer,
+                             builder_.getI64IntegerAttr(channel),
+                             builder_.getI64IntegerAttr(source));
+        dev.buffers[op.getResult(0)] = buffer;
+        emitStores(op.getResult(0), buffer, op.getLoc());
+      }
+      continue;
+    }
+    if (graph::getDevice(&op) != d)
+      continue;
+    SmallVector<Value> ins;
+    for (Value v : op.getOperands()) {
+      auto b = lookup(dev, v, op.getLoc());
+      if (failed(b))
+        return failure();
+      ins.push_back(*b);
+    }
+    if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
+      Value view = ins[0];
+      if (view.getType() != bufferType(op.getResult(0).getType()))
+        view = plan::ViewOp::create(builder_, op.getLoc(),
+                                    bufferType(op.getResult(0).getType()),
+                                    ins[0]);
+      dev.buffers[op.getResult(0)] = view;
+      emitStores(op.getResult(0), view, op.getLoc());
+      continue;
+    }
+    SmallVector<Value> outs;
+    for (Value r : op.getResults())
+      outs.push_back(alloc(r.getType(), op.getLoc()));
+    IntegerAttr microBatch =
+        op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kMicroBatchAttrName);
+    plan::KernelOp::create(builder_, op.getLoc(),
+                           builder_.getStringAttr(kernelNameFor(&op)),
+                           kernelParams(&op), ins, outs, microBatch);
+    for (auto [r, b] : llvm::zip(op.getResults(), outs)) {
+      dev.buffers[r] = b;
+      emitStores(r, b, op.getLoc());
+    }
+  }
+  for (auto [target, channel] : dev.pendingWait)
+    plan::WaitConsumedOp::create(builder_, func_.getLoc(),
+                                 builder_.getI64IntegerAttr(channel));
+  return success();
+}
+
+LogicalResult Lowering::run() {
+  int64_t numDevices = getNumDevices(module_);
+  Block &body = func_.getBody().front();
+  MLIRContext *ctx = module_.getContext();
+
+  for (Operation &op : body) {
+    if (isa<graph::ConstantOp, func::ReturnOp, graph::TransferOp>(op))
+      continue;
+    std::optional<int64_t> device = graph::getDevice(&op);
+    if (!device)
+      return op.emitError() << "is not placed on a device; run "
+                               "partc-assign-devices first";
+    if (*device == graph::kHostDevice)
+      continue;
+    if (!isa<graph::ReshapeOp, graph::IdentityOp>(op) &&
+        failed(checkKernel(&op)))
+      return failure();
+  }
+
+  builder_.setInsertionPointToEnd(module_.getBody());
+  SmallVector<NamedAttribute> meta = {
+      builder_.getNamedAttr("strategy", builder_.getStringAttr(strategy_))};
+  program_ = plan::ProgramOp::create(
+      builder_, func_.getLoc(), builder_.getI64IntegerAttr(numDevices),
+      DictionaryAttr::get(ctx, meta));
+  program_.getBody().push_back(new Block());
+  builder_.setInsertionPointToStart(&program_.getBody().front());
+
+  int64_t weightIndex = 0;
+  for (Operation &op : body)
+    if (auto constant = dyn_cast<graph::ConstantOp>(op)) {
+      std::string name = "w" + std::to_string(weightIndex++);
+      plan::WeightOp::create(builder_, op.getLoc(), name, constant.getValue());
+      weights_[&op] = FlatSymbolRefAttr::get(ctx, name);
+    }
+  for (BlockArgument arg : body.getArguments()) {
+    auto name = func_.getArgAttrOfType<StringAttr>(
+        arg.getArgNumber(), graph::GraphDialect::kNameAttrName);
+    std::string sym = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
+    plan::InputOp::create(builder_, func_.getLoc(),
+                          builder_.getStringAttr(sym),
+                          TypeAttr::get(arg.getType()));
+    inputs_.push_back(FlatSymbolRefAttr::get(ctx, sym));
+  }
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+  for (auto [i, v] : llvm::enumerate(returnOp.getOperands())) {
+    auto name = func_.getResultAttrOfType<StringAttr>(
+        i, graph::GraphDialect::kNameAttrName);
+    std::string sym = name ? name.str() : "output" + std::to_string(i);
+    if (program_.lookupSymbol(sym))
+      sym += "_output" + std::to_string(i);
+    plan::OutputOp::create(builder_, func_.getLoc(),
+                           builder_.getStringAttr(sym),
+                           TypeAttr::get(v.getType()));
+    outputs_.push_back(FlatSymbolRefAttr::get(ctx, sym));
+  }
+
+  // Outputs assembled on the host from parts get a byte offset per part.
+  llvm::SetVector<Value> hostOutputs;
+  for (auto [i, v] : llvm::enumerate(returnOp.getOperands())) {
+    auto concat = v.getDefiningOp<graph::ConcatOp>();
+    if (concat && graph::getDevice(concat) == graph::kHostDevice) {
+      int64_t offset = 0;
+      for (Value part : concat.getInputs()) {
+        if (isHostValue(part))
+          hostOutputs.insert(part);
+        stores_[part].push_back({static_cast<unsigned>(i), offset});
+        offset += byteSize(part.getType());
+      }
+      continue;
+    }
+    if (isHostValue(v))
+      hostOutputs.insert(v);
+    stores_[v].push_back({static_cast<unsigned>(i), 0});
+  }
+
+  int64_t channel = 0;
+  for (Operation &op : body)
+    if (isa<graph::TransferOp>(op))
+      channels_[&op] = channel++;
+
+  devices_.resize(numDevices);
+  for (int64_t d = 0; d < numDevices; ++d) {
+    builder_.setInsertionPointToEnd(&program_.getBody().front());
+    devices_[d].op = plan::DeviceOp::create(
+        builder_, func_.getLoc(), builder_.getI64IntegerAttr(d), IntegerAttr());
+    devices_[d].op.getBody().push_back(new Block());
+    if (failed(lowerDevice(d)))
+      return failure();
+  }
+  // Inputs or weights returned as they are: device 0 copies them out.
+  builder_.setInsertionPointToEnd(&devices_[0].op.getBody().front());
+  for (Value v : hostOutputs) {
+    auto b = lookup(devices_[0], v, func_.getLoc());
+    if (failed(b))
+      return failure();
+    emitStores(v, *b, func_.getLoc());
+  }
+  func_.erase();
+  return success();
+}
+
+struct LowerToPlanPass : public impl::LowerToPlanBase<LowerToPlanPass> {
+  using LowerToPlanBase::LowerToPlanBase;
+  void runOnOperation() override {
+    auto func = getMainFunction(getOperation());
+    if (failed(func))
+      return signalPassFailure();
+    Lowering lowering(getOperation(), *func, strategy);
+    if (failed(lowering.run()))
+      signalPassFailure();
+  }
+};
+
+} // namespace
+} // namespace mlir::partc

@@ -1,0 +1,54 @@
+//===- PassUtils.cpp ------------------------------------------------------===//
+#include "compiler/Transforms/PassUtils.h"
+
+#include "dialects/Graph/GraphOps.h"
+
+namespace mlir::partc {
+
+std::string onnxNodeName(Location loc) {
+  if (auto name = dyn_cast<NameLoc>(loc))
+    return name.getName().str();
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location inner : fused.getLocations()) {
+      std::string n = onnxNodeName(inner);
+      if (!n.empty())
+        return n;
+    }
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return onnxNodeName(callsite.getCallee());
+  return "";
+}
+
+FailureOr<func::FuncOp> getMainFunction(ModuleOp module) {
+  auto func = module.lookupSymbol<func::FuncOp>("main");
+  if (!func || func.getBody().empty())
+    return module.emitError()
+           << "expected a func.func @main with a body (the ONNX importer's "
+              "output)",
+           failure();
+  if (!func.getBody().hasOneBlock())
+    return func.emitError() << "@main must have a single block", failure();
+  return func;
+}
+
+int64_t getNumDevices(ModuleOp module) {
+  if (auto a = module->getAttrOfType<IntegerAttr>("graph.num_devices"))
+    return a.getInt();
+  return 1;
+}
+
+void setNumDevices(ModuleOp module, int64_t n) {
+  module->setAttr("graph.num_devices",
+                  IntegerAttr::get(IntegerType::get(module.getContext(), 64), n));
+}
+
+bool isHostValue(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (!def)
+    return true;
+  if (isa<graph::ConstantOp>(def))
+    return true;
+  return graph::getDevice(def) == graph::kHostDevice;
+}
+
+} // namespace mlir::partc

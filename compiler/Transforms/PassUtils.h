@@ -1,0 +1,28 @@
+//===- PassUtils.h - Helpers shared by partc passes -------------*- C++ -*-===//
+#ifndef PARTC_COMPILER_TRANSFORMS_PASSUTILS_H
+#define PARTC_COMPILER_TRANSFORMS_PASSUTILS_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+
+namespace mlir::partc {
+
+/// The ONNX node name recorded in `loc`, or "" if there is none.
+std::string onnxNodeName(Location loc);
+
+/// The module's `func.func @main`, or an error on the module.
+FailureOr<func::FuncOp> getMainFunction(ModuleOp module);
+
+/// Number of devices recorded by partc-assign-devices, or 1.
+int64_t getNumDevices(ModuleOp module);
+void setNumDevices(ModuleOp module, int64_t n);
+
+/// Values every device can read without a transfer: function arguments,
+/// constants and host-side slices of arguments.
+bool isHostValue(Value v);
+
+} // namespace mlir::partc
+
+#endif // PARTC_COMPILER_TRANSFORMS_PASSUTILS_H

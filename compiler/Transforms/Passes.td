@@ -1,0 +1,109 @@
+//===- Passes.td - partc compiler passes -------------------------*- tablegen -*-===//
+#ifndef PARTC_TRANSFORMS_PASSES
+#define PARTC_TRANSFORMS_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
+  let summary = "Folds constant subgraphs and removes dead and identity ops";
+  let description = [{
+    Evaluates every op whose operands are all constants with the runtime's
+    reference kernels (so compile-time and run-time semantics cannot drift),
+    folds identities and chained reshapes, and erases unused ops.
+  }];
+}
+
+def AssignDevices : Pass<"partc-assign-devices", "mlir::ModuleOp"> {
+  let summary = "Places every op on a pipeline stage (one device per stage)";
+  let description = [{
+    With `split-at`, stage k ends after the last op of the k-th named ONNX
+    node. Without it, the op sequence is cut into `num-devices` contiguous
+    stages that minimize the largest stage's estimated FLOPs (exact dynamic
+    programming over the topological order). Sets `graph.device` on every
+    op and `graph.num_devices` on the module.
+  }];
+  let options = [
+    Option<"numDevices", "num-devices", "int64_t", "1",
+           "Number of devices (stages)">,
+    ListOption<"splitAt", "split-at", "std::string",
+               "ONNX node names after which a new stage starts">,
+  ];
+}
+
+def SchedulePipeline : Pass<"partc-schedule-pipeline", "mlir::ModuleOp"> {
+  let summary = "Splits the batch into micro-batches and interleaves stages";
+  let description = [{
+    Clones the placed graph once per micro-batch on the batch dimension,
+    keeping each op's stage. Micro-batch k's ops precede micro-batch k+1's,
+    which is the GPipe forward order: while stage 1 works on micro-batch k,
+    stage 0 already works on k+1. Inputs are sliced and outputs concatenated
+    on the host (device -1).
+  }];
+  let options = [
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Number of micro-batches">,
+    Option<"schedule", "schedule", "std::string", "\"gpipe\"",
+           "Schedule: gpipe (1f1b needs training, which is not supported yet)">,
+  ];
+}
+
+def ReplicateDataParallel : Pass<"partc-replicate-data-parallel",
+                                 "mlir::ModuleOp"> {
+  let summary = "Splits the batch over N replicas of the whole graph";
+  let description = [{
+    Replica r gets rows [r*B/N, (r+1)*B/N) of every batched input and runs
+    the whole graph on device r with the weights replicated; outputs are
+    concatenated on the host.
+  }];
+  let options = [
+    Option<"replicas", "replicas", "int64_t", "1", "Number of replicas">,
+  ];
+}
+
+def InsertTransfers : Pass<"partc-insert-transfers", "mlir::ModuleOp"> {
+  let summary = "Inserts a graph.transfer for every tensor that crosses devices";
+  let description = [{
+    One transfer per (value, destination device), placed right after the
+    producer, so a tensor used by several ops of a later stage, or by a
+    stage that skips over another (residual edges), moves once and directly.
+  }];
+}
+
+def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
+  let summary = "Proves that every op is placed and every use is local";
+}
+
+def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
+  let summary = "Lowers a placed graph to per-device plan streams";
+  let description = [{
+    Replaces func.func @main with a plan.program: weights become
+    plan.weight, each device gets a plan.device region with its ops in
+    graph order as plan.kernel over plan.alloc buffers, reshapes become
+    plan.view, transfers become send/recv pairs with a wait_consumed before
+    the source's next send to the same device. Checks that a CPU kernel
+    exists for every op and its types.
+  }];
+  let dependentDialects = ["::mlir::partc::plan::PlanDialect",
+                           "::mlir::memref::MemRefDialect"];
+  let options = [
+    Option<"strategy", "strategy", "std::string", "\"single\"",
+           "Strategy name recorded in the plan metadata">,
+  ];
+}
+
+def PlanMemory : Pass<"partc-plan-memory", "mlir::ModuleOp"> {
+  let summary = "Assigns arena offsets to plan buffers by liveness";
+  let description = [{
+    A buffer lives from its allocation to its last use through any view;
+    a buffer that is sent lives until the matching wait_consumed. Buffers
+    are placed largest first at the lowest offset that does not overlap a
+    buffer whose lifetime intersects (64-byte aligned). Sets `offset` on
+    every plan.alloc and `arena_size` on every plan.device.
+  }];
+}
+
+def TestPrintCost : Pass<"partc-test-print-cost", "mlir::ModuleOp"> {
+  let summary = "Test only: prints each op's cost estimates as remarks";
+}
+
+#endif // PARTC_TRANSFORMS_PASSES

@@ -1,0 +1,42 @@
+//===- SchedulePipeline.cpp - partc-schedule-pipeline ---------------------===//
+#include "compiler/Transforms/BatchSplit.h"
+#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_SCHEDULEPIPELINE
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+struct SchedulePipelinePass
+    : public impl::SchedulePipelineBase<SchedulePipelinePass> {
+  using SchedulePipelineBase::SchedulePipelineBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (schedule != "gpipe") {
+      module.emitError() << "pipeline schedule '" << schedule
+                         << "' is not supported for inference; use gpipe "
+                            "(1f1b only differs once backward passes exist)";
+      return signalPassFailure();
+    }
+    auto func = getMainFunction(module);
+    if (failed(func))
+      return signalPassFailure();
+    for (Operation &op : func->getBody().front())
+      if (!isa<graph::ConstantOp, func::ReturnOp>(op) && !graph::getDevice(&op)) {
+        op.emitError() << "is not placed; run partc-assign-devices first";
+        return signalPassFailure();
+      }
+    auto keepStage = [](int64_t, Operation *op) {
+      return *graph::getDevice(op);
+    };
+    if (failed(splitBatch(*func, microBatches, "pipelining", keepStage,
+                          /*tagMicroBatch=*/true)))
+      return signalPassFailure();
+  }
+};
+} // namespace
+} // namespace mlir::partc

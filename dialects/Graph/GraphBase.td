@@ -1,0 +1,43 @@
+//===- GraphBase.td - partc graph dialect ------------------------*- tablegen -*-===//
+//
+// The graph dialect holds a network with ONNX semantics on static-shaped
+// tensors. Placement is the discardable attribute `graph.device` (an integer
+// device index, or -1 for host-side slicing and gathering at the function
+// boundary); a value used on another device than the one it was produced on
+// must pass through `graph.transfer`.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_GRAPH_BASE
+#define PARTC_GRAPH_BASE
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def Graph_Dialect : Dialect {
+  let name = "graph";
+  let cppNamespace = "::mlir::partc::graph";
+  let summary = "Tensor graph with ONNX semantics and explicit placement";
+  let description = [{
+    Ops mirror ONNX operators on static shapes, with attributes normalized by
+    the importer (explicit pads, sorted non-negative axes, constant shape
+    operands turned into attributes). Every op can be evaluated at compile
+    time through the runtime's reference kernels, which is how shape
+    arithmetic is folded.
+  }];
+  let hasConstantMaterializer = 1;
+  let hasOperationAttrVerify = 1;
+  // Attributes live in the attribute dictionary so that passes and the plan
+  // writer can treat every op's parameters generically.
+  let usePropertiesForAttributes = 0;
+  let extraClassDeclaration = [{
+    /// Name of the placement attribute.
+    static constexpr ::llvm::StringLiteral kDeviceAttrName = "graph.device";
+    /// Name of the micro-batch index attribute set by pipelining.
+    static constexpr ::llvm::StringLiteral kMicroBatchAttrName =
+        "graph.micro_batch";
+    /// Name of the argument/result attribute holding the ONNX tensor name.
+    static constexpr ::llvm::StringLiteral kNameAttrName = "graph.name";
+  }];
+}
+
+#endif // PARTC_GRAPH_BASE

@@ -1,0 +1,96 @@
+//===- GraphOps.cpp - Folders, verifiers and costs of graph ops -----------===//
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::partc::graph;
+
+static int64_t elementCount(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  return shaped && shaped.hasStaticShape() ? shaped.getNumElements() : 0;
+}
+
+static int64_t byteCount(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  unsigned bits = shaped.getElementType().getIntOrFloatBitWidth();
+  return shaped.getNumElements() * ((bits + 7) / 8);
+}
+
+namespace mlir::partc::graph {
+
+int64_t defaultFlops(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getResultTypes())
+    n += elementCount(t);
+  return n;
+}
+
+int64_t defaultBytes(Operation *op) {
+  int64_t n = 0;
+  for (Type t : op->getOperandTypes())
+    n += byteCount(t);
+  for (Type t : op->getResultTypes())
+    n += byteCount(t);
+  return n;
+}
+
+} // namespace mlir::partc::graph
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getInput().getType() == getType())
+    return getInput();
+  // reshape(reshape(x)) reads x directly.
+  if (auto inner = getInput().getDefiningOp<ReshapeOp>()) {
+    getInputMutable().assign(inner.getInput());
+    return getResult();
+  }
+  if (auto dense = dyn_cast_or_null<DenseElementsAttr>(adaptor.getInput()))
+    return dense.reshape(cast<ShapedType>(getType()));
+  return {};
+}
+
+LogicalResult TransferOp::verify() {
+  int64_t source = getSource(), target = getTarget();
+  if (source < 0 || target < 0 || source == target)
+    return emitOpError() << "moves from device " << getSource()
+                         << " to device " << getTarget()
+                         << "; both must be distinct device indices >= 0";
+  if (auto device = getDevice(*this); device && *device != getTarget())
+    return emitOpError() << "is placed on device " << *device
+                         << " but targets device " << getTarget()
+                         << "; a transfer runs on its target";
+  return success();
+}
+
+int64_t ConvOp::estimateFlops() {
+  auto w = cast<ShapedType>(getWeight().getType());
+  int64_t perOutput = 2;
+  for (int64_t d : w.getShape().drop_front())
+    perOutput *= d;
+  return perOutput * elementCount(getType());
+}
+
+int64_t MatMulOp::estimateFlops() {
+  auto lhs = cast<ShapedType>(getLhs().getType());
+  int64_t k = lhs.getShape().empty() ? 1 : lhs.getShape().back();
+  return 2 * k * elementCount(getType());
+}
+
+int64_t GemmOp::estimateFlops() {
+  auto a = cast<ShapedType>(getA().getType());
+  int64_t k = getTransA() ? a.getShape()[0] : a.getShape()[1];
+  return 2 * k * elementCount(getType());
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/GraphOps.cpp.inc"
+#include "dialects/Graph/GraphInterfaces.cpp.inc"

@@ -1,0 +1,47 @@
+//===- GraphOps.h - partc graph ops -----------------------------*- C++ -*-===//
+#ifndef PARTC_DIALECTS_GRAPH_GRAPHOPS_H
+#define PARTC_DIALECTS_GRAPH_GRAPHOPS_H
+
+#include "dialects/Graph/GraphDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <optional>
+
+namespace mlir::partc::graph {
+
+int64_t defaultFlops(Operation *op);
+int64_t defaultBytes(Operation *op);
+
+/// Evaluates `op` on constant operands with the runtime's CPU kernels.
+/// Fails (without a diagnostic) when an operand is not constant, the result
+/// would be large, or no kernel applies.
+LogicalResult evaluateConstantOp(Operation *op, ArrayRef<Attribute> operands,
+                                 SmallVectorImpl<OpFoldResult> &results);
+
+/// Folds an op whose operands are all constants.
+template <typename ConcreteType>
+class ConstantEvaluable
+    : public OpTrait::TraitBase<ConcreteType, ConstantEvaluable> {
+public:
+  static LogicalResult foldTrait(Operation *op, ArrayRef<Attribute> operands,
+                                 SmallVectorImpl<OpFoldResult> &results) {
+    return evaluateConstantOp(op, operands, results);
+  }
+};
+
+/// Placement: the device index of `op`, -1 for host, nullopt if unplaced.
+std::optional<int64_t> getDevice(Operation *op);
+void setDevice(Operation *op, int64_t device);
+constexpr int64_t kHostDevice = -1;
+
+} // namespace mlir::partc::graph
+
+#include "dialects/Graph/GraphInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialects/Graph/GraphOps.h.inc"
+
+#endif // PARTC_DIALECTS_GRAPH_GRAPHOPS_H

@@ -1,0 +1,319 @@
+//===- GraphOps.td - partc graph ops -----------------------------*- tablegen -*-===//
+//
+// Every op infers its result types (InferTypeOpInterface), so the importer,
+// micro-batch cloning and the verifier share one definition of each op's
+// shape rule. Every op is Pure and can be folded when all of its operands are
+// constants (ConstantEvaluable evaluates it with the runtime's CPU kernels).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_GRAPH_OPS
+#define PARTC_GRAPH_OPS
+
+include "dialects/Graph/GraphBase.td"
+include "dialects/Graph/GraphInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def ConstantEvaluable : NativeOpTrait<"ConstantEvaluable"> {
+  let cppNamespace = "::mlir::partc::graph";
+}
+
+class Graph_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Graph_Dialect, mnemonic,
+         !listconcat(traits, [Pure,
+                              DeclareOpInterfaceMethods<InferTypeOpInterface>])> {
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+/// An op that becomes a kernel invocation, with the default cost model.
+class Graph_ComputeOp<string mnemonic, list<Trait> traits = []>
+    : Graph_Op<mnemonic, !listconcat(traits, [ConstantEvaluable,
+                                              Graph_CostOpInterface])>;
+
+def Graph_Tensor : StaticShapeTensorOf<[AnyType]>;
+
+//===----------------------------------------------------------------------===//
+// Constants, placement and views
+//===----------------------------------------------------------------------===//
+
+def Graph_ConstantOp : Op<Graph_Dialect, "constant",
+    [ConstantLike, Pure, DeclareOpInterfaceMethods<InferTypeOpInterface>]> {
+  let summary = "A constant tensor (weights and folded shape arithmetic)";
+  let description = [{
+    Weights are `dense_resource` blobs so that large models are not copied
+    into the attribute uniquer; small folded values are `dense`.
+
+    ```mlir
+    %w = graph.constant {value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+}
+
+def Graph_TransferOp : Graph_Op<"transfer", [Graph_CostOpInterface]> {
+  let summary = "Moves a tensor from device `source` to device `target`";
+  let description = [{
+    Placed on the target device (its `graph.device` equals `target`). The
+    plan lowering turns it into a send on the source and a receive on the
+    target.
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$source, I64Attr:$target);
+  let results = (outs Graph_Tensor:$output);
+  let hasVerifier = 1;
+}
+
+def Graph_IdentityOp : Graph_Op<"identity", [ConstantEvaluable, Graph_CostOpInterface]> {
+  let summary = "Identity (also ONNX Dropout in inference)";
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+def Graph_ReshapeOp : Graph_ComputeOp<"reshape"> {
+  let summary = "Reshape to a static shape (also Flatten, Squeeze, Unsqueeze)";
+  let description = [{
+    Lowered to a view of its operand's buffer; no data moves.
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Graph_Tensor:$output);
+  let hasFolder = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+class Graph_UnaryOp<string mnemonic, string doc>
+    : Graph_ComputeOp<mnemonic> {
+  let summary = doc;
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
+def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
+def Graph_TanhOp : Graph_UnaryOp<"tanh", "Hyperbolic tangent">;
+def Graph_ErfOp : Graph_UnaryOp<"erf", "Error function">;
+def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "Square root">;
+def Graph_NegOp : Graph_UnaryOp<"neg", "Negation">;
+def Graph_ExpOp : Graph_UnaryOp<"exp", "Exponential">;
+def Graph_LogOp : Graph_UnaryOp<"log", "Natural logarithm">;
+def Graph_AbsOp : Graph_UnaryOp<"abs", "Absolute value">;
+def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
+def Graph_FloorOp : Graph_UnaryOp<"floor", "Round down">;
+def Graph_CeilOp : Graph_UnaryOp<"ceil", "Round up">;
+def Graph_RoundOp : Graph_UnaryOp<"round", "Round half to even">;
+def Graph_SinOp : Graph_UnaryOp<"sin", "Sine">;
+def Graph_CosOp : Graph_UnaryOp<"cos", "Cosine">;
+def Graph_SignOp : Graph_UnaryOp<"sign", "Sign">;
+def Graph_NotOp : Graph_UnaryOp<"not", "Logical not">;
+def Graph_SoftplusOp : Graph_UnaryOp<"softplus", "log(1 + exp(x))">;
+def Graph_HardSwishOp : Graph_UnaryOp<"hard_swish", "x * hard_sigmoid(x)">;
+
+def Graph_GeluOp : Graph_UnaryOp<"gelu", "Gaussian error linear unit"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedStrAttr<StrAttr, "none">:$approximate);
+}
+def Graph_LeakyReluOp : Graph_UnaryOp<"leaky_relu", "x >= 0 ? x : alpha * x"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<F64Attr, "0.01">:$alpha);
+}
+def Graph_EluOp : Graph_UnaryOp<"elu", "x >= 0 ? x : alpha * (exp(x) - 1)"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+}
+def Graph_HardSigmoidOp : Graph_UnaryOp<"hard_sigmoid",
+                                        "clamp(alpha * x + beta, 0, 1)"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<F64Attr, "0.2">:$alpha,
+                       DefaultValuedAttr<F64Attr, "0.5">:$beta);
+}
+def Graph_ClipOp : Graph_UnaryOp<"clip", "clamp(x, min, max)"> {
+  let arguments = (ins Graph_Tensor:$input, OptionalAttr<F64Attr>:$min,
+                       OptionalAttr<F64Attr>:$max);
+}
+
+class Graph_BinaryOp<string mnemonic, string doc>
+    : Graph_ComputeOp<mnemonic> {
+  let summary = doc # " with numpy broadcasting";
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_AddOp : Graph_BinaryOp<"add", "Addition">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication">;
+def Graph_DivOp : Graph_BinaryOp<"div", "Division">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "Power">;
+def Graph_MinOp : Graph_BinaryOp<"min", "Minimum">;
+def Graph_MaxOp : Graph_BinaryOp<"max", "Maximum">;
+def Graph_ModOp : Graph_BinaryOp<"mod", "Modulo (sign of the divisor)">;
+def Graph_EqualOp : Graph_BinaryOp<"equal", "Equality (i1 result)">;
+def Graph_LessOp : Graph_BinaryOp<"less", "Less than (i1 result)">;
+def Graph_GreaterOp : Graph_BinaryOp<"greater", "Greater than (i1 result)">;
+def Graph_LessOrEqualOp : Graph_BinaryOp<"less_or_equal", "<= (i1 result)">;
+def Graph_GreaterOrEqualOp : Graph_BinaryOp<"greater_or_equal", ">= (i1 result)">;
+def Graph_AndOp : Graph_BinaryOp<"and", "Logical and">;
+def Graph_OrOp : Graph_BinaryOp<"or", "Logical or">;
+def Graph_XorOp : Graph_BinaryOp<"xor", "Logical xor">;
+
+def Graph_WhereOp : Graph_ComputeOp<"where"> {
+  let summary = "cond ? x : y with broadcasting";
+  let arguments = (ins Graph_Tensor:$condition, Graph_Tensor:$x, Graph_Tensor:$y);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_CastOp : Graph_ComputeOp<"cast"> {
+  let summary = "Element type conversion";
+  let arguments = (ins Graph_Tensor:$input, TypeAttr:$to);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ExpandOp : Graph_ComputeOp<"expand"> {
+  let summary = "Broadcast to a static shape";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
+  let results = (outs Graph_Tensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra, convolution, pooling, normalization
+//===----------------------------------------------------------------------===//
+
+def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
+  let summary = "numpy.matmul (batched, broadcasting)";
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
+  let summary = "alpha * op(A) * op(B) + beta * C";
+  let arguments = (ins Graph_Tensor:$a, Graph_Tensor:$b,
+                       Optional<Graph_Tensor>:$c,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                       DefaultValuedAttr<F64Attr, "1.0">:$beta,
+                       DefaultValuedAttr<I64Attr, "0">:$trans_a,
+                       DefaultValuedAttr<I64Attr, "0">:$trans_b);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
+  let summary = "N-d convolution, NCHW, explicit pads [begin..., end...]";
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$weight,
+                       Optional<Graph_Tensor>:$bias,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Graph_Tensor:$output);
+}
+
+class Graph_PoolOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
+  let summary = doc;
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+  let results = (outs Graph_Tensor:$output);
+}
+def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling">;
+def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool", "Average pooling">;
+
+def Graph_GlobalAvgPoolOp : Graph_UnaryOp<"global_avg_pool",
+                                          "Mean over all spatial dimensions">;
+def Graph_GlobalMaxPoolOp : Graph_UnaryOp<"global_max_pool",
+                                          "Max over all spatial dimensions">;
+
+def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm"> {
+  let summary = "Inference batch normalization over channel dimension 1";
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
+                       Graph_Tensor:$bias, Graph_Tensor:$mean,
+                       Graph_Tensor:$variance,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
+  let summary = "Normalization over dimensions [axis, rank)";
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
+                       Optional<Graph_Tensor>:$bias, I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_SoftmaxOp : Graph_UnaryOp<"softmax", "Softmax along one axis"> {
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis);
+}
+def Graph_LogSoftmaxOp : Graph_UnaryOp<"log_softmax",
+                                       "Log-softmax along one axis"> {
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis);
+}
+
+class Graph_ReduceOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
+  let summary = doc # " over sorted, non-negative `axes`";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs Graph_Tensor:$output);
+}
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
+def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
+def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+def Graph_TransposeOp : Graph_ComputeOp<"transpose"> {
+  let summary = "Permutes dimensions";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ConcatOp : Graph_ComputeOp<"concat"> {
+  let summary = "Concatenation along `axis`";
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_SplitOp : Graph_ComputeOp<"split"> {
+  let summary = "Splits along `axis` into parts of the given `sizes`";
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
+                       DenseI64ArrayAttr:$sizes);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
+}
+
+def Graph_SliceOp : Graph_ComputeOp<"slice"> {
+  let summary = "Strided slice with one normalized start/end/step per dimension";
+  let description = [{
+    `starts` are in range, `ends` are clamped (exclusive; -1 allowed for
+    negative steps), so the result size per dimension is
+    max(0, ceil((end - start) / step)).
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$starts,
+                       DenseI64ArrayAttr:$ends, DenseI64ArrayAttr:$steps);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_GatherOp : Graph_ComputeOp<"gather"> {
+  let summary = "numpy.take along `axis`";
+  let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_PadOp : Graph_ComputeOp<"pad"> {
+  let summary = "Pads with [begin..., end...] amounts";
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads,
+                       DefaultValuedStrAttr<StrAttr, "constant">:$mode,
+                       DefaultValuedAttr<F64Attr, "0.0">:$value);
+  let results = (outs Graph_Tensor:$output);
+}
+
+#endif // PARTC_GRAPH_OPS

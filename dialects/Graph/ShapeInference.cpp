@@ -1,0 +1,615 @@
+//===- ShapeInference.cpp - Result types of graph ops ---------------------===//
+//
+// One inferReturnTypes per op. The importer builds ops through these, the
+// verifier checks against them and micro-batch cloning re-runs them with a
+// smaller batch, so each rule exists exactly once.
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Diagnostics.h"
+
+using namespace mlir;
+using namespace mlir::partc::graph;
+
+namespace {
+
+using Types = SmallVectorImpl<Type>;
+using Loc = std::optional<Location>;
+
+RankedTensorType tensorOf(Value v) {
+  return dyn_cast<RankedTensorType>(v.getType());
+}
+
+LogicalResult fail(Loc loc, const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+std::string shapeStr(ArrayRef<int64_t> shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::optional<ArrayRef<int64_t>> intsAttr(DictionaryAttr attrs,
+                                          StringRef name) {
+  if (auto a = attrs.getAs<DenseI64ArrayAttr>(name))
+    return a.asArrayRef();
+  return std::nullopt;
+}
+
+int64_t intAttr(DictionaryAttr attrs, StringRef name, int64_t dflt) {
+  if (auto a = attrs.getAs<IntegerAttr>(name))
+    return a.getInt();
+  return dflt;
+}
+
+LogicalResult requireOperands(Loc loc, ValueRange operands, size_t min,
+                              size_t max) {
+  if (operands.size() < min || operands.size() > max)
+    return fail(loc, "expects " + Twine(min) + " to " + Twine(max) +
+                         " operands, got " + Twine(operands.size()));
+  for (Value v : operands)
+    if (!tensorOf(v) || !tensorOf(v).hasStaticShape())
+      return fail(loc, "operands must be statically shaped tensors");
+  return success();
+}
+
+bool broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
+               SmallVectorImpl<int64_t> &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+LogicalResult inferSame(Loc loc, ValueRange operands, Types &types) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  types.push_back(operands[0].getType());
+  return success();
+}
+
+LogicalResult inferBroadcast(Loc loc, ValueRange operands, bool predicate,
+                             Types &types) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
+  if (a.getElementType() != b.getElementType())
+    return fail(loc, "operand element types differ; convert one with Cast");
+  SmallVector<int64_t> shape;
+  if (!broadcast(a.getShape(), b.getShape(), shape))
+    return fail(loc, "shapes " + shapeStr(a.getShape()) + " and " +
+                         shapeStr(b.getShape()) + " do not broadcast");
+  Type elem = predicate ? IntegerType::get(a.getContext(), 1)
+                        : a.getElementType();
+  types.push_back(RankedTensorType::get(shape, elem));
+  return success();
+}
+
+/// Output extent of a sliding window (convolution and pooling).
+int64_t windowOutput(int64_t in, int64_t k, int64_t stride, int64_t padBegin,
+                     int64_t padEnd, int64_t dilation, bool ceilMode) {
+  int64_t effective = (k - 1) * dilation + 1;
+  int64_t span = in + padBegin + padEnd - effective;
+  if (span < 0)
+    return 0;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // A window must start inside the input or the begin padding.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+LogicalResult inferWindow(Loc loc, RankedTensorType input,
+                          ArrayRef<int64_t> kernel, DictionaryAttr attrs,
+                          int64_t channels, bool ceilMode, Types &types) {
+  int64_t spatial = input.getRank() - 2;
+  if (spatial < 1)
+    return fail(loc, "input " + shapeStr(input.getShape()) +
+                         " needs batch, channel and spatial dimensions");
+  auto strides = intsAttr(attrs, "strides");
+  auto pads = intsAttr(attrs, "pads");
+  auto dilations = intsAttr(attrs, "dilations");
+  if (!strides || !pads || !dilations)
+    return fail(loc, "needs strides, pads and dilations attributes");
+  if (static_cast<int64_t>(kernel.size()) != spatial ||
+      static_cast<int64_t>(strides->size()) != spatial ||
+      static_cast<int64_t>(dilations->size()) != spatial ||
+      static_cast<int64_t>(pads->size()) != 2 * spatial)
+    return fail(loc, "kernel, strides, dilations and pads must match " +
+                         Twine(spatial) + " spatial dimensions");
+  SmallVector<int64_t> shape = {input.getDimSize(0), channels};
+  for (int64_t i = 0; i < spatial; ++i) {
+    if (kernel[i] < 1 || (*strides)[i] < 1 || (*dilations)[i] < 1 ||
+        (*pads)[i] < 0 || (*pads)[i + spatial] < 0)
+      return fail(loc, "window sizes, strides and dilations must be positive "
+                       "and pads non-negative");
+    int64_t out = windowOutput(input.getDimSize(2 + i), kernel[i],
+                               (*strides)[i], (*pads)[i], (*pads)[i + spatial],
+                               (*dilations)[i], ceilMode);
+    if (out < 1)
+      return fail(loc, "window larger than the padded input " +
+                           shapeStr(input.getShape()));
+    shape.push_back(out);
+  }
+  types.push_back(RankedTensorType::get(shape, input.getElementType()));
+  return success();
+}
+
+LogicalResult normalizedAxis(Loc loc, int64_t axis, int64_t rank,
+                             bool allowEnd = false) {
+  if (axis < 0 || axis > rank || (axis == rank && !allowEnd))
+    return fail(loc, "axis " + Twine(axis) + " is out of range for rank " +
+                         Twine(rank));
+  return success();
+}
+
+} // namespace
+
+#define INFER_SIGNATURE(OP)                                                    \
+  LogicalResult OP::inferReturnTypes(                                          \
+      MLIRContext *context, std::optional<Location> loc, ValueRange operands,  \
+      DictionaryAttr attrs, OpaqueProperties, RegionRange, Types &types)
+
+#define INFER_SAME(OP)                                                         \
+  INFER_SIGNATURE(OP) { return inferSame(loc, operands, types); }
+#define INFER_BROADCAST(OP, PREDICATE)                                         \
+  INFER_SIGNATURE(OP) {                                                        \
+    return inferBroadcast(loc, operands, PREDICATE, types);                    \
+  }
+
+INFER_SAME(ReluOp)
+INFER_SAME(SigmoidOp)
+INFER_SAME(TanhOp)
+INFER_SAME(ErfOp)
+INFER_SAME(SqrtOp)
+INFER_SAME(NegOp)
+INFER_SAME(ExpOp)
+INFER_SAME(LogOp)
+INFER_SAME(AbsOp)
+INFER_SAME(ReciprocalOp)
+INFER_SAME(FloorOp)
+INFER_SAME(CeilOp)
+INFER_SAME(RoundOp)
+INFER_SAME(SinOp)
+INFER_SAME(CosOp)
+INFER_SAME(SignOp)
+INFER_SAME(NotOp)
+INFER_SAME(SoftplusOp)
+INFER_SAME(HardSwishOp)
+INFER_SAME(GeluOp)
+INFER_SAME(LeakyReluOp)
+INFER_SAME(EluOp)
+INFER_SAME(HardSigmoidOp)
+INFER_SAME(ClipOp)
+INFER_SAME(IdentityOp)
+INFER_SAME(TransferOp)
+
+INFER_BROADCAST(AddOp, false)
+INFER_BROADCAST(SubOp, false)
+INFER_BROADCAST(MulOp, false)
+INFER_BROADCAST(DivOp, false)
+INFER_BROADCAST(PowOp, false)
+INFER_BROADCAST(MinOp, false)
+INFER_BROADCAST(MaxOp, false)
+INFER_BROADCAST(ModOp, false)
+INFER_BROADCAST(EqualOp, true)
+INFER_BROADCAST(LessOp, true)
+INFER_BROADCAST(GreaterOp, true)
+INFER_BROADCAST(LessOrEqualOp, true)
+INFER_BROADCAST(GreaterOrEqualOp, true)
+INFER_BROADCAST(AndOp, true)
+INFER_BROADCAST(OrOp, true)
+INFER_BROADCAST(XorOp, true)
+
+INFER_SIGNATURE(ConstantOp) {
+  auto value = attrs.getAs<ElementsAttr>("value");
+  if (!value)
+    return fail(loc, "needs an elements attribute 'value'");
+  types.push_back(value.getType());
+  return success();
+}
+
+INFER_SIGNATURE(SoftmaxOp) {
+  if (failed(inferSame(loc, operands, types)))
+    return failure();
+  return normalizedAxis(loc, intAttr(attrs, "axis", -1),
+                        tensorOf(operands[0]).getRank());
+}
+
+INFER_SIGNATURE(LogSoftmaxOp) {
+  if (failed(inferSame(loc, operands, types)))
+    return failure();
+  return normalizedAxis(loc, intAttr(attrs, "axis", -1),
+                        tensorOf(operands[0]).getRank());
+}
+
+INFER_SIGNATURE(ReshapeOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto shape = intsAttr(attrs, "shape");
+  if (!shape)
+    return fail(loc, "needs a 'shape' attribute");
+  auto in = tensorOf(operands[0]);
+  int64_t n = 1;
+  for (int64_t d : *shape) {
+    if (d < 0)
+      return fail(loc, "target shape " + shapeStr(*shape) +
+                           " must be fully resolved");
+    n *= d;
+  }
+  if (n != in.getNumElements())
+    return fail(loc, "cannot reshape " + shapeStr(in.getShape()) + " (" +
+                         Twine(in.getNumElements()) + " elements) to " +
+                         shapeStr(*shape));
+  types.push_back(RankedTensorType::get(*shape, in.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ExpandOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto shape = intsAttr(attrs, "shape");
+  if (!shape)
+    return fail(loc, "needs a 'shape' attribute");
+  auto in = tensorOf(operands[0]);
+  SmallVector<int64_t> out;
+  if (!broadcast(in.getShape(), *shape, out))
+    return fail(loc, "cannot expand " + shapeStr(in.getShape()) + " to " +
+                         shapeStr(*shape));
+  types.push_back(RankedTensorType::get(out, in.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(WhereOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto c = tensorOf(operands[0]), x = tensorOf(operands[1]),
+       y = tensorOf(operands[2]);
+  if (!c.getElementType().isInteger(1))
+    return fail(loc, "condition must have element type i1");
+  if (x.getElementType() != y.getElementType())
+    return fail(loc, "value element types differ");
+  SmallVector<int64_t> s1, s2;
+  if (!broadcast(c.getShape(), x.getShape(), s1) ||
+      !broadcast(s1, y.getShape(), s2))
+    return fail(loc, "operands do not broadcast");
+  types.push_back(RankedTensorType::get(s2, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(CastOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto to = attrs.getAs<TypeAttr>("to");
+  if (!to)
+    return fail(loc, "needs a type attribute 'to'");
+  types.push_back(
+      RankedTensorType::get(tensorOf(operands[0]).getShape(), to.getValue()));
+  return success();
+}
+
+INFER_SIGNATURE(MatMulOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
+  if (a.getElementType() != b.getElementType())
+    return fail(loc, "operand element types differ");
+  if (a.getRank() < 1 || b.getRank() < 1)
+    return fail(loc, "operands must have rank >= 1");
+  SmallVector<int64_t> as(a.getShape()), bs(b.getShape());
+  bool aVec = as.size() == 1, bVec = bs.size() == 1;
+  if (aVec)
+    as.insert(as.begin(), 1);
+  if (bVec)
+    bs.push_back(1);
+  if (as.back() != bs[bs.size() - 2])
+    return fail(loc, "contraction dimensions differ: " +
+                         shapeStr(a.getShape()) + " x " +
+                         shapeStr(b.getShape()));
+  SmallVector<int64_t> batch;
+  if (!broadcast(ArrayRef<int64_t>(as).drop_back(2),
+                 ArrayRef<int64_t>(bs).drop_back(2), batch))
+    return fail(loc, "batch dimensions do not broadcast");
+  if (!aVec)
+    batch.push_back(as[as.size() - 2]);
+  if (!bVec)
+    batch.push_back(bs.back());
+  types.push_back(RankedTensorType::get(batch, a.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(GemmOp) {
+  if (failed(requireOperands(loc, operands, 2, 3)))
+    return failure();
+  auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return fail(loc, "A and B must be matrices");
+  bool ta = intAttr(attrs, "trans_a", 0), tb = intAttr(attrs, "trans_b", 0);
+  int64_t m = a.getDimSize(ta ? 1 : 0), k = a.getDimSize(ta ? 0 : 1);
+  int64_t kb = b.getDimSize(tb ? 1 : 0), n = b.getDimSize(tb ? 0 : 1);
+  if (k != kb)
+    return fail(loc, "inner dimensions differ: " + Twine(k) + " vs " +
+                         Twine(kb));
+  if (operands.size() == 3) {
+    SmallVector<int64_t> s;
+    auto c = tensorOf(operands[2]);
+    if (!broadcast(c.getShape(), {m, n}, s) || s[0] != m || s[1] != n)
+      return fail(loc, "C " + shapeStr(c.getShape()) +
+                           " does not broadcast to [" + Twine(m) + "," +
+                           Twine(n) + "]");
+  }
+  types.push_back(RankedTensorType::get({m, n}, a.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ConvOp) {
+  if (failed(requireOperands(loc, operands, 2, 3)))
+    return failure();
+  auto x = tensorOf(operands[0]), w = tensorOf(operands[1]);
+  if (x.getRank() != w.getRank() || x.getRank() < 3)
+    return fail(loc, "input " + shapeStr(x.getShape()) + " and weight " +
+                         shapeStr(w.getShape()) +
+                         " must have the same rank >= 3");
+  int64_t group = intAttr(attrs, "group", 1);
+  if (group < 1 || x.getDimSize(1) != w.getDimSize(1) * group ||
+      w.getDimSize(0) % group)
+    return fail(loc, "input channels " + Twine(x.getDimSize(1)) +
+                         " do not match weight " + shapeStr(w.getShape()) +
+                         " with group " + Twine(group));
+  if (operands.size() == 3 &&
+      tensorOf(operands[2]).getNumElements() != w.getDimSize(0))
+    return fail(loc, "bias must have " + Twine(w.getDimSize(0)) + " elements");
+  return inferWindow(loc, x, w.getShape().drop_front(2), attrs,
+                     w.getDimSize(0), false, types);
+}
+
+static LogicalResult inferPool(Loc loc, ValueRange operands,
+                               DictionaryAttr attrs, Types &types) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto kernel = intsAttr(attrs, "kernel_shape");
+  if (!kernel)
+    return fail(loc, "needs 'kernel_shape'");
+  auto x = tensorOf(operands[0]);
+  if (x.getRank() < 3)
+    return fail(loc, "input must have rank >= 3");
+  return inferWindow(loc, x, *kernel, attrs, x.getDimSize(1),
+                     intAttr(attrs, "ceil_mode", 0) != 0, types);
+}
+
+INFER_SIGNATURE(MaxPoolOp) { return inferPool(loc, operands, attrs, types); }
+INFER_SIGNATURE(AvgPoolOp) { return inferPool(loc, operands, attrs, types); }
+
+static LogicalResult inferGlobalPool(Loc loc, ValueRange operands,
+                                     Types &types) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  if (x.getRank() < 3)
+    return fail(loc, "input must have rank >= 3");
+  SmallVector<int64_t> shape(x.getShape());
+  for (size_t i = 2; i < shape.size(); ++i)
+    shape[i] = 1;
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(GlobalAvgPoolOp) {
+  return inferGlobalPool(loc, operands, types);
+}
+INFER_SIGNATURE(GlobalMaxPoolOp) {
+  return inferGlobalPool(loc, operands, types);
+}
+
+INFER_SIGNATURE(BatchNormOp) {
+  if (failed(requireOperands(loc, operands, 5, 5)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  if (x.getRank() < 2)
+    return fail(loc, "input must have rank >= 2");
+  for (unsigned i = 1; i < 5; ++i)
+    if (tensorOf(operands[i]).getNumElements() != x.getDimSize(1))
+      return fail(loc, "parameter " + Twine(i) + " must have " +
+                           Twine(x.getDimSize(1)) + " elements");
+  types.push_back(x);
+  return success();
+}
+
+INFER_SIGNATURE(LayerNormOp) {
+  if (failed(requireOperands(loc, operands, 2, 3)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  int64_t axis = intAttr(attrs, "axis", -1);
+  if (failed(normalizedAxis(loc, axis, x.getRank())))
+    return failure();
+  ArrayRef<int64_t> norm = x.getShape().drop_front(axis);
+  for (unsigned i = 1; i < operands.size(); ++i) {
+    SmallVector<int64_t> s;
+    if (!broadcast(tensorOf(operands[i]).getShape(), norm, s) ||
+        ArrayRef<int64_t>(s) != norm)
+      return fail(loc, "scale/bias " +
+                           shapeStr(tensorOf(operands[i]).getShape()) +
+                           " does not broadcast to " + shapeStr(norm));
+  }
+  types.push_back(x);
+  return success();
+}
+
+static LogicalResult inferReduce(Loc loc, ValueRange operands,
+                                 DictionaryAttr attrs, Types &types) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  auto axes = intsAttr(attrs, "axes");
+  if (!axes)
+    return fail(loc, "needs 'axes'");
+  bool keep = intAttr(attrs, "keepdims", 1) != 0;
+  SmallVector<bool> reduced(x.getRank(), false);
+  int64_t prev = -1;
+  for (int64_t a : *axes) {
+    if (a <= prev || a >= x.getRank())
+      return fail(loc, "axes " + shapeStr(*axes) +
+                           " must be sorted, unique and below rank " +
+                           Twine(x.getRank()));
+    reduced[a] = true;
+    prev = a;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    if (!reduced[d])
+      shape.push_back(x.getDimSize(d));
+    else if (keep)
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ReduceSumOp) { return inferReduce(loc, operands, attrs, types); }
+INFER_SIGNATURE(ReduceMeanOp) { return inferReduce(loc, operands, attrs, types); }
+INFER_SIGNATURE(ReduceMaxOp) { return inferReduce(loc, operands, attrs, types); }
+INFER_SIGNATURE(ReduceMinOp) { return inferReduce(loc, operands, attrs, types); }
+INFER_SIGNATURE(ReduceProdOp) { return inferReduce(loc, operands, attrs, types); }
+
+INFER_SIGNATURE(TransposeOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  auto perm = intsAttr(attrs, "perm");
+  if (!perm || static_cast<int64_t>(perm->size()) != x.getRank())
+    return fail(loc, "'perm' must have one entry per dimension");
+  SmallVector<bool> seen(x.getRank(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : *perm) {
+    if (p < 0 || p >= x.getRank() || seen[p])
+      return fail(loc, "'perm' " + shapeStr(*perm) + " is not a permutation");
+    seen[p] = true;
+    shape.push_back(x.getDimSize(p));
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ConcatOp) {
+  if (failed(requireOperands(loc, operands, 1, 1u << 20)))
+    return failure();
+  auto first = tensorOf(operands[0]);
+  int64_t axis = intAttr(attrs, "axis", 0);
+  if (failed(normalizedAxis(loc, axis, first.getRank())))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[axis] = 0;
+  for (Value v : operands) {
+    auto t = tensorOf(v);
+    if (t.getRank() != first.getRank() ||
+        t.getElementType() != first.getElementType())
+      return fail(loc, "operands differ in rank or element type");
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != axis && t.getDimSize(d) != first.getDimSize(d))
+        return fail(loc, "operand " + shapeStr(t.getShape()) +
+                             " differs from " + shapeStr(first.getShape()) +
+                             " outside axis " + Twine(axis));
+    shape[axis] += t.getDimSize(axis);
+  }
+  types.push_back(RankedTensorType::get(shape, first.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(SplitOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  int64_t axis = intAttr(attrs, "axis", 0);
+  if (failed(normalizedAxis(loc, axis, x.getRank())))
+    return failure();
+  auto sizes = intsAttr(attrs, "sizes");
+  if (!sizes || sizes->empty())
+    return fail(loc, "needs non-empty 'sizes'");
+  int64_t total = 0;
+  for (int64_t s : *sizes) {
+    if (s < 0)
+      return fail(loc, "split sizes must be non-negative");
+    SmallVector<int64_t> shape(x.getShape());
+    shape[axis] = s;
+    types.push_back(RankedTensorType::get(shape, x.getElementType()));
+    total += s;
+  }
+  if (total != x.getDimSize(axis))
+    return fail(loc, "split sizes " + shapeStr(*sizes) + " do not add up to " +
+                         Twine(x.getDimSize(axis)));
+  return success();
+}
+
+INFER_SIGNATURE(SliceOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  auto starts = intsAttr(attrs, "starts"), ends = intsAttr(attrs, "ends"),
+       steps = intsAttr(attrs, "steps");
+  if (!starts || !ends || !steps ||
+      static_cast<int64_t>(starts->size()) != x.getRank() ||
+      ends->size() != starts->size() || steps->size() != starts->size())
+    return fail(loc, "starts, ends and steps need one entry per dimension");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    int64_t s = (*starts)[d], e = (*ends)[d], st = (*steps)[d],
+            n = x.getDimSize(d);
+    if (st == 0)
+      return fail(loc, "slice step must not be 0");
+    int64_t size = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / -st;
+    size = std::max<int64_t>(size, 0);
+    if (size > 0 && (s < 0 || s >= n || s + (size - 1) * st < 0 ||
+                     s + (size - 1) * st >= n))
+      return fail(loc, "slice [" + Twine(s) + ":" + Twine(e) + ":" + Twine(st) +
+                           "] is out of bounds for dimension " + Twine(d) +
+                           " of size " + Twine(n));
+    shape.push_back(size);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(GatherOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]);
+  int64_t axis = intAttr(attrs, "axis", 0);
+  if (failed(normalizedAxis(loc, axis, x.getRank())))
+    return failure();
+  if (!idx.getElementType().isInteger(32) &&
+      !idx.getElementType().isInteger(64))
+    return fail(loc, "indices must be i32 or i64");
+  SmallVector<int64_t> shape(x.getShape().take_front(axis));
+  shape.append(idx.getShape().begin(), idx.getShape().end());
+  shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(PadOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  auto pads = intsAttr(attrs, "pads");
+  if (!pads || static_cast<int64_t>(pads->size()) != 2 * x.getRank())
+    return fail(loc, "'pads' needs two entries per dimension");
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < x.getRank(); ++d) {
+    int64_t b = (*pads)[d], e = (*pads)[d + x.getRank()];
+    if (b < 0 || e < 0)
+      return fail(loc, "negative pads are not supported");
+    shape.push_back(x.getDimSize(d) + b + e);
+  }
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}

@@ -1,0 +1,53 @@
+//===- PlanDialect.cpp - partc plan dialect -------------------------------===//
+#include "dialects/Plan/PlanDialect.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace mlir::partc::plan;
+
+#include "dialects/Plan/PlanDialect.cpp.inc"
+
+void PlanDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "dialects/Plan/PlanOps.cpp.inc"
+      >();
+}
+
+LogicalResult ProgramOp::verify() {
+  if (getNumDevices() < 1)
+    return emitOpError() << "needs at least one device, got "
+                         << getNumDevices();
+  llvm::SmallDenseSet<int64_t> seen;
+  for (auto device : getBody().front().getOps<DeviceOp>()) {
+    if (static_cast<int64_t>(device.getId()) < 0 ||
+        device.getId() >= getNumDevices())
+      return device.emitOpError()
+             << "id " << device.getId() << " is outside [0, "
+             << getNumDevices() << ")";
+    if (!seen.insert(device.getId()).second)
+      return device.emitOpError()
+             << "device " << device.getId() << " appears twice";
+  }
+  return success();
+}
+
+static int64_t memrefBytes(MemRefType t) {
+  unsigned bits = t.getElementType().getIntOrFloatBitWidth();
+  return t.getNumElements() * ((bits + 7) / 8);
+}
+
+LogicalResult ViewOp::verify() {
+  auto from = cast<MemRefType>(getSource().getType());
+  auto to = cast<MemRefType>(getType());
+  if (from.getElementType() != to.getElementType() ||
+      memrefBytes(from) != memrefBytes(to))
+    return emitOpError() << "cannot view " << from << " as " << to
+                         << "; element type and size must match";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "dialects/Plan/PlanOps.cpp.inc"

@@ -1,0 +1,136 @@
+//===- PlanOps.td - partc plan dialect ---------------------------*- tablegen -*-===//
+//
+// The plan dialect is one step above the plan file: a program with global
+// weights and inputs/outputs, and one region per device holding a static,
+// fully unrolled instruction stream over buffers (memrefs). Buffers get arena
+// offsets from partc-plan-memory; the file writer then emits them verbatim.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_PLAN_OPS
+#define PARTC_PLAN_OPS
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/BuiltinAttributeInterfaces.td"
+include "mlir/IR/CommonAttrConstraints.td"
+
+def Plan_Dialect : Dialect {
+  let name = "plan";
+  let cppNamespace = "::mlir::partc::plan";
+  let summary = "Per-device static schedules of kernels and transfers";
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
+class Plan_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Plan_Dialect, mnemonic, traits>;
+
+def Plan_Buffer : StaticShapeMemRefOf<[AnyType]>;
+
+def Plan_ProgramOp : Plan_Op<"program", [SymbolTable, NoTerminator,
+    SingleBlock, IsolatedFromAbove]> {
+  let summary = "A whole execution plan";
+  let arguments = (ins I64Attr:$num_devices,
+                       OptionalAttr<DictionaryAttr>:$metadata);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def Plan_WeightOp : Plan_Op<"weight", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "Constant data shared by every device that references it";
+  let arguments = (ins SymbolNameAttr:$sym_name, ElementsAttr:$value);
+  let assemblyFormat = "$sym_name attr-dict";
+}
+
+def Plan_InputOp : Plan_Op<"input", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A host-side model input";
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+}
+
+def Plan_OutputOp : Plan_Op<"output", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A host-side model output";
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+}
+
+def Plan_DeviceOp : Plan_Op<"device", [NoTerminator, SingleBlock,
+    HasParent<"ProgramOp">]> {
+  let summary = "The instruction stream of one device, in execution order";
+  let arguments = (ins I64Attr:$id, OptionalAttr<I64Attr>:$arena_size);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$id attr-dict-with-keyword $body";
+}
+
+def Plan_AllocOp : Plan_Op<"alloc", [HasParent<"DeviceOp">]> {
+  let summary = "A buffer in the device's arena, written exactly once";
+  let description = [{
+    `offset` is assigned by partc-plan-memory from the liveness of the
+    buffer and every view of it.
+  }];
+  let arguments = (ins OptionalAttr<I64Attr>:$offset);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "attr-dict `:` type($buffer)";
+}
+
+def Plan_WeightRefOp : Plan_Op<"weight_ref", [HasParent<"DeviceOp">]> {
+  let summary = "Reads a plan.weight";
+  let arguments = (ins FlatSymbolRefAttr:$weight);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$weight attr-dict `:` type($buffer)";
+}
+
+def Plan_ViewOp : Plan_Op<"view", [HasParent<"DeviceOp">]> {
+  let summary = "Reinterprets a buffer with another shape (same bytes)";
+  let arguments = (ins Plan_Buffer:$source);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$source attr-dict `:` type($source) `to` type($buffer)";
+  let hasVerifier = 1;
+}
+
+def Plan_LoadInputOp : Plan_Op<"load_input", [HasParent<"DeviceOp">]> {
+  let summary = "Copies bytes [offset, offset + size) of an input in";
+  let arguments = (ins FlatSymbolRefAttr:$input, I64Attr:$host_offset,
+                       Plan_Buffer:$target);
+  let assemblyFormat = "$input `[` $host_offset `]` `into` $target attr-dict `:` type($target)";
+}
+
+def Plan_StoreOutputOp : Plan_Op<"store_output", [HasParent<"DeviceOp">]> {
+  let summary = "Copies a buffer out to bytes [offset, ...) of an output";
+  let arguments = (ins Plan_Buffer:$source, FlatSymbolRefAttr:$output,
+                       I64Attr:$host_offset);
+  let assemblyFormat = "$source `into` $output `[` $host_offset `]` attr-dict `:` type($source)";
+}
+
+def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"DeviceOp">,
+    AttrSizedOperandSegments]> {
+  let summary = "Runs a named kernel from inputs into freshly allocated outputs";
+  let arguments = (ins StrAttr:$kernel, DictionaryAttr:$params,
+                       Variadic<Plan_Buffer>:$inputs,
+                       Variadic<Plan_Buffer>:$outputs,
+                       OptionalAttr<I64Attr>:$micro_batch);
+  let assemblyFormat = [{
+    $kernel `(` $inputs `)` `->` `(` $outputs `)` attr-dict `:`
+    functional-type($inputs, $outputs)
+  }];
+}
+
+def Plan_SendOp : Plan_Op<"send", [HasParent<"DeviceOp">]> {
+  let summary = "Marks a buffer ready for channel `channel` to device `target`";
+  let arguments = (ins Plan_Buffer:$source, I64Attr:$channel, I64Attr:$target);
+  let assemblyFormat = "$source `to` $target `channel` $channel attr-dict `:` type($source)";
+}
+
+def Plan_RecvOp : Plan_Op<"recv", [HasParent<"DeviceOp">]> {
+  let summary = "Waits for channel `channel` and copies its buffer in";
+  let arguments = (ins Plan_Buffer:$target, I64Attr:$channel, I64Attr:$source);
+  let assemblyFormat = "$target `from` $source `channel` $channel attr-dict `:` type($target)";
+}
+
+def Plan_WaitConsumedOp : Plan_Op<"wait_consumed", [HasParent<"DeviceOp">]> {
+  let summary = "Waits until the receiver of `channel` has copied the data";
+  let arguments = (ins I64Attr:$channel);
+  let assemblyFormat = "$channel attr-dict";
+}
+
+#endif // PARTC_PLAN_OPS

@@ -1,0 +1,30 @@
+//===- OnnxImporter.h - ONNX model to graph dialect -------------*- C++ -*-===//
+#ifndef PARTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+#define PARTC_FRONTENDS_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::partc::onnx_import {
+
+struct ImportOptions {
+  /// Value for a dynamic leading (batch) dimension of the graph inputs.
+  int64_t batch = 1;
+};
+
+/// Imports `path` into a module holding `func.func @main` of graph ops.
+/// Every op's location names its ONNX node; errors are reported through the
+/// context's diagnostic handler and yield a null module.
+OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context,
+                                     const std::string &path,
+                                     const ImportOptions &options);
+
+/// ONNX operator types this importer understands.
+std::vector<std::string> supportedOnnxOps();
+
+} // namespace mlir::partc::onnx_import
+
+#endif // PARTC_FRONTENDS_ONNX_ONNXIMPORTER_H

@@ -1,0 +1,930 @@
+//===- OnnxOps.cpp - Translation of each supported ONNX operator ----------===//
+//
+// Each handler normalizes ONNX's many spellings (attributes that became
+// inputs across opsets, negative axes, auto_pad, defaults) into the graph
+// dialect's explicit form. Shape rules live in the ops, not here.
+//
+//===----------------------------------------------------------------------===//
+#include "frontends/onnx/NodeImporter.h"
+
+#include "dialects/Graph/RuntimeBridge.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+namespace mlir::partc::onnx_import {
+
+namespace {
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+
+LogicalResult requireInputs(NodeImporter &n, size_t count) {
+  for (size_t i = 0; i < count; ++i)
+    if (!n.input(i))
+      return n.error() << "expects input " << i;
+  return success();
+}
+
+FailureOr<int64_t> normAxis(NodeImporter &n, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    return n.error() << "axis " << axis << " is out of range for rank " << rank,
+           failure();
+  return a;
+}
+
+LogicalResult emit(NodeImporter &n, FailureOr<Value> v) {
+  if (failed(v))
+    return failure();
+  n.results.push_back(*v);
+  return success();
+}
+
+NodeHandler unary(StringRef op) {
+  return [op](NodeImporter &n) -> LogicalResult {
+    if (failed(requireInputs(n, 1)))
+      return failure();
+    return emit(n, n.build1(op, {n.input(0)}));
+  };
+}
+
+NodeHandler binary(StringRef op) {
+  return [op](NodeImporter &n) -> LogicalResult {
+    if (failed(requireInputs(n, 2)))
+      return failure();
+    if (n.opset() < 7 || n.attr("broadcast"))
+      return n.error() << "legacy 'broadcast' attribute is not supported";
+    return emit(n, n.build1(op, {n.input(0), n.input(1)}));
+  };
+}
+
+/// Sum, Max, Min, Mean over any number of inputs.
+NodeHandler variadic(StringRef op, bool mean) {
+  return [op, mean](NodeImporter &n) -> LogicalResult {
+    if (n.numInputs() == 0 || failed(requireInputs(n, n.numInputs())))
+      return n.error() << "expects at least one input";
+    Value acc = n.input(0);
+    for (size_t i = 1; i < n.numInputs(); ++i) {
+      auto r = n.build1(op, {acc, n.input(i)});
+      if (failed(r))
+        return failure();
+      acc = *r;
+    }
+    if (mean && n.numInputs() > 1) {
+      Type et = elemOf(acc);
+      if (!isa<FloatType>(et))
+        return n.error() << "Mean needs a float type";
+      auto scalar = RankedTensorType::get({}, et);
+      std::vector<uint8_t> bytes(et.isF64() ? 8 : 4);
+      double c = static_cast<double>(n.numInputs());
+      if (et.isF64())
+        std::memcpy(bytes.data(), &c, 8);
+      else {
+        float f = static_cast<float>(c);
+        std::memcpy(bytes.data(), &f, 4);
+      }
+      Value count = n.constant(scalar, bytes);
+      auto r = n.build1("div", {acc, count});
+      if (failed(r))
+        return failure();
+      acc = *r;
+    }
+    n.results.push_back(acc);
+    return success();
+  };
+}
+
+LogicalResult importClip(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  SmallVector<NamedAttribute> attrs;
+  if (n.opset() < 11) {
+    if (n.attr("min"))
+      attrs.push_back(n.f64("min", n.attrFloat("min", 0)));
+    if (n.attr("max"))
+      attrs.push_back(n.f64("max", n.attrFloat("max", 0)));
+  } else {
+    for (auto [idx, name] : {std::pair<int, const char *>{1, "min"}, {2, "max"}}) {
+      if (!n.input(idx))
+        continue;
+      auto v = n.constFloats(n.input(idx), name);
+      if (failed(v) || v->size() != 1)
+        return failed(v) ? failure()
+                         : (n.error() << name << " must be a scalar", failure());
+      attrs.push_back(n.f64(name, (*v)[0]));
+    }
+  }
+  return emit(n, n.build1("clip", {n.input(0)}, attrs));
+}
+
+LogicalResult importSoftmax(NodeImporter &n, StringRef op) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  int64_t rank = rankOf(x);
+  if (n.opset() >= 13) {
+    auto axis = normAxis(n, n.attrInt("axis", -1), rank);
+    if (failed(axis))
+      return failure();
+    return emit(n, n.build1(op, {x}, {n.i64("axis", *axis)}));
+  }
+  // Before opset 13 the input is coerced to 2-D at `axis`.
+  int64_t axisAttr = n.attrInt("axis", 1);
+  int64_t axis = axisAttr < 0 ? axisAttr + rank : axisAttr;
+  if (axis < 0 || axis > rank)
+    return n.error() << "axis " << axisAttr << " is out of range";
+  ArrayRef<int64_t> shape = shapeOf(x);
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= shape[i];
+  auto flat = n.build1("reshape", {x}, {n.ints("shape", {outer, inner})});
+  if (failed(flat))
+    return failure();
+  auto sm = n.build1(op, {*flat}, {n.i64("axis", 1)});
+  if (failed(sm))
+    return failure();
+  return emit(n, n.build1("reshape", {*sm}, {n.ints("shape", shape)}));
+}
+
+LogicalResult importCast(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  Type to = elementTypeFor(n.builder().getContext(), n.attrInt("to", 0));
+  if (!to)
+    return n.error() << "cast to data type " << n.attrInt("to", 0)
+                     << " is not supported";
+  if (to == elemOf(n.input(0))) {
+    n.results.push_back(n.input(0));
+    return success();
+  }
+  return emit(n, n.build1("cast", {n.input(0)},
+                          {n.builder().getNamedAttr("to", TypeAttr::get(to))}));
+}
+
+LogicalResult importReshape(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto target = n.constInts(n.input(1), "the shape input");
+  if (failed(target))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  bool allowZero = n.attrInt("allowzero", 0) != 0;
+  SmallVector<int64_t> shape;
+  int64_t known = 1, inferIndex = -1;
+  int64_t total = std::accumulate(in.begin(), in.end(), int64_t(1),
+                                  std::multiplies<int64_t>());
+  for (auto [i, d] : llvm::enumerate(*target)) {
+    if (d == 0 && !allowZero) {
+      if (i >= in.size())
+        return n.error() << "shape entry 0 at " << i << " has no input dim";
+      d = in[i];
+    }
+    if (d == -1) {
+      if (inferIndex >= 0)
+        return n.error() << "shape has more than one -1";
+      inferIndex = i;
+      shape.push_back(-1);
+      continue;
+    }
+    if (d < 0)
+      return n.error() << "invalid shape entry " << d;
+    known *= d;
+    shape.push_back(d);
+  }
+  if (inferIndex >= 0) {
+    if (known == 0 || total % known)
+      return n.error() << "cannot infer -1: " << total
+                       << " elements do not divide by " << known;
+    shape[inferIndex] = total / known;
+  }
+  return emit(n, n.build1("reshape", {n.input(0)}, {n.ints("shape", shape)}));
+}
+
+LogicalResult importFlatten(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  int64_t rank = in.size(), axis = n.attrInt("axis", 1);
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return n.error() << "axis " << n.attrInt("axis", 1) << " is out of range";
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= in[i];
+  return emit(n, n.build1("reshape", {n.input(0)},
+                          {n.ints("shape", {outer, inner})}));
+}
+
+FailureOr<SmallVector<int64_t>> axesFromAttrOrInput(NodeImporter &n,
+                                                    int64_t inputOpset,
+                                                    size_t inputIndex) {
+  if (n.opset() < inputOpset) {
+    auto a = n.attrInts("axes");
+    return a ? *a : SmallVector<int64_t>();
+  }
+  if (!n.input(inputIndex))
+    return SmallVector<int64_t>();
+  return n.constInts(n.input(inputIndex), "the axes input");
+}
+
+LogicalResult importSqueeze(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto axes = axesFromAttrOrInput(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  SmallVector<bool> drop(in.size(), false);
+  if (axes->empty()) {
+    for (size_t i = 0; i < in.size(); ++i)
+      drop[i] = in[i] == 1;
+  }
+  for (int64_t a : *axes) {
+    auto axis = normAxis(n, a, in.size());
+    if (failed(axis))
+      return failure();
+    if (in[*axis] != 1)
+      return n.error() << "cannot squeeze dimension " << *axis << " of size "
+                       << in[*axis];
+    drop[*axis] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (!drop[i])
+      shape.push_back(in[i]);
+  return emit(n, n.build1("reshape", {n.input(0)}, {n.ints("shape", shape)}));
+}
+
+LogicalResult importUnsqueeze(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto axes = axesFromAttrOrInput(n, 13, 1);
+  if (failed(axes))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  int64_t outRank = in.size() + axes->size();
+  SmallVector<bool> inserted(outRank, false);
+  for (int64_t a : *axes) {
+    auto axis = normAxis(n, a, outRank);
+    if (failed(axis))
+      return failure();
+    if (inserted[*axis])
+      return n.error() << "axis " << a << " repeats";
+    inserted[*axis] = true;
+  }
+  SmallVector<int64_t> shape;
+  size_t next = 0;
+  for (int64_t i = 0; i < outRank; ++i)
+    shape.push_back(inserted[i] ? 1 : in[next++]);
+  return emit(n, n.build1("reshape", {n.input(0)}, {n.ints("shape", shape)}));
+}
+
+LogicalResult importTranspose(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t rank = rankOf(n.input(0));
+  SmallVector<int64_t> perm;
+  if (auto p = n.attrInts("perm"))
+    perm = *p;
+  else
+    for (int64_t i = rank - 1; i >= 0; --i)
+      perm.push_back(i);
+  return emit(n, n.build1("transpose", {n.input(0)}, {n.ints("perm", perm)}));
+}
+
+LogicalResult importConcat(NodeImporter &n) {
+  if (n.numInputs() == 0 || failed(requireInputs(n, n.numInputs())))
+    return n.error() << "expects inputs";
+  auto axis = normAxis(n, n.attrInt("axis", 0), rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> inputs;
+  for (size_t i = 0; i < n.numInputs(); ++i)
+    inputs.push_back(n.input(i));
+  return emit(n, n.build1("concat", inputs, {n.i64("axis", *axis)}));
+}
+
+LogicalResult importSplit(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  auto axis = normAxis(n, n.attrInt("axis", 0), in.size());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> sizes;
+  int64_t parts = n.numOutputs();
+  if (n.opset() < 13) {
+    if (auto s = n.attrInts("split"))
+      sizes = *s;
+  } else if (n.input(1)) {
+    auto s = n.constInts(n.input(1), "the split input");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+  }
+  if (sizes.empty()) {
+    if (n.opset() >= 18 && n.attr("num_outputs"))
+      parts = n.attrInt("num_outputs", parts);
+    int64_t dim = in[*axis];
+    int64_t chunk = (dim + parts - 1) / parts;
+    if (n.opset() < 18 && dim % parts)
+      return n.error() << "dimension " << dim << " does not split evenly into "
+                       << parts;
+    for (int64_t p = 0, left = dim; p < parts; ++p) {
+      sizes.push_back(std::min(chunk, left));
+      left -= sizes.back();
+    }
+  }
+  auto r = n.build("split", {n.input(0)},
+                   {n.i64("axis", *axis), n.ints("sizes", sizes)},
+                   sizes.size());
+  if (failed(r))
+    return failure();
+  n.results.assign(r->begin(), r->end());
+  return success();
+}
+
+LogicalResult importSlice(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  ArrayRef<int64_t> in = shapeOf(n.input(0));
+  int64_t rank = in.size();
+  SmallVector<int64_t> starts, ends, axes, steps;
+  if (n.opset() < 10) {
+    starts = n.attrInts("starts").value_or(SmallVector<int64_t>());
+    ends = n.attrInts("ends").value_or(SmallVector<int64_t>());
+    axes = n.attrInts("axes").value_or(SmallVector<int64_t>());
+  } else {
+    if (failed(requireInputs(n, 3)))
+      return failure();
+    auto s = n.constInts(n.input(1), "starts");
+    auto e = n.constInts(n.input(2), "ends");
+    if (failed(s) || failed(e))
+      return failure();
+    starts = *s;
+    ends = *e;
+    if (n.input(3)) {
+      auto a = n.constInts(n.input(3), "axes");
+      if (failed(a))
+        return failure();
+      axes = *a;
+    }
+    if (n.input(4)) {
+      auto st = n.constInts(n.input(4), "steps");
+      if (failed(st))
+        return failure();
+      steps = *st;
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(i);
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return n.error() << "starts, ends, axes and steps differ in length";
+  SmallVector<int64_t> fs(rank, 0), fe(in.begin(), in.end()), fst(rank, 1);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normAxis(n, axes[i], rank);
+    if (failed(axis))
+      return failure();
+    int64_t dim = in[*axis], s = starts[i], e = ends[i], st = steps[i];
+    if (st == 0)
+      return n.error() << "slice step must not be 0";
+    if (s < 0)
+      s += dim;
+    if (e < 0)
+      e += dim;
+    if (st > 0) {
+      s = std::clamp<int64_t>(s, 0, dim);
+      e = std::clamp<int64_t>(e, 0, dim);
+    } else {
+      s = std::clamp<int64_t>(s, 0, dim - 1);
+      e = std::clamp<int64_t>(e, -1, dim - 1);
+    }
+    fs[*axis] = s;
+    fe[*axis] = e;
+    fst[*axis] = st;
+  }
+  // An empty result along a dimension has any in-range start.
+  for (int64_t d = 0; d < rank; ++d)
+    if (in[d] == 0)
+      fs[d] = 0;
+  return emit(n, n.build1("slice", {n.input(0)},
+                          {n.ints("starts", fs), n.ints("ends", fe),
+                           n.ints("steps", fst)}));
+}
+
+LogicalResult importGather(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto axis = normAxis(n, n.attrInt("axis", 0), rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return emit(n, n.build1("gather", {n.input(0), n.input(1)},
+                          {n.i64("axis", *axis)}));
+}
+
+LogicalResult importExpand(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto shape = n.constInts(n.input(1), "the shape input");
+  if (failed(shape))
+    return failure();
+  return emit(n, n.build1("expand", {n.input(0)}, {n.ints("shape", *shape)}));
+}
+
+LogicalResult importPow(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Value base = n.input(0), exponent = n.input(1);
+  if (elemOf(exponent) != elemOf(base)) {
+    auto c = n.build1("cast", {exponent},
+                      {n.builder().getNamedAttr(
+                          "to", TypeAttr::get(elemOf(base)))});
+    if (failed(c))
+      return failure();
+    exponent = *c;
+  }
+  return emit(n, n.build1("pow", {base, exponent}));
+}
+
+LogicalResult importMod(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  bool fmod = n.attrInt("fmod", 0) != 0;
+  bool isFloat = isa<FloatType>(elemOf(n.input(0)));
+  if (fmod != isFloat)
+    return n.error() << "Mod with fmod=" << fmod << " on "
+                     << elemOf(n.input(0)) << " is not supported";
+  return emit(n, n.build1("mod", {n.input(0), n.input(1)}));
+}
+
+/// Explicit [begin..., end...] pads from `pads` or `auto_pad`.
+FailureOr<SmallVector<int64_t>>
+windowPads(NodeImporter &n, ArrayRef<int64_t> spatialIn,
+           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
+           ArrayRef<int64_t> dilations) {
+  size_t k = spatialIn.size();
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  if (autoPad == "NOTSET") {
+    SmallVector<int64_t> pads =
+        n.attrInts("pads").value_or(SmallVector<int64_t>(2 * k, 0));
+    if (pads.size() != 2 * k)
+      return n.error() << "pads must have " << 2 * k << " entries", failure();
+    return pads;
+  }
+  SmallVector<int64_t> pads(2 * k, 0);
+  if (autoPad == "VALID")
+    return pads;
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return n.error() << "unknown auto_pad '" << autoPad << "'", failure();
+  for (size_t i = 0; i < k; ++i) {
+    int64_t out = (spatialIn[i] + strides[i] - 1) / strides[i];
+    int64_t total = std::max<int64_t>(
+        0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 -
+               spatialIn[i]);
+    int64_t small = total / 2, big = total - small;
+    pads[i] = autoPad == "SAME_UPPER" ? small : big;
+    pads[i + k] = autoPad == "SAME_UPPER" ? big : small;
+  }
+  return pads;
+}
+
+LogicalResult importConv(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Value x = n.input(0), w = n.input(1);
+  if (rankOf(x) < 3 || rankOf(w) != rankOf(x))
+    return n.error() << "input and weight must have the same rank >= 3";
+  size_t k = rankOf(x) - 2;
+  SmallVector<int64_t> kernel(shapeOf(w).drop_front(2));
+  SmallVector<int64_t> strides =
+      n.attrInts("strides").value_or(SmallVector<int64_t>(k, 1));
+  SmallVector<int64_t> dilations =
+      n.attrInts("dilations").value_or(SmallVector<int64_t>(k, 1));
+  if (strides.size() != k || dilations.size() != k)
+    return n.error() << "strides and dilations need " << k << " entries";
+  auto pads = windowPads(n, shapeOf(x).drop_front(2), kernel, strides,
+                         dilations);
+  if (failed(pads))
+    return failure();
+  SmallVector<Value> operands = {x, w};
+  if (n.input(2))
+    operands.push_back(n.input(2));
+  return emit(n, n.build1("conv", operands,
+                          {n.ints("strides", strides), n.ints("pads", *pads),
+                           n.ints("dilations", dilations),
+                           n.i64("group", n.attrInt("group", 1))}));
+}
+
+LogicalResult importPool(NodeImporter &n, StringRef op) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  if (n.wantsOutput(1))
+    return n.error() << "the Indices output is not supported";
+  Value x = n.input(0);
+  if (rankOf(x) < 3)
+    return n.error() << "input must have rank >= 3";
+  size_t k = rankOf(x) - 2;
+  auto kernel = n.attrInts("kernel_shape");
+  if (!kernel || kernel->size() != k)
+    return n.error() << "kernel_shape must have " << k << " entries";
+  SmallVector<int64_t> strides =
+      n.attrInts("strides").value_or(SmallVector<int64_t>(k, 1));
+  SmallVector<int64_t> dilations =
+      n.attrInts("dilations").value_or(SmallVector<int64_t>(k, 1));
+  if (strides.size() != k || dilations.size() != k)
+    return n.error() << "strides and dilations need " << k << " entries";
+  auto pads = windowPads(n, shapeOf(x).drop_front(2), *kernel, strides,
+                         dilations);
+  if (failed(pads))
+    return failure();
+  if (n.attrInt("storage_order", 0) != 0)
+    return n.error() << "storage_order=1 is not supported";
+  return emit(n, n.build1(op, {x},
+                          {n.ints("kernel_shape", *kernel),
+                           n.ints("strides", strides), n.ints("pads", *pads),
+                           n.ints("dilations", dilations),
+                           n.i64("ceil_mode", n.attrInt("ceil_mode", 0)),
+                           n.i64("count_include_pad",
+                                 n.attrInt("count_include_pad", 0))}));
+}
+
+LogicalResult importBatchNorm(NodeImporter &n) {
+  if (failed(requireInputs(n, 5)))
+    return failure();
+  if (n.attrInt("training_mode", 0) != 0 || n.wantsOutput(1) ||
+      n.wantsOutput(2) || n.wantsOutput(3) || n.wantsOutput(4))
+    return n.error() << "training mode (running statistics outputs) is not "
+                        "supported; export the model in eval mode";
+  if (n.attrInt("spatial", 1) != 1)
+    return n.error() << "spatial=0 is not supported";
+  return emit(n, n.build1("batch_norm",
+                          {n.input(0), n.input(1), n.input(2), n.input(3),
+                           n.input(4)},
+                          {n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+}
+
+LogicalResult importLayerNorm(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  if (n.wantsOutput(1) || n.wantsOutput(2))
+    return n.error() << "the Mean and InvStdDev outputs are not supported";
+  auto axis = normAxis(n, n.attrInt("axis", -1), rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  SmallVector<Value> operands = {n.input(0), n.input(1)};
+  if (n.input(2))
+    operands.push_back(n.input(2));
+  return emit(n, n.build1("layer_norm", operands,
+                          {n.i64("axis", *axis),
+                           n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+}
+
+NodeHandler reduce(StringRef op, int64_t axesInputOpset) {
+  return [op, axesInputOpset](NodeImporter &n) -> LogicalResult {
+    if (failed(requireInputs(n, 1)))
+      return failure();
+    auto axes = axesFromAttrOrInput(n, axesInputOpset, 1);
+    if (failed(axes))
+      return failure();
+    int64_t rank = rankOf(n.input(0));
+    SmallVector<int64_t> norm;
+    if (axes->empty()) {
+      if (n.attrInt("noop_with_empty_axes", 0)) {
+        n.results.push_back(n.input(0));
+        return success();
+      }
+      for (int64_t i = 0; i < rank; ++i)
+        norm.push_back(i);
+    }
+    for (int64_t a : *axes) {
+      auto axis = normAxis(n, a, rank);
+      if (failed(axis))
+        return failure();
+      norm.push_back(*axis);
+    }
+    llvm::sort(norm);
+    norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
+    return emit(n, n.build1(op, {n.input(0)},
+                            {n.ints("axes", norm),
+                             n.i64("keepdims", n.attrInt("keepdims", 1))}));
+  };
+}
+
+LogicalResult importPad(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t rank = rankOf(n.input(0));
+  SmallVector<int64_t> pads;
+  double value = 0;
+  if (n.opset() < 11) {
+    pads = n.attrInts("pads").value_or(SmallVector<int64_t>());
+    value = n.attrFloat("value", 0);
+  } else {
+    if (failed(requireInputs(n, 2)))
+      return failure();
+    auto p = n.constInts(n.input(1), "pads");
+    if (failed(p))
+      return failure();
+    pads = *p;
+    if (n.input(2)) {
+      auto v = n.constFloats(n.input(2), "constant_value");
+      if (failed(v) || v->size() != 1)
+        return failed(v) ? failure()
+                         : (n.error() << "constant_value must be a scalar",
+                            failure());
+      value = (*v)[0];
+    }
+    if (n.input(3)) {
+      auto axes = n.constInts(n.input(3), "axes");
+      if (failed(axes))
+        return failure();
+      if (pads.size() != 2 * axes->size())
+        return n.error() << "pads must have two entries per axis";
+      SmallVector<int64_t> full(2 * rank, 0);
+      for (auto [i, a] : llvm::enumerate(*axes)) {
+        auto axis = normAxis(n, a, rank);
+        if (failed(axis))
+          return failure();
+        full[*axis] = pads[i];
+        full[*axis + rank] = pads[i + axes->size()];
+      }
+      pads = full;
+    }
+  }
+  std::string mode = n.attrString("mode", "constant");
+  if (mode != "constant" && mode != "reflect" && mode != "edge")
+    return n.error() << "pad mode '" << mode << "' is not supported";
+  return emit(n, n.build1("pad", {n.input(0)},
+                          {n.ints("pads", pads), n.str("mode", mode),
+                           n.f64("value", value)}));
+}
+
+Value i64Constant(NodeImporter &n, ArrayRef<int64_t> values, bool scalar) {
+  auto type = RankedTensorType::get(
+      scalar ? ArrayRef<int64_t>{} : ArrayRef<int64_t>{int64_t(values.size())},
+      n.builder().getIntegerType(64));
+  return n.constant(type, ArrayRef<uint8_t>(
+                              reinterpret_cast<const uint8_t *>(values.data()),
+                              values.size() * 8));
+}
+
+LogicalResult importShape(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  ArrayRef<int64_t> shape = shapeOf(n.input(0));
+  int64_t rank = shape.size();
+  int64_t start = n.attrInt("start", 0), end = n.attrInt("end", rank);
+  if (start < 0)
+    start += rank;
+  if (end < 0)
+    end += rank;
+  start = std::clamp<int64_t>(start, 0, rank);
+  end = std::clamp<int64_t>(end, start, rank);
+  SmallVector<int64_t> dims(shape.begin() + start, shape.begin() + end);
+  n.results.push_back(i64Constant(n, dims, false));
+  return success();
+}
+
+LogicalResult importSize(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t count = cast<RankedTensorType>(n.input(0).getType()).getNumElements();
+  n.results.push_back(i64Constant(n, {count}, true));
+  return success();
+}
+
+LogicalResult importConstant(NodeImporter &n) {
+  // Tensor-valued Constants are handled by the model importer.
+  if (const auto *a = n.attr("value_float")) {
+    float f = a->f();
+    n.results.push_back(n.constant(
+        RankedTensorType::get({}, n.builder().getF32Type()),
+        ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(&f), 4)));
+  } else if (const auto *a = n.attr("value_floats")) {
+    std::vector<float> v(a->floats().begin(), a->floats().end());
+    n.results.push_back(n.constant(
+        RankedTensorType::get({int64_t(v.size())}, n.builder().getF32Type()),
+        ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(v.data()), 4 * v.size())));
+  } else if (const auto *a = n.attr("value_int")) {
+    n.results.push_back(i64Constant(n, {a->i()}, true));
+  } else if (const auto *a = n.attr("value_ints")) {
+    SmallVector<int64_t> v(a->ints().begin(), a->ints().end());
+    n.results.push_back(i64Constant(n, v, false));
+  } else {
+    return n.error() << "only tensor, float(s) and int(s) constants are "
+                        "supported";
+  }
+  return success();
+}
+
+LogicalResult importConstantOfShape(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  auto shape = n.constInts(n.input(0), "the shape input");
+  if (failed(shape))
+    return failure();
+  Type elem = n.builder().getF32Type();
+  std::vector<uint8_t> one(4, 0);
+  if (const auto *a = n.attr("value")) {
+    elem = elementTypeFor(n.builder().getContext(), a->t().data_type());
+    if (!elem)
+      return n.error() << "unsupported value type";
+    rt::DType dt = toDType(elem);
+    one.assign(rt::dtypeSize(dt), 0);
+    const auto &t = a->t();
+    if (t.has_raw_data() && t.raw_data().size() == one.size())
+      std::memcpy(one.data(), t.raw_data().data(), one.size());
+    else if (t.float_data_size() == 1)
+      { float v = t.float_data(0); std::memcpy(one.data(), &v, std::min<size_t>(4, one.size())); }
+    else if (t.int64_data_size() == 1)
+      { int64_t v = t.int64_data(0); std::memcpy(one.data(), &v, std::min<size_t>(8, one.size())); }
+    else if (t.int32_data_size() == 1) {
+      int32_t v = t.int32_data(0);
+      if (elem.isInteger(1))
+        one[0] = v != 0;
+      else
+        std::memcpy(one.data(), &v, std::min<size_t>(4, one.size()));
+    } else if (t.double_data_size() == 1)
+      { double v = t.double_data(0); std::memcpy(one.data(), &v, std::min<size_t>(8, one.size())); }
+  }
+  auto type = RankedTensorType::get(*shape, elem);
+  int64_t count = type.getNumElements();
+  std::vector<uint8_t> bytes(count * one.size());
+  for (int64_t i = 0; i < count; ++i)
+    std::memcpy(bytes.data() + i * one.size(), one.data(), one.size());
+  n.results.push_back(n.constant(type, bytes));
+  return success();
+}
+
+LogicalResult importRange(NodeImporter &n) {
+  if (failed(requireInputs(n, 3)))
+    return failure();
+  Type elem = elemOf(n.input(0));
+  auto s = n.constFloats(n.input(0), "start");
+  auto l = n.constFloats(n.input(1), "limit");
+  auto d = n.constFloats(n.input(2), "delta");
+  if (failed(s) || failed(l) || failed(d))
+    return failure();
+  double start = (*s)[0], limit = (*l)[0], delta = (*d)[0];
+  if (delta == 0)
+    return n.error() << "delta must not be 0";
+  int64_t count = std::max<int64_t>(
+      0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  rt::DType dt = toDType(elem);
+  size_t es = rt::dtypeSize(dt);
+  std::vector<uint8_t> bytes(count * es);
+  for (int64_t i = 0; i < count; ++i) {
+    double v = start + i * delta;
+    uint8_t *p = bytes.data() + i * es;
+    switch (dt) {
+    case rt::DType::F32: { float f = v; std::memcpy(p, &f, 4); break; }
+    case rt::DType::F64: std::memcpy(p, &v, 8); break;
+    case rt::DType::I64: {
+      int64_t x = static_cast<int64_t>((*s)[0]) + i * static_cast<int64_t>(delta);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case rt::DType::I32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
+    case rt::DType::I16: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
+    default: return n.error() << "unsupported Range type " << elem;
+    }
+  }
+  n.results.push_back(n.constant(RankedTensorType::get({count}, elem), bytes));
+  return success();
+}
+
+LogicalResult importDropout(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  n.results.push_back(n.input(0));
+  if (n.wantsOutput(1)) {
+    auto type = RankedTensorType::get(shapeOf(n.input(0)),
+                                      n.builder().getI1Type());
+    std::vector<uint8_t> ones(type.getNumElements(), 1);
+    n.results.push_back(n.constant(type, ones));
+  }
+  return success();
+}
+
+LogicalResult importGemm(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  SmallVector<Value> operands = {n.input(0), n.input(1)};
+  if (n.input(2))
+    operands.push_back(n.input(2));
+  return emit(n, n.build1("gemm", operands,
+                          {n.f64("alpha", n.attrFloat("alpha", 1.0)),
+                           n.f64("beta", n.attrFloat("beta", 1.0)),
+                           n.i64("trans_a", n.attrInt("transA", 0)),
+                           n.i64("trans_b", n.attrInt("transB", 0))}));
+}
+
+NodeHandler withFloatAttrs(StringRef op,
+                           std::vector<std::pair<const char *, double>> attrs) {
+  return [op, attrs](NodeImporter &n) -> LogicalResult {
+    if (failed(requireInputs(n, 1)))
+      return failure();
+    SmallVector<NamedAttribute> named;
+    for (auto &[name, dflt] : attrs)
+      named.push_back(n.f64(name, n.attrFloat(name, dflt)));
+    return emit(n, n.build1(op, {n.input(0)}, named));
+  };
+}
+
+} // namespace
+
+const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
+  static const llvm::StringMap<NodeHandler> handlers = [] {
+    llvm::StringMap<NodeHandler> h;
+    for (auto [onnxName, op] : std::vector<std::pair<const char *, const char *>>{
+             {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
+             {"Erf", "erf"}, {"Sqrt", "sqrt"}, {"Neg", "neg"}, {"Exp", "exp"},
+             {"Log", "log"}, {"Abs", "abs"}, {"Reciprocal", "reciprocal"},
+             {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"},
+             {"Sin", "sin"}, {"Cos", "cos"}, {"Sign", "sign"}, {"Not", "not"},
+             {"Softplus", "softplus"}, {"HardSwish", "hard_swish"},
+             {"GlobalAveragePool", "global_avg_pool"},
+             {"GlobalMaxPool", "global_max_pool"}, {"Identity", "identity"}})
+      h[onnxName] = unary(op);
+    for (auto [onnxName, op] : std::vector<std::pair<const char *, const char *>>{
+             {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"},
+             {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"},
+             {"LessOrEqual", "less_or_equal"},
+             {"GreaterOrEqual", "greater_or_equal"}, {"And", "and"},
+             {"Or", "or"}, {"Xor", "xor"}, {"MatMul", "matmul"}})
+      h[onnxName] = binary(op);
+    h["Sum"] = variadic("add", false);
+    h["Mean"] = variadic("add", true);
+    h["Max"] = variadic("max", false);
+    h["Min"] = variadic("min", false);
+    h["Pow"] = importPow;
+    h["Mod"] = importMod;
+    h["Where"] = [](NodeImporter &n) -> LogicalResult {
+      if (failed(requireInputs(n, 3)))
+        return failure();
+      return emit(n, n.build1("where", {n.input(0), n.input(1), n.input(2)}));
+    };
+    h["Gelu"] = [](NodeImporter &n) -> LogicalResult {
+      if (failed(requireInputs(n, 1)))
+        return failure();
+      return emit(n, n.build1("gelu", {n.input(0)},
+                              {n.str("approximate",
+                                     n.attrString("approximate", "none"))}));
+    };
+    h["LeakyRelu"] = withFloatAttrs("leaky_relu", {{"alpha", 0.01}});
+    h["Elu"] = withFloatAttrs("elu", {{"alpha", 1.0}});
+    h["HardSigmoid"] =
+        withFloatAttrs("hard_sigmoid", {{"alpha", 0.2}, {"beta", 0.5}});
+    h["Clip"] = importClip;
+    h["Cast"] = importCast;
+    h["Softmax"] = [](NodeImporter &n) { return importSoftmax(n, "softmax"); };
+    h["LogSoftmax"] = [](NodeImporter &n) {
+      return importSoftmax(n, "log_softmax");
+    };
+    h["Reshape"] = importReshape;
+    h["Flatten"] = importFlatten;
+    h["Squeeze"] = importSqueeze;
+    h["Unsqueeze"] = importUnsqueeze;
+    h["Transpose"] = importTranspose;
+    h["Concat"] = importConcat;
+    h["Split"] = importSplit;
+    h["Slice"] = importSlice;
+    h["Gather"] = importGather;
+    h["Expand"] = importExpand;
+    h["Gemm"] = importGemm;
+    h["Conv"] = importConv;
+    h["MaxPool"] = [](NodeImporter &n) { return importPool(n, "max_pool"); };
+    h["AveragePool"] = [](NodeImporter &n) {
+      return importPool(n, "avg_pool");
+    };
+    h["BatchNormalization"] = importBatchNorm;
+    h["LayerNormalization"] = importLayerNorm;
+    h["ReduceSum"] = reduce("reduce_sum", 13);
+    h["ReduceMean"] = reduce("reduce_mean", 18);
+    h["ReduceMax"] = reduce("reduce_max", 18);
+    h["ReduceMin"] = reduce("reduce_min", 18);
+    h["ReduceProd"] = reduce("reduce_prod", 18);
+    h["Pad"] = importPad;
+    h["Shape"] = importShape;
+    h["Size"] = importSize;
+    h["Constant"] = importConstant;
+    h["ConstantOfShape"] = importConstantOfShape;
+    h["Range"] = importRange;
+    h["Dropout"] = importDropout;
+    return h;
+  }();
+  return handlers;
+}
+
+} // namespace mlir::partc::onnx_import

@@ -1,0 +1,104 @@
+//===- Support.h - Basic runtime types: status, dtypes, tensor refs -------===//
+//
+// Shared by the plan format, the kernels and the executors. Has no dependency
+// on MLIR or LLVM: the runtime must build and run without them.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_SUPPORT_H
+#define PARTC_RUNTIME_SUPPORT_H
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace partc::runtime {
+
+/// An error message or success. Cheap to pass around; never throws.
+class Status {
+public:
+  Status() = default;
+  static Status error(std::string message) {
+    Status s;
+    s.failed_ = true;
+    s.message_ = std::move(message);
+    return s;
+  }
+  bool ok() const { return !failed_; }
+  explicit operator bool() const { return !failed_; }
+  const std::string &message() const { return message_; }
+  /// Prepends context such as a node or file name.
+  Status &prepend(const std::string &context) {
+    if (failed_)
+      message_ = context + ": " + message_;
+    return *this;
+  }
+
+private:
+  bool failed_ = false;
+  std::string message_;
+};
+
+#define PARTC_RETURN_IF_ERROR(expr)                                            \
+  do {                                                                         \
+    ::partc::runtime::Status status_ = (expr);                                 \
+    if (!status_.ok())                                                         \
+      return status_;                                                          \
+  } while (false)
+
+/// Element types; the numbers are ONNX's TensorProto.DataType values so that
+/// test data files map directly.
+enum class DType : uint8_t {
+  Invalid = 0,
+  F32 = 1,
+  U8 = 2,
+  I8 = 3,
+  U16 = 4,
+  I16 = 5,
+  I32 = 6,
+  I64 = 7,
+  Bool = 9,
+  F16 = 10,
+  F64 = 11,
+  U32 = 12,
+  U64 = 13,
+  BF16 = 16,
+};
+
+/// Size of one element in bytes, or 0 for an invalid type.
+size_t dtypeSize(DType t);
+const char *dtypeName(DType t);
+bool isValidDType(uint32_t raw);
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape &shape);
+std::string shapeToString(const Shape &shape);
+
+struct TensorType {
+  DType dtype = DType::Invalid;
+  Shape shape;
+
+  int64_t numElements() const { return runtime::numElements(shape); }
+  size_t byteSize() const {
+    return static_cast<size_t>(numElements()) * dtypeSize(dtype);
+  }
+  std::string str() const;
+  bool operator==(const TensorType &o) const {
+    return dtype == o.dtype && shape == o.shape;
+  }
+  bool operator!=(const TensorType &o) const { return !(*this == o); }
+};
+
+/// A typed view of memory owned elsewhere.
+struct TensorRef {
+  void *data = nullptr;
+  TensorType type;
+
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_SUPPORT_H

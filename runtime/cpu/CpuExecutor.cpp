@@ -1,0 +1,228 @@
+//===- CpuExecutor.cpp ----------------------------------------------------===//
+#include "runtime/cpu/CpuExecutor.h"
+
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+namespace partc::runtime {
+
+struct CpuDeviceState {
+  /// 64-byte aligned storage for the device's static memory plan.
+  std::unique_ptr<uint8_t[], void (*)(uint8_t *)> arena{nullptr,
+                                                       [](uint8_t *) {}};
+  uint64_t arenaBytes = 0;
+  std::vector<std::unique_ptr<Kernel>> kernels; // one per instruction
+};
+
+struct CpuExecutor::Sync {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<bool> sent, consumed;
+  bool aborted = false;
+  std::string abortReason;
+};
+
+CpuExecutor::CpuExecutor(const Plan &plan) : plan_(plan) {}
+CpuExecutor::~CpuExecutor() = default;
+
+static std::string describe(size_t device, size_t index,
+                            const Instruction &in) {
+  std::string s = "device " + std::to_string(device) + " instruction " +
+                  std::to_string(index) + " (" + opCodeName(in.op);
+  if (in.op == OpCode::Kernel)
+    s += " " + in.kernel;
+  if (!in.location.empty())
+    s += ", ONNX node '" + in.location + "'";
+  return s + ")";
+}
+
+Status CpuExecutor::create(const Plan &plan,
+                           std::unique_ptr<CpuExecutor> &result) {
+  std::unique_ptr<CpuExecutor> exec(new CpuExecutor(plan));
+  exec->sync_ = std::make_unique<Sync>();
+  exec->channelSources_.resize(plan.channels.size());
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DeviceProgram &prog = plan.devices[d];
+    auto state = std::make_unique<CpuDeviceState>();
+    state->arenaBytes = prog.arenaBytes;
+    size_t bytes = (prog.arenaBytes + 63) / 64 * 64;
+    if (bytes) {
+      void *mem = std::aligned_alloc(64, bytes);
+      if (!mem)
+        return Status::error("device " + std::to_string(d) +
+                             ": cannot allocate an arena of " +
+                             std::to_string(bytes) + " bytes");
+      state->arena = {static_cast<uint8_t *>(mem),
+                      [](uint8_t *p) { std::free(p); }};
+    }
+    state->kernels.resize(prog.instructions.size());
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      const Instruction &in = prog.instructions[i];
+      if (in.op == OpCode::Send)
+        exec->channelSources_[in.index] = {d, in.inputs[0]};
+      if (in.op != OpCode::Kernel)
+        continue;
+      std::vector<TensorType> ins, outs;
+      for (const BufferRef &b : in.inputs)
+        ins.push_back(b.type);
+      for (const BufferRef &b : in.outputs)
+        outs.push_back(b.type);
+      Status s = createCpuKernel(in.kernel, in.attrs, ins, outs,
+                                 state->kernels[i]);
+      if (!s.ok())
+        return s.prepend(describe(d, i, in));
+    }
+    exec->devices_.push_back(std::move(state));
+  }
+  result = std::move(exec);
+  return Status();
+}
+
+void CpuExecutor::poisonArenas(uint8_t pattern) {
+  for (auto &dev : devices_)
+    if (dev->arenaBytes)
+      std::memset(dev->arena.get(), pattern, dev->arenaBytes);
+}
+
+Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
+                        const std::vector<TensorRef> &outputs) {
+  if (inputs.size() != plan_.inputs.size() ||
+      outputs.size() != plan_.outputs.size())
+    return Status::error("wrong number of inputs or outputs");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].type != plan_.inputs[i].type)
+      return Status::error("input '" + plan_.inputs[i].name + "' must be " +
+                           plan_.inputs[i].type.str() + ", got " +
+                           inputs[i].type.str());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (outputs[i].type != plan_.outputs[i].type)
+      return Status::error("output '" + plan_.outputs[i].name + "' must be " +
+                           plan_.outputs[i].type.str());
+  {
+    std::lock_guard<std::mutex> lock(sync_->mutex);
+    sync_->sent.assign(plan_.channels.size(), false);
+    sync_->consumed.assign(plan_.channels.size(), false);
+    sync_->aborted = false;
+    sync_->abortReason.clear();
+  }
+  size_t n = devices_.size();
+  std::vector<Status> results(n);
+  if (n == 1) {
+    results[0] = runDevice(0, inputs, outputs);
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < n; ++d)
+      threads.emplace_back(
+          [&, d] { results[d] = runDevice(d, inputs, outputs); });
+    for (auto &t : threads)
+      t.join();
+  }
+  // Report the root cause rather than the devices it aborted.
+  for (const Status &s : results)
+    if (!s.ok() && s.message().find("aborted:") == std::string::npos)
+      return s;
+  for (const Status &s : results)
+    if (!s.ok())
+      return s;
+  return Status();
+}
+
+Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
+                              const std::vector<TensorRef> &outputs) {
+  CpuDeviceState &dev = *devices_[d];
+  const DeviceProgram &prog = plan_.devices[d];
+  Sync &sync = *sync_;
+  auto resolve = [&](const BufferRef &b) -> TensorRef {
+    TensorRef r;
+    r.type = b.type;
+    r.data = b.space == MemorySpace::Arena
+                 ? static_cast<void *>(dev.arena.get() + b.offset)
+                 : const_cast<uint8_t *>(plan_.weightPtr(b));
+    return r;
+  };
+  auto fail = [&](Status s) {
+    std::lock_guard<std::mutex> lock(sync.mutex);
+    if (!sync.aborted) {
+      sync.aborted = true;
+      sync.abortReason = "device " + std::to_string(d) + " failed";
+    }
+    sync.changed.notify_all();
+    return s;
+  };
+  // Blocks until `flag[c]` is set or another device failed.
+  auto waitFor = [&](std::vector<bool> &flag, uint32_t c) -> Status {
+    std::unique_lock<std::mutex> lock(sync.mutex);
+    sync.changed.wait(lock, [&] { return flag[c] || sync.aborted; });
+    if (!flag[c])
+      return Status::error("device " + std::to_string(d) + " aborted: " +
+                           sync.abortReason);
+    return Status();
+  };
+  auto signal = [&](std::vector<bool> &flag, uint32_t c) {
+    std::lock_guard<std::mutex> lock(sync.mutex);
+    flag[c] = true;
+    sync.changed.notify_all();
+  };
+
+  std::vector<TensorRef> ins, outs;
+  for (size_t i = 0; i < prog.instructions.size(); ++i) {
+    const Instruction &in = prog.instructions[i];
+    switch (in.op) {
+    case OpCode::Kernel: {
+      ins.clear();
+      outs.clear();
+      for (const BufferRef &b : in.inputs)
+        ins.push_back(resolve(b));
+      for (const BufferRef &b : in.outputs)
+        outs.push_back(resolve(b));
+      Status s = dev.kernels[i]->run(ins, outs);
+      if (!s.ok())
+        return fail(s.prepend(describe(d, i, in)));
+      break;
+    }
+    case OpCode::LoadInput: {
+      TensorRef dst = resolve(in.outputs[0]);
+      std::memcpy(dst.data,
+                  static_cast<const uint8_t *>(inputs[in.index].data) +
+                      in.hostOffset,
+                  dst.type.byteSize());
+      break;
+    }
+    case OpCode::StoreOutput: {
+      TensorRef src = resolve(in.inputs[0]);
+      std::memcpy(static_cast<uint8_t *>(outputs[in.index].data) +
+                      in.hostOffset,
+                  src.data, src.type.byteSize());
+      break;
+    }
+    case OpCode::Send:
+      signal(sync.sent, in.index);
+      break;
+    case OpCode::Recv: {
+      Status s = waitFor(sync.sent, in.index);
+      if (!s.ok())
+        return fail(s);
+      auto [srcDev, srcBuf] = channelSources_[in.index];
+      const CpuDeviceState &src = *devices_[srcDev];
+      const uint8_t *from = srcBuf.space == MemorySpace::Arena
+                                ? src.arena.get() + srcBuf.offset
+                                : plan_.weightPtr(srcBuf);
+      TensorRef dst = resolve(in.outputs[0]);
+      std::memcpy(dst.data, from, dst.type.byteSize());
+      signal(sync.consumed, in.index);
+      break;
+    }
+    case OpCode::WaitConsumed: {
+      Status s = waitFor(sync.consumed, in.index);
+      if (!s.ok())
+        return fail(s);
+      break;
+    }
+    }
+  }
+  return Status();
+}
+
+} // namespace partc::runtime

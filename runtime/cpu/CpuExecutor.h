@@ -1,0 +1,53 @@
+//===- CpuExecutor.h - Reference backend: one thread per device -----------===//
+//
+// Every device of the plan gets its own arena and its own thread. Transfers
+// copy between the arenas and synchronize through channel flags, so a missing
+// transfer or a wrong wait in a plan shows up as a wrong answer, not as a
+// silent pass.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_CPU_CPUEXECUTOR_H
+#define PARTC_RUNTIME_CPU_CPUEXECUTOR_H
+
+#include "runtime/kernels/Kernel.h"
+#include "runtime/plan/Plan.h"
+
+#include <memory>
+#include <vector>
+
+namespace partc::runtime {
+
+struct CpuDeviceState;
+
+class CpuExecutor {
+public:
+  /// Prepares every kernel of the plan; fails with the device, instruction
+  /// and ONNX node of the first one that cannot run.
+  static Status create(const Plan &plan, std::unique_ptr<CpuExecutor> &result);
+  ~CpuExecutor();
+
+  /// Runs the whole plan once. `inputs` and `outputs` follow the plan's
+  /// declarations and must have exactly their types.
+  Status run(const std::vector<TensorRef> &inputs,
+             const std::vector<TensorRef> &outputs);
+
+  /// Fills every arena with a byte pattern, so that reads of memory nobody
+  /// wrote produce garbage (used by tests to catch missing transfers).
+  void poisonArenas(uint8_t pattern);
+
+private:
+  explicit CpuExecutor(const Plan &plan);
+  Status runDevice(size_t device, const std::vector<TensorRef> &inputs,
+                   const std::vector<TensorRef> &outputs);
+
+  const Plan &plan_;
+  std::vector<std::unique_ptr<CpuDeviceState>> devices_;
+  struct Sync;
+  std::unique_ptr<Sync> sync_;
+  /// For each channel, the device and buffer its send reads from.
+  std::vector<std::pair<size_t, BufferRef>> channelSources_;
+};
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_CPU_CPUEXECUTOR_H

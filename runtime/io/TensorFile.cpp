@@ -1,0 +1,347 @@
+//===- TensorFile.cpp -----------------------------------------------------===//
+#include "runtime/io/TensorFile.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace partc::runtime {
+
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Status readWholeFile(const std::string &path, std::vector<uint8_t> &bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot open '" + path + "'");
+  bytes.assign(std::istreambuf_iterator<char>(in),
+               std::istreambuf_iterator<char>());
+  return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// Protobuf wire format
+//===----------------------------------------------------------------------===//
+
+struct WireReader {
+  const uint8_t *p, *end;
+  bool ok = true;
+
+  bool atEnd() const { return p >= end; }
+  uint64_t varint() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p >= end) {
+        ok = false;
+        return 0;
+      }
+      uint8_t b = *p++;
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80))
+        return v;
+    }
+    ok = false;
+    return 0;
+  }
+  bool bytes(size_t n, const uint8_t *&out) {
+    if (static_cast<size_t>(end - p) < n) {
+      ok = false;
+      return false;
+    }
+    out = p;
+    p += n;
+    return true;
+  }
+};
+
+/// Appends the values of a repeated scalar field, packed or not.
+template <typename T>
+void readRepeated(WireReader &r, int wireType, std::vector<T> &out,
+                  bool isFixed) {
+  auto one = [&](WireReader &rr) {
+    if (isFixed) {
+      const uint8_t *b;
+      if (rr.bytes(sizeof(T), b)) {
+        T v;
+        std::memcpy(&v, b, sizeof(T));
+        out.push_back(v);
+      }
+    } else {
+      out.push_back(static_cast<T>(rr.varint()));
+    }
+  };
+  if (wireType == 2) {
+    uint64_t len = r.varint();
+    const uint8_t *b;
+    if (!r.bytes(len, b))
+      return;
+    WireReader sub{b, b + len};
+    while (!sub.atEnd() && sub.ok)
+      one(sub);
+    r.ok = r.ok && sub.ok;
+  } else {
+    one(r);
+  }
+}
+
+void skipField(WireReader &r, int wireType) {
+  const uint8_t *b;
+  switch (wireType) {
+  case 0: r.varint(); break;
+  case 1: r.bytes(8, b); break;
+  case 2: r.bytes(r.varint(), b); break;
+  case 5: r.bytes(4, b); break;
+  default: r.ok = false;
+  }
+}
+
+void putVarint(std::vector<uint8_t> &out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<uint8_t>(v | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<uint8_t>(v));
+}
+
+//===----------------------------------------------------------------------===//
+// .npy
+//===----------------------------------------------------------------------===//
+
+DType dtypeFromNumpy(const std::string &descr) {
+  static const std::pair<const char *, DType> table[] = {
+      {"<f4", DType::F32}, {"<f8", DType::F64}, {"<i8", DType::I64},
+      {"<i4", DType::I32}, {"<i2", DType::I16}, {"|i1", DType::I8},
+      {"|u1", DType::U8},  {"<u2", DType::U16}, {"<u4", DType::U32},
+      {"<u8", DType::U64}, {"|b1", DType::Bool}, {"<f2", DType::F16}};
+  for (auto &[name, t] : table)
+    if (descr == name)
+      return t;
+  return DType::Invalid;
+}
+
+const char *numpyDescr(DType t) {
+  switch (t) {
+  case DType::F32: return "<f4";
+  case DType::F64: return "<f8";
+  case DType::I64: return "<i8";
+  case DType::I32: return "<i4";
+  case DType::I16: return "<i2";
+  case DType::I8: return "|i1";
+  case DType::U8: return "|u1";
+  case DType::U16: return "<u2";
+  case DType::U32: return "<u4";
+  case DType::U64: return "<u8";
+  case DType::Bool: return "|b1";
+  case DType::F16: return "<f2";
+  default: return nullptr;
+  }
+}
+
+Status parseNpy(const std::vector<uint8_t> &b, const std::string &path,
+                HostTensor &t) {
+  if (b.size() < 10 || std::memcmp(b.data(), "\x93NUMPY", 6) != 0)
+    return Status::error("'" + path + "' is not a .npy file");
+  size_t headerLen, start;
+  if (b[6] == 1) {
+    headerLen = b[8] | (b[9] << 8);
+    start = 10;
+  } else {
+    if (b.size() < 12)
+      return Status::error("'" + path + "' is truncated");
+    headerLen = b[8] | (b[9] << 8) | (b[10] << 16) | (size_t(b[11]) << 24);
+    start = 12;
+  }
+  if (start + headerLen > b.size())
+    return Status::error("'" + path + "' is truncated");
+  std::string header(reinterpret_cast<const char *>(b.data() + start),
+                     headerLen);
+  auto field = [&](const std::string &key) -> std::string {
+    size_t k = header.find("'" + key + "'");
+    if (k == std::string::npos)
+      return {};
+    size_t colon = header.find(':', k);
+    return colon == std::string::npos ? std::string() : header.substr(colon + 1);
+  };
+  std::string descr = field("descr");
+  size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
+  if (q1 == std::string::npos || q2 == std::string::npos)
+    return Status::error("'" + path + "' has no dtype");
+  t.type.dtype = dtypeFromNumpy(descr.substr(q1 + 1, q2 - q1 - 1));
+  if (t.type.dtype == DType::Invalid)
+    return Status::error("'" + path + "' has unsupported dtype " +
+                         descr.substr(q1 + 1, q2 - q1 - 1));
+  if (field("fortran_order").find("True") < field("fortran_order").find(','))
+    return Status::error("'" + path + "' is in Fortran order");
+  std::string shape = field("shape");
+  size_t open = shape.find('('), close = shape.find(')');
+  if (open == std::string::npos || close == std::string::npos)
+    return Status::error("'" + path + "' has no shape");
+  std::stringstream ss(shape.substr(open + 1, close - open - 1));
+  std::string item;
+  t.type.shape.clear();
+  while (std::getline(ss, item, ','))
+    if (item.find_first_of("0123456789") != std::string::npos)
+      t.type.shape.push_back(std::stoll(item));
+  size_t bytes = t.type.byteSize(), dataStart = start + headerLen;
+  if (b.size() - dataStart != bytes)
+    return Status::error("'" + path + "' holds " +
+                         std::to_string(b.size() - dataStart) +
+                         " data bytes, expected " + std::to_string(bytes) +
+                         " for " + t.type.str());
+  t.data.assign(b.begin() + dataStart, b.end());
+  return Status();
+}
+
+std::vector<uint8_t> serializeNpy(const HostTensor &t) {
+  std::string header = "{'descr': '" + std::string(numpyDescr(t.type.dtype)) +
+                       "', 'fortran_order': False, 'shape': (";
+  for (int64_t d : t.type.shape)
+    header += std::to_string(d) + ", ";
+  if (t.type.shape.size() > 1)
+    header.erase(header.size() - 1);
+  else if (t.type.shape.size() == 1)
+    header.erase(header.size() - 1);
+  header += "), }";
+  while ((10 + header.size() + 1) % 64 != 0)
+    header += ' ';
+  header += '\n';
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  out.push_back(header.size() & 0xff);
+  out.push_back((header.size() >> 8) & 0xff);
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), t.data.begin(), t.data.end());
+  return out;
+}
+
+} // namespace
+
+Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
+  WireReader r{data, data + size};
+  std::vector<int64_t> dims, int64Data;
+  std::vector<float> floatData;
+  std::vector<double> doubleData;
+  std::vector<int32_t> int32Data;
+  std::vector<uint64_t> uint64Data;
+  const uint8_t *raw = nullptr;
+  size_t rawLen = 0;
+  int64_t dataType = 0;
+  bool external = false;
+  while (!r.atEnd() && r.ok) {
+    uint64_t key = r.varint();
+    int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
+    switch (field) {
+    case 1: readRepeated(r, wire, dims, false); break;
+    case 2: dataType = static_cast<int64_t>(r.varint()); break;
+    case 4: readRepeated(r, wire, floatData, true); break;
+    case 5: readRepeated(r, wire, int32Data, false); break;
+    case 7: readRepeated(r, wire, int64Data, false); break;
+    case 8: {
+      const uint8_t *b;
+      uint64_t len = r.varint();
+      if (r.bytes(len, b))
+        t.name.assign(reinterpret_cast<const char *>(b), len);
+      break;
+    }
+    case 9:
+      rawLen = r.varint();
+      r.bytes(rawLen, raw);
+      break;
+    case 10: readRepeated(r, wire, doubleData, true); break;
+    case 11: readRepeated(r, wire, uint64Data, false); break;
+    case 14: external = r.varint() == 1; break;
+    default: skipField(r, wire);
+    }
+  }
+  if (!r.ok)
+    return Status::error("malformed TensorProto");
+  if (external)
+    return Status::error("TensorProto with external data is not supported here");
+  if (dataType < 0 || dataType > 255 || !isValidDType(dataType))
+    return Status::error("unsupported TensorProto data type " +
+                         std::to_string(dataType));
+  t.type.dtype = static_cast<DType>(dataType);
+  t.type.shape = dims;
+  for (int64_t d : dims)
+    if (d < 0)
+      return Status::error("negative dimension in TensorProto");
+  size_t bytes = t.type.byteSize(), n = t.type.numElements(),
+         es = dtypeSize(t.type.dtype);
+  t.data.assign(bytes, 0);
+  if (raw) {
+    if (rawLen != bytes)
+      return Status::error("TensorProto raw_data has " +
+                           std::to_string(rawLen) + " bytes, expected " +
+                           std::to_string(bytes));
+    if (bytes)
+      std::memcpy(t.data.data(), raw, bytes);
+    return Status();
+  }
+  auto fill = [&](auto &vec) -> Status {
+    if (vec.size() != n)
+      return Status::error("TensorProto has " + std::to_string(vec.size()) +
+                           " values, expected " + std::to_string(n));
+    for (size_t i = 0; i < n; ++i) {
+      auto v = vec[i];
+      std::memcpy(t.data.data() + i * es, &v, std::min(es, sizeof(v)));
+    }
+    return Status();
+  };
+  switch (t.type.dtype) {
+  case DType::F32: return fill(floatData);
+  case DType::F64: return fill(doubleData);
+  case DType::I64: return fill(int64Data);
+  case DType::U32:
+  case DType::U64: return fill(uint64Data);
+  default: return fill(int32Data); // i32, i16, i8, u16, u8, bool, f16, bf16
+  }
+}
+
+std::vector<uint8_t> serializeTensorProto(const HostTensor &t) {
+  std::vector<uint8_t> out;
+  for (int64_t d : t.type.shape) {
+    putVarint(out, (1 << 3) | 0);
+    putVarint(out, static_cast<uint64_t>(d));
+  }
+  putVarint(out, (2 << 3) | 0);
+  putVarint(out, static_cast<uint64_t>(t.type.dtype));
+  if (!t.name.empty()) {
+    putVarint(out, (8 << 3) | 2);
+    putVarint(out, t.name.size());
+    out.insert(out.end(), t.name.begin(), t.name.end());
+  }
+  putVarint(out, (9 << 3) | 2);
+  putVarint(out, t.data.size());
+  out.insert(out.end(), t.data.begin(), t.data.end());
+  return out;
+}
+
+Status readTensorFile(const std::string &path, HostTensor &t) {
+  std::vector<uint8_t> bytes;
+  PARTC_RETURN_IF_ERROR(readWholeFile(path, bytes));
+  if (endsWith(path, ".npy"))
+    return parseNpy(bytes, path, t);
+  Status s = parseTensorProto(bytes.data(), bytes.size(), t);
+  return s.prepend("'" + path + "'");
+}
+
+Status writeTensorFile(const std::string &path, const HostTensor &t) {
+  std::vector<uint8_t> bytes;
+  if (endsWith(path, ".npy")) {
+    if (!numpyDescr(t.type.dtype))
+      return Status::error("cannot write " + t.type.str() + " as .npy");
+    bytes = serializeNpy(t);
+  } else {
+    bytes = serializeTensorProto(t);
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(bytes.data()), bytes.size());
+  if (!out)
+    return Status::error("cannot write '" + path + "'");
+  return Status();
+}
+
+} // namespace partc::runtime

@@ -1,0 +1,35 @@
+//===- TensorFile.h - Tensors in .npy and ONNX TensorProto (.pb) files ----===//
+//
+// The ONNX protobuf wire format is decoded by hand here so that partc-run
+// needs no protobuf library at run time; only the TensorProto fields that
+// test data uses are read.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_IO_TENSORFILE_H
+#define PARTC_RUNTIME_IO_TENSORFILE_H
+
+#include "runtime/Support.h"
+
+#include <string>
+#include <vector>
+
+namespace partc::runtime {
+
+struct HostTensor {
+  std::string name;
+  TensorType type;
+  std::vector<uint8_t> data;
+
+  TensorRef ref() { return TensorRef{data.data(), type}; }
+};
+
+/// Reads `.npy` or ONNX TensorProto `.pb` (chosen by extension).
+Status readTensorFile(const std::string &path, HostTensor &tensor);
+Status writeTensorFile(const std::string &path, const HostTensor &tensor);
+
+Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &tensor);
+std::vector<uint8_t> serializeTensorProto(const HostTensor &tensor);
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_IO_TENSORFILE_H

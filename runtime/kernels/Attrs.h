@@ -1,0 +1,70 @@
+//===- Attrs.h - Named kernel attributes ----------------------------------===//
+//
+// Kernels take their parameters as a small map of named values: integer
+// lists, float lists or strings. The compiler writes the graph op's attributes
+// into the plan under the same names, so new ops need no format change.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_KERNELS_ATTRS_H
+#define PARTC_RUNTIME_KERNELS_ATTRS_H
+
+#include "runtime/Support.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace partc::runtime {
+
+struct AttrValue {
+  enum class Kind : uint8_t { Ints = 0, Floats = 1, String = 2 };
+  Kind kind = Kind::Ints;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::string str;
+
+  static AttrValue ofInts(std::vector<int64_t> v) {
+    AttrValue a;
+    a.kind = Kind::Ints;
+    a.ints = std::move(v);
+    return a;
+  }
+  static AttrValue ofFloats(std::vector<double> v) {
+    AttrValue a;
+    a.kind = Kind::Floats;
+    a.floats = std::move(v);
+    return a;
+  }
+  static AttrValue ofString(std::string s) {
+    AttrValue a;
+    a.kind = Kind::String;
+    a.str = std::move(s);
+    return a;
+  }
+  bool operator==(const AttrValue &o) const {
+    return kind == o.kind && ints == o.ints && floats == o.floats &&
+           str == o.str;
+  }
+};
+
+/// Ordered so that serialization is deterministic.
+class AttrMap {
+public:
+  void set(const std::string &name, AttrValue v) { map_[name] = std::move(v); }
+  bool has(const std::string &name) const { return map_.count(name) != 0; }
+  const std::map<std::string, AttrValue> &entries() const { return map_; }
+
+  int64_t getInt(const std::string &name, int64_t dflt) const;
+  double getFloat(const std::string &name, double dflt) const;
+  std::vector<int64_t> getInts(const std::string &name) const;
+  std::string getString(const std::string &name,
+                        const std::string &dflt) const;
+  bool operator==(const AttrMap &o) const { return map_ == o.map_; }
+
+private:
+  std::map<std::string, AttrValue> map_;
+};
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_KERNELS_ATTRS_H

@@ -1,0 +1,94 @@
+//===- Kernel.cpp - Kernel registry and shared helpers --------------------===//
+#include "runtime/kernels/KernelRegistry.h"
+
+namespace partc::runtime {
+
+Kernel::~Kernel() = default;
+
+static const KernelTable &kernelTable() {
+  static const KernelTable table = [] {
+    KernelTable t;
+    registerElementwiseKernels(t);
+    registerLinearAlgebraKernels(t);
+    registerNnKernels(t);
+    registerDataMovementKernels(t);
+    return t;
+  }();
+  return table;
+}
+
+Status createCpuKernel(const std::string &name, const AttrMap &attrs,
+                       const std::vector<TensorType> &inputs,
+                       const std::vector<TensorType> &outputs,
+                       std::unique_ptr<Kernel> &result) {
+  const KernelTable &table = kernelTable();
+  auto it = table.find(name);
+  if (it == table.end())
+    return Status::error("no CPU kernel named '" + name + "'");
+  for (const TensorType &t : inputs)
+    if (dtypeSize(t.dtype) == 0)
+      return Status::error("kernel '" + name + "' has an operand of type " +
+                           t.str());
+  KernelArgs args{name, attrs, inputs, outputs};
+  Status s = it->second(args, result);
+  if (!s.ok())
+    return s.prepend("kernel '" + name + "'");
+  return s;
+}
+
+bool hasCpuKernel(const std::string &name) {
+  return kernelTable().count(name) != 0;
+}
+
+std::vector<std::string> cpuKernelNames() {
+  std::vector<std::string> names;
+  for (const auto &entry : kernelTable())
+    names.push_back(entry.first);
+  return names;
+}
+
+Status checkArity(const KernelArgs &args, size_t minIn, size_t maxIn,
+                  size_t nout) {
+  if (args.inputs.size() < minIn || args.inputs.size() > maxIn)
+    return Status::error("expects " + std::to_string(minIn) +
+                         (maxIn != minIn ? ".." + std::to_string(maxIn) : "") +
+                         " inputs, got " + std::to_string(args.inputs.size()));
+  if (args.outputs.size() != nout)
+    return Status::error("expects " + std::to_string(nout) +
+                         " outputs, got " +
+                         std::to_string(args.outputs.size()));
+  return Status();
+}
+
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
+}
+
+std::vector<int64_t> contiguousStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> inStrides = contiguousStrides(in);
+  std::vector<int64_t> strides(out.size(), 0);
+  size_t offset = out.size() - in.size();
+  for (size_t i = 0; i < in.size(); ++i)
+    strides[offset + i] = in[i] == 1 ? 0 : inStrides[i];
+  return strides;
+}
+
+bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
+
+} // namespace partc::runtime

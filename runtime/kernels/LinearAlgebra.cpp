@@ -1,0 +1,194 @@
+//===- LinearAlgebra.cpp - MatMul and Gemm through CBLAS ------------------===//
+#include "runtime/kernels/Dispatch.h"
+
+#include <cblas.h>
+#include <cstring>
+
+namespace partc::runtime {
+namespace {
+
+template <typename T>
+void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
+          const T *a, int64_t lda, const T *b, int64_t ldb, T beta, T *c,
+          int64_t ldc) {
+  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+  else if constexpr (std::is_same_v<T, double>)
+    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                ldc);
+  else {
+    // Integer matmul: a plain triple loop (rare, small).
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += (transA ? a[p * lda + i] : a[i * lda + p]) *
+                 (transB ? b[j * ldb + p] : b[p * ldb + j]);
+        c[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * c[i * ldc + j]);
+      }
+  }
+}
+
+/// numpy.matmul: 1-D operands are promoted, batch dimensions broadcast.
+class MatMulKernel : public Kernel {
+public:
+  MatMulKernel(const Shape &a, const Shape &b, const Shape &out) : out_(out) {
+    Shape aa = a, bb = b;
+    if (aa.size() == 1)
+      aa.insert(aa.begin(), 1);
+    if (bb.size() == 1)
+      bb.push_back(1);
+    m_ = aa[aa.size() - 2];
+    k_ = aa.back();
+    n_ = bb.back();
+    Shape aBatch(aa.begin(), aa.end() - 2), bBatch(bb.begin(), bb.end() - 2);
+    broadcastShapes(aBatch, bBatch, batch_);
+    std::array<std::vector<int64_t>, 2> strides{
+        broadcastStrides(aBatch, batch_), broadcastStrides(bBatch, batch_)};
+    // Element offsets of each batch's matrices.
+    broadcastLoop<2>(batch_, strides, [&](int64_t, const auto &idx) {
+      aOffsets_.push_back(idx[0] * m_ * k_);
+      bOffsets_.push_back(idx[1] * k_ * n_);
+    });
+    if (batch_.empty()) {
+      aOffsets_ = {0};
+      bOffsets_ = {0};
+    }
+  }
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>) {
+        const T *a = in[0].as<T>();
+        const T *b = in[1].as<T>();
+        T *c = out[0].as<T>();
+        for (size_t i = 0; i < aOffsets_.size(); ++i)
+          gemm<T>(false, false, m_, n_, k_, T(1), a + aOffsets_[i], k_,
+                  b + bOffsets_[i], n_, T(0), c + i * m_ * n_, n_);
+      }
+    });
+    return Status();
+  }
+
+private:
+  Shape out_, batch_;
+  int64_t m_, n_, k_;
+  std::vector<int64_t> aOffsets_, bOffsets_;
+};
+
+/// ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N].
+class GemmKernel : public Kernel {
+public:
+  GemmKernel(bool ta, bool tb, double alpha, double beta, int64_t m, int64_t n,
+             int64_t k, const Shape *cShape)
+      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), m_(m), n_(n), k_(k) {
+    if (cShape) {
+      hasC_ = true;
+      cStrides_[0] = broadcastStrides(*cShape, {m, n});
+    }
+  }
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>) {
+        T *y = out[0].as<T>();
+        T beta = T(0);
+        if (hasC_ && beta_ != 0.0) {
+          const T *c = in[2].as<T>();
+          broadcastLoop<1>({m_, n_}, cStrides_,
+                           [&](int64_t o, const auto &idx) { y[o] = c[idx[0]]; });
+          beta = static_cast<T>(beta_);
+        }
+        gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), in[0].as<T>(),
+                ta_ ? m_ : k_, in[1].as<T>(), tb_ ? k_ : n_, beta, y, n_);
+      }
+    });
+    return Status();
+  }
+
+private:
+  bool ta_, tb_;
+  double alpha_, beta_;
+  int64_t m_, n_, k_;
+  bool hasC_ = false;
+  std::array<std::vector<int64_t>, 1> cStrides_;
+};
+
+bool isMatrixType(DType t) {
+  return t == DType::F32 || t == DType::F64 || t == DType::I32 ||
+         t == DType::I64 || t == DType::U32 || t == DType::U64;
+}
+
+} // namespace
+
+void registerLinearAlgebraKernels(KernelTable &t) {
+  t["matmul"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    const TensorType &x = a.inputs[0], &y = a.inputs[1], &z = a.outputs[0];
+    if (x.dtype != y.dtype || x.dtype != z.dtype || !isMatrixType(x.dtype))
+      return Status::error("unsupported operand types " + x.str() + ", " +
+                           y.str());
+    if (x.shape.empty() || y.shape.empty())
+      return Status::error("operands must have rank >= 1");
+    Shape aa = x.shape, bb = y.shape;
+    bool aVec = aa.size() == 1, bVec = bb.size() == 1;
+    if (aVec)
+      aa.insert(aa.begin(), 1);
+    if (bVec)
+      bb.push_back(1);
+    if (aa.back() != bb[bb.size() - 2])
+      return Status::error("contraction dimensions of " + x.str() + " and " +
+                           y.str() + " differ");
+    Shape batch;
+    if (!broadcastShapes(Shape(aa.begin(), aa.end() - 2),
+                         Shape(bb.begin(), bb.end() - 2), batch))
+      return Status::error("batch dimensions do not broadcast");
+    Shape expect = batch;
+    if (!aVec)
+      expect.push_back(aa[aa.size() - 2]);
+    if (!bVec)
+      expect.push_back(bb.back());
+    if (expect != z.shape)
+      return Status::error("result " + z.str() + " should have shape " +
+                           shapeToString(expect));
+    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape);
+    return Status();
+  };
+  t["gemm"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+    const TensorType &x = a.inputs[0], &y = a.inputs[1], &z = a.outputs[0];
+    if (x.shape.size() != 2 || y.shape.size() != 2 || z.shape.size() != 2)
+      return Status::error("operands must be matrices");
+    if (x.dtype != y.dtype || x.dtype != z.dtype || !isMatrixType(x.dtype))
+      return Status::error("unsupported operand types");
+    bool ta = a.attrs.getInt("trans_a", 0) != 0;
+    bool tb = a.attrs.getInt("trans_b", 0) != 0;
+    int64_t m = ta ? x.shape[1] : x.shape[0];
+    int64_t kk = ta ? x.shape[0] : x.shape[1];
+    int64_t kb = tb ? y.shape[1] : y.shape[0];
+    int64_t n = tb ? y.shape[0] : y.shape[1];
+    if (kk != kb || z.shape != Shape{m, n})
+      return Status::error("shapes " + x.str() + ", " + y.str() + " -> " +
+                           z.str() + " do not match");
+    const Shape *c = nullptr;
+    if (a.inputs.size() == 3) {
+      Shape s;
+      if (a.inputs[2].dtype != x.dtype ||
+          !broadcastShapes(a.inputs[2].shape, {m, n}, s) || s != Shape{m, n})
+        return Status::error("bias " + a.inputs[2].str() +
+                             " does not broadcast to the result");
+      c = &a.inputs[2].shape;
+    }
+    k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha", 1.0),
+                                     a.attrs.getFloat("beta", 1.0), m, n, kk,
+                                     c);
+    return Status();
+  };
+}
+
+} // namespace partc::runtime

@@ -1,0 +1,582 @@
+//===- Nn.cpp - Convolution, pooling, normalization, softmax, reductions --===//
+#include "runtime/kernels/Dispatch.h"
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace partc::runtime {
+namespace {
+
+/// Spatial geometry of convolution and pooling, always as 3-D (D, H, W): 1-D
+/// and 2-D problems get leading unit dimensions so one loop nest serves all.
+struct Window {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, padBegin[3] = {0, 0, 0},
+          padEnd[3] = {0, 0, 0}, dilation[3] = {1, 1, 1};
+
+  int64_t inSize() const { return in[0] * in[1] * in[2]; }
+  int64_t outSize() const { return out[0] * out[1] * out[2]; }
+  int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+/// Reads the window attributes of an op over `spatial` dims (1..3).
+Status makeWindow(const AttrMap &attrs, const Shape &inShape,
+                  const Shape &outShape, const std::vector<int64_t> &kernel,
+                  Window &w) {
+  size_t spatial = inShape.size() - 2;
+  if (spatial < 1 || spatial > 3 || outShape.size() != inShape.size())
+    return Status::error("expects 1 to 3 spatial dimensions, got input " +
+                         shapeToString(inShape));
+  std::vector<int64_t> strides = attrs.getInts("strides");
+  std::vector<int64_t> pads = attrs.getInts("pads");
+  std::vector<int64_t> dilations = attrs.getInts("dilations");
+  if (kernel.size() != spatial || (!strides.empty() && strides.size() != spatial) ||
+      (!pads.empty() && pads.size() != 2 * spatial) ||
+      (!dilations.empty() && dilations.size() != spatial))
+    return Status::error("window attributes do not match " +
+                         std::to_string(spatial) + " spatial dimensions");
+  size_t off = 3 - spatial;
+  for (size_t i = 0; i < spatial; ++i) {
+    w.in[off + i] = inShape[2 + i];
+    w.out[off + i] = outShape[2 + i];
+    w.kernel[off + i] = kernel[i];
+    w.stride[off + i] = strides.empty() ? 1 : strides[i];
+    w.padBegin[off + i] = pads.empty() ? 0 : pads[i];
+    w.padEnd[off + i] = pads.empty() ? 0 : pads[spatial + i];
+    w.dilation[off + i] = dilations.empty() ? 1 : dilations[i];
+    if (w.kernel[off + i] < 1 || w.stride[off + i] < 1 ||
+        w.dilation[off + i] < 1 || w.padBegin[off + i] < 0)
+      return Status::error("invalid window attributes");
+  }
+  return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution: im2col + GEMM per group and image.
+//===----------------------------------------------------------------------===//
+
+class ConvKernel : public Kernel {
+public:
+  ConvKernel(Window w, int64_t n, int64_t c, int64_t m, int64_t group,
+             bool hasBias)
+      : w_(w), n_(n), c_(c), m_(m), group_(group), hasBias_(hasBias) {
+    bool pointwise = w.kernelSize() == 1;
+    for (int i = 0; i < 3; ++i)
+      pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0;
+    pointwise_ = pointwise;
+    if (!pointwise_)
+      col_.resize(static_cast<size_t>((c / group) * w.kernelSize() *
+                                      w.outSize()));
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    const float *wt = in[1].as<float>();
+    float *y = out[0].as<float>();
+    int64_t cg = c_ / group_, mg = m_ / group_;
+    int64_t kdim = cg * w_.kernelSize(), osz = w_.outSize(),
+            isz = w_.inSize();
+    for (int64_t b = 0; b < n_; ++b) {
+      for (int64_t g = 0; g < group_; ++g) {
+        const float *xg = x + (b * c_ + g * cg) * isz;
+        const float *col = xg;
+        if (!pointwise_) {
+          im2col(xg, cg);
+          col = col_.data();
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mg, osz, kdim,
+                    1.0f, wt + g * mg * kdim, kdim, col, osz, 0.0f,
+                    y + (b * m_ + g * mg) * osz, osz);
+      }
+      if (hasBias_) {
+        const float *bias = in[2].as<float>();
+        for (int64_t o = 0; o < m_; ++o) {
+          float *yo = y + (b * m_ + o) * osz;
+          for (int64_t i = 0; i < osz; ++i)
+            yo[i] += bias[o];
+        }
+      }
+    }
+    return Status();
+  }
+
+private:
+  void im2col(const float *x, int64_t channels) {
+    float *col = col_.data();
+    const Window &w = w_;
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t kd = 0; kd < w.kernel[0]; ++kd)
+        for (int64_t kh = 0; kh < w.kernel[1]; ++kh)
+          for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+            const float *xc = x + ch * w.inSize();
+            for (int64_t od = 0; od < w.out[0]; ++od) {
+              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+              bool dOk = id >= 0 && id < w.in[0];
+              for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+                int64_t ih =
+                    oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+                bool hOk = dOk && ih >= 0 && ih < w.in[1];
+                const float *row = xc + (id * w.in[1] + ih) * w.in[2];
+                for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+                  int64_t iw =
+                      ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
+                  *col++ = (hOk && iw >= 0 && iw < w.in[2]) ? row[iw] : 0.0f;
+                }
+              }
+            }
+          }
+  }
+
+  Window w_;
+  int64_t n_, c_, m_, group_;
+  bool hasBias_, pointwise_;
+  std::vector<float> col_;
+};
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+class PoolKernel : public Kernel {
+public:
+  PoolKernel(Window w, int64_t planes, bool isMax, bool countIncludePad)
+      : w_(w), planes_(planes), isMax_(isMax),
+        countIncludePad_(countIncludePad) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    float *y = out[0].as<float>();
+    const Window &w = w_;
+    for (int64_t p = 0; p < planes_; ++p) {
+      const float *xp = x + p * w.inSize();
+      float *yp = y + p * w.outSize();
+      for (int64_t od = 0; od < w.out[0]; ++od)
+        for (int64_t oh = 0; oh < w.out[1]; ++oh)
+          for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+            float acc = isMax_ ? -std::numeric_limits<float>::infinity() : 0.f;
+            int64_t count = 0, padCount = 0;
+            for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
+              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+              for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+                int64_t ih =
+                    oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+                for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+                  int64_t iw =
+                      ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
+                  if (id < 0 || ih < 0 || iw < 0 || id >= w.in[0] ||
+                      ih >= w.in[1] || iw >= w.in[2]) {
+                    // Padding counts for the average only up to the padded
+                    // extent, as in ONNX's reference.
+                    if (id >= -w.padBegin[0] && ih >= -w.padBegin[1] &&
+                        iw >= -w.padBegin[2] && id < w.in[0] + w.padEnd[0] &&
+                        ih < w.in[1] + w.padEnd[1] &&
+                        iw < w.in[2] + w.padEnd[2])
+                      ++padCount;
+                    continue;
+                  }
+                  float v = xp[(id * w.in[1] + ih) * w.in[2] + iw];
+                  acc = isMax_ ? std::max(acc, v) : acc + v;
+                  ++count;
+                }
+              }
+            }
+            if (!isMax_) {
+              int64_t div = countIncludePad_ ? count + padCount : count;
+              acc = div ? acc / static_cast<float>(div) : 0.f;
+            }
+            yp[(od * w.out[1] + oh) * w.out[2] + ow] = acc;
+          }
+    }
+    return Status();
+  }
+
+private:
+  Window w_;
+  int64_t planes_;
+  bool isMax_, countIncludePad_;
+};
+
+class GlobalPoolKernel : public Kernel {
+public:
+  GlobalPoolKernel(int64_t planes, int64_t size, bool isMax)
+      : planes_(planes), size_(size), isMax_(isMax) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    float *y = out[0].as<float>();
+    for (int64_t p = 0; p < planes_; ++p) {
+      const float *xp = x + p * size_;
+      if (isMax_) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < size_; ++i)
+          m = std::max(m, xp[i]);
+        y[p] = m;
+      } else {
+        double s = 0;
+        for (int64_t i = 0; i < size_; ++i)
+          s += xp[i];
+        y[p] = static_cast<float>(s / static_cast<double>(size_));
+      }
+    }
+    return Status();
+  }
+
+private:
+  int64_t planes_, size_;
+  bool isMax_;
+};
+
+//===----------------------------------------------------------------------===//
+// Normalization and softmax
+//===----------------------------------------------------------------------===//
+
+class BatchNormKernel : public Kernel {
+public:
+  BatchNormKernel(int64_t n, int64_t c, int64_t size, double eps)
+      : n_(n), c_(c), size_(size), eps_(eps) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>(), *scale = in[1].as<float>(),
+                *bias = in[2].as<float>(), *mean = in[3].as<float>(),
+                *var = in[4].as<float>();
+    float *y = out[0].as<float>();
+    for (int64_t ch = 0; ch < c_; ++ch) {
+      float a = scale[ch] / std::sqrt(var[ch] + static_cast<float>(eps_));
+      float b = bias[ch] - mean[ch] * a;
+      for (int64_t b0 = 0; b0 < n_; ++b0) {
+        const float *xp = x + (b0 * c_ + ch) * size_;
+        float *yp = y + (b0 * c_ + ch) * size_;
+        for (int64_t i = 0; i < size_; ++i)
+          yp[i] = xp[i] * a + b;
+      }
+    }
+    return Status();
+  }
+
+private:
+  int64_t n_, c_, size_;
+  double eps_;
+};
+
+class LayerNormKernel : public Kernel {
+public:
+  LayerNormKernel(int64_t rows, int64_t cols, double eps, bool hasBias,
+                  std::vector<int64_t> scaleIdx, std::vector<int64_t> biasIdx)
+      : rows_(rows), cols_(cols), eps_(eps), hasBias_(hasBias),
+        scaleIdx_(std::move(scaleIdx)), biasIdx_(std::move(biasIdx)) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>(), *scale = in[1].as<float>();
+    const float *bias = hasBias_ ? in[2].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    for (int64_t r = 0; r < rows_; ++r) {
+      const float *xr = x + r * cols_;
+      float *yr = y + r * cols_;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < cols_; ++i)
+        mean += xr[i];
+      mean /= static_cast<double>(cols_);
+      for (int64_t i = 0; i < cols_; ++i)
+        var += (xr[i] - mean) * (xr[i] - mean);
+      var /= static_cast<double>(cols_);
+      double inv = 1.0 / std::sqrt(var + eps_);
+      for (int64_t i = 0; i < cols_; ++i) {
+        double v = (xr[i] - mean) * inv * scale[scaleIdx_[i]];
+        if (bias)
+          v += bias[biasIdx_[i]];
+        yr[i] = static_cast<float>(v);
+      }
+    }
+    return Status();
+  }
+
+private:
+  int64_t rows_, cols_;
+  double eps_;
+  bool hasBias_;
+  std::vector<int64_t> scaleIdx_, biasIdx_;
+};
+
+class SoftmaxKernel : public Kernel {
+public:
+  SoftmaxKernel(int64_t outer, int64_t axisLen, int64_t inner, bool log)
+      : outer_(outer), axis_(axisLen), inner_(inner), log_(log) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T>)
+        compute(in[0].as<T>(), out[0].as<T>());
+    });
+    return Status();
+  }
+
+private:
+  template <typename T> void compute(const T *x, T *y) {
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t i = 0; i < inner_; ++i) {
+        const T *xp = x + o * axis_ * inner_ + i;
+        T *yp = y + o * axis_ * inner_ + i;
+        T m = -std::numeric_limits<T>::infinity();
+        for (int64_t a = 0; a < axis_; ++a)
+          m = std::max(m, xp[a * inner_]);
+        double sum = 0;
+        for (int64_t a = 0; a < axis_; ++a)
+          sum += std::exp(static_cast<double>(xp[a * inner_] - m));
+        for (int64_t a = 0; a < axis_; ++a) {
+          double v = static_cast<double>(xp[a * inner_] - m);
+          yp[a * inner_] = static_cast<T>(log_ ? v - std::log(sum)
+                                               : std::exp(v) / sum);
+        }
+      }
+  }
+  int64_t outer_, axis_, inner_;
+  bool log_;
+};
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+enum class ReduceOp { Sum, Mean, Max, Min, Prod };
+
+class ReduceKernel : public Kernel {
+public:
+  ReduceKernel(ReduceOp op, Shape in, std::vector<int64_t> outStrides,
+               int64_t outCount, int64_t reduceCount)
+      : op_(op), in_(std::move(in)), outCount_(outCount),
+        reduceCount_(reduceCount) {
+    strides_[0] = std::move(outStrides);
+  }
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>)
+        compute(in[0].as<T>(), out[0].as<T>());
+    });
+    return Status();
+  }
+
+private:
+  template <typename T> void compute(const T *x, T *y) {
+    std::vector<double> acc(outCount_);
+    double init = op_ == ReduceOp::Max   ? -std::numeric_limits<double>::infinity()
+                  : op_ == ReduceOp::Min ? std::numeric_limits<double>::infinity()
+                  : op_ == ReduceOp::Prod ? 1.0
+                                          : 0.0;
+    std::fill(acc.begin(), acc.end(), init);
+    broadcastLoop<1>(in_, strides_, [&](int64_t i, const auto &idx) {
+      double v = static_cast<double>(x[i]);
+      double &a = acc[idx[0]];
+      switch (op_) {
+      case ReduceOp::Sum:
+      case ReduceOp::Mean: a += v; break;
+      case ReduceOp::Max: a = std::max(a, v); break;
+      case ReduceOp::Min: a = std::min(a, v); break;
+      case ReduceOp::Prod: a *= v; break;
+      }
+    });
+    for (int64_t o = 0; o < outCount_; ++o) {
+      double v = acc[o];
+      if (op_ == ReduceOp::Mean)
+        v /= static_cast<double>(reduceCount_);
+      y[o] = static_cast<T>(v);
+    }
+  }
+  ReduceOp op_;
+  Shape in_;
+  std::array<std::vector<int64_t>, 1> strides_;
+  int64_t outCount_, reduceCount_;
+};
+
+Status requireF32(const KernelArgs &a) {
+  for (const TensorType &t : a.inputs)
+    if (t.dtype != DType::F32)
+      return Status::error("supports f32 only, got " + t.str());
+  for (const TensorType &t : a.outputs)
+    if (t.dtype != DType::F32)
+      return Status::error("supports f32 only, got " + t.str());
+  return Status();
+}
+
+void addReduce(KernelTable &t, const char *name, ReduceOp op) {
+  t[name] = [op](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+    const Shape &in = a.inputs[0].shape;
+    if (a.inputs[0].dtype != a.outputs[0].dtype ||
+        a.inputs[0].dtype == DType::Bool)
+      return Status::error("unsupported types");
+    std::vector<int64_t> axes = a.attrs.getInts("axes");
+    std::vector<bool> reduced(in.size(), false);
+    for (int64_t ax : axes) {
+      if (ax < 0 || ax >= static_cast<int64_t>(in.size()))
+        return Status::error("axis " + std::to_string(ax) + " out of range");
+      reduced[ax] = true;
+    }
+    // Output viewed with the input's rank: reduced dims have extent 1.
+    Shape kept;
+    int64_t reduceCount = 1;
+    for (size_t d = 0; d < in.size(); ++d) {
+      kept.push_back(reduced[d] ? 1 : in[d]);
+      if (reduced[d])
+        reduceCount *= in[d];
+    }
+    if (numElements(kept) != a.outputs[0].numElements())
+      return Status::error("result " + a.outputs[0].str() +
+                           " does not match the reduction");
+    std::vector<int64_t> strides = contiguousStrides(kept);
+    for (size_t d = 0; d < in.size(); ++d)
+      if (reduced[d])
+        strides[d] = 0;
+    k = std::make_unique<ReduceKernel>(op, in, strides, numElements(kept),
+                                       reduceCount);
+    return Status();
+  };
+}
+
+Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+  PARTC_RETURN_IF_ERROR(requireF32(a));
+  const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
+  Window w;
+  PARTC_RETURN_IF_ERROR(
+      makeWindow(a.attrs, in, out, a.attrs.getInts("kernel_shape"), w));
+  if (in[0] != out[0] || in[1] != out[1])
+    return Status::error("batch and channels must be preserved");
+  k = std::make_unique<PoolKernel>(w, in[0] * in[1], isMax,
+                                   a.attrs.getInt("count_include_pad", 0) != 0);
+  return Status();
+}
+
+} // namespace
+
+void registerNnKernels(KernelTable &t) {
+  t["conv"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+    PARTC_RETURN_IF_ERROR(requireF32(a));
+    const Shape &x = a.inputs[0].shape, &w = a.inputs[1].shape,
+                &y = a.outputs[0].shape;
+    if (x.size() < 3 || w.size() != x.size())
+      return Status::error("input " + a.inputs[0].str() + " and weight " +
+                           a.inputs[1].str() + " ranks do not match");
+    int64_t group = a.attrs.getInt("group", 1);
+    if (group < 1 || x[1] % group || w[0] % group || x[1] / group != w[1])
+      return Status::error("channels " + std::to_string(x[1]) + " and weight " +
+                           a.inputs[1].str() + " do not fit group " +
+                           std::to_string(group));
+    if (y[0] != x[0] || y[1] != w[0])
+      return Status::error("result " + a.outputs[0].str() + " is inconsistent");
+    if (a.inputs.size() == 3 && a.inputs[2].numElements() != w[0])
+      return Status::error("bias " + a.inputs[2].str() + " has wrong size");
+    Window win;
+    PARTC_RETURN_IF_ERROR(
+        makeWindow(a.attrs, x, y, Shape(w.begin() + 2, w.end()), win));
+    k = std::make_unique<ConvKernel>(win, x[0], x[1], w[0], group,
+                                     a.inputs.size() == 3);
+    return Status();
+  };
+  t["max_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+    return makePool(a, true, k);
+  };
+  t["avg_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+    return makePool(a, false, k);
+  };
+  auto global = [](bool isMax) {
+    return [isMax](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+      PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+      PARTC_RETURN_IF_ERROR(requireF32(a));
+      const Shape &x = a.inputs[0].shape;
+      if (x.size() < 2 || a.outputs[0].numElements() != x[0] * x[1])
+        return Status::error("bad shapes");
+      int64_t planes = x[0] * x[1];
+      k = std::make_unique<GlobalPoolKernel>(
+          planes, planes ? a.inputs[0].numElements() / planes : 0, isMax);
+      return Status();
+    };
+  };
+  t["global_avg_pool"] = global(false);
+  t["global_max_pool"] = global(true);
+  t["batch_norm"] = [](const KernelArgs &a,
+                       std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 1));
+    PARTC_RETURN_IF_ERROR(requireF32(a));
+    const Shape &x = a.inputs[0].shape;
+    if (x.size() < 2 || a.outputs[0].shape != x)
+      return Status::error("bad shapes");
+    for (size_t i = 1; i < 5; ++i)
+      if (a.inputs[i].numElements() != x[1])
+        return Status::error("parameter " + std::to_string(i) + " " +
+                             a.inputs[i].str() + " must have " +
+                             std::to_string(x[1]) + " elements");
+    int64_t size = 1;
+    for (size_t d = 2; d < x.size(); ++d)
+      size *= x[d];
+    k = std::make_unique<BatchNormKernel>(x[0], x[1], size,
+                                          a.attrs.getFloat("epsilon", 1e-5));
+    return Status();
+  };
+  t["layer_norm"] = [](const KernelArgs &a,
+                       std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+    PARTC_RETURN_IF_ERROR(requireF32(a));
+    const Shape &x = a.inputs[0].shape;
+    int64_t axis = a.attrs.getInt("axis", -1);
+    if (axis < 0 || axis > static_cast<int64_t>(x.size()) ||
+        a.outputs[0].shape != x)
+      return Status::error("bad axis or shapes");
+    Shape norm(x.begin() + axis, x.end());
+    int64_t cols = numElements(norm);
+    int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
+    auto indices = [&](const Shape &p, std::vector<int64_t> &idx) -> bool {
+      Shape s;
+      if (!broadcastShapes(p, norm, s) || s != norm)
+        return false;
+      std::array<std::vector<int64_t>, 1> st{broadcastStrides(p, norm)};
+      idx.resize(cols);
+      broadcastLoop<1>(norm, st, [&](int64_t o, const auto &i) { idx[o] = i[0]; });
+      return true;
+    };
+    std::vector<int64_t> si, bi;
+    if (!indices(a.inputs[1].shape, si) ||
+        (a.inputs.size() == 3 && !indices(a.inputs[2].shape, bi)))
+      return Status::error("scale or bias does not broadcast to " +
+                           shapeToString(norm));
+    k = std::make_unique<LayerNormKernel>(rows, cols,
+                                          a.attrs.getFloat("epsilon", 1e-5),
+                                          a.inputs.size() == 3, si, bi);
+    return Status();
+  };
+  auto softmax = [](bool log) {
+    return [log](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+      PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+      const TensorType &x = a.inputs[0];
+      if (!isFloatType(x.dtype) || a.outputs[0] != x)
+        return Status::error("unsupported type " + x.str());
+      int64_t axis = a.attrs.getInt("axis", -1);
+      if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
+        return Status::error("axis " + std::to_string(axis) + " out of range");
+      int64_t outer = 1, inner = 1;
+      for (int64_t d = 0; d < axis; ++d)
+        outer *= x.shape[d];
+      for (size_t d = axis + 1; d < x.shape.size(); ++d)
+        inner *= x.shape[d];
+      k = std::make_unique<SoftmaxKernel>(outer, x.shape[axis], inner, log);
+      return Status();
+    };
+  };
+  t["softmax"] = softmax(false);
+  t["log_softmax"] = softmax(true);
+  addReduce(t, "reduce_sum", ReduceOp::Sum);
+  addReduce(t, "reduce_mean", ReduceOp::Mean);
+  addReduce(t, "reduce_max", ReduceOp::Max);
+  addReduce(t, "reduce_min", ReduceOp::Min);
+  addReduce(t, "reduce_prod", ReduceOp::Prod);
+}
+
+} // namespace partc::runtime

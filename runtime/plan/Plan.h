@@ -1,0 +1,131 @@
+//===- Plan.h - In-memory form of a partc execution plan ------------------===//
+//
+// A plan is one static instruction stream per device plus the weights. It is
+// what `partc compile` writes and what every backend executes. The runtime
+// owns this format; the compiler includes this header to write plans.
+//
+// Transfers follow a pull protocol, which keeps both sides' static memory
+// plans valid without a staging buffer:
+//   send(c, src)   on the source: src is ready for channel c;
+//   recv(c, dst)   on the destination: waits for send(c), copies src into
+//                  dst, then marks c consumed;
+//   wait(c)        on the source: waits until c is consumed, after which the
+//                  source may reuse src's memory.
+// Every channel is used exactly once per run.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_PLAN_PLAN_H
+#define PARTC_RUNTIME_PLAN_PLAN_H
+
+#include "runtime/Support.h"
+#include "runtime/kernels/Attrs.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace partc::runtime {
+
+constexpr char kPlanMagic[8] = {'P', 'A', 'R', 'T', 'C', 'P', 'L', 'N'};
+constexpr uint32_t kPlanFormatVersion = 1;
+/// Weights start at this alignment in the file so that they can be mapped.
+constexpr uint64_t kWeightAlignment = 4096;
+
+enum class MemorySpace : uint8_t { Arena = 0, Weight = 1 };
+
+/// A typed region of a device's arena or of the weights section.
+struct BufferRef {
+  MemorySpace space = MemorySpace::Arena;
+  uint64_t offset = 0;
+  TensorType type;
+};
+
+enum class OpCode : uint8_t {
+  Kernel = 1,
+  LoadInput = 2,
+  StoreOutput = 3,
+  Send = 4,
+  Recv = 5,
+  WaitConsumed = 6,
+};
+const char *opCodeName(OpCode op);
+
+struct Instruction {
+  OpCode op = OpCode::Kernel;
+  /// Kernel name and attributes (Kernel only).
+  std::string kernel;
+  AttrMap attrs;
+  std::vector<BufferRef> inputs;
+  std::vector<BufferRef> outputs;
+  /// The ONNX node this came from, for diagnostics and traces.
+  std::string location;
+  /// Input or output index (LoadInput/StoreOutput) or channel id.
+  uint32_t index = 0;
+  /// Byte offset into the host-side input or output tensor.
+  uint64_t hostOffset = 0;
+  /// Pipeline micro-batch, or -1.
+  int32_t microBatch = -1;
+};
+
+struct DeviceProgram {
+  uint64_t arenaBytes = 0;
+  std::vector<Instruction> instructions;
+};
+
+struct TensorDecl {
+  std::string name;
+  TensorType type;
+};
+
+struct WeightDecl {
+  std::string name;
+  TensorType type;
+  uint64_t offset = 0; // within the weights section
+};
+
+struct Channel {
+  uint32_t srcDevice = 0;
+  uint32_t dstDevice = 0;
+  uint64_t bytes = 0;
+};
+
+struct Plan {
+  /// Free-form facts for humans: strategy, model name, compiler options.
+  std::map<std::string, std::string> metadata;
+  std::vector<TensorDecl> inputs;
+  std::vector<TensorDecl> outputs;
+  std::vector<WeightDecl> weights;
+  std::vector<Channel> channels;
+  std::vector<DeviceProgram> devices;
+
+  /// The weights section: mapped from the file, or owned when built in
+  /// memory.
+  const uint8_t *weightData = nullptr;
+  uint64_t weightBytes = 0;
+  std::shared_ptr<const void> storage;
+
+  const uint8_t *weightPtr(const BufferRef &ref) const {
+    return weightData + ref.offset;
+  }
+};
+
+/// Checks everything a backend relies on: bounds of every buffer, channel
+/// pairing, full coverage of outputs and that the schedule cannot deadlock.
+Status verifyPlan(const Plan &plan);
+
+/// Reads and verifies a plan file, mapping its weights.
+Status readPlanFile(const std::string &path, Plan &plan);
+
+/// Writes `plan`. The weights come from `plan.weightData` (weightBytes long).
+Status writePlanFile(const std::string &path, const Plan &plan);
+
+/// A one-screen summary: devices, instruction and transfer counts, memory.
+std::string summarizePlan(const Plan &plan);
+
+/// Checksum used by the format (64-bit, word at a time).
+uint64_t planChecksum(const uint8_t *data, size_t size, uint64_t seed);
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_PLAN_PLAN_H

@@ -1,0 +1,238 @@
+//===- PlanVerify.cpp - Semantic checks and summary of a plan -------------===//
+#include "runtime/plan/Plan.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace partc::runtime {
+
+namespace {
+
+/// Byte size with an overflow check: element counts are bounded when read,
+/// but their product may still be absurd.
+bool safeByteSize(const TensorType &t, uint64_t &bytes) {
+  unsigned __int128 n = dtypeSize(t.dtype);
+  for (int64_t d : t.shape) {
+    n *= static_cast<uint64_t>(d);
+    if (n > (unsigned __int128)(uint64_t(1) << 62))
+      return false;
+  }
+  bytes = static_cast<uint64_t>(n);
+  return true;
+}
+
+Status checkBuffer(const Plan &plan, const DeviceProgram &dev,
+                   const BufferRef &b, const std::string &where) {
+  uint64_t bytes;
+  if (!safeByteSize(b.type, bytes) || dtypeSize(b.type.dtype) == 0)
+    return Status::error(where + ": buffer type " + b.type.str() +
+                         " is invalid");
+  uint64_t limit =
+      b.space == MemorySpace::Arena ? dev.arenaBytes : plan.weightBytes;
+  if (b.offset > limit || bytes > limit - b.offset)
+    return Status::error(where + ": buffer [" + std::to_string(b.offset) +
+                         ", +" + std::to_string(bytes) + ") exceeds the " +
+                         (b.space == MemorySpace::Arena ? "arena" : "weights") +
+                         " of " + std::to_string(limit) + " bytes");
+  return Status();
+}
+
+/// Replays the schedule abstractly; a state where no device can move while
+/// some still have work is a deadlock.
+Status checkNoDeadlock(const Plan &plan) {
+  size_t n = plan.devices.size();
+  std::vector<size_t> pc(n, 0);
+  std::vector<bool> sent(plan.channels.size()), consumed(plan.channels.size());
+  while (true) {
+    bool progress = false, done = true;
+    for (size_t d = 0; d < n; ++d) {
+      const auto &instrs = plan.devices[d].instructions;
+      while (pc[d] < instrs.size()) {
+        const Instruction &in = instrs[pc[d]];
+        if (in.op == OpCode::Recv && !sent[in.index])
+          break;
+        if (in.op == OpCode::WaitConsumed && !consumed[in.index])
+          break;
+        if (in.op == OpCode::Send)
+          sent[in.index] = true;
+        if (in.op == OpCode::Recv)
+          consumed[in.index] = true;
+        ++pc[d];
+        progress = true;
+      }
+      if (pc[d] < instrs.size())
+        done = false;
+    }
+    if (done)
+      return Status();
+    if (!progress) {
+      std::ostringstream os;
+      os << "the schedule deadlocks:";
+      for (size_t d = 0; d < n; ++d)
+        if (pc[d] < plan.devices[d].instructions.size()) {
+          const Instruction &in = plan.devices[d].instructions[pc[d]];
+          os << " device " << d << " waits at instruction " << pc[d] << " ("
+             << opCodeName(in.op) << " channel " << in.index << ");";
+        }
+      return Status::error(os.str());
+    }
+  }
+}
+
+} // namespace
+
+Status verifyPlan(const Plan &plan) {
+  if (plan.devices.empty())
+    return Status::error("plan has no devices");
+  for (const WeightDecl &w : plan.weights) {
+    uint64_t bytes;
+    if (!safeByteSize(w.type, bytes) || w.offset > plan.weightBytes ||
+        bytes > plan.weightBytes - w.offset)
+      return Status::error("weight '" + w.name + "' lies outside the weights");
+  }
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    const Channel &ch = plan.channels[c];
+    if (ch.srcDevice >= plan.devices.size() ||
+        ch.dstDevice >= plan.devices.size() || ch.srcDevice == ch.dstDevice)
+      return Status::error("channel " + std::to_string(c) +
+                           " connects invalid devices");
+  }
+  std::vector<int> sends(plan.channels.size()), recvs(plan.channels.size()),
+      waits(plan.channels.size());
+  // Host byte ranges written to each output, to prove full coverage.
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> outputRanges(
+      plan.outputs.size());
+
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DeviceProgram &dev = plan.devices[d];
+    for (size_t i = 0; i < dev.instructions.size(); ++i) {
+      const Instruction &in = dev.instructions[i];
+      std::string where = "device " + std::to_string(d) + " instruction " +
+                          std::to_string(i) + " (" + opCodeName(in.op) +
+                          (in.location.empty() ? "" : " " + in.location) + ")";
+      for (const BufferRef &b : in.inputs)
+        PARTC_RETURN_IF_ERROR(checkBuffer(plan, dev, b, where));
+      for (const BufferRef &b : in.outputs) {
+        PARTC_RETURN_IF_ERROR(checkBuffer(plan, dev, b, where));
+        if (b.space != MemorySpace::Arena)
+          return Status::error(where + ": writes to the read-only weights");
+      }
+      auto arity = [&](size_t ni, size_t no) -> Status {
+        if (in.inputs.size() != ni || in.outputs.size() != no)
+          return Status::error(where + ": wrong number of operands");
+        return Status();
+      };
+      auto channel = [&]() -> Status {
+        if (in.index >= plan.channels.size())
+          return Status::error(where + ": channel " +
+                               std::to_string(in.index) + " does not exist");
+        return Status();
+      };
+      switch (in.op) {
+      case OpCode::Kernel:
+        if (in.kernel.empty())
+          return Status::error(where + ": kernel has no name");
+        break;
+      case OpCode::LoadInput:
+      case OpCode::StoreOutput: {
+        bool load = in.op == OpCode::LoadInput;
+        PARTC_RETURN_IF_ERROR(load ? arity(0, 1) : arity(1, 0));
+        const auto &decls = load ? plan.inputs : plan.outputs;
+        if (in.index >= decls.size())
+          return Status::error(where + ": no such " +
+                               (load ? "input " : "output ") +
+                               std::to_string(in.index));
+        const TensorDecl &decl = decls[in.index];
+        const BufferRef &b = load ? in.outputs[0] : in.inputs[0];
+        uint64_t total = decl.type.byteSize(), bytes = b.type.byteSize();
+        if (b.type.dtype != decl.type.dtype || in.hostOffset > total ||
+            bytes > total - in.hostOffset)
+          return Status::error(where + ": range does not fit '" + decl.name +
+                               "' " + decl.type.str());
+        if (!load)
+          outputRanges[in.index].push_back({in.hostOffset, bytes});
+        break;
+      }
+      case OpCode::Send:
+      case OpCode::Recv: {
+        bool send = in.op == OpCode::Send;
+        PARTC_RETURN_IF_ERROR(send ? arity(1, 0) : arity(0, 1));
+        PARTC_RETURN_IF_ERROR(channel());
+        const Channel &ch = plan.channels[in.index];
+        const BufferRef &b = send ? in.inputs[0] : in.outputs[0];
+        if ((send ? ch.srcDevice : ch.dstDevice) != d ||
+            b.type.byteSize() != ch.bytes)
+          return Status::error(where + ": does not match channel " +
+                               std::to_string(in.index));
+        (send ? sends : recvs)[in.index]++;
+        break;
+      }
+      case OpCode::WaitConsumed:
+        PARTC_RETURN_IF_ERROR(arity(0, 0));
+        PARTC_RETURN_IF_ERROR(channel());
+        if (plan.channels[in.index].srcDevice != d)
+          return Status::error(where + ": waits on another device's channel");
+        waits[in.index]++;
+        break;
+      }
+    }
+  }
+  for (size_t c = 0; c < plan.channels.size(); ++c)
+    if (sends[c] != 1 || recvs[c] != 1 || waits[c] > 1)
+      return Status::error("channel " + std::to_string(c) + " has " +
+                           std::to_string(sends[c]) + " sends, " +
+                           std::to_string(recvs[c]) + " receives and " +
+                           std::to_string(waits[c]) +
+                           " waits; expected exactly one send and receive");
+  for (size_t o = 0; o < plan.outputs.size(); ++o) {
+    auto &ranges = outputRanges[o];
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t covered = 0;
+    for (auto [off, len] : ranges) {
+      if (off != covered)
+        return Status::error("output '" + plan.outputs[o].name +
+                             "' is not written exactly once at byte " +
+                             std::to_string(covered));
+      covered += len;
+    }
+    if (covered != plan.outputs[o].type.byteSize())
+      return Status::error("output '" + plan.outputs[o].name +
+                           "' is not fully written");
+  }
+  return checkNoDeadlock(plan);
+}
+
+std::string summarizePlan(const Plan &plan) {
+  std::ostringstream os;
+  os << "plan: " << plan.devices.size() << " device(s)";
+  for (const auto &key : {"strategy", "micro_batches", "model"}) {
+    auto it = plan.metadata.find(key);
+    if (it != plan.metadata.end())
+      os << ", " << key << "=" << it->second;
+  }
+  os << ", " << plan.weights.size() << " weights (" << plan.weightBytes
+     << " bytes), " << plan.channels.size() << " transfers\n";
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const DeviceProgram &dev = plan.devices[d];
+    size_t kernels = 0, sends = 0, recvs = 0;
+    uint64_t sentBytes = 0, recvBytes = 0;
+    for (const Instruction &in : dev.instructions) {
+      if (in.op == OpCode::Kernel)
+        ++kernels;
+      if (in.op == OpCode::Send) {
+        ++sends;
+        sentBytes += plan.channels[in.index].bytes;
+      }
+      if (in.op == OpCode::Recv) {
+        ++recvs;
+        recvBytes += plan.channels[in.index].bytes;
+      }
+    }
+    os << "  device " << d << ": " << kernels << " kernels, arena "
+       << dev.arenaBytes << " bytes, sends " << sends << " (" << sentBytes
+       << " bytes), receives " << recvs << " (" << recvBytes << " bytes)\n";
+  }
+  return os.str();
+}
+
+} // namespace partc::runtime

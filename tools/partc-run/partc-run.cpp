@@ -1,0 +1,398 @@
+//===- partc-run.cpp - Executes a partc plan ------------------------------===//
+//
+//   partc-run MODEL.plan --backend cpu [--input NAME=FILE]... [--output-dir DIR]
+//             [--check DIR] [--rtol R] [--atol A] [--seed S] [--summary]
+//             [--iterations N] [--warmup W]
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cpu/CpuExecutor.h"
+#include "runtime/io/TensorFile.h"
+#include "runtime/plan/Plan.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <dirent.h>
+#include <map>
+#include <random>
+#include <sys/stat.h>
+
+using namespace partc::runtime;
+
+namespace {
+
+struct Options {
+  std::string planPath;
+  std::string backend = "cpu";
+  std::vector<std::pair<std::string, std::string>> inputs;
+  std::string outputDir, checkDir;
+  double rtol = 1e-3, atol = 1e-7;
+  uint64_t seed = 0;
+  bool summary = false, quiet = false;
+  int iterations = 1, warmup = 0;
+};
+
+void usage() {
+  std::fprintf(
+      stderr,
+      "usage: partc-run MODEL.plan [--backend cpu] [--input NAME=FILE]...\n"
+      "                 [--output-dir DIR] [--check DIR] [--rtol R] [--atol A]\n"
+      "                 [--seed S] [--summary] [--quiet] [--iterations N] "
+      "[--warmup W]\n"
+      "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
+      "given are filled with seeded random data; --check compares with a\n"
+      "test_data_set_N directory (and takes its inputs from there).\n");
+}
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "partc-run: error: %s\n", msg.c_str());
+  return 1;
+}
+
+bool parseNumber(const char *s, double &out) {
+  char *end;
+  out = std::strtod(s, &end);
+  return end != s && *end == 0;
+}
+
+Status parseArgs(int argc, char **argv, Options &o) {
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](std::string &out) -> Status {
+      size_t eq = a.find('=');
+      if (eq != std::string::npos && a.rfind("--", 0) == 0 &&
+          a.find('=') < a.size()) {
+        std::string flag = a.substr(0, eq);
+        if (flag != "--input") {
+          out = a.substr(eq + 1);
+          return Status();
+        }
+      }
+      if (i + 1 >= argc)
+        return Status::error("option " + a + " needs a value");
+      out = argv[++i];
+      return Status();
+    };
+    std::string flag = a.substr(0, a.find('='));
+    std::string v;
+    double num;
+    if (flag == "--backend") {
+      PARTC_RETURN_IF_ERROR(value(o.backend));
+    } else if (a == "--input") {
+      PARTC_RETURN_IF_ERROR(value(v));
+      size_t eq = v.find('=');
+      if (eq == std::string::npos || eq == 0)
+        return Status::error("--input expects NAME=FILE, got '" + v + "'");
+      o.inputs.push_back({v.substr(0, eq), v.substr(eq + 1)});
+    } else if (flag == "--output-dir") {
+      PARTC_RETURN_IF_ERROR(value(o.outputDir));
+    } else if (flag == "--check") {
+      PARTC_RETURN_IF_ERROR(value(o.checkDir));
+    } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
+               flag == "--iterations" || flag == "--warmup") {
+      PARTC_RETURN_IF_ERROR(value(v));
+      if (!parseNumber(v.c_str(), num) || num < 0)
+        return Status::error("option " + flag + " expects a non-negative "
+                             "number, got '" + v + "'");
+      if (flag == "--rtol")
+        o.rtol = num;
+      else if (flag == "--atol")
+        o.atol = num;
+      else if (flag == "--seed")
+        o.seed = static_cast<uint64_t>(num);
+      else if (flag == "--iterations")
+        o.iterations = std::max(1, static_cast<int>(num));
+      else
+        o.warmup = static_cast<int>(num);
+    } else if (a == "--summary") {
+      o.summary = true;
+    } else if (a == "--quiet") {
+      o.quiet = true;
+    } else if (a == "-h" || a == "--help") {
+      usage();
+      std::exit(0);
+    } else if (!a.empty() && a[0] == '-') {
+      return Status::error("unknown option '" + a + "'");
+    } else if (o.planPath.empty()) {
+      o.planPath = a;
+    } else {
+      return Status::error("unexpected argument '" + a + "'");
+    }
+  }
+  if (o.planPath.empty())
+    return Status::error("no plan file given");
+  if (o.backend != "cpu")
+    return Status::error("backend '" + o.backend +
+                         "' is not available in this build (available: cpu)");
+  return Status();
+}
+
+/// Files named PREFIX_N.pb in `dir`, ordered by N.
+std::vector<std::string> numberedFiles(const std::string &dir,
+                                       const std::string &prefix) {
+  std::vector<std::pair<int, std::string>> found;
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.rfind(prefix + "_", 0) == 0 && name.size() > 3 &&
+          name.substr(name.size() - 3) == ".pb") {
+        std::string num = name.substr(prefix.size() + 1,
+                                      name.size() - prefix.size() - 4);
+        if (!num.empty() && num.find_first_not_of("0123456789") ==
+                                std::string::npos)
+          found.push_back({std::stoi(num), dir + "/" + name});
+      }
+    }
+    closedir(d);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> files;
+  for (auto &f : found)
+    files.push_back(f.second);
+  return files;
+}
+
+void fillRandom(HostTensor &t, std::mt19937_64 &rng) {
+  size_t n = t.type.numElements();
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3);
+  for (size_t i = 0; i < n; ++i) {
+    uint8_t *p = t.data.data() + i * dtypeSize(t.type.dtype);
+    switch (t.type.dtype) {
+    case DType::F32: {
+      float v = static_cast<float>(real(rng));
+      std::memcpy(p, &v, 4);
+      break;
+    }
+    case DType::F64: {
+      double v = real(rng);
+      std::memcpy(p, &v, 8);
+      break;
+    }
+    case DType::Bool:
+      *p = small(rng) & 1;
+      break;
+    default: {
+      int64_t v = small(rng);
+      std::memcpy(p, &v, dtypeSize(t.type.dtype));
+    }
+    }
+  }
+}
+
+double elementAsDouble(const HostTensor &t, size_t i) {
+  const uint8_t *p = t.data.data() + i * dtypeSize(t.type.dtype);
+  switch (t.type.dtype) {
+  case DType::F32: { float v; std::memcpy(&v, p, 4); return v; }
+  case DType::F64: { double v; std::memcpy(&v, p, 8); return v; }
+  case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
+  case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
+  case DType::I16: { int16_t v; std::memcpy(&v, p, 2); return v; }
+  case DType::I8: return double(*reinterpret_cast<const int8_t *>(p));
+  case DType::U8: case DType::Bool: return *p;
+  case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
+  case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
+  case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); return double(v); }
+  default: return 0;
+  }
+}
+
+void printTensor(const HostTensor &t) {
+  size_t n = t.type.numElements();
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    sum += elementAsDouble(t, i);
+  std::printf("output '%s' %s sum=%.6g values:", t.name.c_str(),
+              t.type.str().c_str(), sum);
+  for (size_t i = 0; i < std::min<size_t>(n, 6); ++i)
+    std::printf(" %.6g", elementAsDouble(t, i));
+  std::printf("%s\n", n > 6 ? " ..." : "");
+}
+
+/// Compares like numpy.testing.assert_allclose; NaNs must match NaNs.
+bool compare(const HostTensor &got, const HostTensor &want, double rtol,
+             double atol, std::string &report) {
+  if (got.type != want.type) {
+    report = "type " + got.type.str() + " differs from expected " +
+             want.type.str();
+    return false;
+  }
+  size_t n = got.type.numElements(), bad = 0, worst = 0;
+  double worstExcess = -1;
+  for (size_t i = 0; i < n; ++i) {
+    double g = elementAsDouble(got, i), w = elementAsDouble(want, i);
+    if (std::isnan(g) && std::isnan(w))
+      continue;
+    if (std::isinf(g) && std::isinf(w) && (g > 0) == (w > 0))
+      continue;
+    double err = std::fabs(g - w), tol = atol + rtol * std::fabs(w);
+    if (!(err <= tol)) {
+      ++bad;
+      double excess = std::isnan(err) ? 1e300 : err - tol;
+      if (excess > worstExcess) {
+        worstExcess = excess;
+        worst = i;
+      }
+    }
+  }
+  if (!bad)
+    return true;
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "%zu of %zu elements differ; worst at flat index %zu: got "
+                "%.9g, expected %.9g",
+                bad, n, worst, elementAsDouble(got, worst),
+                elementAsDouble(want, worst));
+  report = buf;
+  return false;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Options opts;
+  Status s = parseArgs(argc, argv, opts);
+  if (!s.ok()) {
+    usage();
+    return fail(s.message());
+  }
+  Plan plan;
+  s = readPlanFile(opts.planPath, plan);
+  if (!s.ok())
+    return fail(s.message());
+  if (opts.summary)
+    std::printf("%s", summarizePlan(plan).c_str());
+
+  // Inputs: explicit files, then the check directory, then random data.
+  std::vector<HostTensor> inputs(plan.inputs.size());
+  std::map<std::string, size_t> inputIndex;
+  for (size_t i = 0; i < plan.inputs.size(); ++i)
+    inputIndex[plan.inputs[i].name] = i;
+  std::vector<bool> given(plan.inputs.size(), false);
+  auto accept = [&](size_t i, HostTensor &&t, const std::string &file) {
+    if (t.type != plan.inputs[i].type)
+      return Status::error("input '" + plan.inputs[i].name + "' from '" +
+                           file + "' is " + t.type.str() +
+                           " but the plan expects " +
+                           plan.inputs[i].type.str());
+    inputs[i] = std::move(t);
+    given[i] = true;
+    return Status();
+  };
+  for (auto &[name, file] : opts.inputs) {
+    auto it = inputIndex.find(name);
+    if (it == inputIndex.end())
+      return fail("the plan has no input named '" + name + "'");
+    HostTensor t;
+    s = readTensorFile(file, t);
+    if (!s.ok())
+      return fail(s.message());
+    s = accept(it->second, std::move(t), file);
+    if (!s.ok())
+      return fail(s.message());
+  }
+  if (!opts.checkDir.empty()) {
+    std::vector<std::string> files = numberedFiles(opts.checkDir, "input");
+    for (size_t k = 0; k < files.size(); ++k) {
+      HostTensor t;
+      s = readTensorFile(files[k], t);
+      if (!s.ok())
+        return fail(s.message());
+      // Match by name where the file has one, else by position.
+      size_t idx = k;
+      if (!t.name.empty() && inputIndex.count(t.name))
+        idx = inputIndex[t.name];
+      if (idx >= inputs.size())
+        return fail("'" + files[k] + "' has no matching plan input");
+      if (given[idx])
+        continue;
+      s = accept(idx, std::move(t), files[k]);
+      if (!s.ok())
+        return fail(s.message());
+    }
+  }
+  std::mt19937_64 rng(opts.seed);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    inputs[i].name = plan.inputs[i].name;
+    if (given[i])
+      continue;
+    inputs[i].type = plan.inputs[i].type;
+    inputs[i].data.assign(inputs[i].type.byteSize(), 0);
+    fillRandom(inputs[i], rng);
+  }
+
+  std::unique_ptr<CpuExecutor> exec;
+  s = CpuExecutor::create(plan, exec);
+  if (!s.ok())
+    return fail(s.message());
+  // Memory no instruction wrote reads as NaN, so a missing transfer shows.
+  exec->poisonArenas(0xFF);
+
+  std::vector<HostTensor> outputs(plan.outputs.size());
+  std::vector<TensorRef> inRefs, outRefs;
+  for (auto &t : inputs)
+    inRefs.push_back(t.ref());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    outputs[i].name = plan.outputs[i].name;
+    outputs[i].type = plan.outputs[i].type;
+    outputs[i].data.assign(outputs[i].type.byteSize(), 0);
+    outRefs.push_back(outputs[i].ref());
+  }
+  std::vector<double> times;
+  for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
+    auto t0 = std::chrono::steady_clock::now();
+    s = exec->run(inRefs, outRefs);
+    if (!s.ok())
+      return fail(s.message());
+    auto t1 = std::chrono::steady_clock::now();
+    if (it >= opts.warmup)
+      times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  if (opts.iterations > 1 || opts.warmup > 0) {
+    std::sort(times.begin(), times.end());
+    std::printf("latency ms: p50 %.3f p90 %.3f min %.3f (%zu iterations)\n",
+                times[times.size() / 2], times[times.size() * 9 / 10],
+                times.front(), times.size());
+  }
+
+  if (!opts.quiet)
+    for (const HostTensor &t : outputs)
+      printTensor(t);
+  if (!opts.outputDir.empty()) {
+    mkdir(opts.outputDir.c_str(), 0755);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      s = writeTensorFile(opts.outputDir + "/output_" + std::to_string(i) +
+                              ".pb",
+                          outputs[i]);
+      if (!s.ok())
+        return fail(s.message());
+    }
+  }
+  if (!opts.checkDir.empty()) {
+    std::vector<std::string> files = numberedFiles(opts.checkDir, "output");
+    if (files.size() != outputs.size())
+      return fail("'" + opts.checkDir + "' has " +
+                  std::to_string(files.size()) + " outputs, the plan has " +
+                  std::to_string(outputs.size()));
+    bool allOk = true;
+    for (size_t k = 0; k < files.size(); ++k) {
+      HostTensor want;
+      s = readTensorFile(files[k], want);
+      if (!s.ok())
+        return fail(s.message());
+      std::string report;
+      if (!compare(outputs[k], want, opts.rtol, opts.atol, report)) {
+        std::fprintf(stderr, "partc-run: mismatch in output '%s': %s\n",
+                     outputs[k].name.c_str(), report.c_str());
+        allOk = false;
+      }
+    }
+    if (!allOk)
+      return 2;
+    std::printf("check passed: %zu output(s) match %s\n", outputs.size(),
+                opts.checkDir.c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,230 @@
+//===- partc.cpp - The partc compiler driver ------------------------------===//
+//
+//   partc compile MODEL.onnx -o MODEL.plan [--devices N]
+//         [--strategy single|pipeline|data] [--micro-batches M] [--batch B]
+//         [--split-at NODE[,NODE...]] [--emit=plan|mlir|graph]
+//         [--print-ir-after-all] [--quiet]
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Target/PlanExport.h"
+#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Transforms/Passes.h"
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Plan/PlanDialect.h"
+#include "frontends/onnx/OnnxImporter.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
+                                      cl::Required);
+static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
+                                       cl::value_desc("file"), cl::Required);
+static cl::opt<int64_t> numDevices("devices", cl::desc("Number of devices"),
+                                   cl::init(1));
+static cl::opt<std::string>
+    strategy("strategy",
+             cl::desc("single | pipeline | data (default: single for one "
+                      "device, pipeline otherwise)"),
+             cl::init(""));
+static cl::opt<int64_t> microBatches("micro-batches",
+                                     cl::desc("Micro-batches for pipelining"),
+                                     cl::init(1));
+static cl::opt<int64_t>
+    batch("batch", cl::desc("Value of a dynamic leading input dimension"),
+          cl::init(1));
+static cl::list<std::string>
+    splitAt("split-at", cl::desc("ONNX nodes after which a new stage starts"),
+            cl::CommaSeparated);
+static cl::opt<std::string>
+    emit("emit",
+         cl::desc("plan (the plan file), mlir (plan dialect) or graph "
+                  "(placed graph dialect)"),
+         cl::init("plan"));
+static cl::opt<bool> printIRAfterAll("print-ir-after-all",
+                                     cl::desc("Print the IR after each pass"),
+                                     cl::init(false));
+static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
+                           cl::init(false));
+
+namespace {
+
+std::string fileOf(Location loc) {
+  if (auto f = dyn_cast<FileLineColLoc>(loc))
+    return f.getFilename().str();
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return fileOf(n.getChildLoc());
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    for (Location l : fused.getLocations())
+      if (std::string f = fileOf(l); !f.empty())
+        return f;
+  return "";
+}
+
+/// Prints "partc: error: FILE: node 'NAME': message" so every diagnostic
+/// names the model file and, where it has one, the ONNX node.
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  const char *severity = "error";
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Warning: severity = "warning"; break;
+  case DiagnosticSeverity::Note: severity = "note"; break;
+  case DiagnosticSeverity::Remark: severity = "remark"; break;
+  default: break;
+  }
+  llvm::errs() << "partc: " << severity << ": ";
+  std::string file = fileOf(diag.getLocation());
+  if (!file.empty())
+    llvm::errs() << file << ": ";
+  std::string node = mlir::partc::onnxNodeName(diag.getLocation());
+  if (!node.empty())
+    llvm::errs() << "node '" << node << "': ";
+  llvm::errs() << diag.str() << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    (void)printDiagnostic(note);
+  return success();
+}
+
+int fail(const llvm::Twine &msg) {
+  llvm::errs() << "partc: error: " << msg << "\n";
+  return 1;
+}
+
+int compile() {
+  if (numDevices < 1)
+    return fail("--devices must be at least 1, got " + llvm::Twine(numDevices));
+  if (batch < 1)
+    return fail("--batch must be at least 1, got " + llvm::Twine(batch));
+  if (microBatches < 1)
+    return fail("--micro-batches must be at least 1");
+  std::string strat = strategy;
+  if (strat.empty())
+    strat = numDevices == 1 ? "single" : "pipeline";
+  if (strat != "single" && strat != "pipeline" && strat != "data")
+    return fail("unknown --strategy '" + strat +
+                "'; expected single, pipeline or data");
+  if (strat == "single" && numDevices != 1)
+    return fail("--strategy single uses one device, but --devices is " +
+                llvm::Twine(numDevices));
+  if (!splitAt.empty() && strat != "pipeline")
+    return fail("--split-at applies to --strategy pipeline only");
+  if (emit != "plan" && emit != "mlir" && emit != "graph")
+    return fail("unknown --emit '" + emit + "'; expected plan, mlir or graph");
+
+  DialectRegistry registry;
+  registry.insert<mlir::partc::graph::GraphDialect, mlir::partc::plan::PlanDialect,
+                  func::FuncDialect, memref::MemRefDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  ScopedDiagnosticHandler handler(&context, printDiagnostic);
+
+  auto start = std::chrono::steady_clock::now();
+  mlir::partc::onnx_import::ImportOptions importOptions;
+  importOptions.batch = batch;
+  OwningOpRef<ModuleOp> module =
+      mlir::partc::onnx_import::importOnnxFile(&context, inputPath, importOptions);
+  if (!module)
+    return 1;
+
+  PassManager pm(&context);
+  if (printIRAfterAll) {
+    context.disableMultithreading();
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *, Operation *) { return true; },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false);
+  }
+  pm.addPass(mlir::partc::createFoldConstants());
+  if (strat == "data") {
+    pm.addPass(mlir::partc::createReplicateDataParallel({numDevices}));
+  } else {
+    mlir::partc::AssignDevicesOptions assign;
+    assign.numDevices = numDevices;
+    assign.splitAt.assign(splitAt.begin(), splitAt.end());
+    pm.addPass(mlir::partc::createAssignDevices(assign));
+    if (microBatches > 1)
+      pm.addPass(mlir::partc::createSchedulePipeline({microBatches, "gpipe"}));
+  }
+  pm.addPass(mlir::partc::createInsertTransfers());
+  pm.addPass(mlir::partc::createVerifyPlacement());
+  if (emit != "graph") {
+    pm.addPass(mlir::partc::createLowerToPlan({strat}));
+    pm.addPass(mlir::partc::createPlanMemory());
+  }
+  if (failed(pm.run(*module)))
+    return 1;
+
+  std::string error;
+  if (emit != "plan") {
+    auto out = openOutputFile(outputPath, &error);
+    if (!out)
+      return fail("cannot write '" + outputPath + "': " + error);
+    module->print(out->os());
+    out->keep();
+    return 0;
+  }
+
+  ::partc::runtime::Plan plan;
+  std::vector<uint8_t> weights;
+  if (failed(mlir::partc::exportPlan(*module, plan, weights)))
+    return 1;
+  plan.metadata["model"] = llvm::sys::path::filename(inputPath).str();
+  plan.metadata["batch"] = std::to_string(batch);
+  plan.metadata["micro_batches"] =
+      std::to_string(strat == "pipeline" ? int64_t(microBatches) : 1);
+  ::partc::runtime::Status s = ::partc::runtime::writePlanFile(outputPath, plan);
+  if (!s.ok())
+    return fail(s.message());
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+  if (!quiet) {
+    llvm::outs() << ::partc::runtime::summarizePlan(plan);
+    llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)
+                 << " ms\n";
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  if (argc < 2 || std::string(argv[1]) == "--help" ||
+      std::string(argv[1]) == "-h") {
+    llvm::outs() << "usage: partc compile MODEL.onnx -o MODEL.plan [options]\n"
+                    "       partc ops    (list supported ONNX operators)\n"
+                    "run 'partc compile --help' for the options\n";
+    return argc < 2 ? 1 : 0;
+  }
+  std::string command = argv[1];
+  if (command == "ops") {
+    for (const std::string &op : mlir::partc::onnx_import::supportedOnnxOps())
+      llvm::outs() << op << "\n";
+    return 0;
+  }
+  if (command != "compile")
+    return fail("unknown command '" + command + "'; expected compile or ops");
+  // Parse the options after the command word.
+  std::vector<char *> args = {argv[0]};
+  for (int i = 2; i < argc; ++i)
+    args.push_back(argv[i]);
+  if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
+                                   "partc compile\n", &llvm::errs()))
+    return 1;
+  return compile();
+}
