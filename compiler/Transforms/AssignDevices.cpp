@@ -98,7 +98,7 @@ struct AssignDevicesPass
         cuts.push_back(cut);
       }
     } else {
-      if (static_cast<int64_t>(ops.size()) < numDevices) {
+      if (numDevices > 1 && static_cast<int64_t>(ops.size()) < numDevices) {
         module.emitError() << "cannot split " << ops.size() << " op(s) over "
                            << numDevices
                            << " devices; use at most as many devices as ops "

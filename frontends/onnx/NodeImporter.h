@@ -63,6 +63,8 @@ public:
   SmallVector<Value> results;
 
   InFlightDiagnostic error();
+  /// Error for an operand that must be constant, naming its ONNX value.
+  InFlightDiagnostic notConstant(Value v, llvm::StringRef what);
 
   // Attribute construction shorthands.
   NamedAttribute i64(llvm::StringRef name, int64_t v);

@@ -17,7 +17,10 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 
+#include "runtime/io/TensorFile.h"
+
 #include <climits>
+#include <set>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
@@ -64,14 +67,22 @@ InFlightDiagnostic NodeImporter::error() {
   return emitError(loc_) << node_.op_type() << ": ";
 }
 
+InFlightDiagnostic NodeImporter::notConstant(Value v, llvm::StringRef what) {
+  std::string name;
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (v && inputs_[i] == v)
+      name = node_.input(i);
+  return error() << what << " ('" << name
+                 << "') must be a compile-time constant; partc needs static "
+                    "shapes (freeze a graph input with --const-input "
+                 << name << "=FILE)";
+}
+
 FailureOr<SmallVector<int64_t>> NodeImporter::constInts(Value v,
                                                          llvm::StringRef what) {
   Attribute attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
-    return error() << what
-                   << " must be a compile-time constant; partc needs static "
-                      "shapes (fix the batch with --batch)",
-           failure();
+    return notConstant(v, what), failure();
   auto elements = cast<ElementsAttr>(attr);
   auto type = cast<ShapedType>(elements.getType());
   std::vector<uint8_t> bytes = elementsToBytes(elements);
@@ -98,7 +109,7 @@ FailureOr<SmallVector<double>> NodeImporter::constFloats(Value v,
                                                           llvm::StringRef what) {
   Attribute attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
-    return error() << what << " must be a compile-time constant", failure();
+    return notConstant(v, what), failure();
   auto elements = cast<ElementsAttr>(attr);
   auto type = cast<ShapedType>(elements.getType());
   std::vector<uint8_t> bytes = elementsToBytes(elements);
@@ -403,7 +414,7 @@ ModelImporter::inputType(const onnx::ValueInfoProto &info) {
   SmallVector<int64_t> dims;
   for (int i = 0; i < tt.shape().dim_size(); ++i) {
     const auto &d = tt.shape().dim(i);
-    if (d.has_dim_value() && d.dim_value() > 0) {
+    if (d.has_dim_value() && d.dim_value() >= 0) {
       dims.push_back(d.dim_value());
     } else if (i == 0) {
       dims.push_back(options_.batch);
@@ -430,10 +441,12 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     if (os.domain().empty() || os.domain() == "ai.onnx")
       opset = os.version();
   }
-  if (opset < 7 || opset > 22)
+  // Opsets 6 and later share the semantics partc implements (legacy
+  // broadcasting of opset 6 is translated); older ones are rare.
+  if (opset < 6 || opset > 22)
     return emitError(fileLoc())
                << "uses default-domain opset " << opset
-               << "; partc supports opsets 7 through 22 (convert the model "
+               << "; partc supports opsets 6 through 22 (convert the model "
                   "with onnx.version_converter)",
            nullptr;
 
@@ -474,9 +487,16 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     initializerNames.insert(t.name());
   SmallVector<Type> argTypes;
   SmallVector<std::string> argNames;
+  std::set<std::string> unusedFrozen;
+  for (const auto &entry : options_.constantInputs)
+    unusedFrozen.insert(entry.first);
   for (const auto &in : g.input()) {
     if (initializerNames.contains(in.name()))
       continue;
+    if (options_.constantInputs.count(in.name())) {
+      unusedFrozen.erase(in.name());
+      continue;
+    }
     auto type = inputType(in);
     if (failed(type))
       return nullptr;
@@ -493,12 +513,32 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     func.setArgAttr(i, graph::GraphDialect::kNameAttrName,
                     builder_.getStringAttr(name));
   }
+  if (!unusedFrozen.empty())
+    return emitError(fileLoc()) << "--const-input names '"
+                                << *unusedFrozen.begin()
+                                << "', which is not a graph input",
+           nullptr;
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx_, t.name()), fileLoc());
     auto v = importTensor(t, loc);
     if (failed(v))
       return nullptr;
     values_[t.name()] = *v;
+  }
+  for (const auto &[name, file] : options_.constantInputs) {
+    Location loc = NameLoc::get(StringAttr::get(ctx_, name), fileLoc());
+    rt::HostTensor tensor;
+    rt::Status s = rt::readTensorFile(file, tensor);
+    if (!s.ok())
+      return emitError(loc) << "--const-input: " << s.message(), nullptr;
+    Type elem = fromDType(ctx_, tensor.type.dtype);
+    if (!elem)
+      return emitError(loc) << "--const-input: unsupported type "
+                            << tensor.type.str(),
+             nullptr;
+    auto type = RankedTensorType::get(tensor.type.shape, elem);
+    values_[name] = graph::ConstantOp::create(builder_, loc, type,
+                                              bytesToElements(type, tensor.data));
   }
 
   for (int i = 0; i < g.node_size(); ++i) {

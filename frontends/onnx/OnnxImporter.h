@@ -5,6 +5,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,9 @@ namespace mlir::partc::onnx_import {
 struct ImportOptions {
   /// Value for a dynamic leading (batch) dimension of the graph inputs.
   int64_t batch = 1;
+  /// Graph inputs frozen to the tensor in a file (.pb or .npy), for inputs
+  /// that are really parameters, such as shapes.
+  std::map<std::string, std::string> constantInputs;
 };
 
 /// Imports `path` into a module holding `func.func @main` of graph ops.

@@ -8,6 +8,7 @@
 #include "frontends/onnx/NodeImporter.h"
 
 #include "dialects/Graph/RuntimeBridge.h"
+#include "mlir/IR/Matchers.h"
 
 #include <cmath>
 #include <cstring>
@@ -54,13 +55,33 @@ NodeHandler unary(StringRef op) {
   };
 }
 
+/// Before opset 7, `broadcast=1` aligned the right operand with the left at
+/// `axis` (default: trailing). Reshaping the right operand to the left's rank
+/// turns that into numpy broadcasting.
+FailureOr<Value> legacyBroadcast(NodeImporter &n, Value lhs, Value rhs) {
+  if (n.opset() >= 7 || n.attrInt("broadcast", 0) == 0)
+    return rhs;
+  int64_t lr = rankOf(lhs), rr = rankOf(rhs);
+  int64_t axis = n.attrInt("axis", lr - rr);
+  if (axis < 0)
+    axis += lr;
+  if (axis < 0 || axis + rr > lr)
+    return n.error() << "legacy broadcast axis " << axis << " does not fit",
+           failure();
+  SmallVector<int64_t> shape(lr, 1);
+  for (int64_t i = 0; i < rr; ++i)
+    shape[axis + i] = shapeOf(rhs)[i];
+  return n.build1("reshape", {rhs}, {n.ints("shape", shape)});
+}
+
 NodeHandler binary(StringRef op) {
   return [op](NodeImporter &n) -> LogicalResult {
     if (failed(requireInputs(n, 2)))
       return failure();
-    if (n.opset() < 7 || n.attr("broadcast"))
-      return n.error() << "legacy 'broadcast' attribute is not supported";
-    return emit(n, n.build1(op, {n.input(0), n.input(1)}));
+    auto rhs = legacyBroadcast(n, n.input(0), n.input(1));
+    if (failed(rhs))
+      return failure();
+    return emit(n, n.build1(op, {n.input(0), *rhs}));
   };
 }
 
@@ -445,7 +466,11 @@ LogicalResult importExpand(NodeImporter &n) {
 LogicalResult importPow(NodeImporter &n) {
   if (failed(requireInputs(n, 2)))
     return failure();
-  Value base = n.input(0), exponent = n.input(1);
+  Value base = n.input(0);
+  auto legacy = legacyBroadcast(n, base, n.input(1));
+  if (failed(legacy))
+    return failure();
+  Value exponent = *legacy;
   if (elemOf(exponent) != elemOf(base)) {
     auto c = n.build1("cast", {exponent},
                       {n.builder().getNamedAttr(
@@ -574,14 +599,75 @@ LogicalResult importBatchNorm(NodeImporter &n) {
                           {n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
 }
 
+Value floatScalar(NodeImporter &n, Type et, double value) {
+  auto type = RankedTensorType::get({}, et);
+  std::vector<uint8_t> bytes(et.isF64() ? 8 : 4);
+  if (et.isF64()) {
+    std::memcpy(bytes.data(), &value, 8);
+  } else {
+    float f = static_cast<float>(value);
+    std::memcpy(bytes.data(), &f, 4);
+  }
+  return n.constant(type, bytes);
+}
+
+/// LayerNormalization with its Mean and InvStdDev outputs, spelled out in
+/// primitive ops (the fused op has no statistics outputs).
+LogicalResult importLayerNormWithStatistics(NodeImporter &n, int64_t axis) {
+  Value x = n.input(0);
+  Type et = elemOf(x);
+  if (!isa<FloatType>(et))
+    return n.error() << "LayerNormalization needs a float input";
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < rankOf(x); ++d)
+    axes.push_back(d);
+  auto reduceAttrs = [&]() {
+    return SmallVector<NamedAttribute>{n.ints("axes", axes), n.i64("keepdims", 1)};
+  };
+  auto mean = n.build1("reduce_mean", {x}, reduceAttrs());
+  if (failed(mean))
+    return failure();
+  auto centered = n.build1("sub", {x, *mean});
+  if (failed(centered))
+    return failure();
+  auto squared = n.build1("mul", {*centered, *centered});
+  if (failed(squared))
+    return failure();
+  auto var = n.build1("reduce_mean", {*squared}, reduceAttrs());
+  if (failed(var))
+    return failure();
+  auto shifted = n.build1("add", {*var, floatScalar(n, et, n.attrFloat("epsilon", 1e-5))});
+  if (failed(shifted))
+    return failure();
+  auto stddev = n.build1("sqrt", {*shifted});
+  if (failed(stddev))
+    return failure();
+  auto inv = n.build1("reciprocal", {*stddev});
+  if (failed(inv))
+    return failure();
+  auto normalized = n.build1("mul", {*centered, *inv});
+  if (failed(normalized))
+    return failure();
+  auto y = n.build1("mul", {*normalized, n.input(1)});
+  if (failed(y))
+    return failure();
+  if (n.input(2)) {
+    y = n.build1("add", {*y, n.input(2)});
+    if (failed(y))
+      return failure();
+  }
+  n.results = {*y, *mean, *inv};
+  return success();
+}
+
 LogicalResult importLayerNorm(NodeImporter &n) {
   if (failed(requireInputs(n, 2)))
     return failure();
-  if (n.wantsOutput(1) || n.wantsOutput(2))
-    return n.error() << "the Mean and InvStdDev outputs are not supported";
   auto axis = normAxis(n, n.attrInt("axis", -1), rankOf(n.input(0)));
   if (failed(axis))
     return failure();
+  if (n.wantsOutput(1) || n.wantsOutput(2))
+    return importLayerNormWithStatistics(n, *axis);
   SmallVector<Value> operands = {n.input(0), n.input(1)};
   if (n.input(2))
     operands.push_back(n.input(2));
@@ -807,6 +893,15 @@ LogicalResult importRange(NodeImporter &n) {
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(requireInputs(n, 1)))
     return failure();
+  if (Value training = n.input(2)) {
+    Attribute attr;
+    if (!matchPattern(training, m_Constant(&attr)))
+      return n.notConstant(training, "training_mode"), failure();
+    for (uint8_t b : elementsToBytes(cast<ElementsAttr>(attr)))
+      if (b)
+        return n.error() << "training mode (random dropout) is not supported; "
+                            "partc compiles inference graphs";
+  }
   n.results.push_back(n.input(0));
   if (n.wantsOutput(1)) {
     auto type = RankedTensorType::get(shapeOf(n.input(0)),

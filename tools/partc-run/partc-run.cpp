@@ -302,8 +302,12 @@ int main(int argc, char **argv) {
         return fail(s.message());
       // Match by name where the file has one, else by position.
       size_t idx = k;
-      if (!t.name.empty() && inputIndex.count(t.name))
+      if (!t.name.empty()) {
+        // A named tensor the plan lacks was frozen at compile time.
+        if (!inputIndex.count(t.name))
+          continue;
         idx = inputIndex[t.name];
+      }
       if (idx >= inputs.size())
         return fail("'" + files[k] + "' has no matching plan input");
       if (given[idx])

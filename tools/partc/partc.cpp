@@ -59,6 +59,11 @@ static cl::opt<std::string>
 static cl::opt<bool> printIRAfterAll("print-ir-after-all",
                                      cl::desc("Print the IR after each pass"),
                                      cl::init(false));
+static cl::list<std::string>
+    constInputs("const-input",
+                cl::desc("Freeze graph input NAME to the tensor in FILE "
+                         "(.pb or .npy), e.g. a shape operand"),
+                cl::value_desc("NAME=FILE"));
 static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
                            cl::init(false));
 
@@ -135,6 +140,12 @@ int compile() {
   auto start = std::chrono::steady_clock::now();
   mlir::partc::onnx_import::ImportOptions importOptions;
   importOptions.batch = batch;
+  for (const std::string &entry : constInputs) {
+    size_t eq = entry.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fail("--const-input expects NAME=FILE, got '" + entry + "'");
+    importOptions.constantInputs[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
   OwningOpRef<ModuleOp> module =
       mlir::partc::onnx_import::importOnnxFile(&context, inputPath, importOptions);
   if (!module)
