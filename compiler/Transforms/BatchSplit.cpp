@@ -102,11 +102,11 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
           why = "it contracts over the batch dimension";
       })
       .Case<graph::GemmOp>([&](graph::GemmOp g) {
+        Value c = g.getC();
         ok = batched[0] && !g.getTransA() && !batched[1] &&
-             (op->getNumOperands() < 3 || !batched[2]) &&
-             unbatchedBroadcastOnly();
-        if (!ok && why.empty())
-          why = "it contracts over the batch dimension";
+             (!c || (!batched[2] && (rankOf(c) < 2 || dim0(c) == 1)));
+        if (!ok)
+          why = "it contracts over the batch dimension or its bias spans it";
       })
       .Case<graph::ConvOp, graph::BatchNormOp>([&](auto) {
         ok = batched[0] && llvm::all_of(ArrayRef<bool>(batched).drop_front(),

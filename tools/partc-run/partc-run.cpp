@@ -365,7 +365,16 @@ int main(int argc, char **argv) {
     for (const HostTensor &t : outputs)
       printTensor(t);
   if (!opts.outputDir.empty()) {
+    // Inputs are written beside the outputs so that the directory is a
+    // complete test_data_set for --check.
     mkdir(opts.outputDir.c_str(), 0755);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      s = writeTensorFile(opts.outputDir + "/input_" + std::to_string(i) +
+                              ".pb",
+                          inputs[i]);
+      if (!s.ok())
+        return fail(s.message());
+    }
     for (size_t i = 0; i < outputs.size(); ++i) {
       s = writeTensorFile(opts.outputDir + "/output_" + std::to_string(i) +
                               ".pb",

@@ -135,6 +135,7 @@ int compile() {
                   func::FuncDialect, memref::MemRefDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
+  context.printOpOnDiagnostic(false);
   ScopedDiagnosticHandler handler(&context, printDiagnostic);
 
   auto start = std::chrono::steady_clock::now();

@@ -1,0 +1,31 @@
+# lit configuration for partc: FileCheck tests of passes, dialects, the
+# importer, the tools and bad input.
+import os
+import shutil
+import subprocess
+
+import lit.formats
+
+config.name = "partc"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".test"]
+config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
+                   "unit", "conformance", "models"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.partc_obj_root, "test")
+config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+
+config.substitutions.append(("%testdata", config.onnx_testdata))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.environment["PATH"] = os.pathsep.join(
+    [config.partc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
+
+# GPU tests say "REQUIRES: cuda" and are reported as unsupported elsewhere.
+try:
+    if shutil.which("nvidia-smi") and subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True).returncode == 0:
+        config.available_features.add("cuda")
+except OSError:
+    pass
+if os.path.isdir(config.onnx_testdata):
+    config.available_features.add("onnx-testdata")

@@ -1,0 +1,81 @@
+//===- ExecutorTest.cpp - CPU executor with real transfers ----------------===//
+#include "TestPlans.h"
+
+#include "runtime/cpu/CpuExecutor.h"
+
+#include <cmath>
+#include <gtest/gtest.h>
+
+using namespace partc::runtime;
+using namespace partc::runtime::testing;
+
+namespace {
+
+TEST(CpuExecutor, RunsTwoDevicesWithTransfer) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  std::unique_ptr<CpuExecutor> exec;
+  ASSERT_TRUE(CpuExecutor::create(plan, exec).ok());
+  exec->poisonArenas(0xFF);
+  std::vector<float> x = {-1, 2, -3, 4}, z(4);
+  for (int rep = 0; rep < 3; ++rep) {
+    Status s = exec->run({{x.data(), plan.inputs[0].type}},
+                         {{z.data(), plan.outputs[0].type}});
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_EQ(z, (std::vector<float>{10, 22, 30, 44}));
+  }
+}
+
+TEST(CpuExecutor, MissingTransferShowsAsWrongAnswer) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  // Device 1 reads a buffer no one wrote: the receive targets another slot.
+  plan.devices[1].instructions[0].outputs[0].offset = 16;
+  plan.devices[1].instructions[1].outputs[0].offset = 16;
+  plan.devices[1].arenaBytes = 48;
+  plan.devices[1].instructions[1].inputs[0].offset = 32;
+  ASSERT_TRUE(verifyPlan(plan).ok());
+  std::unique_ptr<CpuExecutor> exec;
+  ASSERT_TRUE(CpuExecutor::create(plan, exec).ok());
+  exec->poisonArenas(0xFF);
+  std::vector<float> x = {1, 2, 3, 4}, z(4);
+  ASSERT_TRUE(exec->run({{x.data(), plan.inputs[0].type}},
+                        {{z.data(), plan.outputs[0].type}})
+                  .ok());
+  EXPECT_TRUE(std::isnan(z[0]));
+}
+
+TEST(CpuExecutor, RejectsUnknownKernelWithLocation) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.devices[0].instructions[1].kernel = "frobnicate";
+  plan.devices[0].instructions[1].location = "my_node";
+  std::unique_ptr<CpuExecutor> exec;
+  Status s = CpuExecutor::create(plan, exec);
+  EXPECT_NE(s.message().find("my_node"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("device 0"), std::string::npos) << s.message();
+}
+
+TEST(CpuExecutor, KernelFailureAbortsOtherDevices) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  // A gather with an out-of-range index fails at run time on device 0
+  // before its send; device 1 must not hang waiting.
+  plan.inputs[0].type = {DType::I64, {4}};
+  plan.devices[0].instructions[0].outputs[0].type.dtype = DType::I64;
+  plan.devices[0].instructions[1] =
+      kernel("gather", {BufferRef{MemorySpace::Weight, 0, {DType::F32, {4}}},
+                        arena(0, {4}, DType::I64)},
+             {arena(16, {4})});
+  plan.devices[0].arenaBytes = 64;
+  ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();
+  std::unique_ptr<CpuExecutor> exec;
+  ASSERT_TRUE(CpuExecutor::create(plan, exec).ok());
+  std::vector<int64_t> idx = {0, 1, 7, 2};
+  std::vector<float> z(4);
+  Status s = exec->run({{idx.data(), plan.inputs[0].type}},
+                       {{z.data(), plan.outputs[0].type}});
+  EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
+}
+
+} // namespace

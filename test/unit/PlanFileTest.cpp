@@ -1,0 +1,141 @@
+//===- PlanFileTest.cpp - Plan writer, reader and verifier ----------------===//
+#include "TestPlans.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+using namespace partc::runtime;
+using namespace partc::runtime::testing;
+
+namespace {
+
+std::string tempPath(const char *name) {
+  return ::testing::TempDir() + "/" + name;
+}
+
+std::vector<char> readBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void writeBytes(const std::string &path, const std::vector<char> &bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), bytes.size());
+}
+
+TEST(PlanFile, RoundTripPreservesEverything) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.metadata["strategy"] = "pipeline";
+  plan.devices[0].instructions[1].attrs.set("alpha", AttrValue::ofFloats({0.5}));
+  plan.devices[0].instructions[1].location = "node/relu";
+  std::string path = tempPath("roundtrip.plan");
+  ASSERT_TRUE(writePlanFile(path, plan).ok());
+
+  Plan back;
+  Status s = readPlanFile(path, back);
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(back.metadata.at("strategy"), "pipeline");
+  ASSERT_EQ(back.devices.size(), 2u);
+  EXPECT_EQ(back.devices[0].instructions.size(), 4u);
+  EXPECT_EQ(back.devices[0].instructions[1].kernel, "relu");
+  EXPECT_EQ(back.devices[0].instructions[1].location, "node/relu");
+  EXPECT_EQ(back.devices[0].instructions[1].attrs,
+            plan.devices[0].instructions[1].attrs);
+  EXPECT_EQ(back.channels[0].bytes, 16u);
+  ASSERT_EQ(back.weightBytes, 16u);
+  EXPECT_EQ(0, std::memcmp(back.weightData, weights.data(), 16));
+  // Weights are mapped at an aligned file offset.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(back.weightData) % kWeightAlignment, 0u);
+}
+
+TEST(PlanFile, RejectsTruncatedFile) {
+  std::vector<float> weights;
+  std::string path = tempPath("truncated.plan");
+  ASSERT_TRUE(writePlanFile(path, twoDevicePlan(weights)).ok());
+  std::vector<char> bytes = readBytes(path);
+  for (size_t keep : {size_t(0), size_t(10), size_t(64), bytes.size() - 1}) {
+    writeBytes(path, std::vector<char>(bytes.begin(), bytes.begin() + keep));
+    Plan p;
+    Status s = readPlanFile(path, p);
+    EXPECT_FALSE(s.ok()) << "accepted a file cut to " << keep << " bytes";
+  }
+}
+
+TEST(PlanFile, RejectsBadMagicVersionAndChecksum) {
+  std::vector<float> weights;
+  std::string path = tempPath("corrupt.plan");
+  ASSERT_TRUE(writePlanFile(path, twoDevicePlan(weights)).ok());
+  std::vector<char> good = readBytes(path);
+
+  std::vector<char> bad = good;
+  bad[0] = 'X';
+  writeBytes(path, bad);
+  Plan p;
+  Status s = readPlanFile(path, p);
+  EXPECT_NE(s.message().find("not a partc plan"), std::string::npos);
+
+  bad = good;
+  bad[8] = 99; // format version
+  writeBytes(path, bad);
+  s = readPlanFile(path, p);
+  EXPECT_NE(s.message().find("format version 99"), std::string::npos);
+
+  bad = good;
+  bad[80] ^= 0x40; // inside the metadata
+  writeBytes(path, bad);
+  s = readPlanFile(path, p);
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+
+  bad = good;
+  bad[bad.size() - 2] ^= 0x01; // inside the weights
+  writeBytes(path, bad);
+  s = readPlanFile(path, p);
+  EXPECT_NE(s.message().find("checksum"), std::string::npos) << s.message();
+}
+
+TEST(PlanVerify, RejectsBufferOutsideArena) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.devices[0].instructions[1].outputs[0].offset = 24; // 24 + 16 > 32
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("exceeds the arena"), std::string::npos)
+      << s.message();
+}
+
+TEST(PlanVerify, RejectsUnpairedChannel) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.devices[1].instructions.erase(plan.devices[1].instructions.begin());
+  Status s = verifyPlan(plan);
+  EXPECT_FALSE(s.ok());
+}
+
+TEST(PlanVerify, RejectsDeadlock) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  // Device 1 now also sends to device 0, but only after receiving; device 0
+  // waits for that before its own send: a cycle.
+  plan.channels.push_back({1, 0, 16});
+  plan.devices[0].instructions.insert(plan.devices[0].instructions.begin() + 2,
+                                      io(OpCode::Recv, 1, arena(0, {4})));
+  plan.devices[1].instructions.insert(plan.devices[1].instructions.begin() + 1,
+                                      io(OpCode::Send, 1, arena(0, {4})));
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
+}
+
+TEST(PlanVerify, RejectsPartiallyWrittenOutput) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.outputs[0].type.shape = {8};
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("not fully written"), std::string::npos)
+      << s.message();
+}
+
+} // namespace
