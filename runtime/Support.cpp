@@ -1,6 +1,8 @@
 //===- Support.cpp --------------------------------------------------------===//
 #include "runtime/Support.h"
 
+#include <cmath>
+#include <cstring>
 #include <sstream>
 
 namespace partc::runtime {
@@ -92,6 +94,71 @@ std::string shapeToString(const Shape &shape) {
 
 std::string TensorType::str() const {
   return std::string(dtypeName(dtype)) + shapeToString(shape);
+}
+
+float halfToFloat(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else { // subnormal: normalize
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      bits = sign | (exp << 23) | ((mant & 0x3ff) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+/// Round to nearest even, as numpy's astype(float16).
+uint16_t floatToHalf(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  uint16_t sign = (bits >> 16) & 0x8000;
+  uint32_t absBits = bits & 0x7fffffffu;
+  if (absBits >= 0x7f800000u) // inf or nan
+    return sign | 0x7c00 | (absBits > 0x7f800000u ? 0x200 : 0);
+  if (absBits >= 0x477ff000u) // rounds to >= 65520: overflow
+    return sign | 0x7c00;
+  if (absBits < 0x38800000u) { // subnormal or zero in half
+    float a;
+    std::memcpy(&a, &absBits, 4);
+    // Scale so that the half subnormal unit becomes 1, then round (RNE).
+    return sign | static_cast<uint16_t>(std::nearbyint(a * 16777216.0f));
+  }
+  uint32_t mant = absBits & 0x7fffff;
+  uint32_t exp = (absBits >> 23) - 127 + 15;
+  uint32_t half = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (half & 1)))
+    ++half;
+  return sign | static_cast<uint16_t>(half);
+}
+
+float bf16ToFloat(uint16_t h) {
+  uint32_t bits = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t floatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u)
+    return static_cast<uint16_t>((bits >> 16) | 0x40);
+  uint32_t rounding = 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>((bits + rounding) >> 16);
 }
 
 } // namespace partc::runtime

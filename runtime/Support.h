@@ -73,6 +73,12 @@ bool isValidDType(uint32_t raw);
 
 using Shape = std::vector<int64_t>;
 
+/// IEEE half and bfloat16 conversions (round to nearest even).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+float bf16ToFloat(uint16_t h);
+uint16_t floatToBf16(float f);
+
 int64_t numElements(const Shape &shape);
 std::string shapeToString(const Shape &shape);
 

@@ -27,5 +27,10 @@ try:
         config.available_features.add("cuda")
 except OSError:
     pass
+# Small ONNX models are generated at test time with Debian's python3-onnx.
+config.substitutions.append(("%python", "/usr/bin/python3"))
+if subprocess.run(["/usr/bin/python3", "-c", "import onnx, numpy"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("python-onnx")
 if os.path.isdir(config.onnx_testdata):
     config.available_features.add("onnx-testdata")

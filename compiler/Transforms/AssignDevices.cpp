@@ -58,7 +58,7 @@ struct AssignDevicesPass
     if (failed(func))
       return signalPassFailure();
     if (numDevices < 1) {
-      module.emitError() << "--devices must be at least 1, got " << numDevices;
+      module.emitError() << "--devices must be at least 1, got " << static_cast<int64_t>(numDevices);
       return signalPassFailure();
     }
     SmallVector<Operation *> ops;
@@ -71,7 +71,7 @@ struct AssignDevicesPass
       if (static_cast<int64_t>(splitAt.size()) + 1 != numDevices) {
         module.emitError() << "--split-at names " << splitAt.size()
                            << " cut(s), giving " << splitAt.size() + 1
-                           << " stages, but " << numDevices
+                           << " stages, but " << static_cast<int64_t>(numDevices)
                            << " devices were requested; give one cut fewer "
                               "than devices";
         return signalPassFailure();
@@ -100,7 +100,7 @@ struct AssignDevicesPass
     } else {
       if (numDevices > 1 && static_cast<int64_t>(ops.size()) < numDevices) {
         module.emitError() << "cannot split " << ops.size() << " op(s) over "
-                           << numDevices
+                           << static_cast<int64_t>(numDevices)
                            << " devices; use at most as many devices as ops "
                               "or the data-parallel strategy";
         return signalPassFailure();

@@ -20,7 +20,7 @@ struct ReplicateDataParallelPass
     if (failed(func))
       return signalPassFailure();
     if (replicas < 1) {
-      module.emitError() << "--devices must be at least 1, got " << replicas;
+      module.emitError() << "--devices must be at least 1, got " << static_cast<int64_t>(replicas);
       return signalPassFailure();
     }
     if (replicas == 1) {

@@ -17,7 +17,7 @@ struct SchedulePipelinePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (schedule != "gpipe") {
-      module.emitError() << "pipeline schedule '" << schedule
+      module.emitError() << "pipeline schedule '" << std::string(schedule)
                          << "' is not supported for inference; use gpipe "
                             "(1f1b only differs once backward passes exist)";
       return signalPassFailure();

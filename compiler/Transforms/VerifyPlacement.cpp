@@ -30,7 +30,7 @@ struct VerifyPlacementPass
       }
       if (*device >= numDevices) {
         op.emitError() << "is placed on device " << *device
-                       << " but the module has " << numDevices
+                       << " but the module has " << static_cast<int64_t>(numDevices)
                        << " device(s)";
         ok = false;
         continue;

@@ -441,12 +441,12 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     if (os.domain().empty() || os.domain() == "ai.onnx")
       opset = os.version();
   }
-  // Opsets 6 and later share the semantics partc implements (legacy
-  // broadcasting of opset 6 is translated); older ones are rare.
-  if (opset < 6 || opset > 22)
+  // Legacy broadcasting (opsets 1-6) is translated; other old attributes
+  // such as consumed_inputs are ignored, as they do not change results.
+  if (opset < 1 || opset > 22)
     return emitError(fileLoc())
                << "uses default-domain opset " << opset
-               << "; partc supports opsets 6 through 22 (convert the model "
+               << "; partc supports opsets 1 through 22 (convert the model "
                   "with onnx.version_converter)",
            nullptr;
 

@@ -338,11 +338,43 @@ template <typename To, typename From> To convertValue(From v) {
     return static_cast<To>(v);
 }
 
+bool isHalfType(DType t) { return t == DType::F16 || t == DType::BF16; }
+
 class CastKernel : public Kernel {
 public:
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     int64_t n = in[0].type.numElements();
+    DType from = in[0].type.dtype, to = out[0].type.dtype;
+    if (isHalfType(from) || isHalfType(to)) {
+      // 16-bit floats go through f32, which holds every value of both.
+      std::vector<float> tmp(n);
+      if (isHalfType(from)) {
+        const uint16_t *x = in[0].as<uint16_t>();
+        for (int64_t i = 0; i < n; ++i)
+          tmp[i] = from == DType::F16 ? halfToFloat(x[i]) : bf16ToFloat(x[i]);
+      } else {
+        dispatchType(from, [&](auto tag) {
+          using From = decltype(tag);
+          const From *x = in[0].as<From>();
+          for (int64_t i = 0; i < n; ++i)
+            tmp[i] = static_cast<float>(x[i]);
+        });
+      }
+      if (isHalfType(to)) {
+        uint16_t *y = out[0].as<uint16_t>();
+        for (int64_t i = 0; i < n; ++i)
+          y[i] = to == DType::F16 ? floatToHalf(tmp[i]) : floatToBf16(tmp[i]);
+      } else {
+        dispatchType(to, [&](auto tag) {
+          using To = decltype(tag);
+          To *y = out[0].as<To>();
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = convertValue<To>(tmp[i]);
+        });
+      }
+      return Status();
+    }
     dispatchType(in[0].type.dtype, [&](auto fromTag) {
       using From = decltype(fromTag);
       dispatchType(out[0].type.dtype, [&](auto toTag) {
@@ -443,7 +475,8 @@ void registerElementwiseKernels(KernelTable &t) {
     PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
     if (a.inputs[0].shape != a.outputs[0].shape)
       return Status::error("shapes differ");
-    if (!hasCppType(a.inputs[0].dtype) || !hasCppType(a.outputs[0].dtype))
+    auto castable = [](DType t) { return hasCppType(t) || isHalfType(t); };
+    if (!castable(a.inputs[0].dtype) || !castable(a.outputs[0].dtype))
       return Status::error(std::string("cannot cast ") +
                            dtypeName(a.inputs[0].dtype) + " to " +
                            dtypeName(a.outputs[0].dtype));

@@ -149,16 +149,27 @@ public:
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    const float *x = in[0].as<float>();
-    float *y = out[0].as<float>();
+    bool ok = dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>)
+        compute(in[0].as<T>(), out[0].as<T>());
+    });
+    if (!ok)
+      return Status::error("unsupported pooling type");
+    return Status();
+  }
+
+private:
+  template <typename T> void compute(const T *x, T *y) {
     const Window &w = w_;
     for (int64_t p = 0; p < planes_; ++p) {
-      const float *xp = x + p * w.inSize();
-      float *yp = y + p * w.outSize();
+      const T *xp = x + p * w.inSize();
+      T *yp = y + p * w.outSize();
       for (int64_t od = 0; od < w.out[0]; ++od)
         for (int64_t oh = 0; oh < w.out[1]; ++oh)
           for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-            float acc = isMax_ ? -std::numeric_limits<float>::infinity() : 0.f;
+            double acc =
+                isMax_ ? -std::numeric_limits<double>::infinity() : 0.0;
             int64_t count = 0, padCount = 0;
             for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
               int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
@@ -179,7 +190,7 @@ public:
                       ++padCount;
                     continue;
                   }
-                  float v = xp[(id * w.in[1] + ih) * w.in[2] + iw];
+                  double v = xp[(id * w.in[1] + ih) * w.in[2] + iw];
                   acc = isMax_ ? std::max(acc, v) : acc + v;
                   ++count;
                 }
@@ -187,15 +198,13 @@ public:
             }
             if (!isMax_) {
               int64_t div = countIncludePad_ ? count + padCount : count;
-              acc = div ? acc / static_cast<float>(div) : 0.f;
+              acc = div ? acc / static_cast<double>(div) : 0.0;
             }
-            yp[(od * w.out[1] + oh) * w.out[2] + ow] = acc;
+            yp[(od * w.out[1] + oh) * w.out[2] + ow] = static_cast<T>(acc);
           }
     }
-    return Status();
   }
 
-private:
   Window w_;
   int64_t planes_;
   bool isMax_, countIncludePad_;
@@ -442,7 +451,14 @@ void addReduce(KernelTable &t, const char *name, ReduceOp op) {
 
 Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k) {
   PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
-  PARTC_RETURN_IF_ERROR(requireF32(a));
+  DType t = a.inputs[0].dtype;
+  // Max pooling is exact in any type; averages need floating point.
+  bool typeOk = isMax ? (t != DType::Bool && t != DType::F16 &&
+                         t != DType::BF16 && t == a.outputs[0].dtype)
+                      : (isFloatType(t) && t == a.outputs[0].dtype);
+  if (!typeOk)
+    return Status::error(std::string("element type ") + dtypeName(t) +
+                         " is not supported");
   const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
   Window w;
   PARTC_RETURN_IF_ERROR(

@@ -1,0 +1,76 @@
+// RUN: partc-opt %s --split-input-file --verify-diagnostics
+
+// Tests that a declared result type must match the inferred one.
+func.func @wrong_result(%a: tensor<2x3xf32>, %b: tensor<3xf32>) -> tensor<2x2xf32> {
+  // expected-error@+2 {{'graph.add' op inferred type(s) 'tensor<2x3xf32>' are incompatible with return type(s) of operation 'tensor<2x2xf32>'}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that shapes which do not broadcast are rejected with both shapes.
+func.func @no_broadcast(%a: tensor<2x3xf32>, %b: tensor<4xf32>) -> tensor<2x3xf32> {
+  // expected-error@+2 {{shapes [2,3] and [4] do not broadcast}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.add %a, %b : (tensor<2x3xf32>, tensor<4xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that convolution channels must match the weight and group.
+func.func @conv_channels(%x: tensor<1x3x8x8xf32>, %w: tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32> {
+  // expected-error@+2 {{input channels 3 do not match weight [4,2,3,3] with group 1}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.conv %x, %w {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x6x6xf32>
+  return %0 : tensor<1x4x6x6xf32>
+}
+
+// -----
+
+// Tests that a reshape must keep the element count.
+func.func @reshape_count(%x: tensor<2x3xf32>) -> tensor<7xf32> {
+  // expected-error@+2 {{cannot reshape [2,3] (6 elements) to [7]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.reshape %x {shape = array<i64: 7>} : (tensor<2x3xf32>) -> tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+// Tests that a transfer must move between two distinct devices.
+func.func @transfer_same(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{moves from device 1 to device 1; both must be distinct device indices >= 0}}
+  %0 = graph.transfer %x {source = 1 : i64, target = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that only slices and concats may run on the host.
+func.func @host_op(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{only graph.slice and graph.concat can run on the host (device -1); place 'graph.relu' on a device}}
+  %0 = graph.relu %x {graph.device = -1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that device indices are integers.
+func.func @bad_device(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.device' must be an integer >= -1, got "gpu0"}}
+  %0 = graph.relu %x {graph.device = "gpu0"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that an out-of-bounds slice is rejected.
+func.func @slice_bounds(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error@+2 {{slice [3:5:1] is out of bounds for dimension 0 of size 4}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.slice %x {starts = array<i64: 3>, ends = array<i64: 5>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

@@ -1,0 +1,51 @@
+// RUN: partc-opt %s | partc-opt | FileCheck %s
+
+// Tests that every op family prints and parses back with inferred types.
+// CHECK-LABEL: func @round_trip
+func.func @round_trip(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>,
+                      %b: tensor<4xf32>, %i: tensor<2xi64>) -> tensor<2x4xf32> {
+  // CHECK: graph.conv %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>}
+  %c = graph.conv %x, %w, %b {dilations = array<i64: 1, 1>, group = 1 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: graph.relu
+  %r = graph.relu %c : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  // CHECK: graph.max_pool
+  %p = graph.max_pool %r {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x4x4x4xf32>
+  // CHECK: graph.global_avg_pool
+  %g = graph.global_avg_pool %p : (tensor<2x4x4x4xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: graph.reshape {{.*}} -> tensor<2x4xf32>
+  %f = graph.reshape %g {shape = array<i64: 2, 4>} : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>
+  // CHECK: graph.gather
+  %e = graph.gather %f, %i {axis = 0 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<2x4xf32>
+  // CHECK: graph.greater {{.*}} -> tensor<2x4xi1>
+  %m = graph.greater %e, %f : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xi1>
+  // CHECK: graph.where
+  %s = graph.where %m, %e, %f : (tensor<2x4xi1>, tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // CHECK: graph.softmax {{.*}}axis = 1
+  %o = graph.softmax %s {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %o : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests placement attributes and a transfer between devices.
+// CHECK-LABEL: func @placed
+func.func @placed(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK: graph.neg %{{.*}} {graph.device = 0 : i64}
+  %a = graph.neg %x {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: graph.transfer %{{.*}} {graph.device = 1 : i64, source = 0 : i64, target = 1 : i64}
+  %t = graph.transfer %a {graph.device = 1 : i64, source = 0 : i64, target = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %b = graph.exp %t {graph.device = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %b : tensor<4xf32>
+}
+
+// -----
+
+// Tests multi-result split and normalized slices.
+// CHECK-LABEL: func @split_slice
+func.func @split_slice(%x: tensor<6x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>, tensor<3x2xf32>) {
+  // CHECK: graph.split {{.*}} -> (tensor<2x4xf32>, tensor<4x4xf32>)
+  %a, %b = graph.split %x {axis = 0 : i64, sizes = array<i64: 2, 4>} : (tensor<6x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>)
+  // CHECK: graph.slice {{.*}} -> tensor<3x2xf32>
+  %s = graph.slice %x {starts = array<i64: 5, 0>, ends = array<i64: -1, 4>, steps = array<i64: -2, 2>} : (tensor<6x4xf32>) -> tensor<3x2xf32>
+  return %a, %b, %s : tensor<2x4xf32>, tensor<4x4xf32>, tensor<3x2xf32>
+}

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Writes the small ONNX models the lit tests use into a directory.
+
+Models are generated at test time (Debian's python3-onnx and numpy) rather
+than committed. mlp.onnx comes with a numpy reference in mlp_data/.
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(0)
+
+
+def save(graph, name, opset=13):
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.save(model, os.path.join(out, name))
+
+
+def init(name, array):
+    return numpy_helper.from_array(array.astype(np.float32), name)
+
+
+# mlp.onnx: three Gemm layers with a residual Add that skips the middle one.
+w1, b1 = rng.standard_normal((16, 32)) * 0.3, rng.standard_normal(32) * 0.1
+w2, b2 = rng.standard_normal((32, 32)) * 0.3, rng.standard_normal(32) * 0.1
+w3, b3 = rng.standard_normal((32, 8)) * 0.3, rng.standard_normal(8) * 0.1
+nodes = [
+    helper.make_node("Gemm", ["x", "w1", "b1"], ["h1"], name="fc1"),
+    helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+    helper.make_node("Gemm", ["a1", "w2", "b2"], ["h2"], name="fc2"),
+    helper.make_node("Relu", ["h2"], ["a2"], name="relu2"),
+    helper.make_node("Add", ["a2", "a1"], ["r"], name="residual"),
+    helper.make_node("Gemm", ["r", "w3", "b3"], ["h3"], name="fc3"),
+    helper.make_node("Softmax", ["h3"], ["y"], name="softmax", axis=1),
+]
+graph = helper.make_graph(
+    nodes, "mlp",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8])],
+    [init("w1", w1), init("b1", b1), init("w2", w2), init("b2", b2),
+     init("w3", w3), init("b3", b3)])
+save(graph, "mlp.onnx")
+
+x = rng.standard_normal((4, 16)).astype(np.float32)
+a1 = np.maximum(x @ w1 + b1, 0)
+r = np.maximum(a1 @ w2 + b2, 0) + a1
+h3 = r @ w3 + b3
+e = np.exp(h3 - h3.max(axis=1, keepdims=True))
+y = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
+data = os.path.join(out, "mlp_data")
+os.makedirs(data, exist_ok=True)
+with open(os.path.join(data, "input_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(x, "x").SerializeToString())
+with open(os.path.join(data, "output_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(y, "y").SerializeToString())
+# An input of the wrong shape and one of the wrong type.
+with open(os.path.join(out, "x_wrong_shape.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(np.zeros((4, 15), np.float32), "x").SerializeToString())
+np.save(os.path.join(out, "x_wrong_type.npy"), np.zeros((4, 16), np.int64))
+np.save(os.path.join(out, "x_ok.npy"), x)
+
+# bad_shapes.onnx: a MatMul whose contraction dimensions differ.
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5])],
+    [init("w", np.ones((4, 5)))])
+save(graph, "bad_shapes.onnx")
+
+# unsupported.onnx: two unsupported op types, one of them twice.
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["a"], name="ok"),
+     helper.make_node("ArgMax", ["a"], ["b"], name="am1"),
+     helper.make_node("ArgMax", ["a"], ["c"], name="am2"),
+     helper.make_node("Det", ["a"], ["d"], name="det")], "unsupported",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
+    [helper.make_tensor_value_info("b", TensorProto.INT64, [1, 3]),
+     helper.make_tensor_value_info("c", TensorProto.INT64, [1, 3]),
+     helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
+save(graph, "unsupported.onnx")
+
+# dynamic.onnx: a dynamic dimension other than the batch.
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="r")], "dynamic",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "seq"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
+save(graph, "dynamic.onnx")
+
+# external.onnx: weights in a separate file, as for models over 2 GiB.
+w = rng.standard_normal((8, 8)).astype(np.float32)
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "external",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    [numpy_helper.from_array(w, "w")])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+onnx.save_model(model, os.path.join(out, "external.onnx"), save_as_external_data=True,
+                all_tensors_to_one_file=True, location="external.weights",
+                size_threshold=0)
+xe = rng.standard_normal((2, 8)).astype(np.float32)
+data = os.path.join(out, "external_data")
+os.makedirs(data, exist_ok=True)
+with open(os.path.join(data, "input_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(xe, "x").SerializeToString())
+with open(os.path.join(data, "output_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array((xe @ w).astype(np.float32), "y").SerializeToString())

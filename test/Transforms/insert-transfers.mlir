@@ -1,0 +1,19 @@
+// RUN: partc-opt %s --partc-insert-transfers | FileCheck %s
+
+// Tests that a value used on two later stages moves once to each, directly
+// from its producer (the residual edge skips stage 1), and that two uses on
+// the same device share one transfer.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK: %[[A:.*]] = graph.relu %arg0 {graph.device = 0
+  // CHECK-DAG: %[[T1:.*]] = graph.transfer %[[A]] {graph.device = 1 : i64, source = 0 : i64, target = 1 : i64}
+  // CHECK-DAG: %[[T2:.*]] = graph.transfer %[[A]] {graph.device = 2 : i64, source = 0 : i64, target = 2 : i64}
+  // CHECK: %[[B:.*]] = graph.mul %[[T1]], %[[T1]] {graph.device = 1
+  // CHECK: %[[TB:.*]] = graph.transfer %[[B]] {graph.device = 2 : i64, source = 1 : i64, target = 2 : i64}
+  // CHECK: graph.add %[[TB]], %[[T2]] {graph.device = 2
+  // CHECK-NOT: graph.transfer
+  %a = graph.relu %x {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  %b = graph.mul %a, %a {graph.device = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %c = graph.add %b, %a {graph.device = 2 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %c : tensor<4xf32>
+}

@@ -1,0 +1,59 @@
+// RUN: partc-opt %s --partc-lower-to-plan --split-input-file | FileCheck %s
+
+// Tests the lowering of a two-stage graph: weights become plan.weight,
+// inputs are loaded where used, reshapes become views, the transfer becomes
+// send/recv with a wait before the source's next send, and the output is
+// stored where it is produced.
+// CHECK-LABEL: plan.program
+// CHECK: plan.weight @w0
+// CHECK: plan.input @x : tensor<2x4xf32>
+// CHECK: plan.output @y : tensor<8xf32>
+// CHECK: plan.device 0 {
+// CHECK:   %[[IN:.*]] = plan.alloc : memref<2x4xf32>
+// CHECK:   plan.load_input @x[0] into %[[IN]]
+// CHECK:   %[[W:.*]] = plan.weight_ref @w0 : memref<4xf32>
+// CHECK:   %[[A:.*]] = plan.alloc : memref<2x4xf32>
+// CHECK:   plan.kernel "mul"(%[[IN]], %[[W]]) -> (%[[A]]) {params = {}}
+// CHECK:   %[[V:.*]] = plan.view %[[A]] : memref<2x4xf32> to memref<8xf32>
+// CHECK:   plan.send %[[V]] to 1 channel 0
+// CHECK:   plan.wait_consumed 0
+// CHECK: plan.device 1 {
+// CHECK:   %[[R:.*]] = plan.alloc : memref<8xf32>
+// CHECK:   plan.recv %[[R]] from 0 channel 0
+// CHECK:   %[[O:.*]] = plan.alloc : memref<8xf32>
+// CHECK:   plan.kernel "leaky_relu"(%[[R]]) -> (%[[O]]) {params = {alpha = 1.000000e-01 : f64}}
+// CHECK:   plan.store_output %[[O]] into @y[0]
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<8xf32> {graph.name = "y"}) {
+    %w = graph.constant {value = dense<2.0> : tensor<4xf32>} : () -> tensor<4xf32>
+    %a = graph.mul %x, %w {graph.device = 0 : i64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+    %f = graph.reshape %a {graph.device = 0 : i64, shape = array<i64: 8>} : (tensor<2x4xf32>) -> tensor<8xf32>
+    %t = graph.transfer %f {graph.device = 1 : i64, source = 0 : i64, target = 1 : i64} : (tensor<8xf32>) -> tensor<8xf32>
+    %y = graph.leaky_relu %t {graph.device = 1 : i64, alpha = 0.1 : f64} : (tensor<8xf32>) -> tensor<8xf32>
+    return %y : tensor<8xf32>
+  }
+}
+
+// -----
+
+// Tests that data-parallel parts load their rows of the input at a byte
+// offset and store their rows of the output at a byte offset.
+// CHECK-LABEL: plan.program
+// CHECK: plan.device 0 {
+// CHECK:   plan.load_input @x[0] into
+// CHECK:   plan.kernel "relu"
+// CHECK:   plan.store_output {{.*}} into @y[0]
+// CHECK: plan.device 1 {
+// CHECK:   plan.load_input @x[12] into
+// CHECK:   plan.kernel "relu"
+// CHECK:   plan.store_output {{.*}} into @y[12]
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {graph.name = "y"}) {
+    %s0 = graph.slice %x {graph.device = -1 : i64, starts = array<i64: 0, 0>, ends = array<i64: 1, 3>, steps = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+    %r0 = graph.relu %s0 {graph.device = 0 : i64} : (tensor<1x3xf32>) -> tensor<1x3xf32>
+    %s1 = graph.slice %x {graph.device = -1 : i64, starts = array<i64: 1, 0>, ends = array<i64: 2, 3>, steps = array<i64: 1, 1>} : (tensor<2x3xf32>) -> tensor<1x3xf32>
+    %r1 = graph.relu %s1 {graph.device = 1 : i64} : (tensor<1x3xf32>) -> tensor<1x3xf32>
+    %c = graph.concat %r0, %r1 {graph.device = -1 : i64, axis = 0 : i64} : (tensor<1x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32>
+    return %c : tensor<2x3xf32>
+  }
+}

@@ -1,0 +1,32 @@
+// RUN: partc-opt %s --partc-plan-memory | FileCheck %s
+
+// Tests liveness-based reuse: %c reuses %a's bytes once %a is dead, a
+// buffer read through a view stays live while the view is used, and a sent
+// buffer stays live until its wait_consumed.
+// CHECK-LABEL: plan.program
+// CHECK: plan.device 0 attributes {arena_size = 192 : i64}
+// CHECK:   %[[A:.*]] = plan.alloc {offset = 0 : i64} : memref<16xf32>
+// CHECK:   %[[B:.*]] = plan.alloc {offset = 64 : i64} : memref<16xf32>
+// CHECK:   %[[S:.*]] = plan.alloc {offset = 128 : i64} : memref<16xf32>
+// CHECK:   %[[C:.*]] = plan.alloc {offset = 0 : i64} : memref<16xf32>
+plan.program attributes {num_devices = 2 : i64} {
+  plan.input @x : tensor<16xf32>
+  plan.device 0 {
+    %a = plan.alloc : memref<16xf32>
+    plan.load_input @x[0] into %a : memref<16xf32>
+    %b = plan.alloc : memref<16xf32>
+    %av = plan.view %a : memref<16xf32> to memref<4x4xf32>
+    %bv = plan.view %b : memref<16xf32> to memref<4x4xf32>
+    plan.kernel "relu"(%av) -> (%bv) {params = {}} : (memref<4x4xf32>) -> memref<4x4xf32>
+    %s = plan.alloc : memref<16xf32>
+    plan.kernel "neg"(%b) -> (%s) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    plan.send %s to 1 channel 0 : memref<16xf32>
+    %c = plan.alloc : memref<16xf32>
+    plan.kernel "exp"(%b) -> (%c) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    plan.wait_consumed 0
+  }
+  plan.device 1 {
+    %r = plan.alloc : memref<16xf32>
+    plan.recv %r from 0 channel 0 : memref<16xf32>
+  }
+}
