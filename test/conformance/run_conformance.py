@@ -126,6 +126,9 @@ def compile_plan(bindir, case, plan, args, data_set):
     return rc, out, bool(frozen)
 
 
+RUN_ARGS = []  # extra partc-run arguments, e.g. --backend cuda
+
+
 def check_config(bindir, case, tmp, name, args):
     """Returns (status, message): pass | fail | unsupported | single-op | n/a."""
     plan = os.path.join(tmp, name + ".plan")
@@ -139,7 +142,7 @@ def check_config(bindir, case, tmp, name, args):
             if rc != 0:
                 break
             rc2, out2 = run([os.path.join(bindir, "partc-run"), plan, "--quiet",
-                             "--check", os.path.join(case, s)])
+                             "--check", os.path.join(case, s)] + RUN_ARGS)
             if rc2 != 0:
                 return "fail", "%s: %s" % (s, out2[-800:])
         if rc == 0:
@@ -156,7 +159,7 @@ def check_config(bindir, case, tmp, name, args):
         return "fail", out
     for s in sets:
         rc, out = run([os.path.join(bindir, "partc-run"), plan, "--quiet",
-                       "--check", os.path.join(case, s)])
+                       "--check", os.path.join(case, s)] + RUN_ARGS)
         if rc != 0:
             return "fail", "%s: %s" % (s, out[-800:])
     return "pass", ""
@@ -205,8 +208,11 @@ def main():
                     help="rewrite the expected-pass list from this run")
     ap.add_argument("--filter", default="", help="only cases whose path contains this")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    ap.add_argument("--run-args", default="",
+                    help="extra partc-run arguments, e.g. '--backend cuda'")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
+    RUN_ARGS.extend(args.run_args.split())
 
     if not os.path.isdir(args.data):
         print("conformance: ONNX test data not found at %s "

@@ -8,6 +8,9 @@
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/io/TensorFile.h"
 #include "runtime/plan/Plan.h"
+#ifdef PARTC_HAVE_CUDA
+#include "runtime/cuda/CudaExecutor.h"
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <dirent.h>
+#include <functional>
 #include <map>
 #include <random>
 #include <sys/stat.h>
@@ -31,6 +35,7 @@ struct Options {
   double rtol = 1e-3, atol = 1e-7;
   uint64_t seed = 0;
   bool summary = false, quiet = false;
+  std::string precision = "tf32";
   int iterations = 1, warmup = 0;
 };
 
@@ -41,6 +46,8 @@ void usage() {
       "                 [--output-dir DIR] [--check DIR] [--rtol R] [--atol A]\n"
       "                 [--seed S] [--summary] [--quiet] [--iterations N] "
       "[--warmup W]\n"
+      "                 [--precision fp32|tf32] (cuda: TF32 for matrix work, "
+      "default tf32)\n"
       "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
       "given are filled with seeded random data; --check compares with a\n"
       "test_data_set_N directory (and takes its inputs from there).\n");
@@ -80,6 +87,11 @@ Status parseArgs(int argc, char **argv, Options &o) {
     double num;
     if (flag == "--backend") {
       PARTC_RETURN_IF_ERROR(value(o.backend));
+    } else if (flag == "--precision") {
+      PARTC_RETURN_IF_ERROR(value(o.precision));
+      if (o.precision != "fp32" && o.precision != "tf32")
+        return Status::error("--precision expects fp32 or tf32, got '" +
+                             o.precision + "'");
     } else if (a == "--input") {
       PARTC_RETURN_IF_ERROR(value(v));
       size_t eq = v.find('=');
@@ -123,9 +135,17 @@ Status parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.planPath.empty())
     return Status::error("no plan file given");
-  if (o.backend != "cpu")
+#ifdef PARTC_HAVE_CUDA
+  const char *available = "cpu, cuda";
+  bool known = o.backend == "cpu" || o.backend == "cuda";
+#else
+  const char *available = "cpu";
+  bool known = o.backend == "cpu";
+#endif
+  if (!known)
     return Status::error("backend '" + o.backend +
-                         "' is not available in this build (available: cpu)");
+                         "' is not available in this build (available: " +
+                         available + ")");
   return Status();
 }
 
@@ -338,12 +358,42 @@ int main(int argc, char **argv) {
     fillRandom(inputs[i], rng);
   }
 
-  std::unique_ptr<CpuExecutor> exec;
-  s = CpuExecutor::create(plan, exec);
-  if (!s.ok())
-    return fail(s.message());
-  // Memory no instruction wrote reads as NaN, so a missing transfer shows.
-  exec->poisonArenas(0xFF);
+  // One function per backend so the loop below does not care which runs.
+  std::function<Status(const std::vector<TensorRef> &,
+                       const std::vector<TensorRef> &)>
+      runPlan;
+  std::unique_ptr<CpuExecutor> cpuExec;
+#ifdef PARTC_HAVE_CUDA
+  std::unique_ptr<CudaExecutor> cudaExec;
+  if (opts.backend == "cuda") {
+    CudaOptions cudaOptions;
+    cudaOptions.tf32 = opts.precision == "tf32";
+    s = CudaExecutor::create(plan, cudaOptions, cudaExec);
+    if (!s.ok())
+      return fail(s.message());
+    if (cudaExec->fallbackCount() && !opts.quiet)
+      std::fprintf(stderr,
+                   "partc-run: note: %zu kernel(s) run on the host because no "
+                   "GPU kernel exists yet: %s\n",
+                   cudaExec->fallbackCount(),
+                   cudaExec->fallbackSummary().c_str());
+    runPlan = [&](const std::vector<TensorRef> &in,
+                  const std::vector<TensorRef> &out) {
+      return cudaExec->run(in, out);
+    };
+  }
+#endif
+  if (!runPlan) {
+    s = CpuExecutor::create(plan, cpuExec);
+    if (!s.ok())
+      return fail(s.message());
+    // Memory no instruction wrote reads as NaN, so a missing transfer shows.
+    cpuExec->poisonArenas(0xFF);
+    runPlan = [&](const std::vector<TensorRef> &in,
+                  const std::vector<TensorRef> &out) {
+      return cpuExec->run(in, out);
+    };
+  }
 
   std::vector<HostTensor> outputs(plan.outputs.size());
   std::vector<TensorRef> inRefs, outRefs;
@@ -358,7 +408,7 @@ int main(int argc, char **argv) {
   std::vector<double> times;
   for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
     auto t0 = std::chrono::steady_clock::now();
-    s = exec->run(inRefs, outRefs);
+    s = runPlan(inRefs, outRefs);
     if (!s.ok())
       return fail(s.message());
     auto t1 = std::chrono::steady_clock::now();

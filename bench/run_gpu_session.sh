@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Runs every GPU check and benchmark in one device call (see docs/benchmarks.md).
+# Expects .device/partc-bin.tar.xz (stripped partc, partc-run and the two
+# shared libraries partc needs) and .device/testdata.tar.xz (ONNX test data),
+# both made on the build machine by bench/pack_device.sh.
+set -u
+export NCCL_NVLS_ENABLE=0
+L=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+W=/tmp/partc-gpu
+mkdir -p $W && tar -C $W -xJf .device/partc-bin.tar.xz && tar -C $W -xJf .device/testdata.tar.xz
+export LD_LIBRARY_PATH=$L/cu13/lib:$L/cudnn/lib:$L/nccl/lib:$L/cublas/lib:$W/lib:${LD_LIBRARY_PATH:-}
+B=$W/bin
+OUT=${OUT:-/tmp/out}
+NGPU=$(nvidia-smi -L | wc -l)
+{ date -u; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format=%H 2>/dev/null; } | tee $OUT/machine.txt
+what=${1:-smoke,conformance,models,bench}
+
+if [[ $what == *smoke* ]]; then
+  echo "== smoke"
+  python3 test/Inputs/make_models.py $W/ex > /dev/null
+  $B/partc compile $W/ex/mlp.onnx -o $W/mlp1.plan --batch 4 --quiet
+  $B/partc-run $W/mlp1.plan --backend cuda --check $W/ex/mlp_data
+  if [ "$NGPU" -ge 2 ]; then
+    $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
+    $B/partc-run $W/mlp2.plan --backend cuda --check $W/ex/mlp_data
+  fi
+fi
+if [[ $what == *conformance* ]]; then
+  echo "== conformance (cuda, fp32)"
+  timeout 240 python3 test/conformance/run_conformance.py --bin $B --data $W/data --jobs 16 \
+    --expected /dev/null --run-args "--backend cuda --precision fp32" \
+    --write-doc $OUT/conformance-cuda.md 2>&1 | tail -12
+fi
+if [[ $what == *models* ]]; then
+  echo "== models (cuda, fp32)"
+  timeout 240 python3 test/models/run_models.py --bin $B --work $W/models --max-devices $NGPU \
+    --run-args "--backend cuda --precision fp32" 2>&1 | tee $OUT/models-cuda.txt
+fi
+if [[ $what == *bench* ]]; then
+  echo "== bench"
+  timeout 300 python3 bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
+fi

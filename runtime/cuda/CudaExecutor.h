@@ -1,0 +1,53 @@
+//===- CudaExecutor.h - CUDA backend ----------------------------*- C++ -*-===//
+//
+// One stream and one arena per device of the plan, weights uploaded once,
+// transfers as peer copies ordered by CUDA events. The host enqueues every
+// device's work in an order that respects the channels (a receive is only
+// enqueued after its send, a wait after its receive), so cross-device event
+// waits always refer to recorded events.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_CUDA_CUDAEXECUTOR_H
+#define PARTC_RUNTIME_CUDA_CUDAEXECUTOR_H
+
+#include "runtime/plan/Plan.h"
+
+#include <memory>
+#include <vector>
+
+namespace partc::runtime {
+
+struct CudaOptions {
+  /// Allow TF32 tensor cores for fp32 matrix and convolution work.
+  bool tf32 = true;
+  /// First GPU to use; plan device d runs on GPU firstGpu + d.
+  int firstGpu = 0;
+};
+
+class CudaExecutor {
+public:
+  /// Number of usable GPUs, or an explanation of why there are none.
+  static int deviceCount(std::string *why = nullptr);
+
+  static Status create(const Plan &plan, const CudaOptions &options,
+                       std::unique_ptr<CudaExecutor> &result);
+  ~CudaExecutor();
+
+  Status run(const std::vector<TensorRef> &inputs,
+             const std::vector<TensorRef> &outputs);
+
+  /// Kernels that run on the host because no GPU kernel exists yet.
+  size_t fallbackCount() const { return fallbacks_; }
+  std::string fallbackSummary() const;
+
+  struct Impl;
+
+private:
+  CudaExecutor() = default;
+  std::unique_ptr<Impl> impl_;
+  size_t fallbacks_ = 0;
+};
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_CUDA_CUDAEXECUTOR_H

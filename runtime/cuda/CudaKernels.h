@@ -1,0 +1,104 @@
+//===- CudaKernels.h - GPU kernels (internal) -------------------*- C++ -*-===//
+#ifndef PARTC_RUNTIME_CUDA_CUDAKERNELS_H
+#define PARTC_RUNTIME_CUDA_CUDAKERNELS_H
+
+#include "runtime/kernels/Attrs.h"
+#include "runtime/Support.h"
+
+#include <cuda_runtime.h>
+#include <memory>
+#include <string>
+#include <vector>
+
+typedef struct cublasContext *cublasHandle_t;
+typedef struct cudnnContext *cudnnHandle_t;
+
+namespace partc::runtime::cuda {
+
+/// Per-device library handles, bound to the device's stream.
+struct DeviceContext {
+  int gpu = 0;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  bool tf32 = true;
+  /// Scratch shared by the device's kernels (they run in stream order).
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+};
+
+class GpuKernel {
+public:
+  virtual ~GpuKernel();
+  virtual Status run(DeviceContext &ctx, const std::vector<TensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs) = 0;
+  /// Workspace this kernel needs, known after creation.
+  virtual size_t workspaceBytes() const { return 0; }
+};
+
+/// Creates a GPU kernel, or leaves `result` empty when none exists for this
+/// name and these types (the executor then falls back to the CPU kernel).
+Status createGpuKernel(const std::string &name, const AttrMap &attrs,
+                       const std::vector<TensorType> &inputs,
+                       const std::vector<TensorType> &outputs,
+                       DeviceContext &ctx, std::unique_ptr<GpuKernel> &result);
+
+Status cudaStatus(cudaError_t err, const char *what);
+
+/// Shape and strides passed to kernels by value (rank <= kMaxRank).
+constexpr int kMaxRank = 8;
+struct Strides {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t stride[3][kMaxRank] = {}; // per input, in elements
+};
+
+// Launchers implemented in .cu files.
+enum class UnaryCode : int {
+  Relu, Sigmoid, Tanh, Erf, Sqrt, Neg, Exp, Log, Abs, Reciprocal, Floor, Ceil,
+  Sin, Cos, Gelu, GeluTanh, LeakyRelu, HardSigmoid, HardSwish, Clip, Softplus,
+  Elu, Sign, Round
+};
+enum class BinaryCode : int { Add, Sub, Mul, Div, Pow, Min, Max };
+cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
+                           float alpha, float beta, float lo, float hi,
+                           cudaStream_t s);
+cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
+                            float *y, int64_t n, const Strides &st, bool same,
+                            cudaStream_t s);
+cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
+                              const Strides &st, int64_t base, size_t elemSize,
+                              cudaStream_t s);
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n, int64_t c,
+                            int64_t inner, float eps, cudaStream_t s);
+cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
+                          int64_t inner, cudaStream_t s);
+struct PoolParams {
+  int64_t planes, in[3], out[3], kernel[3], stride[3], padBegin[3], padEnd[3],
+      dilation[3];
+  bool isMax, countIncludePad;
+};
+cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
+                       cudaStream_t s);
+cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
+                             int64_t size, bool isMax, cudaStream_t s);
+cudaError_t launchSoftmax(const float *x, float *y, int64_t outer,
+                          int64_t axis, int64_t inner, bool log,
+                          cudaStream_t s);
+cudaError_t launchLayerNorm(const float *x, const float *scale,
+                            const float *bias, float *y, int64_t rows,
+                            int64_t cols, int64_t scaleMod, int64_t biasMod,
+                            float eps, cudaStream_t s);
+cudaError_t launchGather(const void *data, const void *indices, bool idx64,
+                         void *out, int64_t outer, int64_t axisLen,
+                         int64_t count, int64_t innerBytes, int *badIndex,
+                         cudaStream_t s);
+cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
+                            const Strides &keep, const Strides &reduced,
+                            int64_t reduceCount, int op, cudaStream_t s);
+
+} // namespace partc::runtime::cuda
+
+#endif // PARTC_RUNTIME_CUDA_CUDAKERNELS_H

@@ -1,0 +1,829 @@
+//===- GpuKernels.cpp - GPU kernel factories: cuDNN, cuBLAS, own kernels --===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/kernels/Dispatch.h"
+
+#include <cublas_v2.h>
+#include <cudnn.h>
+
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace partc::runtime::cuda {
+
+GpuKernel::~GpuKernel() = default;
+
+Status cudaStatus(cudaError_t err, const char *what) {
+  if (err == cudaSuccess)
+    return Status();
+  return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+namespace {
+
+Status cublasStatus(cublasStatus_t s, const char *what) {
+  if (s == CUBLAS_STATUS_SUCCESS)
+    return Status();
+  return Status::error(std::string(what) + ": cuBLAS error " +
+                       cublasGetStatusString(s));
+}
+
+Status cudnnStatus(cudnnStatus_t s, const char *what) {
+  if (s == CUDNN_STATUS_SUCCESS)
+    return Status();
+  return Status::error(std::string(what) + ": cuDNN error " +
+                       cudnnGetErrorString(s));
+}
+
+Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
+  Strides st;
+  st.rank = static_cast<int>(out.size());
+  for (int d = 0; d < st.rank; ++d)
+    st.shape[d] = out[d];
+  for (size_t k = 0; k < ins.size() && k < 3; ++k) {
+    std::vector<int64_t> s = broadcastStrides(ins[k], out);
+    for (int d = 0; d < st.rank; ++d)
+      st.stride[k][d] = s[d];
+  }
+  return st;
+}
+
+bool allF32(const KernelArgs &a) {
+  for (const TensorType &t : a.inputs)
+    if (t.dtype != DType::F32)
+      return false;
+  for (const TensorType &t : a.outputs)
+    if (t.dtype != DType::F32)
+      return false;
+  return true;
+}
+
+using Factory = std::function<Status(const KernelArgs &, DeviceContext &,
+                                     std::unique_ptr<GpuKernel> &)>;
+
+//===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+class UnaryKernel : public GpuKernel {
+public:
+  UnaryKernel(UnaryCode op, float alpha, float beta, float lo, float hi)
+      : op_(op), alpha_(alpha), beta_(beta), lo_(lo), hi_(hi) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchUnaryF32(op_, in[0].as<float>(), out[0].as<float>(),
+                                     in[0].type.numElements(), alpha_, beta_,
+                                     lo_, hi_, ctx.stream),
+                      "unary kernel");
+  }
+
+private:
+  UnaryCode op_;
+  float alpha_, beta_, lo_, hi_;
+};
+
+class BinaryKernel : public GpuKernel {
+public:
+  BinaryKernel(BinaryCode op, Strides st, bool same)
+      : op_(op), st_(st), same_(same) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchBinaryF32(op_, in[0].as<float>(), in[1].as<float>(),
+                                      out[0].as<float>(),
+                                      out[0].type.numElements(), st_, same_,
+                                      ctx.stream),
+                      "binary kernel");
+  }
+
+private:
+  BinaryCode op_;
+  Strides st_;
+  bool same_;
+};
+
+class StridedCopyKernel : public GpuKernel {
+public:
+  StridedCopyKernel(Strides st, int64_t base, size_t elemSize)
+      : st_(st), base_(base), elemSize_(elemSize) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchStridedCopy(in[0].data, out[0].data,
+                                        out[0].type.numElements(), st_, base_,
+                                        elemSize_, ctx.stream),
+                      "strided copy");
+  }
+
+private:
+  Strides st_;
+  int64_t base_;
+  size_t elemSize_;
+};
+
+class CopyKernel : public GpuKernel {
+public:
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(cudaMemcpyAsync(out[0].data, in[0].data,
+                                      out[0].type.byteSize(),
+                                      cudaMemcpyDeviceToDevice, ctx.stream),
+                      "copy");
+  }
+};
+
+/// Concat and split as 2-D copies: `outer` rows of one chunk per part.
+class ConcatKernel : public GpuKernel {
+public:
+  ConcatKernel(int64_t outer, std::vector<size_t> chunks, bool split)
+      : outer_(outer), chunks_(std::move(chunks)), split_(split) {
+    for (size_t c : chunks_)
+      row_ += c;
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const std::vector<TensorRef> &parts = split_ ? out : in;
+    char *whole = static_cast<char *>(split_ ? in[0].data : out[0].data);
+    size_t pos = 0;
+    for (size_t p = 0; p < parts.size(); ++p) {
+      if (chunks_[p] && outer_) {
+        char *part = static_cast<char *>(parts[p].data);
+        cudaError_t err =
+            split_ ? cudaMemcpy2DAsync(part, chunks_[p], whole + pos, row_,
+                                       chunks_[p], outer_,
+                                       cudaMemcpyDeviceToDevice, ctx.stream)
+                   : cudaMemcpy2DAsync(whole + pos, row_, part, chunks_[p],
+                                       chunks_[p], outer_,
+                                       cudaMemcpyDeviceToDevice, ctx.stream);
+        PARTC_RETURN_IF_ERROR(cudaStatus(err, "concat copy"));
+      }
+      pos += chunks_[p];
+    }
+    return Status();
+  }
+
+private:
+  int64_t outer_;
+  std::vector<size_t> chunks_;
+  size_t row_ = 0;
+  bool split_;
+};
+
+//===----------------------------------------------------------------------===//
+// GEMM through cuBLAS (row-major via C^T = B^T A^T)
+//===----------------------------------------------------------------------===//
+
+struct GemmCall {
+  bool transA, transB;
+  int64_t m, n, k;
+};
+
+Status gemm(DeviceContext &ctx, const GemmCall &g, float alpha, const float *a,
+            const float *b, float beta, float *c) {
+  cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int64_t ldb = g.transB ? g.k : g.n, lda = g.transA ? g.m : g.k;
+  cublasComputeType_t compute =
+      ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  return cublasStatus(
+      cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g.n),
+                   static_cast<int>(g.m), static_cast<int>(g.k), &alpha, b,
+                   CUDA_R_32F, static_cast<int>(ldb), a, CUDA_R_32F,
+                   static_cast<int>(lda), &beta, c, CUDA_R_32F,
+                   static_cast<int>(g.n), compute, CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx");
+}
+
+class MatMulKernel : public GpuKernel {
+public:
+  MatMulKernel(GemmCall g, std::vector<int64_t> aOff, std::vector<int64_t> bOff)
+      : g_(g), aOff_(std::move(aOff)), bOff_(std::move(bOff)) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *a = in[0].as<float>(), *b = in[1].as<float>();
+    float *c = out[0].as<float>();
+    for (size_t i = 0; i < aOff_.size(); ++i)
+      PARTC_RETURN_IF_ERROR(gemm(ctx, g_, 1.f, a + aOff_[i], b + bOff_[i], 0.f,
+                                 c + i * g_.m * g_.n));
+    return Status();
+  }
+
+private:
+  GemmCall g_;
+  std::vector<int64_t> aOff_, bOff_;
+};
+
+class GemmKernel : public GpuKernel {
+public:
+  GemmKernel(GemmCall g, float alpha, float beta, bool hasC, Strides cSt)
+      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    float *y = out[0].as<float>();
+    float beta = 0.f;
+    if (hasC_ && beta_ != 0.f) {
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          launchStridedCopy(in[2].data, y, g_.m * g_.n, cSt_, 0, 4, ctx.stream),
+          "gemm bias"));
+      beta = beta_;
+    }
+    return gemm(ctx, g_, alpha_, in[0].as<float>(), in[1].as<float>(), beta, y);
+  }
+
+private:
+  GemmCall g_;
+  float alpha_, beta_;
+  bool hasC_;
+  Strides cSt_;
+};
+
+//===----------------------------------------------------------------------===//
+// Convolution through cuDNN
+//===----------------------------------------------------------------------===//
+
+class ConvKernel : public GpuKernel {
+public:
+  ~ConvKernel() override {
+    if (x_)
+      cudnnDestroyTensorDescriptor(x_);
+    if (y_)
+      cudnnDestroyTensorDescriptor(y_);
+    if (w_)
+      cudnnDestroyFilterDescriptor(w_);
+    if (conv_)
+      cudnnDestroyConvolutionDescriptor(conv_);
+  }
+
+  Status init(const KernelArgs &a, DeviceContext &ctx) {
+    const Shape &xs = a.inputs[0].shape, &ws = a.inputs[1].shape,
+                &ys = a.outputs[0].shape;
+    int spatial = static_cast<int>(xs.size()) - 2;
+    std::vector<int64_t> strides = a.attrs.getInts("strides"),
+                         pads = a.attrs.getInts("pads"),
+                         dil = a.attrs.getInts("dilations");
+    // 1-D problems become 2-D with a unit height.
+    auto dims = [&](const Shape &s) {
+      std::vector<int> d(s.begin(), s.end());
+      if (spatial == 1)
+        d.insert(d.begin() + 2, 1);
+      return d;
+    };
+    std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);
+    std::vector<int> padA, strideA, dilA;
+    if (spatial == 1) {
+      padA.push_back(0);
+      strideA.push_back(1);
+      dilA.push_back(1);
+    }
+    for (int i = 0; i < spatial; ++i) {
+      padA.push_back(static_cast<int>(pads[i]));
+      strideA.push_back(static_cast<int>(strides[i]));
+      dilA.push_back(static_cast<int>(dil[i]));
+    }
+    int nd = static_cast<int>(xd.size());
+    auto packed = [](const std::vector<int> &d) {
+      std::vector<int> s(d.size(), 1);
+      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
+        s[i] = s[i + 1] * d[i + 1];
+      return s;
+    };
+    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnCreateConvolutionDescriptor(&conv_), "desc"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd, xd.data(),
+                                   packed(xd).data()),
+        "input descriptor"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd, yd.data(),
+                                   packed(yd).data()),
+        "output descriptor"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd,
+                                   wd.data()),
+        "filter descriptor"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetConvolutionNdDescriptor(conv_, nd - 2, padA.data(),
+                                        strideA.data(), dilA.data(),
+                                        CUDNN_CROSS_CORRELATION,
+                                        CUDNN_DATA_FLOAT),
+        "convolution descriptor"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetConvolutionGroupCount(
+            conv_, static_cast<int>(a.attrs.getInt("group", 1))),
+        "group count"));
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_DEFAULT_MATH
+                                                    : CUDNN_FMA_MATH),
+        "math type"));
+    // Pick the algorithm once, by measurement, and keep it.
+    cudnnConvolutionFwdAlgoPerf_t perf[8];
+    int found = 0;
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_, w_, conv_, y_, 8,
+                                             &found, perf),
+        "algorithm search"));
+    const size_t limit = size_t(1) << 30;
+    for (int i = 0; i < found; ++i)
+      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
+        algo_ = perf[i].algo;
+        workspace_ = perf[i].memory;
+        break;
+      }
+    if (found == 0)
+      return Status::error("cuDNN found no convolution algorithm");
+    hasBias_ = a.inputs.size() == 3;
+    m_ = ws[0];
+    inner_ = 1;
+    for (size_t d = 2; d < ys.size(); ++d)
+      inner_ *= ys[d];
+    n_ = a.outputs[0].numElements();
+    return Status();
+  }
+
+  size_t workspaceBytes() const override { return workspace_; }
+
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    float one = 1.f, zero = 0.f;
+    PARTC_RETURN_IF_ERROR(cudnnStatus(
+        cudnnConvolutionForward(ctx.cudnn, &one, x_, in[0].data, w_,
+                                in[1].data, conv_, algo_, ctx.workspace,
+                                workspace_, &zero, y_, out[0].data),
+        "cudnnConvolutionForward"));
+    if (hasBias_)
+      return cudaStatus(launchAddBias(out[0].as<float>(), in[2].as<float>(),
+                                      n_, m_, inner_, ctx.stream),
+                        "conv bias");
+    return Status();
+  }
+
+private:
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace_ = 0;
+  bool hasBias_ = false;
+  int64_t m_ = 0, inner_ = 1, n_ = 0;
+};
+
+//===----------------------------------------------------------------------===//
+// Normalization, pooling, softmax, reductions, gather
+//===----------------------------------------------------------------------===//
+
+template <typename Fn> class LambdaKernel : public GpuKernel {
+public:
+  explicit LambdaKernel(Fn fn) : fn_(std::move(fn)) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return fn_(ctx, in, out);
+  }
+
+private:
+  Fn fn_;
+};
+
+template <typename Fn> std::unique_ptr<GpuKernel> lambda(Fn fn) {
+  return std::make_unique<LambdaKernel<Fn>>(std::move(fn));
+}
+
+class GatherKernel : public GpuKernel {
+public:
+  GatherKernel(int64_t outer, int64_t axisLen, int64_t count, int64_t inner,
+               bool idx64)
+      : outer_(outer), axisLen_(axisLen), count_(count), inner_(inner),
+        idx64_(idx64) {}
+  ~GatherKernel() override {
+    if (bad_)
+      cudaFree(bad_);
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    if (!bad_)
+      PARTC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&bad_, sizeof(int)), "malloc"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaMemsetAsync(bad_, 0, sizeof(int), ctx.stream), "memset"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchGather(in[0].data, in[1].data, idx64_, out[0].data, outer_,
+                     axisLen_, count_, inner_, bad_, ctx.stream),
+        "gather"));
+    int bad = 0;
+    // Index errors must be reported, not silently produce zeros.
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaMemcpyAsync(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost,
+                        ctx.stream),
+        "gather check"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamSynchronize(ctx.stream), "gather check"));
+    if (bad)
+      return Status::error("gather index is out of range [0, " +
+                           std::to_string(axisLen_) + ")");
+    return Status();
+  }
+
+private:
+  int64_t outer_, axisLen_, count_, inner_;
+  bool idx64_;
+  int *bad_ = nullptr;
+};
+
+int64_t product(const Shape &s, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i)
+    p *= s[i];
+  return p;
+}
+
+const std::map<std::string, Factory> &factories() {
+  static const std::map<std::string, Factory> table = [] {
+    std::map<std::string, Factory> t;
+    auto unary = [](UnaryCode op) -> Factory {
+      return [op](const KernelArgs &a, DeviceContext &,
+                  std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        UnaryCode code = op;
+        if (op == UnaryCode::Gelu &&
+            a.attrs.getString("approximate", "none") == "tanh")
+          code = UnaryCode::GeluTanh;
+        float alpha = static_cast<float>(a.attrs.getFloat(
+            "alpha", op == UnaryCode::HardSigmoid ? 0.2
+                     : op == UnaryCode::Elu       ? 1.0
+                                                  : 0.01));
+        float beta = static_cast<float>(a.attrs.getFloat("beta", 0.5));
+        float lo = static_cast<float>(a.attrs.getFloat(
+            "min", -std::numeric_limits<double>::infinity()));
+        float hi = static_cast<float>(a.attrs.getFloat(
+            "max", std::numeric_limits<double>::infinity()));
+        k = std::make_unique<UnaryKernel>(code, alpha, beta, lo, hi);
+        return Status();
+      };
+    };
+    const std::pair<const char *, UnaryCode> unaries[] = {
+        {"relu", UnaryCode::Relu}, {"sigmoid", UnaryCode::Sigmoid},
+        {"tanh", UnaryCode::Tanh}, {"erf", UnaryCode::Erf},
+        {"sqrt", UnaryCode::Sqrt}, {"neg", UnaryCode::Neg},
+        {"exp", UnaryCode::Exp}, {"log", UnaryCode::Log},
+        {"abs", UnaryCode::Abs}, {"reciprocal", UnaryCode::Reciprocal},
+        {"floor", UnaryCode::Floor}, {"ceil", UnaryCode::Ceil},
+        {"sin", UnaryCode::Sin}, {"cos", UnaryCode::Cos},
+        {"gelu", UnaryCode::Gelu}, {"leaky_relu", UnaryCode::LeakyRelu},
+        {"hard_sigmoid", UnaryCode::HardSigmoid},
+        {"hard_swish", UnaryCode::HardSwish}, {"clip", UnaryCode::Clip},
+        {"softplus", UnaryCode::Softplus}, {"elu", UnaryCode::Elu},
+        {"sign", UnaryCode::Sign}, {"round", UnaryCode::Round}};
+    for (auto &[name, code] : unaries)
+      t[name] = unary(code);
+
+    auto binary = [](BinaryCode op) -> Factory {
+      return [op](const KernelArgs &a, DeviceContext &,
+                  std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        const Shape &out = a.outputs[0].shape;
+        if (out.size() > static_cast<size_t>(kMaxRank))
+          return Status();
+        bool same = a.inputs[0].shape == out && a.inputs[1].shape == out;
+        k = std::make_unique<BinaryKernel>(
+            op, makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape}), same);
+        return Status();
+      };
+    };
+    const std::pair<const char *, BinaryCode> binaries[] = {
+        {"add", BinaryCode::Add}, {"sub", BinaryCode::Sub},
+        {"mul", BinaryCode::Mul}, {"div", BinaryCode::Div},
+        {"pow", BinaryCode::Pow}, {"min", BinaryCode::Min},
+        {"max", BinaryCode::Max}};
+    for (auto &[name, code] : binaries)
+      t[name] = binary(code);
+
+    t["copy"] = [](const KernelArgs &, DeviceContext &,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+      k = std::make_unique<CopyKernel>();
+      return Status();
+    };
+    t["expand"] = [](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &out = a.outputs[0].shape;
+      if (out.size() > static_cast<size_t>(kMaxRank))
+        return Status();
+      k = std::make_unique<StridedCopyKernel>(
+          makeStrides(out, {a.inputs[0].shape}), 0, dtypeSize(a.inputs[0].dtype));
+      return Status();
+    };
+    t["transpose"] = [](const KernelArgs &a, DeviceContext &,
+                        std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &in = a.inputs[0].shape;
+      if (in.size() > static_cast<size_t>(kMaxRank))
+        return Status();
+      std::vector<int64_t> perm = a.attrs.getInts("perm");
+      std::vector<int64_t> inStrides = contiguousStrides(in);
+      Strides st;
+      st.rank = static_cast<int>(in.size());
+      for (int d = 0; d < st.rank; ++d) {
+        st.shape[d] = a.outputs[0].shape[d];
+        st.stride[0][d] = inStrides[perm[d]];
+      }
+      k = std::make_unique<StridedCopyKernel>(st, 0, dtypeSize(a.inputs[0].dtype));
+      return Status();
+    };
+    t["slice"] = [](const KernelArgs &a, DeviceContext &,
+                    std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &in = a.inputs[0].shape;
+      if (in.size() > static_cast<size_t>(kMaxRank))
+        return Status();
+      std::vector<int64_t> starts = a.attrs.getInts("starts"),
+                           steps = a.attrs.getInts("steps");
+      std::vector<int64_t> inStrides = contiguousStrides(in);
+      Strides st;
+      st.rank = static_cast<int>(in.size());
+      int64_t base = 0;
+      for (int d = 0; d < st.rank; ++d) {
+        st.shape[d] = a.outputs[0].shape[d];
+        st.stride[0][d] = steps[d] * inStrides[d];
+        base += starts[d] * inStrides[d];
+      }
+      k = std::make_unique<StridedCopyKernel>(st, base,
+                                              dtypeSize(a.inputs[0].dtype));
+      return Status();
+    };
+    auto concat = [](bool split) -> Factory {
+      return [split](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+        const std::vector<TensorType> &parts = split ? a.outputs : a.inputs;
+        const TensorType &whole = split ? a.inputs[0] : a.outputs[0];
+        int64_t axis = a.attrs.getInt("axis", 0);
+        std::vector<size_t> chunks;
+        for (const TensorType &p : parts)
+          chunks.push_back(static_cast<size_t>(
+                               product(p.shape, axis, p.shape.size())) *
+                           dtypeSize(p.dtype));
+        k = std::make_unique<ConcatKernel>(product(whole.shape, 0, axis),
+                                           chunks, split);
+        return Status();
+      };
+    };
+    t["concat"] = concat(false);
+    t["split"] = concat(true);
+    t["gather"] = [](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &x = a.inputs[0].shape;
+      int64_t axis = a.attrs.getInt("axis", 0);
+      k = std::make_unique<GatherKernel>(
+          product(x, 0, axis), x[axis], a.inputs[1].numElements(),
+          product(x, axis + 1, x.size()) * dtypeSize(a.inputs[0].dtype),
+          a.inputs[1].dtype == DType::I64);
+      return Status();
+    };
+
+    t["matmul"] = [](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      Shape aa = a.inputs[0].shape, bb = a.inputs[1].shape;
+      if (aa.size() == 1)
+        aa.insert(aa.begin(), 1);
+      if (bb.size() == 1)
+        bb.push_back(1);
+      GemmCall g{false, false, aa[aa.size() - 2], bb.back(), aa.back()};
+      Shape aBatch(aa.begin(), aa.end() - 2), bBatch(bb.begin(), bb.end() - 2);
+      std::vector<int64_t> aOff, bOff;
+      if (numElements(bBatch) == 1) {
+        // A weight matrix: fold A's batch into its rows, one GEMM.
+        g.m *= numElements(aBatch);
+        aOff = {0};
+        bOff = {0};
+      } else {
+        Shape batch;
+        broadcastShapes(aBatch, bBatch, batch);
+        std::array<std::vector<int64_t>, 2> strides{
+            broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)};
+        broadcastLoop<2>(batch, strides, [&](int64_t, const auto &idx) {
+          aOff.push_back(idx[0] * g.m * g.k);
+          bOff.push_back(idx[1] * g.k * g.n);
+        });
+      }
+      k = std::make_unique<MatMulKernel>(g, aOff, bOff);
+      return Status();
+    };
+    t["gemm"] = [](const KernelArgs &a, DeviceContext &,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      bool ta = a.attrs.getInt("trans_a", 0), tb = a.attrs.getInt("trans_b", 0);
+      const Shape &x = a.inputs[0].shape, &y = a.inputs[1].shape;
+      GemmCall g{ta, tb, ta ? x[1] : x[0], tb ? y[0] : y[1], ta ? x[0] : x[1]};
+      Strides cSt;
+      bool hasC = a.inputs.size() == 3;
+      if (hasC)
+        cSt = makeStrides({g.m, g.n}, {a.inputs[2].shape});
+      k = std::make_unique<GemmKernel>(
+          g, static_cast<float>(a.attrs.getFloat("alpha", 1.0)),
+          static_cast<float>(a.attrs.getFloat("beta", 1.0)), hasC, cSt);
+      return Status();
+    };
+    t["conv"] = [](const KernelArgs &a, DeviceContext &ctx,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      size_t spatial = a.inputs[0].shape.size() - 2;
+      std::vector<int64_t> pads = a.attrs.getInts("pads");
+      if (spatial < 1 || spatial > 3)
+        return Status();
+      for (size_t i = 0; i < spatial; ++i)
+        if (pads[i] != pads[i + spatial])
+          return Status(); // cuDNN pads symmetrically
+      auto conv = std::make_unique<ConvKernel>();
+      PARTC_RETURN_IF_ERROR(conv->init(a, ctx));
+      k = std::move(conv);
+      return Status();
+    };
+    t["batch_norm"] = [](const KernelArgs &a, DeviceContext &,
+                         std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      const Shape &x = a.inputs[0].shape;
+      int64_t n = a.inputs[0].numElements(), c = x[1],
+              inner = product(x, 2, x.size());
+      float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out) {
+        return cudaStatus(
+            launchBatchNorm(in[0].as<float>(), in[1].as<float>(),
+                            in[2].as<float>(), in[3].as<float>(),
+                            in[4].as<float>(), out[0].as<float>(), n, c, inner,
+                            eps, ctx.stream),
+            "batch_norm");
+      });
+      return Status();
+    };
+    auto pool = [](bool isMax) -> Factory {
+      return [isMax](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        const Shape &x = a.inputs[0].shape, &y = a.outputs[0].shape;
+        size_t spatial = x.size() - 2, off = 3 - spatial;
+        std::vector<int64_t> ks = a.attrs.getInts("kernel_shape"),
+                             st = a.attrs.getInts("strides"),
+                             pads = a.attrs.getInts("pads"),
+                             dil = a.attrs.getInts("dilations");
+        PoolParams p{};
+        p.planes = x[0] * x[1];
+        p.isMax = isMax;
+        p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
+        for (int i = 0; i < 3; ++i) {
+          p.in[i] = p.out[i] = p.kernel[i] = p.stride[i] = p.dilation[i] = 1;
+          p.padBegin[i] = p.padEnd[i] = 0;
+        }
+        for (size_t i = 0; i < spatial; ++i) {
+          p.in[off + i] = x[2 + i];
+          p.out[off + i] = y[2 + i];
+          p.kernel[off + i] = ks[i];
+          p.stride[off + i] = st.empty() ? 1 : st[i];
+          p.dilation[off + i] = dil.empty() ? 1 : dil[i];
+          p.padBegin[off + i] = pads.empty() ? 0 : pads[i];
+          p.padEnd[off + i] = pads.empty() ? 0 : pads[i + spatial];
+        }
+        k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out) {
+          return cudaStatus(launchPool(in[0].as<float>(), out[0].as<float>(),
+                                       p, ctx.stream),
+                            "pool");
+        });
+        return Status();
+      };
+    };
+    t["max_pool"] = pool(true);
+    t["avg_pool"] = pool(false);
+    auto global = [](bool isMax) -> Factory {
+      return [isMax](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        const Shape &x = a.inputs[0].shape;
+        int64_t planes = x[0] * x[1], size = product(x, 2, x.size());
+        k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out) {
+          return cudaStatus(launchGlobalPool(in[0].as<float>(),
+                                             out[0].as<float>(), planes, size,
+                                             isMax, ctx.stream),
+                            "global pool");
+        });
+        return Status();
+      };
+    };
+    t["global_avg_pool"] = global(false);
+    t["global_max_pool"] = global(true);
+    auto softmax = [](bool log) -> Factory {
+      return [log](const KernelArgs &a, DeviceContext &,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        const Shape &x = a.inputs[0].shape;
+        int64_t axis = a.attrs.getInt("axis", -1);
+        int64_t outer = product(x, 0, axis), len = x[axis],
+                inner = product(x, axis + 1, x.size());
+        k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out) {
+          return cudaStatus(launchSoftmax(in[0].as<float>(), out[0].as<float>(),
+                                          outer, len, inner, log, ctx.stream),
+                            "softmax");
+        });
+        return Status();
+      };
+    };
+    t["softmax"] = softmax(false);
+    t["log_softmax"] = softmax(true);
+    t["layer_norm"] = [](const KernelArgs &a, DeviceContext &,
+                         std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      const Shape &x = a.inputs[0].shape;
+      int64_t axis = a.attrs.getInt("axis", -1);
+      int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
+      int64_t sm = a.inputs[1].numElements();
+      int64_t bm = a.inputs.size() == 3 ? a.inputs[2].numElements() : 1;
+      // Scale and bias must span the trailing dimensions (or be scalars).
+      Shape norm(x.begin() + axis, x.end());
+      auto trailing = [&](const Shape &s) {
+        int64_t n = numElements(s);
+        if (n == 1)
+          return true;
+        if (s.size() > norm.size())
+          return false;
+        return std::equal(s.rbegin(), s.rend(), norm.rbegin()) && n == cols;
+      };
+      if (!trailing(a.inputs[1].shape) ||
+          (a.inputs.size() == 3 && !trailing(a.inputs[2].shape)))
+        return Status();
+      bool hasBias = a.inputs.size() == 3;
+      float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out) {
+        return cudaStatus(
+            launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
+                            hasBias ? in[2].as<float>() : nullptr,
+                            out[0].as<float>(), rows, cols, sm, bm, eps,
+                            ctx.stream),
+            "layer_norm");
+      });
+      return Status();
+    };
+    auto reduce = [](int op) -> Factory {
+      return [op](const KernelArgs &a, DeviceContext &,
+                  std::unique_ptr<GpuKernel> &k) -> Status {
+        if (!allF32(a))
+          return Status();
+        const Shape &x = a.inputs[0].shape;
+        if (x.size() > static_cast<size_t>(kMaxRank))
+          return Status();
+        std::vector<int64_t> axes = a.attrs.getInts("axes");
+        std::vector<bool> red(x.size(), false);
+        for (int64_t ax : axes)
+          red[ax] = true;
+        std::vector<int64_t> strides = contiguousStrides(x);
+        Strides keep, reduced;
+        int64_t outCount = 1, count = 1;
+        for (size_t d = 0; d < x.size(); ++d) {
+          Strides &s = red[d] ? reduced : keep;
+          s.shape[s.rank] = x[d];
+          s.stride[0][s.rank] = strides[d];
+          ++s.rank;
+          (red[d] ? count : outCount) *= x[d];
+        }
+        k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &out) {
+          return cudaStatus(launchReduceF32(in[0].as<float>(),
+                                            out[0].as<float>(), outCount, keep,
+                                            reduced, count, op, ctx.stream),
+                            "reduce");
+        });
+        return Status();
+      };
+    };
+    t["reduce_sum"] = reduce(0);
+    t["reduce_mean"] = reduce(1);
+    t["reduce_max"] = reduce(2);
+    t["reduce_min"] = reduce(3);
+    t["reduce_prod"] = reduce(4);
+    return t;
+  }();
+  return table;
+}
+
+} // namespace
+
+Status createGpuKernel(const std::string &name, const AttrMap &attrs,
+                       const std::vector<TensorType> &inputs,
+                       const std::vector<TensorType> &outputs,
+                       DeviceContext &ctx, std::unique_ptr<GpuKernel> &result) {
+  auto it = factories().find(name);
+  if (it == factories().end())
+    return Status();
+  KernelArgs args{name, attrs, inputs, outputs};
+  return it->second(args, ctx, result);
+}
+
+} // namespace partc::runtime::cuda

@@ -1,0 +1,398 @@
+//===- Kernels.cu - partc's own CUDA kernels ------------------------------===//
+//
+// Simple, general kernels first (grid-stride loops, index arithmetic over up
+// to 8 dimensions); fusion and specialization come with the benchmarks.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+
+#include <cfloat>
+#include <cmath>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+int blocksFor(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
+}
+
+/// Offset into input `k` of output element `i`.
+__device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i) {
+  int64_t off = 0;
+  for (int d = st.rank - 1; d >= 0; --d) {
+    int64_t c = i % st.shape[d];
+    i /= st.shape[d];
+    off += c * st.stride[k][d];
+  }
+  return off;
+}
+
+__device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
+                                float lo, float hi) {
+  switch (op) {
+  case UnaryCode::Relu: return x > 0.f ? x : 0.f;
+  case UnaryCode::Sigmoid: return 1.f / (1.f + expf(-x));
+  case UnaryCode::Tanh: return tanhf(x);
+  case UnaryCode::Erf: return erff(x);
+  case UnaryCode::Sqrt: return sqrtf(x);
+  case UnaryCode::Neg: return -x;
+  case UnaryCode::Exp: return expf(x);
+  case UnaryCode::Log: return logf(x);
+  case UnaryCode::Abs: return fabsf(x);
+  case UnaryCode::Reciprocal: return 1.f / x;
+  case UnaryCode::Floor: return floorf(x);
+  case UnaryCode::Ceil: return ceilf(x);
+  case UnaryCode::Sin: return sinf(x);
+  case UnaryCode::Cos: return cosf(x);
+  case UnaryCode::Gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  case UnaryCode::GeluTanh:
+    return 0.5f * x *
+           (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+  case UnaryCode::LeakyRelu: return x >= 0.f ? x : alpha * x;
+  case UnaryCode::HardSigmoid: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
+  case UnaryCode::HardSwish: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
+  case UnaryCode::Clip: return fminf(hi, fmaxf(lo, x));
+  case UnaryCode::Softplus: return log1pf(expf(x));
+  case UnaryCode::Elu: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
+  case UnaryCode::Sign: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
+  case UnaryCode::Round: return nearbyintf(x);
+  }
+  return x;
+}
+
+__global__ void unaryKernel(UnaryCode op, const float *x, float *y, int64_t n,
+                            float alpha, float beta, float lo, float hi) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = unaryOp(op, x[i], alpha, beta, lo, hi);
+}
+
+__device__ inline float binaryOp(BinaryCode op, float a, float b) {
+  switch (op) {
+  case BinaryCode::Add: return a + b;
+  case BinaryCode::Sub: return a - b;
+  case BinaryCode::Mul: return a * b;
+  case BinaryCode::Div: return a / b;
+  case BinaryCode::Pow: return powf(a, b);
+  case BinaryCode::Min: return fminf(a, b);
+  case BinaryCode::Max: return fmaxf(a, b);
+  }
+  return a;
+}
+
+__global__ void binarySameKernel(BinaryCode op, const float *a, const float *b,
+                                 float *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = binaryOp(op, a[i], b[i]);
+}
+
+__global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
+                             float *y, int64_t n, Strides st) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]);
+}
+
+template <typename T>
+__global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strides st,
+                                  int64_t base) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[base + offsetOf(st, 0, i)];
+}
+
+__global__ void batchNormKernel(const float *x, const float *scale,
+                                const float *bias, const float *mean,
+                                const float *var, float *y, int64_t n,
+                                int64_t c, int64_t inner, float eps) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ch = (i / inner) % c;
+    float a = scale[ch] * rsqrtf(var[ch] + eps);
+    y[i] = (x[i] - mean[ch]) * a + bias[ch];
+  }
+}
+
+__global__ void addBiasKernel(float *y, const float *bias, int64_t n, int64_t c,
+                              int64_t inner) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += bias[(i / inner) % c];
+}
+
+__global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ow = i % p.out[2], oh = (i / p.out[2]) % p.out[1],
+            od = (i / (p.out[2] * p.out[1])) % p.out[0],
+            plane = i / (p.out[2] * p.out[1] * p.out[0]);
+    const float *xp = x + plane * p.in[0] * p.in[1] * p.in[2];
+    float acc = p.isMax ? -FLT_MAX : 0.f;
+    bool any = false;
+    int64_t count = 0, padCount = 0;
+    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
+      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
+      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
+        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
+          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
+          if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
+              iw >= p.in[2]) {
+            if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
+                iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
+                ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
+              ++padCount;
+            continue;
+          }
+          float v = xp[(id * p.in[1] + ih) * p.in[2] + iw];
+          acc = p.isMax ? fmaxf(acc, v) : acc + v;
+          any = true;
+          ++count;
+        }
+      }
+    }
+    if (p.isMax) {
+      y[i] = any ? acc : -INFINITY;
+    } else {
+      int64_t div = p.countIncludePad ? count + padCount : count;
+      y[i] = div ? acc / float(div) : 0.f;
+    }
+  }
+}
+
+/// One block per plane; a shared-memory tree reduction.
+__global__ void globalPoolKernel(const float *x, float *y, int64_t size,
+                                 bool isMax) {
+  __shared__ float partial[kThreads];
+  const float *xp = x + blockIdx.x * size;
+  float acc = isMax ? -FLT_MAX : 0.f;
+  for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+    acc = isMax ? fmaxf(acc, xp[i]) : acc + xp[i];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      partial[threadIdx.x] =
+          isMax ? fmaxf(partial[threadIdx.x], partial[threadIdx.x + s])
+                : partial[threadIdx.x] + partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = isMax ? partial[0] : partial[0] / float(size);
+}
+
+/// One thread per (outer, inner) row along the axis.
+__global__ void softmaxKernel(const float *x, float *y, int64_t outer,
+                              int64_t axis, int64_t inner, bool log) {
+  int64_t rows = outer * inner;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = r / inner, in = r % inner;
+    const float *xp = x + o * axis * inner + in;
+    float *yp = y + o * axis * inner + in;
+    float m = -INFINITY;
+    for (int64_t a = 0; a < axis; ++a)
+      m = fmaxf(m, xp[a * inner]);
+    float sum = 0.f;
+    for (int64_t a = 0; a < axis; ++a)
+      sum += expf(xp[a * inner] - m);
+    for (int64_t a = 0; a < axis; ++a) {
+      float v = xp[a * inner] - m;
+      yp[a * inner] = log ? v - logf(sum) : expf(v) / sum;
+    }
+  }
+}
+
+/// One block per row.
+__global__ void layerNormKernel(const float *x, const float *scale,
+                                const float *bias, float *y, int64_t cols,
+                                int64_t scaleMod, int64_t biasMod, float eps) {
+  __shared__ float s1[kThreads], s2[kThreads];
+  const float *xr = x + blockIdx.x * cols;
+  float *yr = y + blockIdx.x * cols;
+  float a = 0.f, b = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    a += xr[i];
+    b += xr[i] * xr[i];
+  }
+  s1[threadIdx.x] = a;
+  s2[threadIdx.x] = b;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      s1[threadIdx.x] += s1[threadIdx.x + s];
+      s2[threadIdx.x] += s2[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  float mean = s1[0] / float(cols);
+  float var = fmaxf(s2[0] / float(cols) - mean * mean, 0.f);
+  float inv = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float v = (xr[i] - mean) * inv * scale[i % scaleMod];
+    if (bias)
+      v += bias[i % biasMod];
+    yr[i] = v;
+  }
+}
+
+__global__ void gatherKernel(const char *data, const void *indices, bool idx64,
+                             char *out, int64_t outer, int64_t axisLen,
+                             int64_t count, int64_t innerBytes, int *bad) {
+  int64_t total = outer * count * innerBytes;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t byte = i % innerBytes, row = i / innerBytes;
+    int64_t k = row % count, o = row / count;
+    int64_t idx = idx64 ? static_cast<const int64_t *>(indices)[k]
+                        : static_cast<const int *>(indices)[k];
+    if (idx < 0)
+      idx += axisLen;
+    if (idx < 0 || idx >= axisLen) {
+      *bad = 1;
+      continue;
+    }
+    out[i] = data[(o * axisLen + idx) * innerBytes + byte];
+  }
+}
+
+__global__ void reduceKernel(const float *x, float *y, int64_t outCount,
+                             Strides keep, Strides reduced, int64_t reduceCount,
+                             int op) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < outCount;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    int64_t base = offsetOf(keep, 0, o);
+    float acc = op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
+    for (int64_t r = 0; r < reduceCount; ++r) {
+      float v = x[base + offsetOf(reduced, 0, r)];
+      switch (op) {
+      case 0: case 1: acc += v; break;
+      case 2: acc = fmaxf(acc, v); break;
+      case 3: acc = fminf(acc, v); break;
+      case 4: acc *= v; break;
+      }
+    }
+    y[o] = op == 1 ? acc / float(reduceCount) : acc;
+  }
+}
+
+} // namespace
+
+cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
+                           float alpha, float beta, float lo, float hi,
+                           cudaStream_t s) {
+  unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta, lo, hi);
+  return cudaGetLastError();
+}
+
+cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
+                            float *y, int64_t n, const Strides &st, bool same,
+                            cudaStream_t s) {
+  if (same)
+    binarySameKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n);
+  else
+    binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, st);
+  return cudaGetLastError();
+}
+
+cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
+                              const Strides &st, int64_t base, size_t elemSize,
+                              cudaStream_t s) {
+  switch (elemSize) {
+  case 1:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), n, st, base);
+    break;
+  case 2:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), n, st, base);
+    break;
+  case 4:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint32_t *>(in), static_cast<uint32_t *>(out), n, st, base);
+    break;
+  case 8:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), n, st, base);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n, int64_t c,
+                            int64_t inner, float eps, cudaStream_t s) {
+  batchNormKernel<<<blocksFor(n), kThreads, 0, s>>>(x, scale, bias, mean, var,
+                                                    y, n, c, inner, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
+                          int64_t inner, cudaStream_t s) {
+  addBiasKernel<<<blocksFor(n), kThreads, 0, s>>>(y, bias, n, c, inner);
+  return cudaGetLastError();
+}
+
+cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
+                       cudaStream_t s) {
+  int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
+  poolKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
+                             int64_t size, bool isMax, cudaStream_t s) {
+  if (planes == 0)
+    return cudaSuccess;
+  globalPoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, s>>>(
+      x, y, size, isMax);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSoftmax(const float *x, float *y, int64_t outer,
+                          int64_t axis, int64_t inner, bool log,
+                          cudaStream_t s) {
+  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer,
+                                                               axis, inner, log);
+  return cudaGetLastError();
+}
+
+cudaError_t launchLayerNorm(const float *x, const float *scale,
+                            const float *bias, float *y, int64_t rows,
+                            int64_t cols, int64_t scaleMod, int64_t biasMod,
+                            float eps, cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+      x, scale, bias, y, cols, scaleMod, biasMod, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchGather(const void *data, const void *indices, bool idx64,
+                         void *out, int64_t outer, int64_t axisLen,
+                         int64_t count, int64_t innerBytes, int *badIndex,
+                         cudaStream_t s) {
+  int64_t total = outer * count * innerBytes;
+  gatherKernel<<<blocksFor(total), kThreads, 0, s>>>(
+      static_cast<const char *>(data), indices, idx64, static_cast<char *>(out),
+      outer, axisLen, count, innerBytes, badIndex);
+  return cudaGetLastError();
+}
+
+cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
+                            const Strides &keep, const Strides &reduced,
+                            int64_t reduceCount, int op, cudaStream_t s) {
+  reduceKernel<<<blocksFor(outCount), kThreads, 0, s>>>(
+      x, y, outCount, keep, reduced, reduceCount, op);
+  return cudaGetLastError();
+}
+
+} // namespace partc::runtime::cuda
