@@ -6,8 +6,11 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 namespace partc::runtime {
 
@@ -32,18 +35,20 @@ public:
       : cpu_(std::move(cpu)) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback"));
+    // Every copy goes through the device's own stream: the legacy default
+    // stream does not order against non-blocking streams.
     std::vector<std::vector<uint8_t>> hin(in.size()), hout(out.size());
     std::vector<TensorRef> rin, rout;
     for (size_t i = 0; i < in.size(); ++i) {
       hin[i].resize(in[i].type.byteSize());
       PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaMemcpy(hin[i].data(), in[i].data, hin[i].size(),
-                     cudaMemcpyDeviceToHost),
+          cudaMemcpyAsync(hin[i].data(), in[i].data, hin[i].size(),
+                          cudaMemcpyDeviceToHost, ctx.stream),
           "host fallback"));
       rin.push_back({hin[i].data(), in[i].type});
     }
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback"));
     for (size_t i = 0; i < out.size(); ++i) {
       hout[i].resize(out[i].type.byteSize());
       rout.push_back({hout[i].data(), out[i].type});
@@ -51,10 +56,11 @@ public:
     PARTC_RETURN_IF_ERROR(cpu_->run(rin, rout));
     for (size_t i = 0; i < out.size(); ++i)
       PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaMemcpy(out[i].data, hout[i].data(), hout[i].size(),
-                     cudaMemcpyHostToDevice),
+          cudaMemcpyAsync(out[i].data, hout[i].data(), hout[i].size(),
+                          cudaMemcpyHostToDevice, ctx.stream),
           "host fallback"));
-    return Status();
+    // The host buffers die here; wait until the copies have read them.
+    return cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback");
   }
 
 private:
@@ -77,8 +83,20 @@ struct CudaExecutor::Impl {
   std::vector<cudaEvent_t> ready, consumed;
   std::vector<std::pair<size_t, BufferRef>> channelSources;
   std::map<std::string, size_t> fallbackKinds;
+  std::vector<void *> registered;
+  // Host-side record of which events have been recorded this run.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<bool> sent, received;
+  bool aborted = false;
+
+  Status enqueueDevice(size_t d, const std::vector<TensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs,
+                       bool skipInputLoads);
 
   ~Impl() {
+    for (void *p : registered)
+      cudaHostUnregister(p);
     for (cudaEvent_t e : ready)
       cudaEventDestroy(e);
     for (cudaEvent_t e : consumed)
@@ -187,11 +205,14 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     };
     PARTC_RETURN_IF_ERROR(allocate(dev.arena, plan.devices[d].arenaBytes, "arena"));
     PARTC_RETURN_IF_ERROR(allocate(dev.weights, plan.weightBytes, "weights"));
-    if (plan.weightBytes)
+    if (plan.weightBytes) {
       PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaMemcpy(dev.weights, plan.weightData, plan.weightBytes,
-                     cudaMemcpyHostToDevice),
+          cudaMemcpyAsync(dev.weights, plan.weightData, plan.weightBytes,
+                          cudaMemcpyHostToDevice, ctx.stream),
           "uploading weights"));
+      PARTC_RETURN_IF_ERROR(cudaStatus(cudaStreamSynchronize(ctx.stream),
+                                       "uploading weights"));
+    }
 
     const DeviceProgram &prog = plan.devices[d];
     dev.kernels.resize(prog.instructions.size());
@@ -244,102 +265,153 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   return Status();
 }
 
+Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
+  if (!bytes)
+    return Status();
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(impl_->devices[0].ctx.gpu),
+                                   "register host memory"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaHostRegister(ptr, bytes, cudaHostRegisterPortable),
+      "register host memory"));
+  impl_->registered.push_back(ptr);
+  return Status();
+}
+
 Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
-                         const std::vector<TensorRef> &outputs) {
+                         const std::vector<TensorRef> &outputs,
+                         bool skipInputLoads) {
   Impl &impl = *impl_;
   const Plan &plan = *impl.plan;
   size_t n = impl.devices.size();
-  std::vector<size_t> pc(n, 0);
-  std::vector<bool> sent(plan.channels.size()), received(plan.channels.size());
-  std::vector<TensorRef> ins, outs;
-  // Enqueue in a channel-respecting order (the plan verifier proved one
-  // exists): a device stops at a receive whose send is not enqueued yet.
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (size_t d = 0; d < n; ++d) {
-      Impl::Device &dev = impl.devices[d];
-      const auto &instrs = plan.devices[d].instructions;
-      if (pc[d] < instrs.size())
-        PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "device"));
-      while (pc[d] < instrs.size()) {
-        const Instruction &in = instrs[pc[d]];
-        if ((in.op == OpCode::Recv && !sent[in.index]) ||
-            (in.op == OpCode::WaitConsumed && !received[in.index]))
-          break;
-        Status s;
-        cudaStream_t stream = dev.ctx.stream;
-        switch (in.op) {
-        case OpCode::Kernel: {
-          ins.clear();
-          outs.clear();
-          for (const BufferRef &b : in.inputs)
-            ins.push_back({impl.resolve(dev, b), b.type});
-          for (const BufferRef &b : in.outputs)
-            outs.push_back({impl.resolve(dev, b), b.type});
-          s = dev.kernels[pc[d]]->run(dev.ctx, ins, outs);
-          break;
-        }
-        case OpCode::LoadInput:
-          s = cudaStatus(
-              cudaMemcpyAsync(impl.resolve(dev, in.outputs[0]),
-                              static_cast<const uint8_t *>(inputs[in.index].data) +
-                                  in.hostOffset,
-                              in.outputs[0].type.byteSize(),
-                              cudaMemcpyHostToDevice, stream),
-              "input copy");
-          break;
-        case OpCode::StoreOutput:
-          s = cudaStatus(
-              cudaMemcpyAsync(static_cast<uint8_t *>(outputs[in.index].data) +
-                                  in.hostOffset,
-                              impl.resolve(dev, in.inputs[0]),
-                              in.inputs[0].type.byteSize(),
-                              cudaMemcpyDeviceToHost, stream),
-              "output copy");
-          break;
-        case OpCode::Send:
-          s = cudaStatus(cudaEventRecord(impl.ready[in.index], stream), "send");
-          sent[in.index] = true;
-          break;
-        case OpCode::Recv: {
-          auto [srcDev, srcBuf] = impl.channelSources[in.index];
-          Impl::Device &src = impl.devices[srcDev];
-          s = cudaStatus(cudaStreamWaitEvent(stream, impl.ready[in.index], 0),
-                         "recv wait");
-          if (s.ok())
-            s = cudaStatus(
-                cudaMemcpyPeerAsync(impl.resolve(dev, in.outputs[0]),
-                                    dev.ctx.gpu, impl.resolve(src, srcBuf),
-                                    src.ctx.gpu, in.outputs[0].type.byteSize(),
-                                    stream),
-                "peer copy");
-          if (s.ok())
-            s = cudaStatus(cudaEventRecord(impl.consumed[in.index], stream),
-                           "recv");
-          received[in.index] = true;
-          break;
-        }
-        case OpCode::WaitConsumed:
-          s = cudaStatus(
-              cudaStreamWaitEvent(stream, impl.consumed[in.index], 0), "wait");
-          break;
-        }
-        if (!s.ok())
-          return s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
-                           describe(d, pc[d], in));
-        ++pc[d];
-        progress = true;
-      }
-    }
+  {
+    std::lock_guard<std::mutex> lock(impl.mutex);
+    impl.sent.assign(plan.channels.size(), false);
+    impl.received.assign(plan.channels.size(), false);
+    impl.aborted = false;
   }
-  for (size_t d = 0; d < n; ++d) {
-    Impl::Device &dev = impl.devices[d];
-    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "device"));
-    Status s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
+  std::vector<Status> results(n);
+  if (n == 1) {
+    results[0] = impl.enqueueDevice(0, inputs, outputs, skipInputLoads);
+  } else {
+    // One host thread per GPU so that no device waits for another's
+    // launches; host flags order cross-device event record and wait.
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < n; ++d)
+      threads.emplace_back([&, d] {
+        results[d] = impl.enqueueDevice(d, inputs, outputs, skipInputLoads);
+      });
+    for (auto &t : threads)
+      t.join();
+  }
+  for (const Status &s : results)
+    if (!s.ok() && s.message().find("aborted:") == std::string::npos)
+      return s;
+  for (const Status &s : results)
     if (!s.ok())
-      return s.prepend("GPU " + std::to_string(dev.ctx.gpu));
+      return s;
+  return Status();
+}
+
+Status CudaExecutor::Impl::enqueueDevice(size_t d,
+                                         const std::vector<TensorRef> &inputs,
+                                         const std::vector<TensorRef> &outputs,
+                                         bool skipInputLoads) {
+  Device &dev = devices[d];
+  const auto &instrs = plan->devices[d].instructions;
+  cudaStream_t stream = dev.ctx.stream;
+  auto fail = [&](Status s) {
+    std::lock_guard<std::mutex> lock(mutex);
+    aborted = true;
+    changed.notify_all();
+    return s;
+  };
+  auto waitFlag = [&](std::vector<bool> &flag, uint32_t c) -> Status {
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return flag[c] || aborted; });
+    if (!flag[c])
+      return Status::error("GPU " + std::to_string(dev.ctx.gpu) +
+                           " aborted: another device failed");
+    return Status();
+  };
+  auto setFlag = [&](std::vector<bool> &flag, uint32_t c) {
+    std::lock_guard<std::mutex> lock(mutex);
+    flag[c] = true;
+    changed.notify_all();
+  };
+  Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "device");
+  if (!s.ok())
+    return fail(s);
+  std::vector<TensorRef> ins, outs;
+  for (size_t i = 0; i < instrs.size(); ++i) {
+    const Instruction &in = instrs[i];
+    switch (in.op) {
+    case OpCode::Kernel:
+      ins.clear();
+      outs.clear();
+      for (const BufferRef &b : in.inputs)
+        ins.push_back({resolve(dev, b), b.type});
+      for (const BufferRef &b : in.outputs)
+        outs.push_back({resolve(dev, b), b.type});
+      s = dev.kernels[i]->run(dev.ctx, ins, outs);
+      break;
+    case OpCode::LoadInput:
+      if (skipInputLoads)
+        break;
+      s = cudaStatus(
+          cudaMemcpyAsync(resolve(dev, in.outputs[0]),
+                          static_cast<const uint8_t *>(inputs[in.index].data) +
+                              in.hostOffset,
+                          in.outputs[0].type.byteSize(),
+                          cudaMemcpyHostToDevice, stream),
+          "input copy");
+      break;
+    case OpCode::StoreOutput:
+      s = cudaStatus(
+          cudaMemcpyAsync(static_cast<uint8_t *>(outputs[in.index].data) +
+                              in.hostOffset,
+                          resolve(dev, in.inputs[0]),
+                          in.inputs[0].type.byteSize(), cudaMemcpyDeviceToHost,
+                          stream),
+          "output copy");
+      break;
+    case OpCode::Send:
+      s = cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
+      setFlag(sent, in.index);
+      break;
+    case OpCode::Recv: {
+      s = waitFlag(sent, in.index);
+      if (!s.ok())
+        return fail(s);
+      auto [srcDev, srcBuf] = channelSources[in.index];
+      Device &src = devices[srcDev];
+      s = cudaStatus(cudaStreamWaitEvent(stream, ready[in.index], 0),
+                     "recv wait");
+      if (s.ok())
+        s = cudaStatus(cudaMemcpyPeerAsync(resolve(dev, in.outputs[0]),
+                                           dev.ctx.gpu, resolve(src, srcBuf),
+                                           src.ctx.gpu,
+                                           in.outputs[0].type.byteSize(),
+                                           stream),
+                       "peer copy");
+      if (s.ok())
+        s = cudaStatus(cudaEventRecord(consumed[in.index], stream), "recv");
+      setFlag(received, in.index);
+      break;
+    }
+    case OpCode::WaitConsumed:
+      s = waitFlag(received, in.index);
+      if (s.ok())
+        s = cudaStatus(cudaStreamWaitEvent(stream, consumed[in.index], 0),
+                       "wait");
+      break;
+    }
+    if (!s.ok())
+      return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
+                            describe(d, i, in)));
   }
+  s = cudaStatus(cudaStreamSynchronize(stream), "synchronize");
+  if (!s.ok())
+    return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));
   return Status();
 }
 

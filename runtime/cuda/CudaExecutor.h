@@ -33,8 +33,15 @@ public:
                        std::unique_ptr<CudaExecutor> &result);
   ~CudaExecutor();
 
+  /// Runs the plan once. With `skipInputLoads`, inputs copied by an earlier
+  /// run are reused (for timing compute with device-resident inputs).
   Status run(const std::vector<TensorRef> &inputs,
-             const std::vector<TensorRef> &outputs);
+             const std::vector<TensorRef> &outputs,
+             bool skipInputLoads = false);
+
+  /// Page-locks host memory used for inputs and outputs so that copies are
+  /// asynchronous DMA; undone when the executor is destroyed.
+  Status registerHostMemory(void *ptr, size_t bytes);
 
   /// Kernels that run on the host because no GPU kernel exists yet.
   size_t fallbackCount() const { return fallbacks_; }

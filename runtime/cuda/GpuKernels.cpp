@@ -313,7 +313,7 @@ public:
             conv_, static_cast<int>(a.attrs.getInt("group", 1))),
         "group count"));
     PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_DEFAULT_MATH
+        cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH
                                                     : CUDNN_FMA_MATH),
         "math type"));
     // Pick the algorithm once, by measurement, and keep it.
