@@ -11,4 +11,5 @@ cp -L /usr/lib/x86_64-linux-gnu/libonnx_proto.so.1 /usr/lib/x86_64-linux-gnu/lib
 tar -C /tmp/partc-pack -cJf .device/partc-bin.tar.xz bin lib
 tar -C /usr/share/libonnx-testdata -cJf .device/testdata.tar.xz data/node \
   data/pytorch-converted data/pytorch-operator data/simple
+cp ../shared/bench/torch_baselines.py .device/ 2>/dev/null || true
 du -sh .device/*

@@ -19,10 +19,11 @@ if [[ $what == *smoke* ]]; then
   echo "== smoke"
   python3 test/Inputs/make_models.py $W/ex > /dev/null
   $B/partc compile $W/ex/mlp.onnx -o $W/mlp1.plan --batch 4 --quiet
-  $B/partc-run $W/mlp1.plan --backend cuda --check $W/ex/mlp_data
+  $B/partc-run $W/mlp1.plan --backend cuda --precision fp32 --check $W/ex/mlp_data
+  $B/partc-run $W/mlp1.plan --backend cuda --check $W/ex/mlp_data --rtol 1e-2 --atol 1e-4 --iterations 3
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
-    $B/partc-run $W/mlp2.plan --backend cuda --check $W/ex/mlp_data
+    $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
   fi
 fi
 if [[ $what == *conformance* ]]; then
@@ -39,4 +40,5 @@ fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
   timeout 300 python3 bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
+  timeout 120 python3 .device/torch_baselines.py infer 2>&1 | tail -3 | tee -a $OUT/bench.txt
 fi

@@ -62,6 +62,7 @@ public:
     // The host buffers die here; wait until the copies have read them.
     return cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback");
   }
+  bool capturable() const override { return false; }
 
 private:
   std::unique_ptr<Kernel> cpu_;
@@ -90,11 +91,38 @@ struct CudaExecutor::Impl {
   std::vector<bool> sent, received;
   bool aborted = false;
 
+  /// CUDA graphs of the whole schedule, without and with input loads.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<void *> pointers;
+  };
+  Graph graphs[2];
+  bool useGraphs = false;
+  size_t runs = 0;
+  cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> joins;
+
+  Status enqueue(size_t d, size_t i, const std::vector<TensorRef> &inputs,
+                 const std::vector<TensorRef> &outputs, bool skipInputLoads,
+                 bool capturing);
   Status enqueueDevice(size_t d, const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,
                        bool skipInputLoads);
+  Status runThreaded(const std::vector<TensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs,
+                     bool skipInputLoads);
+  Status capture(Graph &g, const std::vector<TensorRef> &inputs,
+                 const std::vector<TensorRef> &outputs, bool skipInputLoads);
 
   ~Impl() {
+    for (Graph &g : graphs)
+      if (g.exec)
+        cudaGraphExecDestroy(g.exec);
+    if (fork)
+      cudaEventDestroy(fork);
+    for (cudaEvent_t e : joins)
+      if (e)
+        cudaEventDestroy(e);
     for (void *p : registered)
       cudaHostUnregister(p);
     for (cudaEvent_t e : ready)
@@ -261,9 +289,31 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     impl.ready.push_back(r);
     impl.consumed.push_back(k);
   }
+  // Graphs need every kernel to only enqueue work.
+  impl.useGraphs = options.graphs;
+  for (auto &dev : impl.devices)
+    for (auto &k : dev.kernels)
+      if (k && !k->capturable())
+        impl.useGraphs = false;
+  if (impl.useGraphs) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(impl.devices[0].ctx.gpu), "graph events"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaEventCreateWithFlags(&impl.fork, cudaEventDisableTiming), "event"));
+    impl.joins.assign(needed, nullptr);
+    for (size_t d = 1; d < needed; ++d) {
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "graph events"));
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaEventCreateWithFlags(&impl.joins[d], cudaEventDisableTiming),
+          "event"));
+    }
+  }
   result = std::move(exec);
   return Status();
 }
+
+bool CudaExecutor::usesGraphs() const { return impl_->useGraphs; }
 
 Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
   if (!bytes)
@@ -281,24 +331,129 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
                          const std::vector<TensorRef> &outputs,
                          bool skipInputLoads) {
   Impl &impl = *impl_;
-  const Plan &plan = *impl.plan;
-  size_t n = impl.devices.size();
+  Status s;
+  bool graphs = impl.useGraphs && impl.runs > 0;
+  if (graphs) {
+    Impl::Graph &g = impl.graphs[skipInputLoads ? 1 : 0];
+    std::vector<void *> pointers;
+    for (const TensorRef &t : inputs)
+      pointers.push_back(t.data);
+    for (const TensorRef &t : outputs)
+      pointers.push_back(t.data);
+    // A graph bakes in the host buffers it copies from and to.
+    if (!g.exec || g.pointers != pointers) {
+      s = impl.capture(g, inputs, outputs, skipInputLoads);
+      if (!s.ok()) {
+        // Not fatal: launch directly from now on and say why.
+        cudaGetLastError();
+        impl.useGraphs = false;
+        graphFailure_ = s.message();
+        return run(inputs, outputs, skipInputLoads);
+      }
+      g.pointers = pointers;
+    }
+    Impl::Device &origin = impl.devices[0];
+    s = cudaStatus(cudaSetDevice(origin.ctx.gpu), "graph launch");
+    if (s.ok())
+      s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream), "graph launch");
+    if (s.ok())
+      s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
+  } else {
+    s = impl.runThreaded(inputs, outputs, skipInputLoads);
+  }
+  if (!s.ok())
+    return s;
+  ++impl.runs;
+  for (size_t d = 0; d < impl.devices.size(); ++d) {
+    Impl::Device &dev = impl.devices[d];
+    cudaSetDevice(dev.ctx.gpu);
+    for (size_t i = 0; i < dev.kernels.size(); ++i)
+      if (dev.kernels[i]) {
+        Status k = dev.kernels[i]->checkAfterRun();
+        if (!k.ok())
+          return k.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
+                           describe(d, i, impl.plan->devices[d].instructions[i]));
+      }
+  }
+  return Status();
+}
+
+Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
+                                   const std::vector<TensorRef> &inputs,
+                                   const std::vector<TensorRef> &outputs,
+                                   bool skipInputLoads, bool capturing) {
+  Device &dev = devices[d];
+  const Instruction &in = plan->devices[d].instructions[i];
+  cudaStream_t stream = dev.ctx.stream;
+  switch (in.op) {
+  case OpCode::Kernel: {
+    std::vector<TensorRef> ins, outs;
+    for (const BufferRef &b : in.inputs)
+      ins.push_back({resolve(dev, b), b.type});
+    for (const BufferRef &b : in.outputs)
+      outs.push_back({resolve(dev, b), b.type});
+    return dev.kernels[i]->run(dev.ctx, ins, outs);
+  }
+  case OpCode::LoadInput:
+    if (skipInputLoads)
+      return Status();
+    return cudaStatus(
+        cudaMemcpyAsync(resolve(dev, in.outputs[0]),
+                        static_cast<const uint8_t *>(inputs[in.index].data) +
+                            in.hostOffset,
+                        in.outputs[0].type.byteSize(), cudaMemcpyHostToDevice,
+                        stream),
+        "input copy");
+  case OpCode::StoreOutput:
+    return cudaStatus(
+        cudaMemcpyAsync(static_cast<uint8_t *>(outputs[in.index].data) +
+                            in.hostOffset,
+                        resolve(dev, in.inputs[0]),
+                        in.inputs[0].type.byteSize(), cudaMemcpyDeviceToHost,
+                        stream),
+        "output copy");
+  case OpCode::Send:
+    return cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
+  case OpCode::Recv: {
+    auto [srcDev, srcBuf] = channelSources[in.index];
+    Device &src = devices[srcDev];
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamWaitEvent(stream, ready[in.index], 0), "recv wait"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaMemcpyPeerAsync(resolve(dev, in.outputs[0]), dev.ctx.gpu,
+                            resolve(src, srcBuf), src.ctx.gpu,
+                            in.outputs[0].type.byteSize(), stream),
+        "peer copy"));
+    return cudaStatus(cudaEventRecord(consumed[in.index], stream), "recv");
+  }
+  case OpCode::WaitConsumed:
+    return cudaStatus(cudaStreamWaitEvent(stream, consumed[in.index], 0),
+                      "wait");
+  }
+  (void)capturing;
+  return Status();
+}
+
+Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
+                                       const std::vector<TensorRef> &outputs,
+                                       bool skipInputLoads) {
+  size_t n = devices.size();
   {
-    std::lock_guard<std::mutex> lock(impl.mutex);
-    impl.sent.assign(plan.channels.size(), false);
-    impl.received.assign(plan.channels.size(), false);
-    impl.aborted = false;
+    std::lock_guard<std::mutex> lock(mutex);
+    sent.assign(plan->channels.size(), false);
+    received.assign(plan->channels.size(), false);
+    aborted = false;
   }
   std::vector<Status> results(n);
   if (n == 1) {
-    results[0] = impl.enqueueDevice(0, inputs, outputs, skipInputLoads);
+    results[0] = enqueueDevice(0, inputs, outputs, skipInputLoads);
   } else {
     // One host thread per GPU so that no device waits for another's
     // launches; host flags order cross-device event record and wait.
     std::vector<std::thread> threads;
     for (size_t d = 0; d < n; ++d)
       threads.emplace_back([&, d] {
-        results[d] = impl.enqueueDevice(d, inputs, outputs, skipInputLoads);
+        results[d] = enqueueDevice(d, inputs, outputs, skipInputLoads);
       });
     for (auto &t : threads)
       t.join();
@@ -318,7 +473,6 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
                                          bool skipInputLoads) {
   Device &dev = devices[d];
   const auto &instrs = plan->devices[d].instructions;
-  cudaStream_t stream = dev.ctx.stream;
   auto fail = [&](Status s) {
     std::lock_guard<std::mutex> lock(mutex);
     aborted = true;
@@ -341,78 +495,98 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "device");
   if (!s.ok())
     return fail(s);
-  std::vector<TensorRef> ins, outs;
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instruction &in = instrs[i];
-    switch (in.op) {
-    case OpCode::Kernel:
-      ins.clear();
-      outs.clear();
-      for (const BufferRef &b : in.inputs)
-        ins.push_back({resolve(dev, b), b.type});
-      for (const BufferRef &b : in.outputs)
-        outs.push_back({resolve(dev, b), b.type});
-      s = dev.kernels[i]->run(dev.ctx, ins, outs);
-      break;
-    case OpCode::LoadInput:
-      if (skipInputLoads)
-        break;
-      s = cudaStatus(
-          cudaMemcpyAsync(resolve(dev, in.outputs[0]),
-                          static_cast<const uint8_t *>(inputs[in.index].data) +
-                              in.hostOffset,
-                          in.outputs[0].type.byteSize(),
-                          cudaMemcpyHostToDevice, stream),
-          "input copy");
-      break;
-    case OpCode::StoreOutput:
-      s = cudaStatus(
-          cudaMemcpyAsync(static_cast<uint8_t *>(outputs[in.index].data) +
-                              in.hostOffset,
-                          resolve(dev, in.inputs[0]),
-                          in.inputs[0].type.byteSize(), cudaMemcpyDeviceToHost,
-                          stream),
-          "output copy");
-      break;
-    case OpCode::Send:
-      s = cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
-      setFlag(sent, in.index);
-      break;
-    case OpCode::Recv: {
+    if (in.op == OpCode::Recv)
       s = waitFlag(sent, in.index);
-      if (!s.ok())
-        return fail(s);
-      auto [srcDev, srcBuf] = channelSources[in.index];
-      Device &src = devices[srcDev];
-      s = cudaStatus(cudaStreamWaitEvent(stream, ready[in.index], 0),
-                     "recv wait");
-      if (s.ok())
-        s = cudaStatus(cudaMemcpyPeerAsync(resolve(dev, in.outputs[0]),
-                                           dev.ctx.gpu, resolve(src, srcBuf),
-                                           src.ctx.gpu,
-                                           in.outputs[0].type.byteSize(),
-                                           stream),
-                       "peer copy");
-      if (s.ok())
-        s = cudaStatus(cudaEventRecord(consumed[in.index], stream), "recv");
-      setFlag(received, in.index);
-      break;
-    }
-    case OpCode::WaitConsumed:
+    else if (in.op == OpCode::WaitConsumed)
       s = waitFlag(received, in.index);
-      if (s.ok())
-        s = cudaStatus(cudaStreamWaitEvent(stream, consumed[in.index], 0),
-                       "wait");
-      break;
-    }
+    if (s.ok())
+      s = enqueue(d, i, inputs, outputs, skipInputLoads, false);
     if (!s.ok())
       return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                             describe(d, i, in)));
+    if (in.op == OpCode::Send)
+      setFlag(sent, in.index);
+    if (in.op == OpCode::Recv)
+      setFlag(received, in.index);
   }
-  s = cudaStatus(cudaStreamSynchronize(stream), "synchronize");
+  s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
   if (!s.ok())
     return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));
   return Status();
+}
+
+Status CudaExecutor::Impl::capture(Graph &g,
+                                   const std::vector<TensorRef> &inputs,
+                                   const std::vector<TensorRef> &outputs,
+                                   bool skipInputLoads) {
+  if (g.exec) {
+    cudaGraphExecDestroy(g.exec);
+    g.exec = nullptr;
+  }
+  size_t n = devices.size();
+  Device &origin = devices[0];
+  // One graph for all GPUs: the other devices' streams join the capture
+  // through an event from the origin stream, and join back at the end, so
+  // every cross-device event becomes an edge of the graph.
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(origin.ctx.gpu), "capture"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamBeginCapture(origin.ctx.stream, cudaStreamCaptureModeRelaxed),
+      "begin capture"));
+  Status s = cudaStatus(cudaEventRecord(fork, origin.ctx.stream), "fork");
+  for (size_t d = 1; d < n && s.ok(); ++d) {
+    s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "fork");
+    if (s.ok())
+      s = cudaStatus(cudaStreamWaitEvent(devices[d].ctx.stream, fork, 0), "fork");
+  }
+  // Enqueue from this one thread in an order that respects the channels.
+  std::vector<size_t> pc(n, 0);
+  std::vector<bool> isSent(plan->channels.size()),
+      isReceived(plan->channels.size());
+  bool progress = true;
+  while (progress && s.ok()) {
+    progress = false;
+    for (size_t d = 0; d < n && s.ok(); ++d) {
+      const auto &instrs = plan->devices[d].instructions;
+      if (pc[d] < instrs.size())
+        s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "capture");
+      while (s.ok() && pc[d] < instrs.size()) {
+        const Instruction &in = instrs[pc[d]];
+        if ((in.op == OpCode::Recv && !isSent[in.index]) ||
+            (in.op == OpCode::WaitConsumed && !isReceived[in.index]))
+          break;
+        s = enqueue(d, pc[d], inputs, outputs, skipInputLoads, true);
+        if (!s.ok())
+          s.prepend(describe(d, pc[d], in));
+        if (in.op == OpCode::Send)
+          isSent[in.index] = true;
+        if (in.op == OpCode::Recv)
+          isReceived[in.index] = true;
+        ++pc[d];
+        progress = true;
+      }
+    }
+  }
+  for (size_t d = 1; d < n && s.ok(); ++d) {
+    s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");
+    if (s.ok())
+      s = cudaStatus(cudaEventRecord(joins[d], devices[d].ctx.stream), "join");
+    if (s.ok())
+      s = cudaStatus(cudaStreamWaitEvent(origin.ctx.stream, joins[d], 0), "join");
+  }
+  cudaSetDevice(origin.ctx.gpu);
+  cudaGraph_t graph = nullptr;
+  cudaError_t end = cudaStreamEndCapture(origin.ctx.stream, &graph);
+  if (!s.ok()) {
+    if (graph)
+      cudaGraphDestroy(graph);
+    return s;
+  }
+  PARTC_RETURN_IF_ERROR(cudaStatus(end, "end capture"));
+  cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
+  cudaGraphDestroy(graph);
+  return cudaStatus(inst, "instantiate graph");
 }
 
 } // namespace partc::runtime

@@ -22,6 +22,9 @@ struct CudaOptions {
   bool tf32 = true;
   /// First GPU to use; plan device d runs on GPU firstGpu + d.
   int firstGpu = 0;
+  /// Capture the whole schedule as one CUDA graph after a first, direct run
+  /// and replay it (unless a kernel runs on the host).
+  bool graphs = true;
 };
 
 class CudaExecutor {
@@ -43,6 +46,10 @@ public:
   /// asynchronous DMA; undone when the executor is destroyed.
   Status registerHostMemory(void *ptr, size_t bytes);
 
+  bool usesGraphs() const;
+  /// Why graph capture was abandoned, if it was.
+  const std::string &graphFailure() const { return graphFailure_; }
+
   /// Kernels that run on the host because no GPU kernel exists yet.
   size_t fallbackCount() const { return fallbacks_; }
   std::string fallbackSummary() const;
@@ -53,6 +60,7 @@ private:
   CudaExecutor() = default;
   std::unique_ptr<Impl> impl_;
   size_t fallbacks_ = 0;
+  std::string graphFailure_;
 };
 
 } // namespace partc::runtime

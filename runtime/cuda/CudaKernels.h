@@ -34,6 +34,11 @@ public:
                      const std::vector<TensorRef> &outputs) = 0;
   /// Workspace this kernel needs, known after creation.
   virtual size_t workspaceBytes() const { return 0; }
+  /// Errors detected on the device (read after the stream synchronized).
+  virtual Status checkAfterRun() { return Status(); }
+  /// Whether run() only enqueues work (no host synchronization), so that it
+  /// can be captured into a CUDA graph.
+  virtual bool capturable() const { return true; }
 };
 
 /// Creates a GPU kernel, or leaves `result` empty when none exists for this

@@ -398,24 +398,24 @@ public:
     if (bad_)
       cudaFree(bad_);
   }
+  Status init() {
+    return cudaStatus(cudaMalloc(&bad_, sizeof(int)), "gather flag");
+  }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    if (!bad_)
-      PARTC_RETURN_IF_ERROR(cudaStatus(cudaMalloc(&bad_, sizeof(int)), "malloc"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaMemsetAsync(bad_, 0, sizeof(int), ctx.stream), "memset"));
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        launchGather(in[0].data, in[1].data, idx64_, out[0].data, outer_,
-                     axisLen_, count_, inner_, bad_, ctx.stream),
-        "gather"));
+    return cudaStatus(launchGather(in[0].data, in[1].data, idx64_, out[0].data,
+                                   outer_, axisLen_, count_, inner_, bad_,
+                                   ctx.stream),
+                      "gather");
+  }
+  // Index errors must be reported, not silently produce zeros.
+  Status checkAfterRun() override {
     int bad = 0;
-    // Index errors must be reported, not silently produce zeros.
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaMemcpyAsync(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost,
-                        ctx.stream),
+        cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
         "gather check"));
-    PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaStreamSynchronize(ctx.stream), "gather check"));
     if (bad)
       return Status::error("gather index is out of range [0, " +
                            std::to_string(axisLen_) + ")");
@@ -570,10 +570,12 @@ const std::map<std::string, Factory> &factories() {
                      std::unique_ptr<GpuKernel> &k) -> Status {
       const Shape &x = a.inputs[0].shape;
       int64_t axis = a.attrs.getInt("axis", 0);
-      k = std::make_unique<GatherKernel>(
+      auto g = std::make_unique<GatherKernel>(
           product(x, 0, axis), x[axis], a.inputs[1].numElements(),
           product(x, axis + 1, x.size()) * dtypeSize(a.inputs[0].dtype),
           a.inputs[1].dtype == DType::I64);
+      PARTC_RETURN_IF_ERROR(g->init());
+      k = std::move(g);
       return Status();
     };
 

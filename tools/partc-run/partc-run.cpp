@@ -37,6 +37,7 @@ struct Options {
   bool summary = false, quiet = false;
   std::string precision = "tf32";
   bool keepInputs = false;
+  bool graphs = true;
   int iterations = 1, warmup = 0;
 };
 
@@ -51,6 +52,8 @@ void usage() {
       "default tf32)\n"
       "                 [--keep-inputs] (cuda: time with inputs left on the "
       "GPU after the first run)\n"
+      "                 [--no-graphs] (cuda: launch kernels one by one instead "
+      "of replaying a CUDA graph)\n"
       "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
       "given are filled with seeded random data; --check compares with a\n"
       "test_data_set_N directory (and takes its inputs from there).\n");
@@ -127,6 +130,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.quiet = true;
     } else if (a == "--keep-inputs") {
       o.keepInputs = true;
+    } else if (a == "--no-graphs") {
+      o.graphs = false;
     } else if (a == "-h" || a == "--help") {
       usage();
       std::exit(0);
@@ -373,6 +378,7 @@ int main(int argc, char **argv) {
   if (opts.backend == "cuda") {
     CudaOptions cudaOptions;
     cudaOptions.tf32 = opts.precision == "tf32";
+    cudaOptions.graphs = opts.graphs;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())
       return fail(s.message());
@@ -435,6 +441,12 @@ int main(int argc, char **argv) {
     if (it >= opts.warmup)
       times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
+#ifdef PARTC_HAVE_CUDA
+  if (cudaExec && !cudaExec->graphFailure().empty() && !opts.quiet)
+    std::fprintf(stderr, "partc-run: note: CUDA graph capture failed (%s); "
+                 "kernels were launched directly\n",
+                 cudaExec->graphFailure().c_str());
+#endif
   if (opts.iterations > 1 || opts.warmup > 0) {
     std::sort(times.begin(), times.end());
     std::printf("latency ms: p50 %.3f p90 %.3f min %.3f (%zu iterations)\n",
