@@ -419,10 +419,14 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
     Device &src = devices[srcDev];
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaStreamWaitEvent(stream, ready[in.index], 0), "recv wait"));
+    // With unified addressing a default-kind copy reaches the peer (over
+    // NVLink where peer access is enabled) and, unlike cudaMemcpyPeerAsync,
+    // can be captured into a graph.
+    (void)src;
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaMemcpyPeerAsync(resolve(dev, in.outputs[0]), dev.ctx.gpu,
-                            resolve(src, srcBuf), src.ctx.gpu,
-                            in.outputs[0].type.byteSize(), stream),
+        cudaMemcpyAsync(resolve(dev, in.outputs[0]), resolve(src, srcBuf),
+                        in.outputs[0].type.byteSize(), cudaMemcpyDefault,
+                        stream),
         "peer copy"));
     return cudaStatus(cudaEventRecord(consumed[in.index], stream), "recv");
   }

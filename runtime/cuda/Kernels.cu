@@ -64,6 +64,21 @@ __device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
   return x;
 }
 
+/// Four elements per thread through 16-byte loads (n divisible by 4).
+__global__ void unaryKernel4(UnaryCode op, const float4 *x, float4 *y,
+                             int64_t n4, float alpha, float beta, float lo,
+                             float hi) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = x[i];
+    v.x = unaryOp(op, v.x, alpha, beta, lo, hi);
+    v.y = unaryOp(op, v.y, alpha, beta, lo, hi);
+    v.z = unaryOp(op, v.z, alpha, beta, lo, hi);
+    v.w = unaryOp(op, v.w, alpha, beta, lo, hi);
+    y[i] = v;
+  }
+}
+
 __global__ void unaryKernel(UnaryCode op, const float *x, float *y, int64_t n,
                             float alpha, float beta, float lo, float hi) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -91,6 +106,16 @@ __global__ void binarySameKernel(BinaryCode op, const float *a, const float *b,
     y[i] = binaryOp(op, a[i], b[i]);
 }
 
+__global__ void binarySameKernel4(BinaryCode op, const float4 *a,
+                                  const float4 *b, float4 *y, int64_t n4) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 u = a[i], v = b[i];
+    y[i] = make_float4(binaryOp(op, u.x, v.x), binaryOp(op, u.y, v.y),
+                       binaryOp(op, u.z, v.z), binaryOp(op, u.w, v.w));
+  }
+}
+
 __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
                              float *y, int64_t n, Strides st) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -106,23 +131,36 @@ __global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strides st,
     out[i] = in[base + offsetOf(st, 0, i)];
 }
 
+// Per-channel kernels: blockIdx.y walks the (image, channel) planes so that
+// no thread divides by the plane size.
 __global__ void batchNormKernel(const float *x, const float *scale,
                                 const float *bias, const float *mean,
-                                const float *var, float *y, int64_t n,
-                                int64_t c, int64_t inner, float eps) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ch = (i / inner) % c;
-    float a = scale[ch] * rsqrtf(var[ch] + eps);
-    y[i] = (x[i] - mean[ch]) * a + bias[ch];
-  }
+                                const float *var, float *y, int64_t c,
+                                int64_t inner, float eps, int64_t first) {
+  int64_t plane = first + blockIdx.y, ch = plane % c;
+  float a = scale[ch] * rsqrtf(var[ch] + eps);
+  float b = bias[ch] - mean[ch] * a;
+  const float *xp = x + plane * inner;
+  float *yp = y + plane * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
+       i += int64_t(gridDim.x) * blockDim.x)
+    yp[i] = xp[i] * a + b;
 }
 
-__global__ void addBiasKernel(float *y, const float *bias, int64_t n, int64_t c,
-                              int64_t inner) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+__global__ void addBiasKernel(float *y, const float *bias, int64_t c,
+                              int64_t inner, int64_t first) {
+  int64_t plane = first + blockIdx.y;
+  float b = bias[plane % c];
+  float *yp = y + plane * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] += bias[(i / inner) % c];
+    yp[i] += b;
+}
+
+dim3 planeGrid(int64_t planes, int64_t inner) {
+  int64_t x = (inner + kThreads - 1) / kThreads;
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : (x > 1024 ? 1024 : x)),
+              static_cast<unsigned>(planes));
 }
 
 __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
@@ -283,17 +321,32 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
 
 } // namespace
 
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
+
 cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
                            float alpha, float beta, float lo, float hi,
                            cudaStream_t s) {
-  unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta, lo, hi);
+  if (n % 4 == 0 && aligned16(x) && aligned16(y))
+    unaryKernel4<<<blocksFor(n / 4), kThreads, 0, s>>>(
+        op, reinterpret_cast<const float4 *>(x), reinterpret_cast<float4 *>(y),
+        n / 4, alpha, beta, lo, hi);
+  else
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta, lo,
+                                                  hi);
   return cudaGetLastError();
 }
 
 cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
                             float *y, int64_t n, const Strides &st, bool same,
                             cudaStream_t s) {
-  if (same)
+  if (same && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y))
+    binarySameKernel4<<<blocksFor(n / 4), kThreads, 0, s>>>(
+        op, reinterpret_cast<const float4 *>(a),
+        reinterpret_cast<const float4 *>(b), reinterpret_cast<float4 *>(y),
+        n / 4);
+  else if (same)
     binarySameKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n);
   else
     binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, st);
@@ -330,14 +383,28 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *bias, const float *mean,
                             const float *var, float *y, int64_t n, int64_t c,
                             int64_t inner, float eps, cudaStream_t s) {
-  batchNormKernel<<<blocksFor(n), kThreads, 0, s>>>(x, scale, bias, mean, var,
-                                                    y, n, c, inner, eps);
+  if (n == 0)
+    return cudaSuccess;
+  // gridDim.y is limited to 65535 planes a launch.
+  int64_t planes = n / inner, chunk = 65535;
+  for (int64_t p = 0; p < planes; p += chunk) {
+    int64_t count = planes - p < chunk ? planes - p : chunk;
+    batchNormKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(
+        x, scale, bias, mean, var, y, c, inner, eps, p);
+  }
   return cudaGetLastError();
 }
 
 cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
                           int64_t inner, cudaStream_t s) {
-  addBiasKernel<<<blocksFor(n), kThreads, 0, s>>>(y, bias, n, c, inner);
+  if (n == 0)
+    return cudaSuccess;
+  int64_t planes = n / inner, chunk = 65535;
+  for (int64_t p = 0; p < planes; p += chunk) {
+    int64_t count = planes - p < chunk ? planes - p : chunk;
+    addBiasKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(y, bias, c,
+                                                               inner, p);
+  }
   return cudaGetLastError();
 }
 
