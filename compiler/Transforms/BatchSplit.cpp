@@ -94,10 +94,15 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
           why = "it pads the batch dimension";
       })
       .Case<graph::MatMulOp>([&](graph::MatMulOp) {
-        ok = batched[0] && rankOf(op->getOperand(0)) >= 2 &&
-             (!batched[1] || rankOf(op->getOperand(1)) == rankOf(op->getOperand(0))) &&
-             (batched[1] || rankOf(op->getOperand(1)) < rankOf(op->getOperand(0)) ||
-              dim0(op->getOperand(1)) == 1);
+        // Rows of a 2-D left operand are samples; for higher ranks the
+        // batch is a batch dimension, which a right operand may share only
+        // when it is batched too (or broadcasts with extent 1).
+        int64_t lr = rankOf(op->getOperand(0)), rr = rankOf(op->getOperand(1));
+        if (batched[1])
+          ok = batched[0] && lr >= 3 && rr == lr;
+        else
+          ok = batched[0] && lr >= 2 &&
+               (lr == 2 || rr < lr || dim0(op->getOperand(1)) == 1);
         if (!ok)
           why = "it contracts over the batch dimension";
       })
@@ -159,10 +164,46 @@ LogicalResult reinferTypes(Operation *op) {
 
 } // namespace
 
+BatchInfo analyzeBatch(func::FuncOp func) {
+  BatchInfo info;
+  Block &body = func.getBody().front();
+  for (BlockArgument arg : body.getArguments())
+    if (rankOf(arg) >= 1) {
+      info.batch = dim0(arg);
+      break;
+    }
+  if (info.batch < 0) {
+    info.why = "the model has no input with a batch dimension";
+    return info;
+  }
+  DenseSet<Value> batched;
+  for (BlockArgument arg : body.getArguments())
+    if (rankOf(arg) >= 1 && dim0(arg) == info.batch)
+      batched.insert(arg);
+  for (Operation &op : body.without_terminator()) {
+    SmallVector<bool> flags;
+    for (Value v : op.getOperands())
+      flags.push_back(batched.contains(v));
+    if (llvm::none_of(flags, [](bool b) { return b; }))
+      continue;
+    std::string why;
+    if (failed(checkSampleWise(&op, flags, info.batch, why))) {
+      info.why = "'" + op.getName().getStringRef().str() + "' (ONNX node '" +
+                 onnxNodeName(op.getLoc()) + "'): " + why;
+      return info;
+    }
+    info.batchedOps.insert(&op);
+    for (Value r : op.getResults())
+      batched.insert(r);
+  }
+  info.splittable = true;
+  return info;
+}
+
 LogicalResult
 splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
-           bool tagMicroBatch) {
+           std::function<int64_t(int64_t slice)> microBatchOf) {
   Block &body = func.getBody().front();
   if (parts < 1)
     return func.emitError() << purpose << ": need at least 1 part, got "
@@ -249,9 +290,9 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
           return failure();
       }
       graph::setDevice(clone, deviceOf(p, op));
-      if (tagMicroBatch)
+      if (microBatchOf)
         clone->setAttr(GraphDialect::kMicroBatchAttrName,
-                       builder.getI64IntegerAttr(p));
+                       builder.getI64IntegerAttr(microBatchOf(p)));
     }
     for (auto [i, v] : llvm::enumerate(returnOp.getOperands()))
       partResults[i].push_back(map.lookupOrDefault(v));

@@ -3,6 +3,7 @@
 #define PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <functional>
 
@@ -16,7 +17,18 @@ namespace mlir::partc {
 LogicalResult
 splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
-           bool tagMicroBatch);
+           std::function<int64_t(int64_t slice)> microBatchOf = nullptr);
+
+/// The batch size of `func` (dimension 0 of its first ranked input) and
+/// whether every op keeps samples apart; on failure `why` names the op.
+/// `batchedOps` receives the ops whose results carry the batch dimension.
+struct BatchInfo {
+  int64_t batch = -1;
+  bool splittable = false;
+  std::string why;
+  DenseSet<Operation *> batchedOps;
+};
+BatchInfo analyzeBatch(func::FuncOp func);
 
 } // namespace mlir::partc
 

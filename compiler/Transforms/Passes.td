@@ -102,6 +102,35 @@ def PlanMemory : Pass<"partc-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def SearchPlan : Pass<"partc-search-plan", "mlir::ModuleOp"> {
+  let summary = "Chooses and applies stages x replicas x micro-batches by cost";
+  let description = [{
+    Predicts every op's time on the given devices (roofline of FLOPs and
+    bytes, or measured times from a cost table), finds for every replica
+    count and micro-batch count the stage split that minimizes the slowest
+    stage including the transfers of every tensor live across a cut, subject
+    to each device's memory, and applies the plan with the best predicted
+    throughput (or latency). Reports the choice as a remark; fails, naming
+    the heaviest stage and the device count that would fit, when nothing
+    fits.
+  }];
+  let options = [
+    Option<"devices", "devices", "std::string", "\"1xh200\"",
+           "Devices as COUNTxPRESET (e.g. 4xh200, 2xh100)">,
+    Option<"topology", "topology", "std::string", "\"\"",
+           "JSON topology file (overrides devices)">,
+    Option<"objective", "objective", "std::string", "\"throughput\"",
+           "throughput or latency">,
+    Option<"stages", "stages", "int64_t", "0", "Fix the stage count (0: search)">,
+    Option<"replicas", "replicas", "int64_t", "0",
+           "Fix the replica count (0: search)">,
+    Option<"microBatches", "micro-batches", "int64_t", "0",
+           "Fix the micro-batch count (0: search)">,
+    Option<"memoryGiB", "memory-gib", "double", "0",
+           "Override every device's memory (GiB), for tests">,
+  ];
+}
+
 def TestPrintCost : Pass<"partc-test-print-cost", "mlir::ModuleOp"> {
   let summary = "Test only: prints each op's cost estimates as remarks";
 }

@@ -29,8 +29,7 @@ struct ReplicateDataParallelPass
           graph::setDevice(&op, 0);
     } else {
       auto replicaDevice = [](int64_t replica, Operation *) { return replica; };
-      if (failed(splitBatch(*func, replicas, "data parallelism", replicaDevice,
-                            /*tagMicroBatch=*/false)))
+      if (failed(splitBatch(*func, replicas, "data parallelism", replicaDevice)))
         return signalPassFailure();
     }
     setNumDevices(module, replicas);

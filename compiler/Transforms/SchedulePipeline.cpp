@@ -34,7 +34,7 @@ struct SchedulePipelinePass
       return *graph::getDevice(op);
     };
     if (failed(splitBatch(*func, microBatches, "pipelining", keepStage,
-                          /*tagMicroBatch=*/true)))
+                          [](int64_t slice) { return slice; })))
       return signalPassFailure();
   }
 };

@@ -89,6 +89,33 @@ std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
   return strides;
 }
 
+std::string kernelSignature(const std::string &name, const AttrMap &attrs,
+                            const std::vector<TensorType> &inputs,
+                            const std::vector<TensorType> &outputs) {
+  std::string s = name + "(";
+  for (size_t i = 0; i < inputs.size(); ++i)
+    s += (i ? "," : "") + inputs[i].str();
+  s += ")->(";
+  for (size_t i = 0; i < outputs.size(); ++i)
+    s += (i ? "," : "") + outputs[i].str();
+  s += ")";
+  for (const auto &[key, v] : attrs.entries()) {
+    s += " " + key + "=";
+    if (v.kind == AttrValue::Kind::String) {
+      s += v.str;
+      continue;
+    }
+    const size_t n = v.kind == AttrValue::Kind::Ints ? v.ints.size()
+                                                     : v.floats.size();
+    for (size_t i = 0; i < n; ++i) {
+      s += i ? ":" : "";
+      s += v.kind == AttrValue::Kind::Ints ? std::to_string(v.ints[i])
+                                           : std::to_string(v.floats[i]);
+    }
+  }
+  return s;
+}
+
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
 } // namespace partc::runtime

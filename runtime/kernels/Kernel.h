@@ -37,6 +37,13 @@ bool hasCpuKernel(const std::string &name);
 /// Names of every CPU kernel, sorted.
 std::vector<std::string> cpuKernelNames();
 
+/// A stable key for one kernel invocation: name, parameters and operand
+/// types. Profiles written by partc-run and cost tables read by partc
+/// compile match on it.
+std::string kernelSignature(const std::string &name, const AttrMap &attrs,
+                            const std::vector<TensorType> &inputs,
+                            const std::vector<TensorType> &outputs);
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_KERNELS_KERNEL_H

@@ -6,7 +6,10 @@
 //         [--print-ir-after-all] [--quiet]
 //
 //===----------------------------------------------------------------------===//
+#include "compiler/CostModel/OpCost.h"
+#include "compiler/CostModel/Topology.h"
 #include "compiler/Target/PlanExport.h"
+#include "compiler/Transforms/PlanSearch.h"
 #include "compiler/Transforms/PassUtils.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/Graph/GraphOps.h"
@@ -35,16 +38,33 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::Required);
-static cl::opt<int64_t> numDevices("devices", cl::desc("Number of devices"),
-                                   cl::init(1));
+static cl::opt<std::string>
+    devicesOpt("devices",
+               cl::desc("Devices: a count (H200s) or COUNTxPRESET, e.g. 4xh200, "
+                        "2xh100, 8xa100"),
+               cl::init("1"));
+static cl::opt<std::string>
+    topologyPath("topology", cl::desc("JSON description of the machine"),
+                 cl::value_desc("file"), cl::init(""));
 static cl::opt<std::string>
     strategy("strategy",
-             cl::desc("single | pipeline | data (default: single for one "
-                      "device, pipeline otherwise)"),
-             cl::init(""));
-static cl::opt<int64_t> microBatches("micro-batches",
-                                     cl::desc("Micro-batches for pipelining"),
-                                     cl::init(1));
+             cl::desc("auto (default: searched by the cost model) | single | "
+                      "pipeline | data"),
+             cl::init("auto"));
+static cl::opt<std::string>
+    objective("objective", cl::desc("throughput (default) or latency"),
+              cl::init("throughput"));
+static cl::opt<int64_t>
+    microBatches("micro-batches",
+                 cl::desc("Micro-batches for pipelining (default: searched)"),
+                 cl::init(0));
+static cl::opt<std::string>
+    explain("explain", cl::desc("Print why the plan was chosen: text or json"),
+            cl::ValueOptional, cl::init(""));
+static cl::opt<std::string>
+    costTablePath("cost-table",
+                  cl::desc("Measured kernel times (partc-run --profile)"),
+                  cl::value_desc("file"), cl::init(""));
 static cl::opt<int64_t>
     batch("batch", cl::desc("Value of a dynamic leading input dimension"),
           cl::init(1));
@@ -110,23 +130,42 @@ int fail(const llvm::Twine &msg) {
 }
 
 int compile() {
-  if (numDevices < 1)
-    return fail("--devices must be at least 1, got " + llvm::Twine(numDevices));
+  if (devicesOpt == "0" || (!devicesOpt.empty() && devicesOpt[0] == '-'))
+    return fail("--devices must be at least 1, got " + devicesOpt);
+  auto topo = topologyPath.empty()
+                  ? ::partc::costmodel::Topology::fromShorthand(devicesOpt)
+                  : ::partc::costmodel::Topology::fromJsonFile(topologyPath);
+  if (!topo)
+    return fail(llvm::toString(topo.takeError()));
+  int64_t numDevices = static_cast<int64_t>(topo->size());
   if (batch < 1)
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
-  if (microBatches < 1)
+  if (microBatches < 0)
     return fail("--micro-batches must be at least 1");
   std::string strat = strategy;
-  if (strat.empty())
-    strat = numDevices == 1 ? "single" : "pipeline";
-  if (strat != "single" && strat != "pipeline" && strat != "data")
+  if (!splitAt.empty() && strat == "auto")
+    strat = "pipeline";
+  if (strat != "auto" && strat != "single" && strat != "pipeline" &&
+      strat != "data")
     return fail("unknown --strategy '" + strat +
-                "'; expected single, pipeline or data");
+                "'; expected auto, single, pipeline or data");
   if (strat == "single" && numDevices != 1)
     return fail("--strategy single uses one device, but --devices is " +
                 llvm::Twine(numDevices));
   if (!splitAt.empty() && strat != "pipeline")
     return fail("--split-at applies to --strategy pipeline only");
+  if (objective != "throughput" && objective != "latency")
+    return fail("--objective must be throughput or latency, got '" +
+                objective + "'");
+  std::string explainMode = explain;
+  if (explain.getNumOccurrences() && explainMode.empty())
+    explainMode = "text";
+  if (!explainMode.empty() && explainMode != "text" && explainMode != "json")
+    return fail("--explain takes text or json, got '" + explainMode + "'");
+  ::partc::costmodel::CostTable costTable;
+  if (!costTablePath.empty())
+    if (llvm::Error e = costTable.load(costTablePath))
+      return fail(llvm::toString(std::move(e)));
   if (emit != "plan" && emit != "mlir" && emit != "graph")
     return fail("unknown --emit '" + emit + "'; expected plan, mlir or graph");
 
@@ -161,20 +200,55 @@ int compile() {
                         /*printAfterOnlyOnChange=*/false);
   }
   pm.addPass(mlir::partc::createFoldConstants());
-  if (strat == "data") {
-    pm.addPass(mlir::partc::createReplicateDataParallel({numDevices}));
-  } else {
+  std::string planLabel = strat;
+  std::optional<mlir::partc::SearchResult> searched;
+  if (!splitAt.empty()) {
     mlir::partc::AssignDevicesOptions assign;
     assign.numDevices = numDevices;
     assign.splitAt.assign(splitAt.begin(), splitAt.end());
     pm.addPass(mlir::partc::createAssignDevices(assign));
     if (microBatches > 1)
       pm.addPass(mlir::partc::createSchedulePipeline({microBatches, "gpipe"}));
+  } else {
+    // The cost model places the graph; explicit strategies constrain it.
+    if (failed(pm.run(*module)))
+      return 1;
+    pm.clear();
+    mlir::partc::SearchOptions search;
+    search.topology = *topo;
+    search.objective = objective;
+    search.costTable = costTable.empty() ? nullptr : &costTable;
+    search.microBatches = microBatches;
+    if (strat == "single") {
+      search.stages = search.replicas = 1;
+    } else if (strat == "pipeline") {
+      search.stages = numDevices;
+      search.replicas = 1;
+    } else if (strat == "data") {
+      search.stages = 1;
+      search.replicas = numDevices;
+      search.microBatches = 1;
+    }
+    auto func = mlir::partc::getMainFunction(*module);
+    if (failed(func))
+      return 1;
+    auto result = mlir::partc::searchPlan(*func, search);
+    if (failed(result))
+      return 1;
+    if (failed(mlir::partc::applyPlan(*module, *func, result->best)))
+      return 1;
+    if (explainMode == "text")
+      llvm::outs() << mlir::partc::explainText(*result);
+    else if (explainMode == "json")
+      llvm::outs() << mlir::partc::explainJson(*result);
+    planLabel = (strat == "auto" ? "auto: " : strat + ": ") +
+                result->best.label();
+    searched = std::move(*result);
   }
   pm.addPass(mlir::partc::createInsertTransfers());
   pm.addPass(mlir::partc::createVerifyPlacement());
   if (emit != "graph") {
-    pm.addPass(mlir::partc::createLowerToPlan({strat}));
+    pm.addPass(mlir::partc::createLowerToPlan({planLabel}));
     pm.addPass(mlir::partc::createPlanMemory());
   }
   if (failed(pm.run(*module)))
@@ -196,15 +270,26 @@ int compile() {
     return 1;
   plan.metadata["model"] = llvm::sys::path::filename(inputPath).str();
   plan.metadata["batch"] = std::to_string(batch);
-  plan.metadata["micro_batches"] =
-      std::to_string(strat == "pipeline" ? int64_t(microBatches) : 1);
+  plan.metadata["micro_batches"] = std::to_string(
+      searched ? searched->best.microBatches
+               : std::max<int64_t>(1, microBatches));
+  if (searched) {
+    // Predictions travel with the plan so partc-run can compare.
+    plan.metadata["predicted_step_ms"] =
+        std::to_string(searched->best.stepSeconds * 1e3);
+    std::string stages;
+    for (const auto &st : searched->best.stageReports)
+      stages += (stages.empty() ? "" : ",") + std::to_string(st.seconds * 1e3);
+    plan.metadata["predicted_stage_ms"] = stages;
+    plan.metadata["topology"] = searched->topology;
+  }
   ::partc::runtime::Status s = ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
     return fail(s.message());
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
-  if (!quiet) {
+  if (!quiet && explainMode != "json") {
     llvm::outs() << ::partc::runtime::summarizePlan(plan);
     llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)
                  << " ms\n";

@@ -1,0 +1,109 @@
+//===- OpCost.cpp - Roofline op costs -------------------------------------===//
+#include "compiler/CostModel/OpCost.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
+#include "runtime/kernels/Kernel.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <algorithm>
+
+namespace partc::costmodel {
+
+using namespace mlir;
+using namespace mlir::partc;
+
+static double bytesOf(Type t) {
+  auto shaped = dyn_cast<ShapedType>(t);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  return static_cast<double>(toTensorType(shaped).byteSize());
+}
+
+OpWork analyzeOp(Operation *op, bool batched) {
+  OpWork w;
+  w.batched = batched;
+  if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
+    w.cls = OpClass::View;
+    return w;
+  }
+  if (isa<graph::ConvOp, graph::MatMulOp, graph::GemmOp>(op))
+    w.cls = OpClass::Matrix;
+  else if (isa<graph::TransposeOp, graph::ConcatOp, graph::SplitOp,
+               graph::SliceOp, graph::GatherOp, graph::PadOp, graph::ExpandOp,
+               graph::TransferOp>(op))
+    w.cls = OpClass::Movement;
+  if (auto cost = dyn_cast<graph::CostOpInterface>(op))
+    w.flops = static_cast<double>(cost.estimateFlops());
+  for (Value v : op->getOperands()) {
+    double b = bytesOf(v.getType());
+    if (v.getDefiningOp<graph::ConstantOp>())
+      w.weightBytes += b;
+    else
+      w.activationBytes += b;
+  }
+  for (Type t : op->getResultTypes()) {
+    w.outputBytes += bytesOf(t);
+    w.activationBytes += bytesOf(t);
+  }
+  std::vector<::partc::runtime::TensorType> ins, outs;
+  for (Type t : op->getOperandTypes())
+    ins.push_back(toTensorType(cast<ShapedType>(t)));
+  for (Type t : op->getResultTypes())
+    outs.push_back(toTensorType(cast<ShapedType>(t)));
+  w.signature = ::partc::runtime::kernelSignature(kernelNameFor(op),
+                                                  toKernelAttrs(op), ins, outs);
+  return w;
+}
+
+double predictSeconds(const OpWork &w, double fraction,
+                      const DeviceSpec &d, bool tf32, const CostTable *table) {
+  if (w.cls == OpClass::View)
+    return 0;
+  double f = w.batched ? fraction : 1.0;
+  if (table && f == 1.0)
+    if (const double *measured = table->lookup(w.signature))
+      return *measured;
+  double flops = w.flops * f;
+  double bytes = w.activationBytes * f + w.weightBytes;
+  double rate = w.cls == OpClass::Matrix
+                    ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32)
+                    : d.vectorFlops;
+  double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
+  double memory = bytes / d.memoryBytesPerSecond;
+  return std::max(compute, memory) + d.launchSeconds;
+}
+
+llvm::Error CostTable::load(const std::string &path) {
+  auto buffer = llvm::MemoryBuffer::getFile(path);
+  if (!buffer)
+    return llvm::createStringError("cannot read cost table '" + path +
+                                   "': " + buffer.getError().message());
+  auto json = llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return llvm::createStringError("cost table '" + path + "' is not JSON: " +
+                                   llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  const llvm::json::Array *kernels = root ? root->getArray("kernels") : nullptr;
+  if (!kernels)
+    return llvm::createStringError("cost table '" + path +
+                                   "' needs a \"kernels\" array");
+  for (const llvm::json::Value &v : *kernels) {
+    const llvm::json::Object *o = v.getAsObject();
+    auto sig = o ? o->getString("signature") : std::nullopt;
+    auto sec = o ? o->getNumber("seconds") : std::nullopt;
+    if (!sig || !sec || *sec < 0)
+      return llvm::createStringError(
+          "cost table '" + path +
+          "': each kernel needs \"signature\" and non-negative \"seconds\"");
+    // Several instances of one signature: keep the mean of their times.
+    auto [it, inserted] = seconds_.emplace(sig->str(), *sec);
+    if (!inserted)
+      it->second = (it->second + *sec) / 2;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace partc::costmodel

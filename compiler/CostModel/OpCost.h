@@ -1,0 +1,53 @@
+//===- OpCost.h - Predicted time of graph ops on a device -------*- C++ -*-===//
+#ifndef PARTC_COMPILER_COSTMODEL_OPCOST_H
+#define PARTC_COMPILER_COSTMODEL_OPCOST_H
+
+#include "compiler/CostModel/Topology.h"
+
+#include "mlir/IR/Operation.h"
+
+#include <map>
+#include <string>
+
+namespace partc::costmodel {
+
+enum class OpClass { Matrix, Vector, Movement, View };
+
+/// What an op does, independent of any device. Batch-proportional parts
+/// scale with the micro-batch; weights do not.
+struct OpWork {
+  OpClass cls = OpClass::Vector;
+  double flops = 0;
+  double activationBytes = 0; // bytes read and written that scale with batch
+  double weightBytes = 0;     // constant operands
+  double outputBytes = 0;     // results (what stays live)
+  bool batched = false;
+  std::string signature; // kernel signature, for cost tables
+};
+
+OpWork analyzeOp(mlir::Operation *op, bool batched);
+
+/// Measured seconds per kernel signature (from partc-run --profile).
+class CostTable {
+public:
+  llvm::Error load(const std::string &path);
+  bool empty() const { return seconds_.empty(); }
+  const double *lookup(const std::string &signature) const {
+    auto it = seconds_.find(signature);
+    return it == seconds_.end() ? nullptr : &it->second;
+  }
+
+private:
+  std::map<std::string, double> seconds_;
+};
+
+/// Roofline time of `work` scaled to `fraction` of the batch, plus the
+/// launch cost; a measured entry replaces it when the signature matches at
+/// full batch.
+double predictSeconds(const OpWork &work, double fraction,
+                      const DeviceSpec &device, bool tf32,
+                      const CostTable *table);
+
+} // namespace partc::costmodel
+
+#endif // PARTC_COMPILER_COSTMODEL_OPCOST_H

@@ -1,0 +1,151 @@
+//===- Partitioner.cpp - Optimal contiguous pipeline stages ---------------===//
+#include "compiler/CostModel/Partitioner.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+
+namespace partc::costmodel {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+struct Prefix {
+  std::vector<double> seconds, weights;
+  explicit Prefix(const ChainProblem &p) {
+    size_t n = p.opSeconds.size();
+    seconds.assign(n + 1, 0);
+    weights.assign(n + 1, 0);
+    for (size_t i = 0; i < n; ++i) {
+      seconds[i + 1] = seconds[i] + p.opSeconds[i];
+      weights[i + 1] =
+          weights[i] + (i < p.opWeightBytes.size() ? p.opWeightBytes[i] : 0);
+    }
+  }
+};
+
+double receiveSeconds(const ChainProblem &p, size_t cut) {
+  if (cut == 0 || cut >= p.cutBytes.size() || p.cutBytes[cut] <= 0)
+    return 0;
+  return p.cutBytes[cut] / p.linkBytesPerSecond + p.linkLatencySeconds;
+}
+} // namespace
+
+double stageSeconds(const ChainProblem &p, size_t begin, size_t end) {
+  double s = receiveSeconds(p, begin);
+  for (size_t i = begin; i < end; ++i)
+    s += p.opSeconds[i];
+  return s;
+}
+
+double stageMemory(const ChainProblem &p, size_t begin, size_t end) {
+  double weights = 0, live = begin < p.cutBytes.size() ? p.cutBytes[begin] : 0;
+  for (size_t i = begin; i < end; ++i) {
+    weights += i < p.opWeightBytes.size() ? p.opWeightBytes[i] : 0;
+    live = std::max(live, i < p.liveBytes.size() ? p.liveBytes[i] : 0.0);
+  }
+  return weights + live * p.inFlight;
+}
+
+std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
+  size_t n = p.opSeconds.size();
+  Prefix pre(p);
+  // Peak live bytes of [j, i) for all j <= i, computed incrementally below.
+  std::vector<StageCut> result(maxStages + 1);
+  if (n == 0)
+    return result;
+  size_t S = std::min(maxStages, n);
+  // best[k][i]: smallest slowest-stage time for ops [0, i) in k stages.
+  std::vector<std::vector<double>> best(S + 1, std::vector<double>(n + 1, kInf));
+  std::vector<std::vector<uint32_t>> from(S + 1,
+                                          std::vector<uint32_t>(n + 1, 0));
+  // Stage cost and feasibility of [j, i), cached per (j, i).
+  std::vector<std::vector<float>> cost(n + 1);
+  for (size_t j = 0; j < n; ++j) {
+    cost[j].assign(n + 1, static_cast<float>(kInf));
+    double live = j < p.cutBytes.size() ? p.cutBytes[j] : 0;
+    double recv = receiveSeconds(p, j);
+    for (size_t i = j + 1; i <= n; ++i) {
+      live = std::max(live, i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
+      double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
+      if (mem > p.memoryBytes)
+        break; // longer stages only need more
+      cost[j][i] = static_cast<float>(recv + pre.seconds[i] - pre.seconds[j]);
+    }
+  }
+  best[0][0] = 0;
+  for (size_t k = 1; k <= S; ++k)
+    for (size_t i = k; i <= n; ++i) {
+      double b = kInf;
+      uint32_t arg = 0;
+      for (size_t j = k - 1; j < i; ++j) {
+        if (best[k - 1][j] == kInf || cost[j][i] == static_cast<float>(kInf))
+          continue;
+        double c = std::max(best[k - 1][j], static_cast<double>(cost[j][i]));
+        // Ties go to the later cut: deterministic and keeps early stages light.
+        if (c <= b) {
+          b = c;
+          arg = static_cast<uint32_t>(j);
+        }
+      }
+      best[k][i] = b;
+      from[k][i] = arg;
+    }
+  for (size_t k = 1; k <= S; ++k) {
+    StageCut &r = result[k];
+    if (best[k][n] == kInf)
+      continue;
+    r.feasible = true;
+    std::vector<size_t> starts;
+    for (size_t kk = k, i = n; kk > 0; --kk) {
+      size_t j = from[kk][i];
+      starts.push_back(j);
+      i = j;
+    }
+    std::reverse(starts.begin(), starts.end());
+    for (size_t s = 0; s < starts.size(); ++s) {
+      size_t end = s + 1 < starts.size() ? starts[s + 1] : n;
+      r.stageSeconds.push_back(stageSeconds(p, starts[s], end));
+      if (s > 0)
+        r.cuts.push_back(starts[s]);
+    }
+    r.slowest = *std::max_element(r.stageSeconds.begin(), r.stageSeconds.end());
+  }
+  return result;
+}
+
+StageCut bruteForceChain(const ChainProblem &p, size_t stages) {
+  size_t n = p.opSeconds.size();
+  StageCut bestCut;
+  bestCut.slowest = kInf;
+  std::vector<size_t> cuts;
+  std::function<void(size_t)> place = [&](size_t from) {
+    if (cuts.size() == stages - 1) {
+      std::vector<size_t> starts = {0};
+      starts.insert(starts.end(), cuts.begin(), cuts.end());
+      StageCut c;
+      c.cuts = cuts;
+      c.feasible = true;
+      for (size_t s = 0; s < starts.size(); ++s) {
+        size_t end = s + 1 < starts.size() ? starts[s + 1] : n;
+        if (stageMemory(p, starts[s], end) > p.memoryBytes)
+          c.feasible = false;
+        c.stageSeconds.push_back(stageSeconds(p, starts[s], end));
+      }
+      c.slowest = *std::max_element(c.stageSeconds.begin(), c.stageSeconds.end());
+      if (c.feasible && c.slowest < bestCut.slowest)
+        bestCut = c;
+      return;
+    }
+    for (size_t i = from; i < n; ++i) {
+      cuts.push_back(i);
+      place(i + 1);
+      cuts.pop_back();
+    }
+  };
+  if (stages >= 1 && stages <= n)
+    place(1);
+  return bestCut;
+}
+
+} // namespace partc::costmodel

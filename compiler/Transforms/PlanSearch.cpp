@@ -1,0 +1,442 @@
+//===- PlanSearch.cpp - Choose stages x replicas x micro-batches ----------===//
+//
+// For every replica count R and micro-batch count M the op costs are
+// evaluated at the micro-batch size batch/(R*M), and one dynamic program
+// (compiler/CostModel/Partitioner) yields the best contiguous stage split
+// for every stage count S <= N/R at once. A plan's step is the GPipe
+// fill-drain time: sum of its stage times plus (M-1) times the slowest.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Transforms/PlanSearch.h"
+
+#include "compiler/CostModel/Partitioner.h"
+#include "compiler/Transforms/BatchSplit.h"
+#include "compiler/Transforms/PassUtils.h"
+#include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
+
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace mlir::partc {
+
+namespace cm = ::partc::costmodel;
+
+std::string Candidate::label() const {
+  std::string s = std::to_string(stages) + (stages == 1 ? " stage" : " stages") +
+                  " x " + std::to_string(replicas) +
+                  (replicas == 1 ? " replica" : " replicas");
+  if (stages > 1)
+    s += ", " + std::to_string(microBatches) +
+         (microBatches == 1 ? " micro-batch" : " micro-batches");
+  return s;
+}
+
+namespace {
+
+constexpr double GiB = 1024.0 * 1024 * 1024;
+
+double bytesOf(Type t) {
+  return static_cast<double>(toTensorType(cast<ShapedType>(t)).byteSize());
+}
+
+/// Live ranges of op results in op order (returns do not count: outputs are
+/// stored from where they are produced).
+struct Liveness {
+  std::vector<double> cutBytes;  // [n + 1], scaled by batch where batched
+  std::vector<double> liveBytes; // [n]
+  std::vector<std::pair<size_t, size_t>> ranges; // per value: producer, last
+  std::vector<double> sizes;
+};
+
+Liveness analyzeLiveness(ArrayRef<Operation *> ops) {
+  size_t n = ops.size();
+  DenseMap<Operation *, size_t> index;
+  for (size_t i = 0; i < n; ++i)
+    index[ops[i]] = i;
+  Liveness l;
+  std::vector<double> cutDiff(n + 2, 0), liveDiff(n + 1, 0);
+  for (size_t p = 0; p < n; ++p)
+    for (Value v : ops[p]->getResults()) {
+      size_t last = p;
+      for (Operation *user : v.getUsers()) {
+        auto it = index.find(user);
+        if (it != index.end())
+          last = std::max(last, it->second);
+      }
+      double b = bytesOf(v.getType());
+      l.ranges.push_back({p, last});
+      l.sizes.push_back(b);
+      if (last > p) {
+        cutDiff[p + 1] += b;
+        cutDiff[last + 1] -= b;
+      }
+      liveDiff[p] += b;
+      liveDiff[last + 1 > n ? n : last + 1] -= b;
+    }
+  l.cutBytes.assign(n + 1, 0);
+  double acc = 0;
+  for (size_t i = 0; i <= n; ++i) {
+    acc += cutDiff[i];
+    l.cutBytes[i] = acc;
+  }
+  l.liveBytes.assign(n, 0);
+  acc = 0;
+  for (size_t i = 0; i < n; ++i) {
+    acc += liveDiff[i];
+    l.liveBytes[i] = acc;
+  }
+  return l;
+}
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / GiB);
+  return buf;
+}
+
+std::string mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
+  return buf;
+}
+
+std::string ms(double seconds) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.3f ms", seconds * 1e3);
+  return buf;
+}
+
+/// Fewest stages (devices) whose memory-greedy split fits: memory grows
+/// monotonically with a stage, so greedy packing is optimal.
+size_t minimalStagesForMemory(const cm::ChainProblem &p, double &heaviestOp) {
+  size_t n = p.opSeconds.size(), stages = 0, begin = 0;
+  heaviestOp = 0;
+  for (size_t i = 0; i < n; ++i)
+    heaviestOp = std::max(heaviestOp, cm::stageMemory(p, i, i + 1));
+  if (heaviestOp > p.memoryBytes)
+    return 0;
+  while (begin < n) {
+    size_t end = begin + 1;
+    while (end < n && cm::stageMemory(p, begin, end + 1) <= p.memoryBytes)
+      ++end;
+    ++stages;
+    begin = end;
+  }
+  return stages;
+}
+
+} // namespace
+
+FailureOr<SearchResult> searchPlan(func::FuncOp func,
+                                   const SearchOptions &options) {
+  auto start = std::chrono::steady_clock::now();
+  const cm::Topology &topo = options.topology;
+  int64_t numDevices = static_cast<int64_t>(topo.size());
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    if (!isa<graph::ConstantOp, func::ReturnOp>(op))
+      ops.push_back(&op);
+  size_t n = ops.size();
+  BatchInfo batchInfo = analyzeBatch(func);
+  int64_t batch = std::max<int64_t>(batchInfo.batch, 1);
+  std::vector<cm::OpWork> work;
+  for (Operation *op : ops)
+    work.push_back(cm::analyzeOp(op, batchInfo.batchedOps.contains(op)));
+  Liveness live = analyzeLiveness(ops);
+  const cm::DeviceSpec device = topo.weakest();
+
+  // Requests that cannot be met get their own message.
+  if (options.stages > static_cast<int64_t>(std::max<size_t>(n, 1)) &&
+      options.stages > 1)
+    return func.emitError() << "cannot split " << n << " op(s) over "
+                            << options.stages
+                            << " devices; use at most as many devices as ops "
+                               "or the data-parallel strategy",
+           failure();
+  int64_t parts = std::max<int64_t>(options.replicas, 1) *
+                  std::max<int64_t>(options.microBatches, 1);
+  if (parts > 1 && !batchInfo.splittable)
+    return func.emitError()
+               << (options.replicas > 1 ? "data parallelism" : "pipelining")
+               << " needs ops that treat samples independently, but "
+               << batchInfo.why
+               << " cannot be split along the batch; use the single or "
+                  "pipeline strategy with one micro-batch",
+           failure();
+  if (parts > batch)
+    return func.emitError() << "batch " << batch << " is smaller than "
+                            << parts
+                            << " parts; raise --batch or use fewer parts",
+           failure();
+
+  SearchResult result;
+  result.batch = batch;
+  result.ops = n;
+  result.topology = topo.describe();
+  result.objective = options.objective;
+  cm::ChainProblem lastProblem;
+
+  for (int64_t r = 1; r <= numDevices; ++r) {
+    if (options.replicas && r != options.replicas)
+      continue;
+    if (r > 1 && (!batchInfo.splittable || r > batch))
+      continue;
+    int64_t maxStages = numDevices / r;
+    for (int64_t m : {1, 2, 4, 8, 16, 32, 64}) {
+      if (options.microBatches && m != options.microBatches)
+        continue;
+      if (m > 1 && (!batchInfo.splittable || r * m > batch || maxStages < 2))
+        continue;
+      int64_t slice = (batch + r * m - 1) / (r * m);
+      double fraction = static_cast<double>(slice) / batch;
+      cm::ChainProblem p;
+      for (size_t i = 0; i < n; ++i) {
+        p.opSeconds.push_back(cm::predictSeconds(work[i], fraction, device,
+                                                 topo.tf32, options.costTable));
+        p.opWeightBytes.push_back(work[i].weightBytes);
+        p.liveBytes.push_back(live.liveBytes[i] * fraction);
+      }
+      for (double b : live.cutBytes)
+        p.cutBytes.push_back(b * fraction);
+      cm::LinkSpec link = topo.slowestLink(0, maxStages);
+      p.linkBytesPerSecond = link.bytesPerSecond;
+      p.linkLatencySeconds = link.latencySeconds;
+      p.memoryBytes = topo.smallestMemory();
+      // Double-buffered transfers keep up to two micro-batches in flight.
+      p.inFlight = std::min<int64_t>(m, 2);
+      lastProblem = p;
+      std::vector<cm::StageCut> cuts = cm::solveChain(p, maxStages);
+      for (int64_t s = 1; s <= maxStages; ++s) {
+        if (options.stages && s != options.stages)
+          continue;
+        if (s == 1 && m > 1)
+          continue;
+        Candidate c;
+        c.stages = s;
+        c.replicas = r;
+        c.microBatches = m;
+        if (s > static_cast<int64_t>(n)) {
+          c.whyNot = "more stages than ops";
+          result.candidates.push_back(c);
+          continue;
+        }
+        const cm::StageCut &cut = cuts[s];
+        if (!cut.feasible) {
+          c.whyNot = "does not fit in " + gib(p.memoryBytes) + " per device";
+          result.candidates.push_back(c);
+          continue;
+        }
+        c.feasible = true;
+        c.cuts = cut.cuts;
+        c.slowestSeconds = cut.slowest;
+        double sum = 0;
+        for (double t : cut.stageSeconds)
+          sum += t;
+        c.stepSeconds = sum + (m - 1) * cut.slowest;
+        c.throughput = batch / c.stepSeconds;
+        c.bubble = c.stepSeconds > 0
+                       ? 1.0 - (m * sum) / (s * c.stepSeconds)
+                       : 0.0;
+        std::vector<size_t> starts = {0};
+        starts.insert(starts.end(), cut.cuts.begin(), cut.cuts.end());
+        for (size_t k = 0; k < starts.size(); ++k) {
+          StageReport rep;
+          rep.firstOp = starts[k];
+          rep.endOp = k + 1 < starts.size() ? starts[k + 1] : n;
+          rep.seconds = cut.stageSeconds[k];
+          rep.memoryBytes = cm::stageMemory(p, rep.firstOp, rep.endOp);
+          for (size_t i = rep.firstOp; i < rep.endOp; ++i)
+            rep.weightBytes += p.opWeightBytes[i];
+          rep.receivedBytes = k ? p.cutBytes[rep.firstOp] * m : 0;
+          for (size_t v = 0; v < live.ranges.size(); ++v)
+            if (live.ranges[v].first >= rep.firstOp &&
+                live.ranges[v].first < rep.endOp &&
+                live.ranges[v].second >= rep.endOp)
+              rep.sentBytes += live.sizes[v] * fraction * m;
+          c.stageReports.push_back(rep);
+        }
+        result.candidates.push_back(c);
+      }
+    }
+  }
+
+  bool latency = options.objective == "latency";
+  std::stable_sort(
+      result.candidates.begin(), result.candidates.end(),
+      [&](const Candidate &a, const Candidate &b) {
+        if (a.feasible != b.feasible)
+          return a.feasible;
+        if (!a.feasible)
+          return false;
+        double ka = latency ? a.stepSeconds : -a.throughput;
+        double kb = latency ? b.stepSeconds : -b.throughput;
+        // Within 0.5%, prefer fewer devices, stages and micro-batches.
+        if (std::fabs(ka - kb) > 0.005 * std::fabs(kb))
+          return ka < kb;
+        if (a.stages * a.replicas != b.stages * b.replicas)
+          return a.stages * a.replicas < b.stages * b.replicas;
+        if (a.stages != b.stages)
+          return a.stages < b.stages;
+        return a.microBatches < b.microBatches;
+      });
+  result.searchSeconds = std::chrono::duration<double>(
+                             std::chrono::steady_clock::now() - start)
+                             .count();
+  if (result.candidates.empty() || !result.candidates.front().feasible) {
+    if (!batchInfo.splittable && (options.replicas > 1 || options.microBatches > 1))
+      return func.emitError() << "the model cannot be split along its batch: "
+                              << batchInfo.why
+                              << "; use a pipeline with one micro-batch",
+             failure();
+    double heaviestOp = 0;
+    lastProblem.inFlight = 1;
+    size_t needed = minimalStagesForMemory(lastProblem, heaviestOp);
+    if (needed == 0)
+      return func.emitError()
+                 << "one op needs " << gib(heaviestOp) << " but each device has "
+                 << gib(lastProblem.memoryBytes)
+                 << "; no split across devices can fit this model",
+             failure();
+    // The heaviest stage of the best memory split over the devices given.
+    double lo = 0, hi = 0;
+    for (size_t i = 0; i < n; ++i)
+      hi += lastProblem.opWeightBytes[i] + lastProblem.liveBytes[i];
+    cm::ChainProblem q = lastProblem;
+    for (int iter = 0; iter < 60; ++iter) {
+      q.memoryBytes = (lo + hi) / 2;
+      double unused;
+      size_t k = minimalStagesForMemory(q, unused);
+      if (k != 0 && static_cast<int64_t>(k) <= numDevices)
+        hi = q.memoryBytes;
+      else
+        lo = q.memoryBytes;
+    }
+    return func.emitError()
+               << "the model does not fit: split over " << numDevices
+               << " device(s), the heaviest stage needs " << gib(hi)
+               << " but each device has " << gib(lastProblem.memoryBytes)
+               << "; use --devices " << needed << " or more",
+           failure();
+  }
+  result.best = result.candidates.front();
+  return result;
+}
+
+LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
+                        const Candidate &plan) {
+  SmallVector<Operation *> ops;
+  for (Operation &op : func.getBody().front())
+    if (!isa<graph::ConstantOp, func::ReturnOp>(op))
+      ops.push_back(&op);
+  size_t stage = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    while (stage < plan.cuts.size() && i >= plan.cuts[stage])
+      ++stage;
+    graph::setDevice(ops[i], stage);
+  }
+  int64_t s = plan.stages, m = plan.microBatches;
+  setNumDevices(module, s * plan.replicas);
+  int64_t parts = plan.replicas * m;
+  if (parts == 1)
+    return success();
+  auto deviceOf = [s, m](int64_t slice, Operation *op) {
+    return (slice / m) * s + *graph::getDevice(op);
+  };
+  std::function<int64_t(int64_t)> microBatchOf;
+  if (m > 1)
+    microBatchOf = [m](int64_t slice) { return slice % m; };
+  return splitBatch(func, parts, "the chosen plan", deviceOf, microBatchOf);
+}
+
+std::string explainText(const SearchResult &r) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  const Candidate &b = r.best;
+  os << "partc plan: " << r.ops << " ops, batch " << r.batch << ", on "
+     << r.topology << ", objective " << r.objective << "\n";
+  os << "chosen: " << b.label() << "; predicted step " << ms(b.stepSeconds)
+     << ", " << llvm::format("%.0f", b.throughput) << " samples/s, bubble "
+     << llvm::format("%.1f%%", b.bubble * 100) << "\n";
+  os << llvm::format("  %-6s %-5s %-7s %5s %12s %12s %12s %12s %12s\n",
+                     "device", "stage", "replica", "ops", "params",
+                     "peak mem", "time/mb", "received", "sent");
+  for (int64_t rep = 0; rep < b.replicas; ++rep)
+    for (int64_t s = 0; s < b.stages; ++s) {
+      const StageReport &st = b.stageReports[s];
+      os << llvm::format("  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
+                         (long long)(rep * b.stages + s), (long long)s,
+                         (long long)rep, st.endOp - st.firstOp,
+                         mib(st.weightBytes).c_str(),
+                         mib(st.memoryBytes).c_str(), ms(st.seconds).c_str(),
+                         mib(st.receivedBytes).c_str(),
+                         mib(st.sentBytes).c_str());
+    }
+  os << "runner-up plans:\n";
+  size_t shown = 0;
+  for (size_t i = 1; i < r.candidates.size() && shown < 6; ++i, ++shown) {
+    const Candidate &c = r.candidates[i];
+    os << "  " << c.label() << ": ";
+    if (!c.feasible) {
+      os << c.whyNot << "\n";
+      continue;
+    }
+    os << "step " << ms(c.stepSeconds) << " ("
+       << llvm::format("%.2fx", c.stepSeconds / b.stepSeconds)
+       << " the chosen), bubble " << llvm::format("%.1f%%", c.bubble * 100);
+    if (c.stepSeconds <= b.stepSeconds * 1.005)
+      os << "; as fast, but uses more devices, stages or micro-batches";
+    os << "\n";
+  }
+  os << "searched " << r.candidates.size() << " plans in "
+     << llvm::format("%.1f", r.searchSeconds * 1e3) << " ms\n";
+  return out;
+}
+
+std::string explainJson(const SearchResult &r) {
+  auto candidate = [&](const Candidate &c) {
+    llvm::json::Object o{{"stages", c.stages},
+                         {"replicas", c.replicas},
+                         {"micro_batches", c.microBatches},
+                         {"feasible", c.feasible}};
+    if (!c.feasible) {
+      o["why_not"] = c.whyNot;
+      return o;
+    }
+    o["step_ms"] = c.stepSeconds * 1e3;
+    o["throughput"] = c.throughput;
+    o["bubble"] = c.bubble;
+    llvm::json::Array stages;
+    for (const StageReport &s : c.stageReports)
+      stages.push_back(llvm::json::Object{
+          {"first_op", static_cast<int64_t>(s.firstOp)},
+          {"ops", static_cast<int64_t>(s.endOp - s.firstOp)},
+          {"seconds_per_micro_batch", s.seconds},
+          {"param_bytes", s.weightBytes},
+          {"peak_memory_bytes", s.memoryBytes},
+          {"received_bytes", s.receivedBytes},
+          {"sent_bytes", s.sentBytes}});
+    o["stages_detail"] = std::move(stages);
+    return o;
+  };
+  llvm::json::Array others;
+  for (size_t i = 1; i < r.candidates.size(); ++i)
+    others.push_back(candidate(r.candidates[i]));
+  llvm::json::Object root{{"ops", static_cast<int64_t>(r.ops)},
+                          {"batch", r.batch},
+                          {"topology", r.topology},
+                          {"objective", r.objective},
+                          {"search_ms", r.searchSeconds * 1e3},
+                          {"chosen", candidate(r.best)},
+                          {"runners_up", std::move(others)}};
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+  return out;
+}
+
+} // namespace mlir::partc

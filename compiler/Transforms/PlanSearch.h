@@ -1,0 +1,66 @@
+//===- PlanSearch.h - Choose stages x replicas x micro-batches ---*- C++ -*-===//
+#ifndef PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
+#define PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
+
+#include "compiler/CostModel/OpCost.h"
+#include "compiler/CostModel/Topology.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace mlir::partc {
+
+struct SearchOptions {
+  ::partc::costmodel::Topology topology;
+  /// "throughput" or "latency".
+  std::string objective = "throughput";
+  const ::partc::costmodel::CostTable *costTable = nullptr;
+  /// Constraints (0: searched): stages, replicas, micro-batches.
+  int64_t stages = 0, replicas = 0, microBatches = 0;
+};
+
+struct StageReport {
+  size_t firstOp = 0, endOp = 0;
+  double seconds = 0, memoryBytes = 0, weightBytes = 0;
+  double receivedBytes = 0, sentBytes = 0; // per step
+};
+
+struct Candidate {
+  int64_t stages = 1, replicas = 1, microBatches = 1;
+  bool feasible = false;
+  std::string whyNot;
+  std::vector<size_t> cuts;
+  std::vector<StageReport> stageReports;
+  double slowestSeconds = 0, stepSeconds = 0, throughput = 0, bubble = 0;
+  std::string label() const;
+};
+
+struct SearchResult {
+  Candidate best;
+  std::vector<Candidate> candidates; // best first
+  int64_t batch = 1;
+  size_t ops = 0;
+  std::string topology, objective;
+  double searchSeconds = 0;
+};
+
+/// Searches every S stages x R replicas x M micro-batches plan that fits the
+/// topology and returns them ranked by predicted throughput (or latency).
+/// Fails with an error naming the heaviest stage when nothing fits.
+FailureOr<SearchResult> searchPlan(func::FuncOp func,
+                                   const SearchOptions &options);
+
+/// Places the graph as `plan` says: stage assignment, then one clone per
+/// replica and micro-batch.
+LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
+                        const Candidate &plan);
+
+std::string explainText(const SearchResult &result);
+std::string explainJson(const SearchResult &result);
+
+} // namespace mlir::partc
+
+#endif // PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H

@@ -1,0 +1,46 @@
+// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200" --verify-diagnostics | FileCheck %s
+// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
+// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=PIPE-IR
+
+// Tests that two heavy, independent-per-sample matmuls on two devices are
+// replicated (no transfers, no bubble) rather than pipelined, and that a
+// forced two-stage pipeline cuts between the two equal matmuls.
+// CHECK: module attributes {graph.num_devices = 2
+// CHECK-LABEL: func @main
+// CHECK: graph.slice %arg0 {{.*}}graph.device = -1
+// CHECK: graph.matmul {{.*}}graph.device = 0
+// CHECK: graph.matmul {{.*}}graph.device = 0
+// CHECK: graph.matmul {{.*}}graph.device = 1
+// CHECK: graph.matmul {{.*}}graph.device = 1
+// PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [1]
+// PIPE-IR-LABEL: func @main
+// PIPE-IR: graph.matmul {{.*}}graph.device = 0
+// PIPE-IR: graph.matmul {{.*}}graph.device = 1
+// expected-remark@below {{plan: 1 stage x 2 replicas, cuts before ops []}}
+module {
+  func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
+    %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %a = graph.matmul %x, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    %b = graph.matmul %a, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    return %b : tensor<4096x1024xf32>
+  }
+}
+
+// -----
+
+// Tests that a graph mixing the batch (softmax over dimension 0) is neither
+// replicated nor micro-batched; a one-micro-batch pipeline only adds a
+// transfer, so one device wins.
+// CHECK-LABEL: func @main
+// CHECK: graph.matmul {{.*}}graph.device = 0
+// CHECK: graph.softmax {{.*}}graph.device = 0
+// PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [1]
+// expected-remark@below {{plan: 1 stage x 1 replica, cuts before ops []}}
+module {
+  func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
+    %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %a = graph.matmul %x, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    %b = graph.softmax %a {axis = 0 : i64} : (tensor<4096x1024xf32>) -> tensor<4096x1024xf32>
+    return %b : tensor<4096x1024xf32>
+  }
+}

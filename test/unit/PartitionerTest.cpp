@@ -1,0 +1,116 @@
+//===- PartitionerTest.cpp - DP stage split equals brute force ------------===//
+#include "compiler/CostModel/Partitioner.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace partc::costmodel;
+
+namespace {
+
+/// A random DAG in topological order: each op reads one or two earlier
+/// values (or the input); cut bytes are the sizes live across each cut, as
+/// partc computes them, so skip edges are charged.
+ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
+  std::uniform_real_distribution<double> time(0.1, 10.0), bytes(1, 100);
+  ChainProblem p;
+  std::vector<double> size(n);
+  std::vector<size_t> last(n);
+  for (size_t i = 0; i < n; ++i) {
+    p.opSeconds.push_back(time(rng));
+    p.opWeightBytes.push_back(bytes(rng) * (rng() % 3 == 0 ? 10 : 1));
+    size[i] = bytes(rng);
+    last[i] = i;
+  }
+  for (size_t i = 1; i < n; ++i) {
+    last[i - 1] = std::max(last[i - 1], i); // the chain edge
+    if (dag && i >= 2 && rng() % 2) {
+      size_t src = rng() % (i - 1); // a skip edge
+      last[src] = std::max(last[src], i);
+    }
+  }
+  p.cutBytes.assign(n + 1, 0);
+  p.liveBytes.assign(n, 0);
+  for (size_t v = 0; v < n; ++v) {
+    for (size_t c = v + 1; c <= last[v]; ++c)
+      p.cutBytes[c] += size[v];
+    for (size_t c = v; c <= last[v]; ++c)
+      p.liveBytes[c] += size[v];
+  }
+  p.linkBytesPerSecond = std::uniform_real_distribution<double>(5, 100)(rng);
+  p.linkLatencySeconds = 0.01;
+  p.inFlight = 1 + rng() % 2;
+  // Sometimes tight memory, so that some splits are infeasible.
+  double total = 0;
+  for (double w : p.opWeightBytes)
+    total += w;
+  p.memoryBytes = rng() % 2 ? 1e30 : total / (1 + rng() % 3) + 200;
+  return p;
+}
+
+void expectOptimal(const ChainProblem &p, size_t maxStages) {
+  std::vector<StageCut> dp = solveChain(p, maxStages);
+  for (size_t s = 1; s <= maxStages && s <= p.opSeconds.size(); ++s) {
+    StageCut brute = bruteForceChain(p, s);
+    ASSERT_EQ(dp[s].feasible, brute.slowest < 1e300)
+        << "stages " << s << " of " << p.opSeconds.size();
+    if (!dp[s].feasible)
+      continue;
+    EXPECT_NEAR(dp[s].slowest, brute.slowest, 1e-5 * brute.slowest)
+        << "stages " << s << " of " << p.opSeconds.size();
+    // The reported split must itself fit and have the reported cost.
+    std::vector<size_t> starts = {0};
+    starts.insert(starts.end(), dp[s].cuts.begin(), dp[s].cuts.end());
+    double slowest = 0;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      size_t end = k + 1 < starts.size() ? starts[k + 1] : p.opSeconds.size();
+      ASSERT_LT(starts[k], end);
+      EXPECT_LE(stageMemory(p, starts[k], end), p.memoryBytes);
+      slowest = std::max(slowest, stageSeconds(p, starts[k], end));
+    }
+    EXPECT_NEAR(slowest, dp[s].slowest, 1e-9 * slowest);
+  }
+}
+
+TEST(Partitioner, MatchesBruteForceOnRandomChains) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 300; ++trial)
+    expectOptimal(randomProblem(rng, 1 + rng() % 10, /*dag=*/false), 5);
+}
+
+TEST(Partitioner, MatchesBruteForceOnRandomDags) {
+  std::mt19937 rng(99);
+  for (int trial = 0; trial < 300; ++trial)
+    expectOptimal(randomProblem(rng, 2 + rng() % 9, /*dag=*/true), 5);
+}
+
+TEST(Partitioner, ChargesTransfersOfSkipEdges) {
+  // Two equal ops; a huge tensor crosses the only cut: one stage is better
+  // than two, and two stages pay the transfer.
+  ChainProblem p;
+  p.opSeconds = {1, 1};
+  p.opWeightBytes = {0, 0};
+  p.liveBytes = {1, 1};
+  p.cutBytes = {0, 1000, 0};
+  p.linkBytesPerSecond = 100;
+  std::vector<StageCut> r = solveChain(p, 2);
+  EXPECT_DOUBLE_EQ(r[1].slowest, 2.0);
+  EXPECT_DOUBLE_EQ(r[2].slowest, 11.0);
+}
+
+TEST(Partitioner, RespectsMemory) {
+  ChainProblem p;
+  p.opSeconds = {1, 1, 1};
+  p.opWeightBytes = {60, 60, 60};
+  p.liveBytes = {0, 0, 0};
+  p.cutBytes = {0, 0, 0, 0};
+  p.memoryBytes = 100;
+  std::vector<StageCut> r = solveChain(p, 3);
+  EXPECT_FALSE(r[1].feasible);
+  EXPECT_FALSE(r[2].feasible);
+  EXPECT_TRUE(r[3].feasible);
+}
+
+} // namespace
