@@ -179,6 +179,15 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   result.ops = n;
   result.topology = topo.describe();
   result.objective = options.objective;
+  if (n == 0) {
+    // Everything folded to constants: one device copies them out.
+    Candidate c;
+    c.feasible = true;
+    c.stageReports.push_back(StageReport());
+    result.candidates.push_back(c);
+    result.best = c;
+    return result;
+  }
   cm::ChainProblem lastProblem;
 
   for (int64_t r = 1; r <= numDevices; ++r) {
@@ -386,7 +395,8 @@ std::string explainText(const SearchResult &r) {
       continue;
     }
     os << "step " << ms(c.stepSeconds) << " ("
-       << llvm::format("%.2fx", c.stepSeconds / b.stepSeconds)
+       << llvm::format("%.2fx", b.stepSeconds > 0 ? c.stepSeconds / b.stepSeconds
+                                                   : 1.0)
        << " the chosen), bubble " << llvm::format("%.1f%%", c.bubble * 100);
     if (c.stepSeconds <= b.stepSeconds * 1.005)
       os << "; as fast, but uses more devices, stages or micro-batches";
