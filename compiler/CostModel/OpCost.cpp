@@ -63,9 +63,11 @@ double predictSeconds(const OpWork &w, double fraction,
   if (w.cls == OpClass::View)
     return 0;
   double f = w.batched ? fraction : 1.0;
-  if (table && f == 1.0)
+  // A measured full-batch time scales linearly to a micro-batch (optimistic
+  // for small micro-batches, where fixed costs weigh more).
+  if (table)
     if (const double *measured = table->lookup(w.signature))
-      return *measured;
+      return *measured * f;
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
   double rate = w.cls == OpClass::Matrix

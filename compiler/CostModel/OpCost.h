@@ -42,8 +42,8 @@ private:
 };
 
 /// Roofline time of `work` scaled to `fraction` of the batch, plus the
-/// launch cost; a measured entry replaces it when the signature matches at
-/// full batch.
+/// launch cost; a measured full-batch entry with the same signature replaces
+/// it (scaled by `fraction` for batched ops).
 double predictSeconds(const OpWork &work, double fraction,
                       const DeviceSpec &device, bool tf32,
                       const CostTable *table);

@@ -1,6 +1,7 @@
 //===- CpuExecutor.cpp ----------------------------------------------------===//
 #include "runtime/cpu/CpuExecutor.h"
 
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -80,6 +81,19 @@ Status CpuExecutor::create(const Plan &plan,
   return Status();
 }
 
+void CpuExecutor::enableProfiling() {
+  profiling_ = true;
+  kernelTimes_.assign(plan_.devices.size(), {});
+  for (size_t d = 0; d < plan_.devices.size(); ++d)
+    kernelTimes_[d].assign(plan_.devices[d].instructions.size(), 0.0);
+}
+
+double CpuExecutor::kernelSeconds(size_t d, size_t i) const {
+  if (!profiling_ || !profiledRuns_)
+    return 0;
+  return kernelTimes_[d][i] / static_cast<double>(profiledRuns_);
+}
+
 void CpuExecutor::poisonArenas(uint8_t pattern) {
   for (auto &dev : devices_)
     if (dev->arenaBytes)
@@ -126,6 +140,8 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
   for (const Status &s : results)
     if (!s.ok())
       return s;
+  if (profiling_)
+    ++profiledRuns_;
   return Status();
 }
 
@@ -177,9 +193,14 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
         ins.push_back(resolve(b));
       for (const BufferRef &b : in.outputs)
         outs.push_back(resolve(b));
+      auto start = std::chrono::steady_clock::now();
       Status s = dev.kernels[i]->run(ins, outs);
       if (!s.ok())
         return fail(s.prepend(describe(d, i, in)));
+      if (profiling_)
+        kernelTimes_[d][i] += std::chrono::duration<double>(
+                                  std::chrono::steady_clock::now() - start)
+                                  .count();
       break;
     }
     case OpCode::LoadInput: {

@@ -31,6 +31,11 @@ public:
   Status run(const std::vector<TensorRef> &inputs,
              const std::vector<TensorRef> &outputs);
 
+  /// Accumulates the wall time of every kernel instruction from now on.
+  void enableProfiling();
+  /// Mean seconds per run of instruction `i` of device `d` (kernels only).
+  double kernelSeconds(size_t d, size_t i) const;
+
   /// Fills every arena with a byte pattern, so that reads of memory nobody
   /// wrote produce garbage (used by tests to catch missing transfers).
   void poisonArenas(uint8_t pattern);
@@ -46,6 +51,9 @@ private:
   std::unique_ptr<Sync> sync_;
   /// For each channel, the device and buffer its send reads from.
   std::vector<std::pair<size_t, BufferRef>> channelSources_;
+  bool profiling_ = false;
+  size_t profiledRuns_ = 0;
+  std::vector<std::vector<double>> kernelTimes_;
 };
 
 } // namespace partc::runtime

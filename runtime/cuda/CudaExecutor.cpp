@@ -99,6 +99,11 @@ struct CudaExecutor::Impl {
   Graph graphs[2];
   bool useGraphs = false;
   size_t runs = 0;
+  // Profiling: an event pair per kernel instruction, and accumulated times.
+  bool profiling = false;
+  size_t profiledRuns = 0;
+  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> events;
+  std::vector<std::vector<double>> kernelTimes;
   cudaEvent_t fork = nullptr;
   std::vector<cudaEvent_t> joins;
 
@@ -115,6 +120,13 @@ struct CudaExecutor::Impl {
                  const std::vector<TensorRef> &outputs, bool skipInputLoads);
 
   ~Impl() {
+    for (auto &perDevice : events)
+      for (auto &[a, b] : perDevice) {
+        if (a)
+          cudaEventDestroy(a);
+        if (b)
+          cudaEventDestroy(b);
+      }
     for (Graph &g : graphs)
       if (g.exec)
         cudaGraphExecDestroy(g.exec);
@@ -315,6 +327,35 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
 
 bool CudaExecutor::usesGraphs() const { return impl_->useGraphs; }
 
+Status CudaExecutor::enableProfiling() {
+  Impl &impl = *impl_;
+  impl.profiling = true;
+  impl.useGraphs = false;
+  impl.events.resize(impl.devices.size());
+  impl.kernelTimes.resize(impl.devices.size());
+  for (size_t d = 0; d < impl.devices.size(); ++d) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "profile"));
+    size_t n = impl.plan->devices[d].instructions.size();
+    impl.kernelTimes[d].assign(n, 0.0);
+    impl.events[d].assign(n, {nullptr, nullptr});
+    for (size_t i = 0; i < n; ++i)
+      if (impl.plan->devices[d].instructions[i].op == OpCode::Kernel) {
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreate(&impl.events[d][i].first), "profile event"));
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreate(&impl.events[d][i].second), "profile event"));
+      }
+  }
+  return Status();
+}
+
+double CudaExecutor::kernelSeconds(size_t d, size_t i) const {
+  if (!impl_->profiling || !impl_->profiledRuns)
+    return 0;
+  return impl_->kernelTimes[d][i] / static_cast<double>(impl_->profiledRuns);
+}
+
 Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
   if (!bytes)
     return Status();
@@ -360,6 +401,8 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
       s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
   } else {
     s = impl.runThreaded(inputs, outputs, skipInputLoads);
+    if (s.ok() && impl.profiling)
+      ++impl.profiledRuns;
   }
   if (!s.ok())
     return s;
@@ -505,8 +548,15 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
       s = waitFlag(sent, in.index);
     else if (in.op == OpCode::WaitConsumed)
       s = waitFlag(received, in.index);
+    bool timed = profiling && in.op == OpCode::Kernel;
+    if (s.ok() && timed)
+      s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
+                     "profile");
     if (s.ok())
       s = enqueue(d, i, inputs, outputs, skipInputLoads, false);
+    if (s.ok() && timed)
+      s = cudaStatus(cudaEventRecord(events[d][i].second, dev.ctx.stream),
+                     "profile");
     if (!s.ok())
       return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                             describe(d, i, in)));
@@ -518,6 +568,14 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
   if (!s.ok())
     return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));
+  if (profiling)
+    for (size_t i = 0; i < instrs.size(); ++i)
+      if (instrs[i].op == OpCode::Kernel) {
+        float msec = 0;
+        if (cudaEventElapsedTime(&msec, events[d][i].first,
+                                 events[d][i].second) == cudaSuccess)
+          kernelTimes[d][i] += msec * 1e-3;
+      }
   return Status();
 }
 

@@ -47,6 +47,11 @@ public:
   Status registerHostMemory(void *ptr, size_t bytes);
 
   bool usesGraphs() const;
+
+  /// Times every kernel with CUDA events from now on (launches directly,
+  /// without graphs, while profiling).
+  Status enableProfiling();
+  double kernelSeconds(size_t d, size_t i) const;
   /// Why graph capture was abandoned, if it was.
   const std::string &graphFailure() const { return graphFailure_; }
 

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cpu/CpuExecutor.h"
 #include "runtime/io/TensorFile.h"
+#include "runtime/kernels/Kernel.h"
 #include "runtime/plan/Plan.h"
 #ifdef PARTC_HAVE_CUDA
 #include "runtime/cuda/CudaExecutor.h"
@@ -31,7 +32,7 @@ struct Options {
   std::string planPath;
   std::string backend = "cpu";
   std::vector<std::pair<std::string, std::string>> inputs;
-  std::string outputDir, checkDir;
+  std::string outputDir, checkDir, profilePath;
   double rtol = 1e-3, atol = 1e-7;
   uint64_t seed = 0;
   bool summary = false, quiet = false;
@@ -54,6 +55,8 @@ void usage() {
       "GPU after the first run)\n"
       "                 [--no-graphs] (cuda: launch kernels one by one instead "
       "of replaying a CUDA graph)\n"
+      "                 [--profile FILE] (time every kernel after the warm-up "
+      "runs; a cost table for partc compile --cost-table)\n"
       "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
       "given are filled with seeded random data; --check compares with a\n"
       "test_data_set_N directory (and takes its inputs from there).\n");
@@ -108,6 +111,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       PARTC_RETURN_IF_ERROR(value(o.outputDir));
     } else if (flag == "--check") {
       PARTC_RETURN_IF_ERROR(value(o.checkDir));
+    } else if (flag == "--profile") {
+      PARTC_RETURN_IF_ERROR(value(o.profilePath));
     } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
                flag == "--iterations" || flag == "--warmup") {
       PARTC_RETURN_IF_ERROR(value(v));
@@ -286,6 +291,53 @@ bool compare(const HostTensor &got, const HostTensor &want, double rtol,
   return false;
 }
 
+std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\')
+      out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+/// A cost table: mean seconds of every kernel instruction, with the
+/// signature partc compile --cost-table matches on.
+Status writeProfile(const std::string &path, const Plan &plan,
+                    const std::string &backend,
+                    const std::function<double(size_t, size_t)> &seconds) {
+  if (!seconds)
+    return Status::error("--profile needs at least one timed iteration");
+  FILE *f = std::fopen(path.c_str(), "w");
+  if (!f)
+    return Status::error("cannot write profile '" + path + "'");
+  std::fprintf(f, "{\n  \"backend\": %s,\n  \"kernels\": [",
+               jsonString(backend).c_str());
+  bool first = true;
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    for (size_t i = 0; i < plan.devices[d].instructions.size(); ++i) {
+      const Instruction &in = plan.devices[d].instructions[i];
+      if (in.op != OpCode::Kernel)
+        continue;
+      std::vector<TensorType> ins, outs;
+      for (const BufferRef &b : in.inputs)
+        ins.push_back(b.type);
+      for (const BufferRef &b : in.outputs)
+        outs.push_back(b.type);
+      std::fprintf(f,
+                   "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
+                   "%.9g,\n     \"signature\": %s}",
+                   first ? "" : ",", d, jsonString(in.location).c_str(),
+                   seconds(d, i),
+                   jsonString(kernelSignature(in.kernel, in.attrs, ins, outs))
+                       .c_str());
+      first = false;
+    }
+  std::fprintf(f, "\n  ]\n}\n");
+  std::fclose(f);
+  return Status();
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -432,7 +484,26 @@ int main(int argc, char **argv) {
   }
 #endif
   std::vector<double> times;
+  std::function<double(size_t, size_t)> kernelSeconds;
   for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
+    if (it == opts.warmup && !opts.profilePath.empty()) {
+      // Profile only the timed runs.
+#ifdef PARTC_HAVE_CUDA
+      if (cudaExec) {
+        if (Status ps = cudaExec->enableProfiling(); !ps.ok())
+          return fail(ps.message());
+        kernelSeconds = [&](size_t d, size_t i) {
+          return cudaExec->kernelSeconds(d, i);
+        };
+      }
+#endif
+      if (cpuExec) {
+        cpuExec->enableProfiling();
+        kernelSeconds = [&](size_t d, size_t i) {
+          return cpuExec->kernelSeconds(d, i);
+        };
+      }
+    }
     auto t0 = std::chrono::steady_clock::now();
     s = runPlan(inRefs, outRefs);
     if (!s.ok())
@@ -454,6 +525,20 @@ int main(int argc, char **argv) {
                 times.front(), times.size());
   }
 
+  if (!opts.profilePath.empty()) {
+    s = writeProfile(opts.profilePath, plan, opts.backend, kernelSeconds);
+    if (!s.ok())
+      return fail(s.message());
+  }
+  auto predicted = plan.metadata.find("predicted_step_ms");
+  if ((opts.iterations > 1 || opts.warmup > 0) &&
+      predicted != plan.metadata.end()) {
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    std::printf("predicted step %.3f ms, measured p50 %.3f ms\n",
+                std::atof(predicted->second.c_str()),
+                sorted[sorted.size() / 2]);
+  }
   if (!opts.quiet)
     for (const HostTensor &t : outputs)
       printTensor(t);
