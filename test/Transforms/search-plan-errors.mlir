@@ -41,3 +41,24 @@ module {
     return %a : tensor<8x8xf32>
   }
 }
+
+// -----
+
+// Tests that the model rejected above fits once enough devices are given:
+// four 4 MiB weights on four 5 MiB devices.
+// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=4xh100 memory-gib=0.005" 2>&1 >/dev/null | FileCheck %s --check-prefix=FITS
+// FITS: plan: 4 stages x 1 replica, 1 micro-batch, cuts before ops [1,2,3]
+module {
+  // expected-error@below {{the model does not fit: split over 2 device(s)}}
+  func.func @main(%x: tensor<8x1024xf32>) -> tensor<8x1024xf32> {
+    %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %a = graph.matmul %x, %w : (tensor<8x1024xf32>, tensor<1024x1024xf32>) -> tensor<8x1024xf32>
+    %v = graph.constant {value = dense<0.25> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %b = graph.matmul %a, %v : (tensor<8x1024xf32>, tensor<1024x1024xf32>) -> tensor<8x1024xf32>
+    %u = graph.constant {value = dense<0.125> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %c = graph.matmul %b, %u : (tensor<8x1024xf32>, tensor<1024x1024xf32>) -> tensor<8x1024xf32>
+    %t = graph.constant {value = dense<0.0625> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %d = graph.matmul %c, %t : (tensor<8x1024xf32>, tensor<1024x1024xf32>) -> tensor<8x1024xf32>
+    return %d : tensor<8x1024xf32>
+  }
+}
