@@ -46,7 +46,7 @@ module {
 
 // Tests that the model rejected above fits once enough devices are given:
 // four 4 MiB weights on four 5 MiB devices.
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=4xh100 memory-gib=0.005" 2>&1 >/dev/null | FileCheck %s --check-prefix=FITS
+// RUN: not partc-opt %s --split-input-file --partc-search-plan="devices=4xh100 memory-gib=0.005" 2>&1 | FileCheck %s --check-prefix=FITS
 // FITS: plan: 4 stages x 1 replica, 1 micro-batch, cuts before ops [1,2,3]
 module {
   // expected-error@below {{the model does not fit: split over 2 device(s)}}
