@@ -80,7 +80,7 @@ struct AssignDevicesPass
         // The cut follows the last op imported from that node.
         std::optional<size_t> last;
         for (size_t i = 0; i < ops.size(); ++i)
-          if (onnxNodeName(ops[i]->getLoc()) == name)
+          if (locationNamesNode(ops[i]->getLoc(), name))
             last = i;
         if (!last) {
           module.emitError() << "--split-at: no ONNX node named '" << name

@@ -19,6 +19,18 @@ std::string onnxNodeName(Location loc) {
   return "";
 }
 
+bool locationNamesNode(Location loc, StringRef name) {
+  if (auto n = dyn_cast<NameLoc>(loc))
+    return n.getName() == name;
+  if (auto fused = dyn_cast<FusedLoc>(loc))
+    return llvm::any_of(fused.getLocations(), [&](Location inner) {
+      return locationNamesNode(inner, name);
+    });
+  if (auto callsite = dyn_cast<CallSiteLoc>(loc))
+    return locationNamesNode(callsite.getCallee(), name);
+  return false;
+}
+
 FailureOr<func::FuncOp> getMainFunction(ModuleOp module) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func || func.getBody().empty())

@@ -12,6 +12,9 @@ namespace mlir::partc {
 /// The ONNX node name recorded in `loc`, or "" if there is none.
 std::string onnxNodeName(Location loc);
 
+/// Whether `loc` names ONNX node `name`, also among the nodes fused into it.
+bool locationNamesNode(Location loc, StringRef name);
+
 /// The module's `func.func @main`, or an error on the module.
 FailureOr<func::FuncOp> getMainFunction(ModuleOp module);
 

@@ -13,6 +13,15 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
+  let summary = "Folds a ReLU into the convolution, GEMM or add that feeds it";
+  let description = [{
+    When a graph.relu is the only user of a graph.conv, graph.gemm or
+    graph.add on the same device, the producer gets `activation = "relu"`
+    and applies it in its epilogue; one pass over memory less per pair.
+  }];
+}
+
 def AssignDevices : Pass<"partc-assign-devices", "mlir::ModuleOp"> {
   let summary = "Places every op on a pipeline stage (one device per stage)";
   let description = [{

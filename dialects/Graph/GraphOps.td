@@ -33,6 +33,11 @@ class Graph_ComputeOp<string mnemonic, list<Trait> traits = []>
 
 def Graph_Tensor : StaticShapeTensorOf<[AnyType]>;
 
+/// An activation applied in the producer's epilogue (partc-fuse-activations).
+def Graph_ActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"relu\"">,
+    "a fused activation (relu)">]>;
+
 //===----------------------------------------------------------------------===//
 // Constants, placement and views
 //===----------------------------------------------------------------------===//
@@ -144,7 +149,10 @@ class Graph_BinaryOp<string mnemonic, string doc>
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_AddOp : Graph_BinaryOp<"add", "Addition">;
+def Graph_AddOp : Graph_BinaryOp<"add", "Addition"> {
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
+}
 def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
 def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication">;
 def Graph_DivOp : Graph_BinaryOp<"div", "Division">;
@@ -198,7 +206,8 @@ def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                        DefaultValuedAttr<F64Attr, "1.0">:$beta,
                        DefaultValuedAttr<I64Attr, "0">:$trans_a,
-                       DefaultValuedAttr<I64Attr, "0">:$trans_b);
+                       DefaultValuedAttr<I64Attr, "0">:$trans_b,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -209,7 +218,8 @@ def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
                        Optional<Graph_Tensor>:$bias,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
 }
 

@@ -70,7 +70,7 @@ cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
                            cudaStream_t s);
 cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
                             float *y, int64_t n, const Strides &st, bool same,
-                            cudaStream_t s);
+                            bool relu, cudaStream_t s);
 cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
                               const Strides &st, int64_t base, size_t elemSize,
                               cudaStream_t s);
@@ -79,7 +79,7 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *var, float *y, int64_t n, int64_t c,
                             int64_t inner, float eps, cudaStream_t s);
 cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
-                          int64_t inner, cudaStream_t s);
+                          int64_t inner, bool relu, cudaStream_t s);
 struct PoolParams {
   int64_t planes, in[3], out[3], kernel[3], stride[3], padBegin[3], padEnd[3],
       dilation[3];

@@ -1,6 +1,7 @@
 //===- GpuKernels.cpp - GPU kernel factories: cuDNN, cuBLAS, own kernels --===//
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/KernelRegistry.h"
 
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -84,22 +85,29 @@ private:
 
 class BinaryKernel : public GpuKernel {
 public:
-  BinaryKernel(BinaryCode op, Strides st, bool same)
-      : op_(op), st_(st), same_(same) {}
+  BinaryKernel(BinaryCode op, Strides st, bool same, bool relu)
+      : op_(op), st_(st), same_(same), relu_(relu) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     return cudaStatus(launchBinaryF32(op_, in[0].as<float>(), in[1].as<float>(),
                                       out[0].as<float>(),
                                       out[0].type.numElements(), st_, same_,
-                                      ctx.stream),
+                                      relu_, ctx.stream),
                       "binary kernel");
   }
 
 private:
   BinaryCode op_;
   Strides st_;
-  bool same_;
+  bool same_, relu_;
 };
+
+Status reluInPlace(DeviceContext &ctx, const TensorRef &t) {
+  return cudaStatus(launchUnaryF32(UnaryCode::Relu, t.as<float>(),
+                                   t.as<float>(), t.type.numElements(), 0, 0,
+                                   0, 0, ctx.stream),
+                    "fused relu");
+}
 
 class StridedCopyKernel : public GpuKernel {
 public:
@@ -213,8 +221,9 @@ private:
 
 class GemmKernel : public GpuKernel {
 public:
-  GemmKernel(GemmCall g, float alpha, float beta, bool hasC, Strides cSt)
-      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt) {}
+  GemmKernel(GemmCall g, float alpha, float beta, bool hasC, Strides cSt,
+             bool relu)
+      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt), relu_(relu) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     float *y = out[0].as<float>();
@@ -225,7 +234,9 @@ public:
           "gemm bias"));
       beta = beta_;
     }
-    return gemm(ctx, g_, alpha_, in[0].as<float>(), in[1].as<float>(), beta, y);
+    PARTC_RETURN_IF_ERROR(
+        gemm(ctx, g_, alpha_, in[0].as<float>(), in[1].as<float>(), beta, y));
+    return relu_ ? reluInPlace(ctx, out[0]) : Status();
   }
 
 private:
@@ -233,6 +244,7 @@ private:
   float alpha_, beta_;
   bool hasC_;
   Strides cSt_;
+  bool relu_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -333,6 +345,7 @@ public:
     if (found == 0)
       return Status::error("cuDNN found no convolution algorithm");
     hasBias_ = a.inputs.size() == 3;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu_));
     m_ = ws[0];
     inner_ = 1;
     for (size_t d = 2; d < ys.size(); ++d)
@@ -353,9 +366,9 @@ public:
         "cudnnConvolutionForward"));
     if (hasBias_)
       return cudaStatus(launchAddBias(out[0].as<float>(), in[2].as<float>(),
-                                      n_, m_, inner_, ctx.stream),
+                                      n_, m_, inner_, relu_, ctx.stream),
                         "conv bias");
-    return Status();
+    return relu_ ? reluInPlace(ctx, out[0]) : Status();
   }
 
 private:
@@ -364,7 +377,7 @@ private:
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
-  bool hasBias_ = false;
+  bool hasBias_ = false, relu_ = false;
   int64_t m_ = 0, inner_ = 1, n_ = 0;
 };
 
@@ -485,8 +498,11 @@ const std::map<std::string, Factory> &factories() {
         if (out.size() > static_cast<size_t>(kMaxRank))
           return Status();
         bool same = a.inputs[0].shape == out && a.inputs[1].shape == out;
+        bool relu;
+        PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
         k = std::make_unique<BinaryKernel>(
-            op, makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape}), same);
+            op, makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape}), same,
+            relu);
         return Status();
       };
     };
@@ -620,9 +636,11 @@ const std::map<std::string, Factory> &factories() {
       bool hasC = a.inputs.size() == 3;
       if (hasC)
         cSt = makeStrides({g.m, g.n}, {a.inputs[2].shape});
+      bool relu;
+      PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
       k = std::make_unique<GemmKernel>(
           g, static_cast<float>(a.attrs.getFloat("alpha", 1.0)),
-          static_cast<float>(a.attrs.getFloat("beta", 1.0)), hasC, cSt);
+          static_cast<float>(a.attrs.getFloat("beta", 1.0)), hasC, cSt, relu);
       return Status();
     };
     t["conv"] = [](const KernelArgs &a, DeviceContext &ctx,

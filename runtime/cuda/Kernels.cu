@@ -65,6 +65,10 @@ __device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
 }
 
 /// Four elements per thread through 16-byte loads (n divisible by 4).
+__device__ inline float maybeRelu(float x, bool relu) {
+  return relu && x < 0.f ? 0.f : x;
+}
+
 __global__ void unaryKernel4(UnaryCode op, const float4 *x, float4 *y,
                              int64_t n4, float alpha, float beta, float lo,
                              float hi) {
@@ -100,27 +104,31 @@ __device__ inline float binaryOp(BinaryCode op, float a, float b) {
 }
 
 __global__ void binarySameKernel(BinaryCode op, const float *a, const float *b,
-                                 float *y, int64_t n) {
+                                 float *y, int64_t n, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = binaryOp(op, a[i], b[i]);
+    y[i] = maybeRelu(binaryOp(op, a[i], b[i]), relu);
 }
 
 __global__ void binarySameKernel4(BinaryCode op, const float4 *a,
-                                  const float4 *b, float4 *y, int64_t n4) {
+                                  const float4 *b, float4 *y, int64_t n4,
+                                  bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
        i += int64_t(gridDim.x) * blockDim.x) {
     float4 u = a[i], v = b[i];
-    y[i] = make_float4(binaryOp(op, u.x, v.x), binaryOp(op, u.y, v.y),
-                       binaryOp(op, u.z, v.z), binaryOp(op, u.w, v.w));
+    y[i] = make_float4(maybeRelu(binaryOp(op, u.x, v.x), relu),
+                       maybeRelu(binaryOp(op, u.y, v.y), relu),
+                       maybeRelu(binaryOp(op, u.z, v.z), relu),
+                       maybeRelu(binaryOp(op, u.w, v.w), relu));
   }
 }
 
 __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
-                             float *y, int64_t n, Strides st) {
+                             float *y, int64_t n, Strides st, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]);
+    y[i] = maybeRelu(
+        binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]), relu);
 }
 
 template <typename T>
@@ -148,13 +156,13 @@ __global__ void batchNormKernel(const float *x, const float *scale,
 }
 
 __global__ void addBiasKernel(float *y, const float *bias, int64_t c,
-                              int64_t inner, int64_t first) {
+                              int64_t inner, int64_t first, bool relu) {
   int64_t plane = first + blockIdx.y;
   float b = bias[plane % c];
   float *yp = y + plane * inner;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
        i += int64_t(gridDim.x) * blockDim.x)
-    yp[i] += b;
+    yp[i] = maybeRelu(yp[i] + b, relu);
 }
 
 dim3 planeGrid(int64_t planes, int64_t inner) {
@@ -340,16 +348,16 @@ cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
 
 cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
                             float *y, int64_t n, const Strides &st, bool same,
-                            cudaStream_t s) {
+                            bool relu, cudaStream_t s) {
   if (same && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y))
     binarySameKernel4<<<blocksFor(n / 4), kThreads, 0, s>>>(
         op, reinterpret_cast<const float4 *>(a),
         reinterpret_cast<const float4 *>(b), reinterpret_cast<float4 *>(y),
-        n / 4);
+        n / 4, relu);
   else if (same)
-    binarySameKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n);
+    binarySameKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, relu);
   else
-    binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, st);
+    binaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, st, relu);
   return cudaGetLastError();
 }
 
@@ -396,14 +404,14 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
 }
 
 cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
-                          int64_t inner, cudaStream_t s) {
+                          int64_t inner, bool relu, cudaStream_t s) {
   if (n == 0)
     return cudaSuccess;
   int64_t planes = n / inner, chunk = 65535;
   for (int64_t p = 0; p < planes; p += chunk) {
     int64_t count = planes - p < chunk ? planes - p : chunk;
     addBiasKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(y, bias, c,
-                                                               inner, p);
+                                                               inner, p, relu);
   }
   return cudaGetLastError();
 }

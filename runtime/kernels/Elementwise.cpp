@@ -207,8 +207,9 @@ template <typename T> bool applyCompare(BinaryOp op, T a, T b) {
 
 class BinaryKernel : public Kernel {
 public:
-  BinaryKernel(BinaryOp op, const Shape &a, const Shape &b, const Shape &out)
-      : op_(op), out_(out) {
+  BinaryKernel(BinaryOp op, const Shape &a, const Shape &b, const Shape &out,
+               bool relu)
+      : op_(op), out_(out), relu_(relu) {
     strides_[0] = broadcastStrides(a, out);
     strides_[1] = broadcastStrides(b, out);
     sameShape_ = a == out && b == out;
@@ -228,15 +229,18 @@ public:
       }
       if constexpr (!std::is_same_v<T, bool>) {
         T *y = out[0].as<T>();
+        int64_t n = numElements(out_);
         if (sameShape_ && op_ == BinaryOp::Add) {
-          int64_t n = numElements(out_);
           for (int64_t i = 0; i < n; ++i)
             y[i] = static_cast<T>(a[i] + b[i]);
-          return;
+        } else {
+          broadcastLoop<2>(out_, strides_, [&](int64_t o, const auto &idx) {
+            y[o] = applyArith<T>(op_, a[idx[0]], b[idx[1]]);
+          });
         }
-        broadcastLoop<2>(out_, strides_, [&](int64_t o, const auto &idx) {
-          y[o] = applyArith<T>(op_, a[idx[0]], b[idx[1]]);
-        });
+        if (relu_)
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = y[i] > T(0) ? y[i] : T(0);
       }
     });
     return Status();
@@ -247,6 +251,7 @@ private:
   Shape out_;
   std::array<std::vector<int64_t>, 2> strides_;
   bool sameShape_ = false;
+  bool relu_;
 };
 
 void addBinary(KernelTable &t, const char *name, BinaryOp op) {
@@ -272,7 +277,11 @@ void addBinary(KernelTable &t, const char *name, BinaryOp op) {
     if (!ok)
       return Status::error(std::string("element type ") + dtypeName(x.dtype) +
                            " is not supported");
-    k = std::make_unique<BinaryKernel>(op, x.shape, y.shape, z.shape);
+    bool relu;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    if (relu && (isComparison(op) || isLogical(op)))
+      return Status::error("a fused activation needs an arithmetic op");
+    k = std::make_unique<BinaryKernel>(op, x.shape, y.shape, z.shape, relu);
     return Status();
   };
 }

@@ -118,4 +118,12 @@ std::string kernelSignature(const std::string &name, const AttrMap &attrs,
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
+Status fusedRelu(const AttrMap &attrs, bool &relu) {
+  std::string act = attrs.getString("activation", "");
+  relu = act == "relu";
+  if (!act.empty() && !relu)
+    return Status::error("unsupported fused activation '" + act + "'");
+  return Status();
+}
+
 } // namespace partc::runtime

@@ -42,6 +42,9 @@ std::vector<int64_t> contiguousStrides(const Shape &shape);
 
 bool isFloatType(DType t);
 
+/// Reads the optional fused `activation` parameter ("" or "relu").
+Status fusedRelu(const AttrMap &attrs, bool &relu);
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_KERNELS_KERNELREGISTRY_H

@@ -84,8 +84,9 @@ private:
 class GemmKernel : public Kernel {
 public:
   GemmKernel(bool ta, bool tb, double alpha, double beta, int64_t m, int64_t n,
-             int64_t k, const Shape *cShape)
-      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), m_(m), n_(n), k_(k) {
+             int64_t k, const Shape *cShape, bool relu)
+      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), m_(m), n_(n), k_(k),
+        relu_(relu) {
     if (cShape) {
       hasC_ = true;
       cStrides_[0] = broadcastStrides(*cShape, {m, n});
@@ -106,6 +107,9 @@ public:
         }
         gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), in[0].as<T>(),
                 ta_ ? m_ : k_, in[1].as<T>(), tb_ ? k_ : n_, beta, y, n_);
+        if (relu_)
+          for (int64_t i = 0; i < m_ * n_; ++i)
+            y[i] = y[i] > T(0) ? y[i] : T(0);
       }
     });
     return Status();
@@ -117,6 +121,7 @@ private:
   int64_t m_, n_, k_;
   bool hasC_ = false;
   std::array<std::vector<int64_t>, 1> cStrides_;
+  bool relu_;
 };
 
 bool isMatrixType(DType t) {
@@ -184,9 +189,11 @@ void registerLinearAlgebraKernels(KernelTable &t) {
                              " does not broadcast to the result");
       c = &a.inputs[2].shape;
     }
+    bool relu;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha", 1.0),
                                      a.attrs.getFloat("beta", 1.0), m, n, kk,
-                                     c);
+                                     c, relu);
     return Status();
   };
 }

@@ -61,8 +61,9 @@ Status makeWindow(const AttrMap &attrs, const Shape &inShape,
 class ConvKernel : public Kernel {
 public:
   ConvKernel(Window w, int64_t n, int64_t c, int64_t m, int64_t group,
-             bool hasBias)
-      : w_(w), n_(n), c_(c), m_(m), group_(group), hasBias_(hasBias) {
+             bool hasBias, bool relu)
+      : w_(w), n_(n), c_(c), m_(m), group_(group), hasBias_(hasBias),
+        relu_(relu) {
     bool pointwise = w.kernelSize() == 1;
     for (int i = 0; i < 3; ++i)
       pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0;
@@ -100,6 +101,11 @@ public:
             yo[i] += bias[o];
         }
       }
+      if (relu_) {
+        float *yb = y + b * m_ * osz;
+        for (int64_t i = 0; i < m_ * osz; ++i)
+          yb[i] = yb[i] > 0.f ? yb[i] : 0.f;
+      }
     }
     return Status();
   }
@@ -133,7 +139,7 @@ private:
 
   Window w_;
   int64_t n_, c_, m_, group_;
-  bool hasBias_, pointwise_;
+  bool hasBias_, relu_, pointwise_;
   std::vector<float> col_;
 };
 
@@ -493,8 +499,10 @@ void registerNnKernels(KernelTable &t) {
     Window win;
     PARTC_RETURN_IF_ERROR(
         makeWindow(a.attrs, x, y, Shape(w.begin() + 2, w.end()), win));
+    bool relu;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<ConvKernel>(win, x[0], x[1], w[0], group,
-                                     a.inputs.size() == 3);
+                                     a.inputs.size() == 3, relu);
     return Status();
   };
   t["max_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {

@@ -200,6 +200,7 @@ int compile() {
                         /*printAfterOnlyOnChange=*/false);
   }
   pm.addPass(mlir::partc::createFoldConstants());
+  pm.addPass(mlir::partc::createFuseActivations());
   std::string planLabel = strat;
   std::optional<mlir::partc::SearchResult> searched;
   if (!splitAt.empty()) {

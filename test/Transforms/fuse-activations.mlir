@@ -1,0 +1,35 @@
+// RUN: partc-opt %s --partc-fuse-activations --split-input-file | FileCheck %s
+
+// Tests that a ReLU after a convolution, a GEMM and a residual add moves
+// into each producer's epilogue.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %m: tensor<2x3xf32>, %n: tensor<3x3xf32>) -> (tensor<1x2x4x4xf32>, tensor<2x3xf32>) {
+  // CHECK: %[[C:.*]] = graph.conv {{.*}}activation = "relu"
+  // CHECK-NOT: graph.relu
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %r = graph.relu %c : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  // CHECK: graph.add %[[C]], %arg0 {activation = "relu"}
+  %a = graph.add %r, %x : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %ar = graph.relu %a : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  // CHECK: graph.gemm {{.*}}activation = "relu"
+  %g = graph.gemm %m, %n : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x3xf32>
+  %gr = graph.relu %g : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %ar, %gr : tensor<1x2x4x4xf32>, tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that a producer whose value is also used elsewhere, or that runs on
+// another device, keeps its ReLU separate.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) {
+  // CHECK: %[[A:.*]] = graph.add %arg0, %arg1 :
+  // CHECK: graph.relu %[[A]]
+  %a = graph.add %x, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %r = graph.relu %a : (tensor<4xf32>) -> tensor<4xf32>
+  // CHECK: %[[B:.*]] = graph.add %arg0, %arg0 {graph.device = 0 : i64}
+  // CHECK: graph.relu %[[B]] {graph.device = 1 : i64}
+  %b = graph.add %x, %x {graph.device = 0 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = graph.relu %b {graph.device = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %r, %a, %s : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
