@@ -1,6 +1,7 @@
 //===- Support.cpp --------------------------------------------------------===//
 #include "runtime/Support.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -81,6 +82,19 @@ int64_t numElements(const Shape &shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
+  size_t rank = std::max(a.size(), b.size());
+  out.assign(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1)
+      return false;
+    out[i] = da == 1 ? db : da;
+  }
+  return true;
 }
 
 std::string shapeToString(const Shape &shape) {

@@ -80,6 +80,10 @@ float bf16ToFloat(uint16_t h);
 uint16_t floatToBf16(float f);
 
 int64_t numElements(const Shape &shape);
+
+/// Output shape of a numpy-style broadcast of `a` and `b`; false if they do
+/// not broadcast. Shared by the kernels and the compiler's shape rules.
+bool broadcastShapes(const Shape &a, const Shape &b, Shape &out);
 std::string shapeToString(const Shape &shape);
 
 struct TensorType {

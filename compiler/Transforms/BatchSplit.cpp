@@ -176,7 +176,7 @@ BatchInfo analyzeBatch(func::FuncOp func) {
     info.why = "the model has no input with a batch dimension";
     return info;
   }
-  DenseSet<Value> batched;
+  DenseSet<Value> &batched = info.batchedValues;
   for (BlockArgument arg : body.getArguments())
     if (rankOf(arg) >= 1 && dim0(arg) == info.batch)
       batched.insert(arg);
@@ -186,10 +186,10 @@ BatchInfo analyzeBatch(func::FuncOp func) {
       flags.push_back(batched.contains(v));
     if (llvm::none_of(flags, [](bool b) { return b; }))
       continue;
-    std::string why;
-    if (failed(checkSampleWise(&op, flags, info.batch, why))) {
+    if (failed(checkSampleWise(&op, flags, info.batch, info.reason))) {
+      info.failedOp = &op;
       info.why = "'" + op.getName().getStringRef().str() + "' (ONNX node '" +
-                 onnxNodeName(op.getLoc()) + "'): " + why;
+                 onnxNodeName(op.getLoc()) + "'): " + info.reason;
       return info;
     }
     info.batchedOps.insert(&op);
@@ -211,12 +211,8 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
   if (parts == 1) {
     return success();
   }
-  int64_t batch = -1;
-  for (BlockArgument arg : body.getArguments())
-    if (rankOf(arg) >= 1) {
-      batch = dim0(arg);
-      break;
-    }
+  BatchInfo info = analyzeBatch(func);
+  int64_t batch = info.batch;
   if (batch < 0)
     return func.emitError() << purpose
                             << ": the model has no input with a batch "
@@ -225,35 +221,18 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
     return func.emitError() << purpose << ": batch " << batch
                             << " is smaller than " << parts
                             << " parts; raise --batch or use fewer parts";
-
-  // Which values are batched.
-  DenseSet<Value> batched;
-  for (BlockArgument arg : body.getArguments())
-    if (rankOf(arg) >= 1 && dim0(arg) == batch)
-      batched.insert(arg);
+  if (!info.splittable)
+    return info.failedOp->emitError()
+           << purpose << " needs ops that treat samples independently, but '"
+           << info.failedOp->getName() << "' (ONNX node '"
+           << onnxNodeName(info.failedOp->getLoc())
+           << "') cannot be split along the batch: " << info.reason
+           << "; use the single or pipeline strategy with one micro-batch";
+  DenseSet<Value> &batched = info.batchedValues;
   SmallVector<Operation *> ops;
-  for (Operation &op : body.without_terminator()) {
-    if (isa<graph::ConstantOp>(op))
-      continue;
-    ops.push_back(&op);
-    SmallVector<bool> flags;
-    for (Value v : op.getOperands())
-      flags.push_back(batched.contains(v));
-    if (llvm::none_of(flags, [](bool b) { return b; }))
-      continue;
-    std::string why;
-    if (failed(checkSampleWise(&op, flags, batch, why))) {
-      std::string node = onnxNodeName(op.getLoc());
-      return op.emitError() << purpose << " needs ops that treat samples "
-                            << "independently, but '" << op.getName()
-                            << "' (ONNX node '" << node << "') cannot be "
-                            << "split along the batch: " << why
-                            << "; use the single or pipeline strategy with "
-                               "one micro-batch";
-    }
-    for (Value r : op.getResults())
-      batched.insert(r);
-  }
+  for (Operation &op : body.without_terminator())
+    if (!isa<graph::ConstantOp>(op))
+      ops.push_back(&op);
 
   OpBuilder builder(func.getContext());
   auto returnOp = cast<func::ReturnOp>(body.getTerminator());

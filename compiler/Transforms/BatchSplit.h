@@ -26,7 +26,11 @@ struct BatchInfo {
   int64_t batch = -1;
   bool splittable = false;
   std::string why;
+  /// The first op that mixes samples, and why, when not splittable.
+  Operation *failedOp = nullptr;
+  std::string reason;
   DenseSet<Operation *> batchedOps;
+  DenseSet<Value> batchedValues;
 };
 BatchInfo analyzeBatch(func::FuncOp func);
 

@@ -9,6 +9,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "runtime/Support.h"
 
 using namespace mlir;
 using namespace mlir::partc::graph;
@@ -59,15 +60,11 @@ LogicalResult requireOperands(Loc loc, ValueRange operands, size_t min,
 
 bool broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                SmallVectorImpl<int64_t> &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
+  ::partc::runtime::Shape shape;
+  if (!::partc::runtime::broadcastShapes({a.begin(), a.end()},
+                                          {b.begin(), b.end()}, shape))
+    return false;
+  out.assign(shape.begin(), shape.end());
   return true;
 }
 

@@ -28,17 +28,6 @@ struct CpuExecutor::Sync {
 CpuExecutor::CpuExecutor(const Plan &plan) : plan_(plan) {}
 CpuExecutor::~CpuExecutor() = default;
 
-static std::string describe(size_t device, size_t index,
-                            const Instruction &in) {
-  std::string s = "device " + std::to_string(device) + " instruction " +
-                  std::to_string(index) + " (" + opCodeName(in.op);
-  if (in.op == OpCode::Kernel)
-    s += " " + in.kernel;
-  if (!in.location.empty())
-    s += ", ONNX node '" + in.location + "'";
-  return s + ")";
-}
-
 Status CpuExecutor::create(const Plan &plan,
                            std::unique_ptr<CpuExecutor> &result) {
   std::unique_ptr<CpuExecutor> exec(new CpuExecutor(plan));
@@ -66,14 +55,11 @@ Status CpuExecutor::create(const Plan &plan,
       if (in.op != OpCode::Kernel)
         continue;
       std::vector<TensorType> ins, outs;
-      for (const BufferRef &b : in.inputs)
-        ins.push_back(b.type);
-      for (const BufferRef &b : in.outputs)
-        outs.push_back(b.type);
+      instructionTypes(in, ins, outs);
       Status s = createCpuKernel(in.kernel, in.attrs, ins, outs,
                                  state->kernels[i]);
       if (!s.ok())
-        return s.prepend(describe(d, i, in));
+        return s.prepend(describeInstruction(d, i, in));
     }
     exec->devices_.push_back(std::move(state));
   }
@@ -133,13 +119,8 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
     for (auto &t : threads)
       t.join();
   }
-  // Report the root cause rather than the devices it aborted.
-  for (const Status &s : results)
-    if (!s.ok() && s.message().find("aborted:") == std::string::npos)
-      return s;
-  for (const Status &s : results)
-    if (!s.ok())
-      return s;
+  if (Status s = rootCause(results); !s.ok())
+    return s;
   if (profiling_)
     ++profiledRuns_;
   return Status();
@@ -196,7 +177,7 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
       auto start = std::chrono::steady_clock::now();
       Status s = dev.kernels[i]->run(ins, outs);
       if (!s.ok())
-        return fail(s.prepend(describe(d, i, in)));
+        return fail(s.prepend(describeInstruction(d, i, in)));
       if (profiling_)
         kernelTimes_[d][i] += std::chrono::duration<double>(
                                   std::chrono::steady_clock::now() - start)

@@ -18,16 +18,6 @@ using namespace cuda;
 
 namespace {
 
-std::string describe(size_t device, size_t index, const Instruction &in) {
-  std::string s = "device " + std::to_string(device) + " instruction " +
-                  std::to_string(index) + " (" + opCodeName(in.op);
-  if (in.op == OpCode::Kernel)
-    s += " " + in.kernel;
-  if (!in.location.empty())
-    s += ", ONNX node '" + in.location + "'";
-  return s + ")";
-}
-
 /// Runs a CPU kernel on copies of the operands: correct, slow, counted.
 class HostFallbackKernel : public GpuKernel {
 public:
@@ -264,19 +254,16 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
       if (in.op != OpCode::Kernel)
         continue;
       std::vector<TensorType> ins, outs;
-      for (const BufferRef &b : in.inputs)
-        ins.push_back(b.type);
-      for (const BufferRef &b : in.outputs)
-        outs.push_back(b.type);
+      instructionTypes(in, ins, outs);
       Status s = createGpuKernel(in.kernel, in.attrs, ins, outs, ctx,
                                  dev.kernels[i]);
       if (!s.ok())
-        return s.prepend(where + " " + describe(d, i, in));
+        return s.prepend(where + " " + describeInstruction(d, i, in));
       if (!dev.kernels[i]) {
         std::unique_ptr<Kernel> cpu;
         s = createCpuKernel(in.kernel, in.attrs, ins, outs, cpu);
         if (!s.ok())
-          return s.prepend(describe(d, i, in));
+          return s.prepend(describeInstruction(d, i, in));
         dev.kernels[i] = std::make_unique<HostFallbackKernel>(std::move(cpu));
         exec->fallbacks_++;
         impl.fallbackKinds[in.kernel]++;
@@ -415,7 +402,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
         Status k = dev.kernels[i]->checkAfterRun();
         if (!k.ok())
           return k.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
-                           describe(d, i, impl.plan->devices[d].instructions[i]));
+                           describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
       }
   }
   return Status();
@@ -505,13 +492,7 @@ Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
     for (auto &t : threads)
       t.join();
   }
-  for (const Status &s : results)
-    if (!s.ok() && s.message().find("aborted:") == std::string::npos)
-      return s;
-  for (const Status &s : results)
-    if (!s.ok())
-      return s;
-  return Status();
+  return rootCause(results);
 }
 
 Status CudaExecutor::Impl::enqueueDevice(size_t d,
@@ -559,7 +540,7 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
                      "profile");
     if (!s.ok())
       return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
-                            describe(d, i, in)));
+                            describeInstruction(d, i, in)));
     if (in.op == OpCode::Send)
       setFlag(sent, in.index);
     if (in.op == OpCode::Recv)
@@ -620,7 +601,7 @@ Status CudaExecutor::Impl::capture(Graph &g,
           break;
         s = enqueue(d, pc[d], inputs, outputs, skipInputLoads, true);
         if (!s.ok())
-          s.prepend(describe(d, pc[d], in));
+          s.prepend(describeInstruction(d, pc[d], in));
         if (in.op == OpCode::Send)
           isSent[in.index] = true;
         if (in.op == OpCode::Recv)

@@ -60,19 +60,6 @@ Status checkArity(const KernelArgs &args, size_t minIn, size_t maxIn,
   return Status();
 }
 
-bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
-  size_t rank = std::max(a.size(), b.size());
-  out.assign(rank, 1);
-  for (size_t i = 0; i < rank; ++i) {
-    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
-    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
-    if (da != db && da != 1 && db != 1)
-      return false;
-    out[i] = da == 1 ? db : da;
-  }
-  return true;
-}
-
 std::vector<int64_t> contiguousStrides(const Shape &shape) {
   std::vector<int64_t> strides(shape.size(), 1);
   for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)

@@ -31,9 +31,6 @@ void registerDataMovementKernels(KernelTable &table);
 Status checkArity(const KernelArgs &args, size_t minIn, size_t maxIn,
                   size_t nout);
 
-/// Output shape of a numpy-style broadcast of `a` and `b`.
-bool broadcastShapes(const Shape &a, const Shape &b, Shape &out);
-
 /// Strides to read `in` as if it were broadcast to `out` (0 on broadcast
 /// dims), with one entry per dimension of `out`.
 std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out);

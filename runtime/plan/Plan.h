@@ -110,6 +110,19 @@ struct Plan {
   }
 };
 
+/// "device D instruction I (kernel conv, ONNX node 'x')", for diagnostics.
+std::string describeInstruction(size_t device, size_t index,
+                                const Instruction &instruction);
+
+/// The operand and result types of an instruction.
+void instructionTypes(const Instruction &instruction,
+                      std::vector<TensorType> &inputs,
+                      std::vector<TensorType> &outputs);
+
+/// Among the statuses of devices that ran together, the first failure that
+/// is not just another device giving up because of it.
+Status rootCause(const std::vector<Status> &results);
+
 /// Checks everything a backend relies on: bounds of every buffer, channel
 /// pairing, full coverage of outputs and that the schedule cannot deadlock.
 Status verifyPlan(const Plan &plan);

@@ -202,6 +202,37 @@ Status verifyPlan(const Plan &plan) {
   return checkNoDeadlock(plan);
 }
 
+std::string describeInstruction(size_t device, size_t index,
+                                const Instruction &in) {
+  std::string s = "device " + std::to_string(device) + " instruction " +
+                  std::to_string(index) + " (" + opCodeName(in.op);
+  if (in.op == OpCode::Kernel)
+    s += " " + in.kernel;
+  if (!in.location.empty())
+    s += ", ONNX node '" + in.location + "'";
+  return s + ")";
+}
+
+void instructionTypes(const Instruction &in, std::vector<TensorType> &inputs,
+                      std::vector<TensorType> &outputs) {
+  inputs.clear();
+  outputs.clear();
+  for (const BufferRef &b : in.inputs)
+    inputs.push_back(b.type);
+  for (const BufferRef &b : in.outputs)
+    outputs.push_back(b.type);
+}
+
+Status rootCause(const std::vector<Status> &results) {
+  for (const Status &s : results)
+    if (!s.ok() && s.message().find("aborted:") == std::string::npos)
+      return s;
+  for (const Status &s : results)
+    if (!s.ok())
+      return s;
+  return Status();
+}
+
 std::string summarizePlan(const Plan &plan) {
   std::ostringstream os;
   os << "plan: " << plan.devices.size() << " device(s)";

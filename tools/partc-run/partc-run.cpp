@@ -320,10 +320,7 @@ Status writeProfile(const std::string &path, const Plan &plan,
       if (in.op != OpCode::Kernel)
         continue;
       std::vector<TensorType> ins, outs;
-      for (const BufferRef &b : in.inputs)
-        ins.push_back(b.type);
-      for (const BufferRef &b : in.outputs)
-        outs.push_back(b.type);
+      instructionTypes(in, ins, outs);
       std::fprintf(f,
                    "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
                    "%.9g,\n     \"signature\": %s}",
