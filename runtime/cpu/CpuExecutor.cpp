@@ -80,6 +80,13 @@ double CpuExecutor::kernelSeconds(size_t d, size_t i) const {
   return kernelTimes_[d][i] / static_cast<double>(profiledRuns_);
 }
 
+std::vector<TraceEvent> CpuExecutor::lastRunTrace() const {
+  std::vector<TraceEvent> all;
+  for (const auto &perDevice : trace_)
+    all.insert(all.end(), perDevice.begin(), perDevice.end());
+  return all;
+}
+
 void CpuExecutor::poisonArenas(uint8_t pattern) {
   for (auto &dev : devices_)
     if (dev->arenaBytes)
@@ -108,6 +115,9 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
     sync_->abortReason.clear();
   }
   size_t n = devices_.size();
+  if (tracing_)
+    trace_.assign(n, {});
+  runStart_ = std::chrono::steady_clock::now();
   std::vector<Status> results(n);
   if (n == 1) {
     results[0] = runDevice(0, inputs, outputs);
@@ -164,8 +174,14 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
   };
 
   std::vector<TensorRef> ins, outs;
+  auto micros = [&] {
+    return std::chrono::duration<double, std::micro>(
+               std::chrono::steady_clock::now() - runStart_)
+        .count();
+  };
   for (size_t i = 0; i < prog.instructions.size(); ++i) {
     const Instruction &in = prog.instructions[i];
+    double started = tracing_ ? micros() : 0;
     switch (in.op) {
     case OpCode::Kernel: {
       ins.clear();
@@ -223,6 +239,8 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
       break;
     }
     }
+    if (tracing_)
+      trace_[d].push_back({d, i, started, micros() - started});
   }
   return Status();
 }

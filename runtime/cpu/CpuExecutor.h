@@ -12,6 +12,7 @@
 #include "runtime/kernels/Kernel.h"
 #include "runtime/plan/Plan.h"
 
+#include <chrono>
 #include <memory>
 #include <vector>
 
@@ -36,6 +37,11 @@ public:
   /// Mean seconds per run of instruction `i` of device `d` (kernels only).
   double kernelSeconds(size_t d, size_t i) const;
 
+  /// Records every instruction's interval in each following run.
+  void enableTracing() { tracing_ = true; }
+  /// The intervals of the last run (empty unless tracing).
+  std::vector<TraceEvent> lastRunTrace() const;
+
   /// Fills every arena with a byte pattern, so that reads of memory nobody
   /// wrote produce garbage (used by tests to catch missing transfers).
   void poisonArenas(uint8_t pattern);
@@ -52,6 +58,9 @@ private:
   /// For each channel, the device and buffer its send reads from.
   std::vector<std::pair<size_t, BufferRef>> channelSources_;
   bool profiling_ = false;
+  bool tracing_ = false;
+  std::chrono::steady_clock::time_point runStart_;
+  std::vector<std::vector<TraceEvent>> trace_;
   size_t profiledRuns_ = 0;
   std::vector<std::vector<double>> kernelTimes_;
 };

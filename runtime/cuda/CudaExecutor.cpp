@@ -90,8 +90,10 @@ struct CudaExecutor::Impl {
   bool useGraphs = false;
   size_t runs = 0;
   // Profiling: an event pair per kernel instruction, and accumulated times.
-  bool profiling = false;
+  bool profiling = false, tracing = false;
   size_t profiledRuns = 0;
+  std::vector<cudaEvent_t> runStart; // per device, when tracing
+  std::vector<TraceEvent> trace;
   std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> events;
   std::vector<std::vector<double>> kernelTimes;
   cudaEvent_t fork = nullptr;
@@ -110,6 +112,9 @@ struct CudaExecutor::Impl {
                  const std::vector<TensorRef> &outputs, bool skipInputLoads);
 
   ~Impl() {
+    for (cudaEvent_t e : runStart)
+      if (e)
+        cudaEventDestroy(e);
     for (auto &perDevice : events)
       for (auto &[a, b] : perDevice) {
         if (a)
@@ -337,6 +342,32 @@ Status CudaExecutor::enableProfiling() {
   return Status();
 }
 
+Status CudaExecutor::enableTracing() {
+  Impl &impl = *impl_;
+  if (!impl.profiling)
+    PARTC_RETURN_IF_ERROR(enableProfiling());
+  impl.tracing = true;
+  impl.runStart.assign(impl.devices.size(), nullptr);
+  for (size_t d = 0; d < impl.devices.size(); ++d) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "trace"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventCreate(&impl.runStart[d]), "trace event"));
+    for (size_t i = 0; i < impl.events[d].size(); ++i)
+      if (!impl.events[d][i].first) {
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreate(&impl.events[d][i].first), "trace event"));
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreate(&impl.events[d][i].second), "trace event"));
+      }
+  }
+  return Status();
+}
+
+std::vector<TraceEvent> CudaExecutor::lastRunTrace() const {
+  return impl_->trace;
+}
+
 double CudaExecutor::kernelSeconds(size_t d, size_t i) const {
   if (!impl_->profiling || !impl_->profiledRuns)
     return 0;
@@ -472,6 +503,7 @@ Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
                                        const std::vector<TensorRef> &outputs,
                                        bool skipInputLoads) {
   size_t n = devices.size();
+  trace.clear();
   {
     std::lock_guard<std::mutex> lock(mutex);
     sent.assign(plan->channels.size(), false);
@@ -521,6 +553,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     changed.notify_all();
   };
   Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "device");
+  if (s.ok() && tracing)
+    s = cudaStatus(cudaEventRecord(runStart[d], dev.ctx.stream), "trace");
   if (!s.ok())
     return fail(s);
   for (size_t i = 0; i < instrs.size(); ++i) {
@@ -529,7 +563,7 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
       s = waitFlag(sent, in.index);
     else if (in.op == OpCode::WaitConsumed)
       s = waitFlag(received, in.index);
-    bool timed = profiling && in.op == OpCode::Kernel;
+    bool timed = (profiling && in.op == OpCode::Kernel) || tracing;
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
                      "profile");
@@ -557,6 +591,19 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
                                  events[d][i].second) == cudaSuccess)
           kernelTimes[d][i] += msec * 1e-3;
       }
+  if (tracing) {
+    std::vector<TraceEvent> local;
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      float begin = 0, duration = 0;
+      if (cudaEventElapsedTime(&begin, runStart[d], events[d][i].first) ==
+              cudaSuccess &&
+          cudaEventElapsedTime(&duration, events[d][i].first,
+                               events[d][i].second) == cudaSuccess)
+        local.push_back({d, i, begin * 1e3, duration * 1e3});
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    trace.insert(trace.end(), local.begin(), local.end());
+  }
   return Status();
 }
 

@@ -52,6 +52,13 @@ public:
   /// without graphs, while profiling).
   Status enableProfiling();
   double kernelSeconds(size_t d, size_t i) const;
+
+  /// Records every instruction of the following runs with CUDA events
+  /// (direct launches); lastRunTrace() returns the last run's intervals,
+  /// each device's relative to its own start (devices start within the
+  /// host's launch skew of each other).
+  Status enableTracing();
+  std::vector<TraceEvent> lastRunTrace() const;
   /// Why graph capture was abandoned, if it was.
   const std::string &graphFailure() const { return graphFailure_; }
 

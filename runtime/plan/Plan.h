@@ -110,6 +110,18 @@ struct Plan {
   }
 };
 
+/// One instruction's execution interval in a traced run, in microseconds
+/// from the start of the run on its device.
+struct TraceEvent {
+  size_t device = 0, index = 0;
+  double startUs = 0, durationUs = 0;
+};
+
+/// Writes a Chrome/Perfetto trace (one track per device) of `events`.
+Status writeTrace(const std::string &path, const Plan &plan,
+                  const std::string &backend,
+                  const std::vector<TraceEvent> &events);
+
 /// "device D instruction I (kernel conv, ONNX node 'x')", for diagnostics.
 std::string describeInstruction(size_t device, size_t index,
                                 const Instruction &instruction);

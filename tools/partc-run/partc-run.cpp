@@ -32,7 +32,7 @@ struct Options {
   std::string planPath;
   std::string backend = "cpu";
   std::vector<std::pair<std::string, std::string>> inputs;
-  std::string outputDir, checkDir, profilePath;
+  std::string outputDir, checkDir, profilePath, tracePath;
   double rtol = 1e-3, atol = 1e-7;
   uint64_t seed = 0;
   bool summary = false, quiet = false;
@@ -57,6 +57,8 @@ void usage() {
       "of replaying a CUDA graph)\n"
       "                 [--profile FILE] (time every kernel after the warm-up "
       "runs; a cost table for partc compile --cost-table)\n"
+      "                 [--trace FILE.json] (Chrome/Perfetto trace of the last "
+      "run, one track per device)\n"
       "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
       "given are filled with seeded random data; --check compares with a\n"
       "test_data_set_N directory (and takes its inputs from there).\n");
@@ -113,6 +115,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       PARTC_RETURN_IF_ERROR(value(o.checkDir));
     } else if (flag == "--profile") {
       PARTC_RETURN_IF_ERROR(value(o.profilePath));
+    } else if (flag == "--trace") {
+      PARTC_RETURN_IF_ERROR(value(o.tracePath));
     } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
                flag == "--iterations" || flag == "--warmup") {
       PARTC_RETURN_IF_ERROR(value(v));
@@ -501,6 +505,16 @@ int main(int argc, char **argv) {
         };
       }
     }
+    bool last = it + 1 == opts.warmup + opts.iterations;
+    if (last && !opts.tracePath.empty()) {
+#ifdef PARTC_HAVE_CUDA
+      if (cudaExec)
+        if (Status ts = cudaExec->enableTracing(); !ts.ok())
+          return fail(ts.message());
+#endif
+      if (cpuExec)
+        cpuExec->enableTracing();
+    }
     auto t0 = std::chrono::steady_clock::now();
     s = runPlan(inRefs, outRefs);
     if (!s.ok())
@@ -522,6 +536,18 @@ int main(int argc, char **argv) {
                 times.front(), times.size());
   }
 
+  if (!opts.tracePath.empty()) {
+    std::vector<TraceEvent> events;
+#ifdef PARTC_HAVE_CUDA
+    if (cudaExec)
+      events = cudaExec->lastRunTrace();
+#endif
+    if (cpuExec)
+      events = cpuExec->lastRunTrace();
+    s = writeTrace(opts.tracePath, plan, opts.backend, events);
+    if (!s.ok())
+      return fail(s.message());
+  }
   if (!opts.profilePath.empty()) {
     s = writeProfile(opts.profilePath, plan, opts.backend, kernelSeconds);
     if (!s.ok())
