@@ -100,6 +100,27 @@ cudaError_t launchGather(const void *data, const void *indices, bool idx64,
                          void *out, int64_t outer, int64_t axisLen,
                          int64_t count, int64_t innerBytes, int *badIndex,
                          cudaStream_t s);
+/// Comparison codes: 0 equal, 1 less, 2 greater, 3 less-or-equal,
+/// 4 greater-or-equal. `dtype` is the operands' runtime DType.
+cudaError_t launchCompare(int op, DType dtype, const void *a, const void *b,
+                          bool *y, int64_t n, const Strides &st,
+                          cudaStream_t s);
+cudaError_t launchWhere(const bool *c, const void *x, const void *y, void *out,
+                        int64_t n, const Strides &st, size_t elemSize,
+                        cudaStream_t s);
+/// Returns cudaErrorNotSupported for type pairs without a GPU kernel.
+cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
+                       cudaStream_t s);
+bool castSupported(DType from, DType to);
+/// Constant-mode pad of f32: out[i] = in[source] or value.
+struct PadParams {
+  int rank;
+  int64_t outShape[kMaxRank], inShape[kMaxRank], inStride[kMaxRank],
+      begin[kMaxRank];
+};
+cudaError_t launchPadF32(const float *x, float *y, int64_t n,
+                         const PadParams &p, float value, cudaStream_t s);
+
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);

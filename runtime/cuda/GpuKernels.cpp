@@ -823,6 +823,87 @@ const std::map<std::string, Factory> &factories() {
         return Status();
       };
     };
+    auto compare = [](int code) -> Factory {
+      return [code](const KernelArgs &a, DeviceContext &,
+                    std::unique_ptr<GpuKernel> &k) -> Status {
+        DType t = a.inputs[0].dtype;
+        const Shape &out = a.outputs[0].shape;
+        if ((t != DType::F32 && t != DType::I64 && t != DType::I32) ||
+            out.size() > static_cast<size_t>(kMaxRank))
+          return Status();
+        Strides st = makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape});
+        k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &o) {
+          return cudaStatus(launchCompare(code, t, in[0].data, in[1].data,
+                                          o[0].as<bool>(),
+                                          o[0].type.numElements(), st,
+                                          ctx.stream),
+                            "compare");
+        });
+        return Status();
+      };
+    };
+    t["equal"] = compare(0);
+    t["less"] = compare(1);
+    t["greater"] = compare(2);
+    t["less_or_equal"] = compare(3);
+    t["greater_or_equal"] = compare(4);
+    t["where"] = [](const KernelArgs &a, DeviceContext &,
+                    std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &out = a.outputs[0].shape;
+      size_t es = dtypeSize(a.outputs[0].dtype);
+      if (out.size() > static_cast<size_t>(kMaxRank) || !es || es > 8)
+        return Status();
+      Strides st = makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape,
+                                     a.inputs[2].shape});
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &o) {
+        return cudaStatus(launchWhere(in[0].as<bool>(), in[1].data, in[2].data,
+                                      o[0].data, o[0].type.numElements(), st,
+                                      es, ctx.stream),
+                          "where");
+      });
+      return Status();
+    };
+    t["cast"] = [](const KernelArgs &a, DeviceContext &,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+      DType from = a.inputs[0].dtype, to = a.outputs[0].dtype;
+      if (!castSupported(from, to))
+        return Status();
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &o) {
+        return cudaStatus(launchCast(from, to, in[0].data, o[0].data,
+                                     o[0].type.numElements(), ctx.stream),
+                          "cast");
+      });
+      return Status();
+    };
+    t["pad"] = [](const KernelArgs &a, DeviceContext &,
+                  std::unique_ptr<GpuKernel> &k) -> Status {
+      const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
+      if (!allF32(a) || a.attrs.getString("mode", "constant") != "constant" ||
+          in.size() > static_cast<size_t>(kMaxRank))
+        return Status();
+      std::vector<int64_t> pads = a.attrs.getInts("pads");
+      std::vector<int64_t> strides = contiguousStrides(in);
+      PadParams p{};
+      p.rank = static_cast<int>(in.size());
+      for (int d = 0; d < p.rank; ++d) {
+        p.outShape[d] = out[d];
+        p.inShape[d] = in[d];
+        p.inStride[d] = strides[d];
+        p.begin[d] = pads[d];
+      }
+      float value = static_cast<float>(a.attrs.getFloat("value", 0.0));
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &i,
+                     const std::vector<TensorRef> &o) {
+        return cudaStatus(launchPadF32(i[0].as<float>(), o[0].as<float>(),
+                                       o[0].type.numElements(), p, value,
+                                       ctx.stream),
+                          "pad");
+      });
+      return Status();
+    };
     t["reduce_sum"] = reduce(0);
     t["reduce_mean"] = reduce(1);
     t["reduce_max"] = reduce(2);

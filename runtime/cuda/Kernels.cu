@@ -8,6 +8,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cuda_fp16.h>
 
 namespace partc::runtime::cuda {
 
@@ -327,6 +328,77 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
   }
 }
 
+
+template <typename T>
+__global__ void compareKernel(int op, const T *a, const T *b, bool *y,
+                              int64_t n, Strides st) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    T u = a[offsetOf(st, 0, i)], v = b[offsetOf(st, 1, i)];
+    bool r = false;
+    switch (op) {
+    case 0: r = u == v; break;
+    case 1: r = u < v; break;
+    case 2: r = u > v; break;
+    case 3: r = u <= v; break;
+    case 4: r = u >= v; break;
+    }
+    y[i] = r;
+  }
+}
+
+template <typename T>
+__global__ void whereKernel(const bool *c, const T *x, const T *y, T *out,
+                            int64_t n, Strides st) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = c[offsetOf(st, 0, i)] ? x[offsetOf(st, 1, i)]
+                                   : y[offsetOf(st, 2, i)];
+}
+
+template <typename From, typename To> __device__ inline To convert(From v) {
+  return static_cast<To>(v);
+}
+template <> __device__ inline bool convert<float, bool>(float v) {
+  return v != 0.f;
+}
+template <> __device__ inline float convert<__half, float>(__half v) {
+  return __half2float(v);
+}
+template <> __device__ inline __half convert<float, __half>(float v) {
+  return __float2half_rn(v);
+}
+template <> __device__ inline int64_t convert<float, int64_t>(float v) {
+  return isnan(v) ? 0 : static_cast<int64_t>(v);
+}
+template <> __device__ inline int32_t convert<float, int32_t>(float v) {
+  return isnan(v) ? 0 : static_cast<int32_t>(v);
+}
+
+template <typename From, typename To>
+__global__ void castKernel(const From *x, To *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = convert<From, To>(x[i]);
+}
+
+__global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
+                          float value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = i, src = 0;
+    bool inside = true;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rem % p.outShape[d] - p.begin[d];
+      rem /= p.outShape[d];
+      if (c < 0 || c >= p.inShape[d])
+        inside = false;
+      src += c * p.inStride[d];
+    }
+    y[i] = inside ? x[src] : value;
+  }
+}
+
 } // namespace
 
 bool aligned16(const void *p) {
@@ -467,6 +539,113 @@ cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             int64_t reduceCount, int op, cudaStream_t s) {
   reduceKernel<<<blocksFor(outCount), kThreads, 0, s>>>(
       x, y, outCount, keep, reduced, reduceCount, op);
+  return cudaGetLastError();
+}
+
+cudaError_t launchCompare(int op, DType dtype, const void *a, const void *b,
+                          bool *y, int64_t n, const Strides &st,
+                          cudaStream_t s) {
+  switch (dtype) {
+  case DType::F32:
+    compareKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        op, static_cast<const float *>(a), static_cast<const float *>(b), y, n,
+        st);
+    break;
+  case DType::I64:
+    compareKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        op, static_cast<const int64_t *>(a), static_cast<const int64_t *>(b), y,
+        n, st);
+    break;
+  case DType::I32:
+    compareKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        op, static_cast<const int32_t *>(a), static_cast<const int32_t *>(b), y,
+        n, st);
+    break;
+  default:
+    return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchWhere(const bool *c, const void *x, const void *y, void *out,
+                        int64_t n, const Strides &st, size_t elemSize,
+                        cudaStream_t s) {
+  switch (elemSize) {
+  case 1:
+    whereKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        c, static_cast<const uint8_t *>(x), static_cast<const uint8_t *>(y),
+        static_cast<uint8_t *>(out), n, st);
+    break;
+  case 2:
+    whereKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        c, static_cast<const uint16_t *>(x), static_cast<const uint16_t *>(y),
+        static_cast<uint16_t *>(out), n, st);
+    break;
+  case 4:
+    whereKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        c, static_cast<const uint32_t *>(x), static_cast<const uint32_t *>(y),
+        static_cast<uint32_t *>(out), n, st);
+    break;
+  case 8:
+    whereKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        c, static_cast<const uint64_t *>(x), static_cast<const uint64_t *>(y),
+        static_cast<uint64_t *>(out), n, st);
+    break;
+  default:
+    return cudaErrorNotSupported;
+  }
+  return cudaGetLastError();
+}
+
+namespace {
+template <typename From, typename To>
+cudaError_t castAs(const void *x, void *y, int64_t n, cudaStream_t s) {
+  castKernel<From, To><<<blocksFor(n), kThreads, 0, s>>>(
+      static_cast<const From *>(x), static_cast<To *>(y), n);
+  return cudaGetLastError();
+}
+
+/// The conversions that show up in exported networks (masks, indices,
+/// half precision I/O); others run on the host.
+template <typename Fn> bool dispatchCast(DType from, DType to, Fn &&fn) {
+#define PARTC_CAST(F, T, CF, CT)                                               \
+  if (from == DType::F && to == DType::T) {                                    \
+    fn(CF{}, CT{});                                                            \
+    return true;                                                               \
+  }
+  PARTC_CAST(F32, I64, float, int64_t)
+  PARTC_CAST(I64, F32, int64_t, float)
+  PARTC_CAST(F32, I32, float, int32_t)
+  PARTC_CAST(I32, F32, int32_t, float)
+  PARTC_CAST(I64, I32, int64_t, int32_t)
+  PARTC_CAST(I32, I64, int32_t, int64_t)
+  PARTC_CAST(F32, Bool, float, bool)
+  PARTC_CAST(Bool, F32, bool, float)
+  PARTC_CAST(F64, F32, double, float)
+  PARTC_CAST(F32, F64, float, double)
+  PARTC_CAST(F32, F16, float, __half)
+  PARTC_CAST(F16, F32, __half, float)
+#undef PARTC_CAST
+  return false;
+}
+} // namespace
+
+bool castSupported(DType from, DType to) {
+  return dispatchCast(from, to, [](auto, auto) {});
+}
+
+cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
+                       cudaStream_t s) {
+  cudaError_t err = cudaErrorNotSupported;
+  dispatchCast(from, to, [&](auto f, auto t) {
+    err = castAs<decltype(f), decltype(t)>(x, y, n, s);
+  });
+  return err;
+}
+
+cudaError_t launchPadF32(const float *x, float *y, int64_t n,
+                         const PadParams &p, float value, cudaStream_t s) {
+  padKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, p, value);
   return cudaGetLastError();
 }
 
