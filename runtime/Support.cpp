@@ -69,8 +69,19 @@ const char *dtypeName(DType t) {
 
 bool isValidDType(uint32_t raw) {
   switch (raw) {
-  case 1: case 2: case 3: case 4: case 5: case 6: case 7: case 9: case 10:
-  case 11: case 12: case 13: case 16:
+  case 1:
+  case 2:
+  case 3:
+  case 4:
+  case 5:
+  case 6:
+  case 7:
+  case 9:
+  case 10:
+  case 11:
+  case 12:
+  case 13:
+  case 16:
     return true;
   default:
     return false;

@@ -58,8 +58,8 @@ OpWork analyzeOp(Operation *op, bool batched) {
   return w;
 }
 
-double predictSeconds(const OpWork &w, double fraction,
-                      const DeviceSpec &d, bool tf32, const CostTable *table) {
+double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
+                      bool tf32, const CostTable *table) {
   if (w.cls == OpClass::View)
     return 0;
   double f = w.batched ? fraction : 1.0;

@@ -56,7 +56,8 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
     return result;
   size_t S = std::min(maxStages, n);
   // best[k][i]: smallest slowest-stage time for ops [0, i) in k stages.
-  std::vector<std::vector<double>> best(S + 1, std::vector<double>(n + 1, kInf));
+  std::vector<std::vector<double>> best(S + 1,
+                                        std::vector<double>(n + 1, kInf));
   std::vector<std::vector<uint32_t>> from(S + 1,
                                           std::vector<uint32_t>(n + 1, 0));
   // Stage cost and feasibility of [j, i), cached per (j, i).
@@ -66,7 +67,8 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
     double live = j < p.cutBytes.size() ? p.cutBytes[j] : 0;
     double recv = receiveSeconds(p, j);
     for (size_t i = j + 1; i <= n; ++i) {
-      live = std::max(live, i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
+      live =
+          std::max(live, i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
       double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
       if (mem > p.memoryBytes)
         break; // longer stages only need more
@@ -132,7 +134,8 @@ StageCut bruteForceChain(const ChainProblem &p, size_t stages) {
           c.feasible = false;
         c.stageSeconds.push_back(stageSeconds(p, starts[s], end));
       }
-      c.slowest = *std::max_element(c.stageSeconds.begin(), c.stageSeconds.end());
+      c.slowest =
+          *std::max_element(c.stageSeconds.begin(), c.stageSeconds.end());
       if (c.feasible && c.slowest < bestCut.slowest)
         bestCut = c;
       return;

@@ -47,8 +47,8 @@ std::vector<Preset> presets() {
   return {
       // H200 SXM: 141 GB HBM3e at 4.8 TB/s; 67 TFLOP/s fp32, 494.7 TF32,
       // 989.4 bf16 (dense).
-      {"h200", gpu("h200", 141e9 / GiB, 67 * T, 494.7 * T, 989.4 * T, 67 * T,
-                   4.8 * T),
+      {"h200",
+       gpu("h200", 141e9 / GiB, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 4.8 * T),
        nvlink4},
       // H100 SXM: 80 GB HBM3 at 3.35 TB/s, same compute as the H200.
       {"h100", gpu("h100", 80, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 3.35 * T),

@@ -75,7 +75,8 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
   for (auto [w, offset] : weights) {
     std::vector<uint8_t> scratch;
     ArrayRef<uint8_t> bytes = constantBytes(w.getValue(), scratch);
-    rt::TensorType type = toTensorType(cast<ShapedType>(w.getValue().getType()));
+    rt::TensorType type =
+        toTensorType(cast<ShapedType>(w.getValue().getType()));
     if (bytes.size() != type.byteSize())
       return w.emitError() << "weight data has " << bytes.size()
                            << " bytes, expected " << type.byteSize()

@@ -48,8 +48,7 @@ SmallVector<size_t> balancedCuts(ArrayRef<int64_t> costs, size_t parts) {
   return cuts;
 }
 
-struct AssignDevicesPass
-    : public impl::AssignDevicesBase<AssignDevicesPass> {
+struct AssignDevicesPass : public impl::AssignDevicesBase<AssignDevicesPass> {
   using AssignDevicesBase::AssignDevicesBase;
 
   void runOnOperation() override {
@@ -58,7 +57,8 @@ struct AssignDevicesPass
     if (failed(func))
       return signalPassFailure();
     if (numDevices < 1) {
-      module.emitError() << "--devices must be at least 1, got " << static_cast<int64_t>(numDevices);
+      module.emitError() << "--devices must be at least 1, got "
+                         << static_cast<int64_t>(numDevices);
       return signalPassFailure();
     }
     SmallVector<Operation *> ops;
@@ -71,7 +71,8 @@ struct AssignDevicesPass
       if (static_cast<int64_t>(splitAt.size()) + 1 != numDevices) {
         module.emitError() << "--split-at names " << splitAt.size()
                            << " cut(s), giving " << splitAt.size() + 1
-                           << " stages, but " << static_cast<int64_t>(numDevices)
+                           << " stages, but "
+                           << static_cast<int64_t>(numDevices)
                            << " devices were requested; give one cut fewer "
                               "than devices";
         return signalPassFailure();

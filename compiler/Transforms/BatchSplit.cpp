@@ -18,7 +18,9 @@ namespace {
 
 using graph::GraphDialect;
 
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
 int64_t dim0(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
   return t.getRank() ? t.getDimSize(0) : -1;
@@ -70,7 +72,8 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
           why = "it normalizes over the batch dimension";
       })
       .Case<graph::ConcatOp, graph::SplitOp>([&](auto c) {
-        ok = c.getAxis() != 0 && llvm::all_of(batched, [](bool b) { return b; });
+        ok =
+            c.getAxis() != 0 && llvm::all_of(batched, [](bool b) { return b; });
         if (!ok)
           why = "it concatenates or splits along the batch dimension";
       })
@@ -152,8 +155,7 @@ LogicalResult reinferTypes(Operation *op) {
     return op->emitOpError() << "cannot re-infer its result types";
   SmallVector<Type> types;
   if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(),
-                                    op->getOperands(),
-                                    op->getAttrDictionary(),
+                                    op->getOperands(), op->getAttrDictionary(),
                                     op->getPropertiesStorage(),
                                     op->getRegions(), types)))
     return failure();
@@ -206,8 +208,8 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice)> microBatchOf) {
   Block &body = func.getBody().front();
   if (parts < 1)
-    return func.emitError() << purpose << ": need at least 1 part, got "
-                            << parts;
+    return func.emitError()
+           << purpose << ": need at least 1 part, got " << parts;
   if (parts == 1) {
     return success();
   }
@@ -218,9 +220,9 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
                             << ": the model has no input with a batch "
                                "dimension to split";
   if (batch < parts)
-    return func.emitError() << purpose << ": batch " << batch
-                            << " is smaller than " << parts
-                            << " parts; raise --batch or use fewer parts";
+    return func.emitError()
+           << purpose << ": batch " << batch << " is smaller than " << parts
+           << " parts; raise --batch or use fewer parts";
   if (!info.splittable)
     return info.failedOp->emitError()
            << purpose << " needs ops that treat samples independently, but '"
@@ -246,15 +248,16 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
       if (!batched.contains(arg))
         continue;
       auto type = cast<RankedTensorType>(arg.getType());
-      SmallVector<int64_t> starts(type.getRank(), 0),
-          ends(type.getShape()), steps(type.getRank(), 1);
+      SmallVector<int64_t> starts(type.getRank(), 0), ends(type.getShape()),
+          steps(type.getRank(), 1);
       starts[0] = offset;
       ends[0] = offset + size;
       SmallVector<int64_t> shape(type.getShape());
       shape[0] = size;
       auto slice = graph::SliceOp::create(
-          builder, arg.getLoc(), RankedTensorType::get(shape, type.getElementType()),
-          arg, builder.getDenseI64ArrayAttr(starts),
+          builder, arg.getLoc(),
+          RankedTensorType::get(shape, type.getElementType()), arg,
+          builder.getDenseI64ArrayAttr(starts),
           builder.getDenseI64ArrayAttr(ends),
           builder.getDenseI64ArrayAttr(steps));
       graph::setDevice(slice, graph::kHostDevice);
@@ -282,9 +285,9 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
       returnOp.setOperand(i, partResults[i].front());
       continue;
     }
-    auto concat = graph::ConcatOp::create(builder, v.getLoc(), v.getType(),
-                                          partResults[i],
-                                          builder.getI64IntegerAttr(0));
+    auto concat =
+        graph::ConcatOp::create(builder, v.getLoc(), v.getType(),
+                                partResults[i], builder.getI64IntegerAttr(0));
     graph::setDevice(concat, graph::kHostDevice);
     returnOp.setOperand(i, concat.getResult());
   }

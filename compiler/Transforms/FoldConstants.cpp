@@ -9,8 +9,7 @@ namespace mlir::partc {
 #include "compiler/Transforms/Passes.h.inc"
 
 namespace {
-struct FoldConstantsPass
-    : public impl::FoldConstantsBase<FoldConstantsPass> {
+struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
   void runOnOperation() override {
     // The greedy driver folds every op (graph ops fold through their
     // ConstantEvaluable trait and folders) and erases dead pure ops.

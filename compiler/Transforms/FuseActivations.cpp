@@ -15,7 +15,8 @@ struct FuseActivationsPass
     getOperation().walk([&](graph::ReluOp relu) { relus.push_back(relu); });
     for (graph::ReluOp relu : relus) {
       Operation *producer = relu.getInput().getDefiningOp();
-      if (!producer || !isa<graph::ConvOp, graph::GemmOp, graph::AddOp>(producer))
+      if (!producer ||
+          !isa<graph::ConvOp, graph::GemmOp, graph::AddOp>(producer))
         continue;
       // The producer's other users must keep seeing the value before ReLU,
       // and the pair must run on one device.

@@ -23,8 +23,7 @@ MemRefType bufferType(Type t) {
 }
 
 int64_t byteSize(Type t) {
-  return static_cast<int64_t>(
-      toTensorType(cast<ShapedType>(t)).byteSize());
+  return static_cast<int64_t>(toTensorType(cast<ShapedType>(t)).byteSize());
 }
 
 /// Kernel parameters: the op's inherent attributes.
@@ -81,8 +80,8 @@ LogicalResult Lowering::checkKernel(Operation *op) {
   for (Type t : op->getResultTypes())
     outs.push_back(toTensorType(cast<ShapedType>(t)));
   std::unique_ptr<rt::Kernel> kernel;
-  rt::Status s = rt::createCpuKernel(kernelNameFor(op), toKernelAttrs(op),
-                                     ins, outs, kernel);
+  rt::Status s = rt::createCpuKernel(kernelNameFor(op), toKernelAttrs(op), ins,
+                                     outs, kernel);
   if (!s.ok())
     return op->emitError() << "cannot be executed: " << s.message();
   return success();
@@ -97,9 +96,8 @@ FailureOr<Value> Lowering::lookup(Device &dev, Value v, Location useLoc) {
     plan::LoadInputOp::create(builder_, useLoc, inputs_[arg.getArgNumber()],
                               builder_.getI64IntegerAttr(0), buffer);
   } else if (auto constant = v.getDefiningOp<graph::ConstantOp>()) {
-    buffer = plan::WeightRefOp::create(builder_, useLoc,
-                                       bufferType(v.getType()),
-                                       weights_.lookup(constant));
+    buffer = plan::WeightRefOp::create(
+        builder_, useLoc, bufferType(v.getType()), weights_.lookup(constant));
   } else if (auto slice = v.getDefiningOp<graph::SliceOp>();
              slice && graph::getDevice(slice) == graph::kHostDevice) {
     auto arg = dyn_cast<BlockArgument>(slice.getInput());
@@ -113,17 +111,17 @@ FailureOr<Value> Lowering::lookup(Device &dev, Value v, Location useLoc) {
       return slice.emitError() << "host slices must take whole rows of a "
                                   "model input",
              failure();
-    int64_t rowBytes = in.getRank() ? byteSize(in) / std::max<int64_t>(
-                                                         1, in.getDimSize(0))
-                                    : 0;
+    int64_t rowBytes =
+        in.getRank() ? byteSize(in) / std::max<int64_t>(1, in.getDimSize(0))
+                     : 0;
     buffer = alloc(v.getType(), useLoc);
     plan::LoadInputOp::create(
         builder_, useLoc, inputs_[arg.getArgNumber()],
         builder_.getI64IntegerAttr(slice.getStarts()[0] * rowBytes), buffer);
   } else {
-    return emitError(useLoc) << "uses a value that is not available on device "
-                             << dev.op.getId()
-                             << "; run partc-insert-transfers",
+    return emitError(useLoc)
+               << "uses a value that is not available on device "
+               << dev.op.getId() << "; run partc-insert-transfers",
            failure();
   }
   dev.buffers[v] = buffer;
@@ -152,8 +150,9 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
           return failure();
         auto pending = dev.pendingWait.find(target);
         if (pending != dev.pendingWait.end())
-          plan::WaitConsumedOp::create(builder_, op.getLoc(),
-                                       builder_.getI64IntegerAttr(pending->second));
+          plan::WaitConsumedOp::create(
+              builder_, op.getLoc(),
+              builder_.getI64IntegerAttr(pending->second));
         plan::SendOp::create(builder_, op.getLoc(), *src,
                              builder_.getI64IntegerAttr(channel),
                              builder_.getI64IntegerAttr(target));
@@ -180,9 +179,9 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
     if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
       Value view = ins[0];
       if (view.getType() != bufferType(op.getResult(0).getType()))
-        view = plan::ViewOp::create(builder_, op.getLoc(),
-                                    bufferType(op.getResult(0).getType()),
-                                    ins[0]);
+        view =
+            plan::ViewOp::create(builder_, op.getLoc(),
+                                 bufferType(op.getResult(0).getType()), ins[0]);
       dev.buffers[op.getResult(0)] = view;
       emitStores(op.getResult(0), view, op.getLoc());
       continue;
@@ -228,9 +227,9 @@ LogicalResult Lowering::run() {
   builder_.setInsertionPointToEnd(module_.getBody());
   SmallVector<NamedAttribute> meta = {
       builder_.getNamedAttr("strategy", builder_.getStringAttr(strategy_))};
-  program_ = plan::ProgramOp::create(
-      builder_, func_.getLoc(), builder_.getI64IntegerAttr(numDevices),
-      DictionaryAttr::get(ctx, meta));
+  program_ = plan::ProgramOp::create(builder_, func_.getLoc(),
+                                     builder_.getI64IntegerAttr(numDevices),
+                                     DictionaryAttr::get(ctx, meta));
   program_.getBody().push_back(new Block());
   builder_.setInsertionPointToStart(&program_.getBody().front());
 
@@ -244,9 +243,9 @@ LogicalResult Lowering::run() {
   for (BlockArgument arg : body.getArguments()) {
     auto name = func_.getArgAttrOfType<StringAttr>(
         arg.getArgNumber(), graph::GraphDialect::kNameAttrName);
-    std::string sym = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
-    plan::InputOp::create(builder_, func_.getLoc(),
-                          builder_.getStringAttr(sym),
+    std::string sym =
+        name ? name.str() : "input" + std::to_string(arg.getArgNumber());
+    plan::InputOp::create(builder_, func_.getLoc(), builder_.getStringAttr(sym),
                           TypeAttr::get(arg.getType()));
     inputs_.push_back(FlatSymbolRefAttr::get(ctx, sym));
   }

@@ -35,8 +35,8 @@ FailureOr<func::FuncOp> getMainFunction(ModuleOp module) {
   auto func = module.lookupSymbol<func::FuncOp>("main");
   if (!func || func.getBody().empty())
     return module.emitError()
-           << "expected a func.func @main with a body (the ONNX importer's "
-              "output)",
+               << "expected a func.func @main with a body (the ONNX importer's "
+                  "output)",
            failure();
   if (!func.getBody().hasOneBlock())
     return func.emitError() << "@main must have a single block", failure();
@@ -50,8 +50,9 @@ int64_t getNumDevices(ModuleOp module) {
 }
 
 void setNumDevices(ModuleOp module, int64_t n) {
-  module->setAttr("graph.num_devices",
-                  IntegerAttr::get(IntegerType::get(module.getContext(), 64), n));
+  module->setAttr(
+      "graph.num_devices",
+      IntegerAttr::get(IntegerType::get(module.getContext(), 64), n));
 }
 
 bool isHostValue(Value v) {

@@ -34,8 +34,8 @@ int64_t lastUse(Value v, DenseMap<Operation *, int64_t> &position,
   for (Operation *user : v.getUsers()) {
     last = std::max(last, position.lookup(user));
     if (auto view = dyn_cast<plan::ViewOp>(user))
-      last = std::max(last, lastUse(view.getResult(), position, waitPosition,
-                                    blockEnd));
+      last = std::max(
+          last, lastUse(view.getResult(), position, waitPosition, blockEnd));
     if (auto send = dyn_cast<plan::SendOp>(user)) {
       auto it = waitPosition.find(send.getChannel());
       last = std::max(last, it == waitPosition.end() ? blockEnd : it->second);
@@ -66,8 +66,8 @@ struct PlanMemoryPass : public impl::PlanMemoryBase<PlanMemoryPass> {
         int64_t size = (bufferBytes(alloc.getResult()) + kAlignment - 1) /
                        kAlignment * kAlignment;
         int64_t end = lastUse(alloc.getResult(), position, waitPosition, pos);
-        intervals.push_back({alloc, position[&op], std::max(end, position[&op]),
-                             size});
+        intervals.push_back(
+            {alloc, position[&op], std::max(end, position[&op]), size});
       }
     // Largest first, each at the lowest offset free over its lifetime.
     std::vector<size_t> order(intervals.size());

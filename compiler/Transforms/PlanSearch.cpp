@@ -27,9 +27,9 @@ namespace mlir::partc {
 namespace cm = ::partc::costmodel;
 
 std::string Candidate::label() const {
-  std::string s = std::to_string(stages) + (stages == 1 ? " stage" : " stages") +
-                  " x " + std::to_string(replicas) +
-                  (replicas == 1 ? " replica" : " replicas");
+  std::string s =
+      std::to_string(stages) + (stages == 1 ? " stage" : " stages") + " x " +
+      std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas");
   if (stages > 1)
     s += ", " + std::to_string(microBatches) +
          (microBatches == 1 ? " micro-batch" : " micro-batches");
@@ -153,10 +153,10 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   // Requests that cannot be met get their own message.
   if (options.stages > static_cast<int64_t>(std::max<size_t>(n, 1)) &&
       options.stages > 1)
-    return func.emitError() << "cannot split " << n << " op(s) over "
-                            << options.stages
-                            << " devices; use at most as many devices as ops "
-                               "or the data-parallel strategy",
+    return func.emitError()
+               << "cannot split " << n << " op(s) over " << options.stages
+               << " devices; use at most as many devices as ops "
+                  "or the data-parallel strategy",
            failure();
   int64_t parts = std::max<int64_t>(options.replicas, 1) *
                   std::max<int64_t>(options.microBatches, 1);
@@ -169,8 +169,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
                   "pipeline strategy with one micro-batch",
            failure();
   if (parts > batch)
-    return func.emitError() << "batch " << batch << " is smaller than "
-                            << parts
+    return func.emitError() << "batch " << batch << " is smaller than " << parts
                             << " parts; raise --batch or use fewer parts",
            failure();
 
@@ -248,9 +247,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
           sum += t;
         c.stepSeconds = sum + (m - 1) * cut.slowest;
         c.throughput = batch / c.stepSeconds;
-        c.bubble = c.stepSeconds > 0
-                       ? 1.0 - (m * sum) / (s * c.stepSeconds)
-                       : 0.0;
+        c.bubble =
+            c.stepSeconds > 0 ? 1.0 - (m * sum) / (s * c.stepSeconds) : 0.0;
         std::vector<size_t> starts = {0};
         starts.insert(starts.end(), cut.cuts.begin(), cut.cuts.end());
         for (size_t k = 0; k < starts.size(); ++k) {
@@ -275,40 +273,41 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   }
 
   bool latency = options.objective == "latency";
-  std::stable_sort(
-      result.candidates.begin(), result.candidates.end(),
-      [&](const Candidate &a, const Candidate &b) {
-        if (a.feasible != b.feasible)
-          return a.feasible;
-        if (!a.feasible)
-          return false;
-        double ka = latency ? a.stepSeconds : -a.throughput;
-        double kb = latency ? b.stepSeconds : -b.throughput;
-        // Within 0.5%, prefer fewer devices, stages and micro-batches.
-        if (std::fabs(ka - kb) > 0.005 * std::fabs(kb))
-          return ka < kb;
-        if (a.stages * a.replicas != b.stages * b.replicas)
-          return a.stages * a.replicas < b.stages * b.replicas;
-        if (a.stages != b.stages)
-          return a.stages < b.stages;
-        return a.microBatches < b.microBatches;
-      });
-  result.searchSeconds = std::chrono::duration<double>(
-                             std::chrono::steady_clock::now() - start)
-                             .count();
+  std::stable_sort(result.candidates.begin(), result.candidates.end(),
+                   [&](const Candidate &a, const Candidate &b) {
+                     if (a.feasible != b.feasible)
+                       return a.feasible;
+                     if (!a.feasible)
+                       return false;
+                     double ka = latency ? a.stepSeconds : -a.throughput;
+                     double kb = latency ? b.stepSeconds : -b.throughput;
+                     // Within 0.5%, prefer fewer devices, stages and
+                     // micro-batches.
+                     if (std::fabs(ka - kb) > 0.005 * std::fabs(kb))
+                       return ka < kb;
+                     if (a.stages * a.replicas != b.stages * b.replicas)
+                       return a.stages * a.replicas < b.stages * b.replicas;
+                     if (a.stages != b.stages)
+                       return a.stages < b.stages;
+                     return a.microBatches < b.microBatches;
+                   });
+  result.searchSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (result.candidates.empty() || !result.candidates.front().feasible) {
-    if (!batchInfo.splittable && (options.replicas > 1 || options.microBatches > 1))
-      return func.emitError() << "the model cannot be split along its batch: "
-                              << batchInfo.why
-                              << "; use a pipeline with one micro-batch",
+    if (!batchInfo.splittable &&
+        (options.replicas > 1 || options.microBatches > 1))
+      return func.emitError()
+                 << "the model cannot be split along its batch: "
+                 << batchInfo.why << "; use a pipeline with one micro-batch",
              failure();
     double heaviestOp = 0;
     lastProblem.inFlight = 1;
     size_t needed = minimalStagesForMemory(lastProblem, heaviestOp);
     if (needed == 0)
       return func.emitError()
-                 << "one op needs " << gib(heaviestOp) << " but each device has "
-                 << gib(lastProblem.memoryBytes)
+                 << "one op needs " << gib(heaviestOp)
+                 << " but each device has " << gib(lastProblem.memoryBytes)
                  << "; no split across devices can fit this model",
              failure();
     // The heaviest stage of the best memory split over the devices given.
@@ -372,18 +371,17 @@ std::string explainText(const SearchResult &r) {
      << ", " << llvm::format("%.0f", b.throughput) << " samples/s, bubble "
      << llvm::format("%.1f%%", b.bubble * 100) << "\n";
   os << llvm::format("  %-6s %-5s %-7s %5s %12s %12s %12s %12s %12s\n",
-                     "device", "stage", "replica", "ops", "params",
-                     "peak mem", "time/mb", "received", "sent");
+                     "device", "stage", "replica", "ops", "params", "peak mem",
+                     "time/mb", "received", "sent");
   for (int64_t rep = 0; rep < b.replicas; ++rep)
     for (int64_t s = 0; s < b.stages; ++s) {
       const StageReport &st = b.stageReports[s];
-      os << llvm::format("  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
-                         (long long)(rep * b.stages + s), (long long)s,
-                         (long long)rep, st.endOp - st.firstOp,
-                         mib(st.weightBytes).c_str(),
-                         mib(st.memoryBytes).c_str(), ms(st.seconds).c_str(),
-                         mib(st.receivedBytes).c_str(),
-                         mib(st.sentBytes).c_str());
+      os << llvm::format(
+          "  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
+          (long long)(rep * b.stages + s), (long long)s, (long long)rep,
+          st.endOp - st.firstOp, mib(st.weightBytes).c_str(),
+          mib(st.memoryBytes).c_str(), ms(st.seconds).c_str(),
+          mib(st.receivedBytes).c_str(), mib(st.sentBytes).c_str());
     }
   os << "runner-up plans:\n";
   size_t shown = 0;
@@ -395,8 +393,8 @@ std::string explainText(const SearchResult &r) {
       continue;
     }
     os << "step " << ms(c.stepSeconds) << " ("
-       << llvm::format("%.2fx", b.stepSeconds > 0 ? c.stepSeconds / b.stepSeconds
-                                                   : 1.0)
+       << llvm::format("%.2fx",
+                       b.stepSeconds > 0 ? c.stepSeconds / b.stepSeconds : 1.0)
        << " the chosen), bubble " << llvm::format("%.1f%%", c.bubble * 100);
     if (c.stepSeconds <= b.stepSeconds * 1.005)
       os << "; as fast, but uses more devices, stages or micro-batches";
@@ -422,14 +420,14 @@ std::string explainJson(const SearchResult &r) {
     o["bubble"] = c.bubble;
     llvm::json::Array stages;
     for (const StageReport &s : c.stageReports)
-      stages.push_back(llvm::json::Object{
-          {"first_op", static_cast<int64_t>(s.firstOp)},
-          {"ops", static_cast<int64_t>(s.endOp - s.firstOp)},
-          {"seconds_per_micro_batch", s.seconds},
-          {"param_bytes", s.weightBytes},
-          {"peak_memory_bytes", s.memoryBytes},
-          {"received_bytes", s.receivedBytes},
-          {"sent_bytes", s.sentBytes}});
+      stages.push_back(
+          llvm::json::Object{{"first_op", static_cast<int64_t>(s.firstOp)},
+                             {"ops", static_cast<int64_t>(s.endOp - s.firstOp)},
+                             {"seconds_per_micro_batch", s.seconds},
+                             {"param_bytes", s.weightBytes},
+                             {"peak_memory_bytes", s.memoryBytes},
+                             {"received_bytes", s.receivedBytes},
+                             {"sent_bytes", s.sentBytes}});
     o["stages_detail"] = std::move(stages);
     return o;
   };

@@ -1,4 +1,5 @@
-//===- PlanSearch.h - Choose stages x replicas x micro-batches ---*- C++ -*-===//
+//===- PlanSearch.h - Choose stages x replicas x micro-batches ---*- C++
+//-*-===//
 #ifndef PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
 #define PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
 

@@ -20,7 +20,8 @@ struct ReplicateDataParallelPass
     if (failed(func))
       return signalPassFailure();
     if (replicas < 1) {
-      module.emitError() << "--devices must be at least 1, got " << static_cast<int64_t>(replicas);
+      module.emitError() << "--devices must be at least 1, got "
+                         << static_cast<int64_t>(replicas);
       return signalPassFailure();
     }
     if (replicas == 1) {
@@ -29,7 +30,8 @@ struct ReplicateDataParallelPass
           graph::setDevice(&op, 0);
     } else {
       auto replicaDevice = [](int64_t replica, Operation *) { return replica; };
-      if (failed(splitBatch(*func, replicas, "data parallelism", replicaDevice)))
+      if (failed(
+              splitBatch(*func, replicas, "data parallelism", replicaDevice)))
         return signalPassFailure();
     }
     setNumDevices(module, replicas);

@@ -26,7 +26,8 @@ struct SchedulePipelinePass
     if (failed(func))
       return signalPassFailure();
     for (Operation &op : func->getBody().front())
-      if (!isa<graph::ConstantOp, func::ReturnOp>(op) && !graph::getDevice(&op)) {
+      if (!isa<graph::ConstantOp, func::ReturnOp>(op) &&
+          !graph::getDevice(&op)) {
         op.emitError() << "is not placed; run partc-assign-devices first";
         return signalPassFailure();
       }

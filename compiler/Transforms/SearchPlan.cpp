@@ -1,7 +1,7 @@
 //===- SearchPlan.cpp - partc-search-plan ---------------------------------===//
 #include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/PlanSearch.h"
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/PlanSearch.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_SEARCHPLAN

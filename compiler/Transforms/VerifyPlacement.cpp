@@ -30,19 +30,18 @@ struct VerifyPlacementPass
       }
       if (*device >= numDevices) {
         op.emitError() << "is placed on device " << *device
-                       << " but the module has " << static_cast<int64_t>(numDevices)
-                       << " device(s)";
+                       << " but the module has "
+                       << static_cast<int64_t>(numDevices) << " device(s)";
         ok = false;
         continue;
       }
       if (*device == graph::kHostDevice) {
         // Host ops only slice inputs and gather outputs.
-        bool boundary =
-            isa<graph::SliceOp>(op)
-                ? isa<BlockArgument>(op.getOperand(0))
-                : llvm::all_of(op.getUsers(), [](Operation *u) {
-                    return isa<func::ReturnOp>(u);
-                  });
+        bool boundary = isa<graph::SliceOp>(op)
+                            ? isa<BlockArgument>(op.getOperand(0))
+                            : llvm::all_of(op.getUsers(), [](Operation *u) {
+                                return isa<func::ReturnOp>(u);
+                              });
         if (!boundary) {
           op.emitError() << "runs on the host but does not slice a model "
                             "input or gather a model output";

@@ -32,8 +32,8 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     int64_t min = name == kDeviceAttrName ? kHostDevice : 0;
     if (!value || value.getInt() < min)
-      return op->emitError() << "'" << name << "' must be an integer >= "
-                             << min << ", got " << attr.getValue();
+      return op->emitError() << "'" << name << "' must be an integer >= " << min
+                             << ", got " << attr.getValue();
     if (name == kDeviceAttrName && value.getInt() == kHostDevice &&
         !isa<SliceOp, ConcatOp>(op))
       return op->emitError()
@@ -46,8 +46,7 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
     return success(isa<StringAttr>(attr.getValue()));
   if (name == "graph.opset" || name == "graph.num_devices")
     return success(isa<IntegerAttr>(attr.getValue()));
-  return op->emitError() << "unknown graph dialect attribute '" << name
-                         << "'";
+  return op->emitError() << "unknown graph dialect attribute '" << name << "'";
 }
 
 namespace mlir::partc::graph {

@@ -48,20 +48,34 @@ Type fromDType(MLIRContext *ctx, DType d) {
     return IntegerType::get(ctx, w, IntegerType::Unsigned);
   };
   switch (d) {
-  case DType::F32: return b.getF32Type();
-  case DType::F64: return b.getF64Type();
-  case DType::F16: return b.getF16Type();
-  case DType::BF16: return b.getBF16Type();
-  case DType::Bool: return b.getI1Type();
-  case DType::I8: return b.getIntegerType(8);
-  case DType::I16: return b.getIntegerType(16);
-  case DType::I32: return b.getIntegerType(32);
-  case DType::I64: return b.getIntegerType(64);
-  case DType::U8: return uns(8);
-  case DType::U16: return uns(16);
-  case DType::U32: return uns(32);
-  case DType::U64: return uns(64);
-  case DType::Invalid: break;
+  case DType::F32:
+    return b.getF32Type();
+  case DType::F64:
+    return b.getF64Type();
+  case DType::F16:
+    return b.getF16Type();
+  case DType::BF16:
+    return b.getBF16Type();
+  case DType::Bool:
+    return b.getI1Type();
+  case DType::I8:
+    return b.getIntegerType(8);
+  case DType::I16:
+    return b.getIntegerType(16);
+  case DType::I32:
+    return b.getIntegerType(32);
+  case DType::I64:
+    return b.getIntegerType(64);
+  case DType::U8:
+    return uns(8);
+  case DType::U16:
+    return uns(16);
+  case DType::U32:
+    return uns(32);
+  case DType::U64:
+    return uns(64);
+  case DType::Invalid:
+    break;
   }
   return Type();
 }
@@ -91,12 +105,11 @@ rt::AttrMap toKernelAttrs(DictionaryAttr attrs) {
     else if (auto b = dyn_cast<BoolAttr>(a))
       map.set(name.str(), rt::AttrValue::ofInts({b.getValue()}));
     else if (auto f = dyn_cast<FloatAttr>(a))
-      map.set(name.str(),
-              rt::AttrValue::ofFloats({f.getValueAsDouble()}));
+      map.set(name.str(), rt::AttrValue::ofFloats({f.getValueAsDouble()}));
     else if (auto arr = dyn_cast<DenseI64ArrayAttr>(a))
-      map.set(name.str(), rt::AttrValue::ofInts(
-                              std::vector<int64_t>(arr.asArrayRef().begin(),
-                                                   arr.asArrayRef().end())));
+      map.set(name.str(),
+              rt::AttrValue::ofInts(std::vector<int64_t>(
+                  arr.asArrayRef().begin(), arr.asArrayRef().end())));
     else if (auto s = dyn_cast<StringAttr>(a))
       map.set(name.str(), rt::AttrValue::ofString(s.str()));
   }
@@ -209,7 +222,7 @@ LogicalResult evaluateConstantOp(Operation *op, ArrayRef<Attribute> operands,
     return failure();
   std::unique_ptr<rt::Kernel> kernel;
   if (!rt::createCpuKernel(kernelNameFor(op), toKernelAttrs(op), inTypes,
-                                outTypes, kernel)
+                           outTypes, kernel)
            .ok())
     return failure();
   std::vector<std::vector<uint8_t>> buffers(outTypes.size());

@@ -61,8 +61,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
 LogicalResult TransferOp::verify() {
   int64_t source = getSource(), target = getTarget();
   if (source < 0 || target < 0 || source == target)
-    return emitOpError() << "moves from device " << getSource()
-                         << " to device " << getTarget()
+    return emitOpError() << "moves from device " << getSource() << " to device "
+                         << getTarget()
                          << "; both must be distinct device indices >= 0";
   if (auto device = getDevice(*this); device && *device != getTarget())
     return emitOpError() << "is placed on device " << *device
@@ -92,5 +92,5 @@ int64_t GemmOp::estimateFlops() {
 }
 
 #define GET_OP_CLASSES
-#include "dialects/Graph/GraphOps.cpp.inc"
 #include "dialects/Graph/GraphInterfaces.cpp.inc"
+#include "dialects/Graph/GraphOps.cpp.inc"

@@ -1,4 +1,5 @@
-//===- RuntimeBridge.h - Graph IR <-> runtime types and attributes -*- C++ -*-===//
+//===- RuntimeBridge.h - Graph IR <-> runtime types and attributes -*- C++
+//-*-===//
 //
 // The compiler reuses the runtime's kernels (constant folding) and writes its
 // plan format; these helpers translate types, attributes and constant data.

@@ -62,7 +62,7 @@ bool broadcast(ArrayRef<int64_t> a, ArrayRef<int64_t> b,
                SmallVectorImpl<int64_t> &out) {
   ::partc::runtime::Shape shape;
   if (!::partc::runtime::broadcastShapes({a.begin(), a.end()},
-                                          {b.begin(), b.end()}, shape))
+                                         {b.begin(), b.end()}, shape))
     return false;
   out.assign(shape.begin(), shape.end());
   return true;
@@ -86,8 +86,8 @@ LogicalResult inferBroadcast(Loc loc, ValueRange operands, bool predicate,
   if (!broadcast(a.getShape(), b.getShape(), shape))
     return fail(loc, "shapes " + shapeStr(a.getShape()) + " and " +
                          shapeStr(b.getShape()) + " do not broadcast");
-  Type elem = predicate ? IntegerType::get(a.getContext(), 1)
-                        : a.getElementType();
+  Type elem =
+      predicate ? IntegerType::get(a.getContext(), 1) : a.getElementType();
   types.push_back(RankedTensorType::get(shape, elem));
   return success();
 }
@@ -310,9 +310,9 @@ INFER_SIGNATURE(MatMulOp) {
   if (bVec)
     bs.push_back(1);
   if (as.back() != bs[bs.size() - 2])
-    return fail(loc, "contraction dimensions differ: " +
-                         shapeStr(a.getShape()) + " x " +
-                         shapeStr(b.getShape()));
+    return fail(loc,
+                "contraction dimensions differ: " + shapeStr(a.getShape()) +
+                    " x " + shapeStr(b.getShape()));
   SmallVector<int64_t> batch;
   if (!broadcast(ArrayRef<int64_t>(as).drop_back(2),
                  ArrayRef<int64_t>(bs).drop_back(2), batch))
@@ -335,8 +335,8 @@ INFER_SIGNATURE(GemmOp) {
   int64_t m = a.getDimSize(ta ? 1 : 0), k = a.getDimSize(ta ? 0 : 1);
   int64_t kb = b.getDimSize(tb ? 1 : 0), n = b.getDimSize(tb ? 0 : 1);
   if (k != kb)
-    return fail(loc, "inner dimensions differ: " + Twine(k) + " vs " +
-                         Twine(kb));
+    return fail(loc,
+                "inner dimensions differ: " + Twine(k) + " vs " + Twine(kb));
   if (operands.size() == 3) {
     SmallVector<int64_t> s;
     auto c = tensorOf(operands[2]);
@@ -366,8 +366,8 @@ INFER_SIGNATURE(ConvOp) {
   if (operands.size() == 3 &&
       tensorOf(operands[2]).getNumElements() != w.getDimSize(0))
     return fail(loc, "bias must have " + Twine(w.getDimSize(0)) + " elements");
-  return inferWindow(loc, x, w.getShape().drop_front(2), attrs,
-                     w.getDimSize(0), false, types);
+  return inferWindow(loc, x, w.getShape().drop_front(2), attrs, w.getDimSize(0),
+                     false, types);
 }
 
 static LogicalResult inferPool(Loc loc, ValueRange operands,
@@ -472,11 +472,21 @@ static LogicalResult inferReduce(Loc loc, ValueRange operands,
   return success();
 }
 
-INFER_SIGNATURE(ReduceSumOp) { return inferReduce(loc, operands, attrs, types); }
-INFER_SIGNATURE(ReduceMeanOp) { return inferReduce(loc, operands, attrs, types); }
-INFER_SIGNATURE(ReduceMaxOp) { return inferReduce(loc, operands, attrs, types); }
-INFER_SIGNATURE(ReduceMinOp) { return inferReduce(loc, operands, attrs, types); }
-INFER_SIGNATURE(ReduceProdOp) { return inferReduce(loc, operands, attrs, types); }
+INFER_SIGNATURE(ReduceSumOp) {
+  return inferReduce(loc, operands, attrs, types);
+}
+INFER_SIGNATURE(ReduceMeanOp) {
+  return inferReduce(loc, operands, attrs, types);
+}
+INFER_SIGNATURE(ReduceMaxOp) {
+  return inferReduce(loc, operands, attrs, types);
+}
+INFER_SIGNATURE(ReduceMinOp) {
+  return inferReduce(loc, operands, attrs, types);
+}
+INFER_SIGNATURE(ReduceProdOp) {
+  return inferReduce(loc, operands, attrs, types);
+}
 
 INFER_SIGNATURE(TransposeOp) {
   if (failed(requireOperands(loc, operands, 1, 1)))

@@ -25,8 +25,8 @@ LogicalResult ProgramOp::verify() {
     if (static_cast<int64_t>(device.getId()) < 0 ||
         device.getId() >= getNumDevices())
       return device.emitOpError()
-             << "id " << device.getId() << " is outside [0, "
-             << getNumDevices() << ")";
+             << "id " << device.getId() << " is outside [0, " << getNumDevices()
+             << ")";
     if (!seen.insert(device.getId()).second)
       return device.emitOpError()
              << "device " << device.getId() << " appears twice";

@@ -31,11 +31,14 @@ public:
 
   size_t numInputs() const { return inputs_.size(); }
   /// Input `i`, or a null value when absent or given as "".
-  Value input(size_t i) const { return i < inputs_.size() ? inputs_[i] : Value(); }
+  Value input(size_t i) const {
+    return i < inputs_.size() ? inputs_[i] : Value();
+  }
   size_t numOutputs() const { return node_.output_size(); }
   /// Whether output `i` is named (ONNX leaves unused optional outputs "").
   bool wantsOutput(size_t i) const {
-    return static_cast<int>(i) < node_.output_size() && !node_.output(i).empty();
+    return static_cast<int>(i) < node_.output_size() &&
+           !node_.output(i).empty();
   }
 
   const onnx::AttributeProto *attr(llvm::StringRef name) const;

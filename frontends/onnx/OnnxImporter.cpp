@@ -20,10 +20,10 @@
 #include "runtime/io/TensorFile.h"
 
 #include <climits>
-#include <set>
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <set>
 #include <unistd.h>
 
 namespace mlir::partc::onnx_import {
@@ -79,7 +79,7 @@ InFlightDiagnostic NodeImporter::notConstant(Value v, llvm::StringRef what) {
 }
 
 FailureOr<SmallVector<int64_t>> NodeImporter::constInts(Value v,
-                                                         llvm::StringRef what) {
+                                                        llvm::StringRef what) {
   Attribute attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
     return notConstant(v, what), failure();
@@ -106,7 +106,7 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constInts(Value v,
 }
 
 FailureOr<SmallVector<double>> NodeImporter::constFloats(Value v,
-                                                          llvm::StringRef what) {
+                                                         llvm::StringRef what) {
   Attribute attr;
   if (!v || !matchPattern(v, m_Constant(&attr)))
     return notConstant(v, what), failure();
@@ -118,16 +118,60 @@ FailureOr<SmallVector<double>> NodeImporter::constFloats(Value v,
   for (int64_t i = 0; i < type.getNumElements(); ++i) {
     const uint8_t *p = bytes.data() + i * rt::dtypeSize(dt);
     switch (dt) {
-    case rt::DType::F32: { float x; std::memcpy(&x, p, 4); out.push_back(x); break; }
-    case rt::DType::F64: { double x; std::memcpy(&x, p, 8); out.push_back(x); break; }
-    case rt::DType::I64: { int64_t x; std::memcpy(&x, p, 8); out.push_back(x); break; }
-    case rt::DType::I32: { int32_t x; std::memcpy(&x, p, 4); out.push_back(x); break; }
-    case rt::DType::I8: out.push_back(static_cast<int8_t>(*p)); break;
-    case rt::DType::U8: out.push_back(*p); break;
-    case rt::DType::I16: { int16_t x; std::memcpy(&x, p, 2); out.push_back(x); break; }
-    case rt::DType::U16: { uint16_t x; std::memcpy(&x, p, 2); out.push_back(x); break; }
-    case rt::DType::U32: { uint32_t x; std::memcpy(&x, p, 4); out.push_back(x); break; }
-    case rt::DType::U64: { uint64_t x; std::memcpy(&x, p, 8); out.push_back(double(x)); break; }
+    case rt::DType::F32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::F64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::I64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::I32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::I8:
+      out.push_back(static_cast<int8_t>(*p));
+      break;
+    case rt::DType::U8:
+      out.push_back(*p);
+      break;
+    case rt::DType::I16: {
+      int16_t x;
+      std::memcpy(&x, p, 2);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::U16: {
+      uint16_t x;
+      std::memcpy(&x, p, 2);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::U32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      out.push_back(x);
+      break;
+    }
+    case rt::DType::U64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      out.push_back(double(x));
+      break;
+    }
     default:
       return error() << what << " has an unsupported element type", failure();
     }
@@ -176,12 +220,13 @@ NodeImporter::build(llvm::StringRef opName, ValueRange operands,
         values.push_back(v);
         continue;
       }
-      values.push_back(graph::ConstantOp::create(
-          builder_, loc_, op->getResult(i).getType(),
-          cast<ElementsAttr>(cast<Attribute>(r))));
+      values.push_back(
+          graph::ConstantOp::create(builder_, loc_, op->getResult(i).getType(),
+                                    cast<ElementsAttr>(cast<Attribute>(r))));
     }
     if (values.size() == op->getNumResults() &&
-        llvm::none_of(values, [&](Value v) { return v.getDefiningOp() == op; })) {
+        llvm::none_of(values,
+                      [&](Value v) { return v.getDefiningOp() == op; })) {
       op->erase();
       return values;
     }
@@ -259,8 +304,8 @@ Location ModelImporter::nodeLoc(const onnx::NodeProto &node, int index) {
 LogicalResult ModelImporter::load(onnx::ModelProto &model) {
   int fd = ::open(path_.c_str(), O_RDONLY);
   if (fd < 0)
-    return emitError(fileLoc()) << "cannot open the model: "
-                                << std::strerror(errno);
+    return emitError(fileLoc())
+           << "cannot open the model: " << std::strerror(errno);
   google::protobuf::io::FileInputStream raw(fd);
   raw.SetCloseOnDelete(true);
   google::protobuf::io::CodedInputStream coded(&raw);
@@ -301,9 +346,9 @@ LogicalResult ModelImporter::readExternal(const onnx::TensorProto &tensor,
     auto mapped = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,
                                               /*RequiresNullTerminator=*/false);
     if (!mapped)
-      return emitError(loc) << "cannot read external data '" << file
-                            << "' of tensor '" << tensor.name()
-                            << "': " << mapped.getError().message();
+      return emitError(loc)
+             << "cannot read external data '" << file << "' of tensor '"
+             << tensor.name() << "': " << mapped.getError().message();
     buffer = std::move(*mapped);
   }
   if ((hasLength && length != bytes) || offset > buffer->getBufferSize() ||
@@ -326,8 +371,8 @@ FailureOr<Value> ModelImporter::importTensor(const onnx::TensorProto &tensor,
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
   for (int64_t d : dims)
     if (d < 0)
-      return emitError(loc) << "tensor '" << tensor.name()
-                            << "' has a negative dimension",
+      return emitError(loc)
+                 << "tensor '" << tensor.name() << "' has a negative dimension",
              failure();
   auto type = RankedTensorType::get(dims, elem);
   rt::TensorType rtType = toTensorType(type);
@@ -365,12 +410,22 @@ FailureOr<Value> ModelImporter::importTensor(const onnx::TensorProto &tensor,
     };
     LogicalResult ok = success();
     switch (rtType.dtype) {
-    case rt::DType::F32: ok = fill(tensor.float_data()); break;
-    case rt::DType::F64: ok = fill(tensor.double_data()); break;
-    case rt::DType::I64: ok = fill(tensor.int64_data()); break;
+    case rt::DType::F32:
+      ok = fill(tensor.float_data());
+      break;
+    case rt::DType::F64:
+      ok = fill(tensor.double_data());
+      break;
+    case rt::DType::I64:
+      ok = fill(tensor.int64_data());
+      break;
     case rt::DType::U32:
-    case rt::DType::U64: ok = fill(tensor.uint64_data()); break;
-    default: ok = fill(tensor.int32_data()); break;
+    case rt::DType::U64:
+      ok = fill(tensor.uint64_data());
+      break;
+    default:
+      ok = fill(tensor.int32_data());
+      break;
     }
     if (failed(ok))
       return failure();
@@ -383,7 +438,8 @@ FailureOr<Value> ModelImporter::importTensor(const onnx::TensorProto &tensor,
   if (bytes >= 4096 && !elem.isInteger(1)) {
     std::string blobName = tensor.name().empty() ? "weight" : tensor.name();
     // Copied: the protobuf and the external files are released after import.
-    AsmResourceBlob blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(data, 64);
+    AsmResourceBlob blob =
+        HeapAsmResourceBlob::allocateAndCopyWithAlign(data, 64);
     value = DenseResourceElementsAttr::get(type, blobName, std::move(blob));
   } else {
     value = bytesToElements(
@@ -419,11 +475,11 @@ ModelImporter::inputType(const onnx::ValueInfoProto &info) {
     } else if (i == 0) {
       dims.push_back(options_.batch);
     } else {
-      return emitError(loc) << "graph input '" << info.name()
-                            << "' has dynamic dimension " << i << " ('"
-                            << d.dim_param()
-                            << "'); only the leading batch dimension may be "
-                               "dynamic (set with --batch)",
+      return emitError(loc)
+                 << "graph input '" << info.name() << "' has dynamic dimension "
+                 << i << " ('" << d.dim_param()
+                 << "'); only the leading batch dimension may be "
+                    "dynamic (set with --batch)",
              failure();
     }
   }
@@ -458,16 +514,15 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     const auto &node = g.node(i);
     bool defaultDomain = node.domain().empty() || node.domain() == "ai.onnx";
     if (!defaultDomain || !handlers.count(node.op_type())) {
-      std::string type = defaultDomain ? node.op_type()
-                                       : node.domain() + "." + node.op_type();
-      unsupported[type].push_back(
-          node.name().empty() ? "#" + std::to_string(i) : node.name());
+      std::string type =
+          defaultDomain ? node.op_type() : node.domain() + "." + node.op_type();
+      unsupported[type].push_back(node.name().empty() ? "#" + std::to_string(i)
+                                                      : node.name());
     }
   }
   if (!unsupported.empty()) {
-    auto diag = emitError(fileLoc())
-                << "has " << unsupported.size()
-                << " unsupported operator type(s):";
+    auto diag = emitError(fileLoc()) << "has " << unsupported.size()
+                                     << " unsupported operator type(s):";
     for (auto &[type, nodes] : unsupported) {
       diag << " " << type << " (";
       for (size_t i = 0; i < nodes.size() && i < 5; ++i)
@@ -514,9 +569,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
                     builder_.getStringAttr(name));
   }
   if (!unusedFrozen.empty())
-    return emitError(fileLoc()) << "--const-input names '"
-                                << *unusedFrozen.begin()
-                                << "', which is not a graph input",
+    return emitError(fileLoc())
+               << "--const-input names '" << *unusedFrozen.begin()
+               << "', which is not a graph input",
            nullptr;
   for (const auto &t : g.initializer()) {
     Location loc = NameLoc::get(StringAttr::get(ctx_, t.name()), fileLoc());
@@ -533,12 +588,12 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       return emitError(loc) << "--const-input: " << s.message(), nullptr;
     Type elem = fromDType(ctx_, tensor.type.dtype);
     if (!elem)
-      return emitError(loc) << "--const-input: unsupported type "
-                            << tensor.type.str(),
+      return emitError(loc)
+                 << "--const-input: unsupported type " << tensor.type.str(),
              nullptr;
     auto type = RankedTensorType::get(tensor.type.shape, elem);
-    values_[name] = graph::ConstantOp::create(builder_, loc, type,
-                                              bytesToElements(type, tensor.data));
+    values_[name] = graph::ConstantOp::create(
+        builder_, loc, type, bytesToElements(type, tensor.data));
   }
 
   for (int i = 0; i < g.node_size(); ++i) {
@@ -576,9 +631,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
         continue;
       if (static_cast<size_t>(o) >= importer.results.size() ||
           !importer.results[o])
-        return emitError(loc) << node.op_type() << ": output " << o << " ('"
-                              << node.output(o)
-                              << "') is not supported by partc",
+        return emitError(loc)
+                   << node.op_type() << ": output " << o << " ('"
+                   << node.output(o) << "') is not supported by partc",
                nullptr;
       values_[node.output(o)] = importer.results[o];
     }
@@ -589,8 +644,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   for (const auto &out : g.output()) {
     auto it = values_.find(out.name());
     if (it == values_.end())
-      return emitError(fileLoc()) << "graph output '" << out.name()
-                                  << "' is never produced",
+      return emitError(fileLoc())
+                 << "graph output '" << out.name() << "' is never produced",
              nullptr;
     results.push_back(it->second);
     resultTypes.push_back(it->second.getType());

@@ -22,8 +22,12 @@ namespace {
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
-int64_t rankOf(Value v) { return cast<RankedTensorType>(v.getType()).getRank(); }
-Type elemOf(Value v) { return cast<RankedTensorType>(v.getType()).getElementType(); }
+int64_t rankOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getRank();
+}
+Type elemOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getElementType();
+}
 
 LogicalResult requireInputs(NodeImporter &n, size_t count) {
   for (size_t i = 0; i < count; ++i)
@@ -131,13 +135,15 @@ LogicalResult importClip(NodeImporter &n) {
     if (n.attr("max"))
       attrs.push_back(n.f64("max", n.attrFloat("max", 0)));
   } else {
-    for (auto [idx, name] : {std::pair<int, const char *>{1, "min"}, {2, "max"}}) {
+    for (auto [idx, name] :
+         {std::pair<int, const char *>{1, "min"}, {2, "max"}}) {
       if (!n.input(idx))
         continue;
       auto v = n.constFloats(n.input(idx), name);
       if (failed(v) || v->size() != 1)
-        return failed(v) ? failure()
-                         : (n.error() << name << " must be a scalar", failure());
+        return failed(v)
+                   ? failure()
+                   : (n.error() << name << " must be a scalar", failure());
       attrs.push_back(n.f64(name, (*v)[0]));
     }
   }
@@ -239,13 +245,12 @@ LogicalResult importFlatten(NodeImporter &n) {
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i)
     (i < axis ? outer : inner) *= in[i];
-  return emit(n, n.build1("reshape", {n.input(0)},
-                          {n.ints("shape", {outer, inner})}));
+  return emit(
+      n, n.build1("reshape", {n.input(0)}, {n.ints("shape", {outer, inner})}));
 }
 
-FailureOr<SmallVector<int64_t>> axesFromAttrOrInput(NodeImporter &n,
-                                                    int64_t inputOpset,
-                                                    size_t inputIndex) {
+FailureOr<SmallVector<int64_t>>
+axesFromAttrOrInput(NodeImporter &n, int64_t inputOpset, size_t inputIndex) {
   if (n.opset() < inputOpset) {
     auto a = n.attrInts("axes");
     return a ? *a : SmallVector<int64_t>();
@@ -363,9 +368,9 @@ LogicalResult importSplit(NodeImporter &n) {
       left -= sizes.back();
     }
   }
-  auto r = n.build("split", {n.input(0)},
-                   {n.i64("axis", *axis), n.ints("sizes", sizes)},
-                   sizes.size());
+  auto r =
+      n.build("split", {n.input(0)},
+              {n.i64("axis", *axis), n.ints("sizes", sizes)}, sizes.size());
   if (failed(r))
     return failure();
   n.results.assign(r->begin(), r->end());
@@ -450,8 +455,8 @@ LogicalResult importGather(NodeImporter &n) {
   auto axis = normAxis(n, n.attrInt("axis", 0), rankOf(n.input(0)));
   if (failed(axis))
     return failure();
-  return emit(n, n.build1("gather", {n.input(0), n.input(1)},
-                          {n.i64("axis", *axis)}));
+  return emit(
+      n, n.build1("gather", {n.input(0), n.input(1)}, {n.i64("axis", *axis)}));
 }
 
 LogicalResult importExpand(NodeImporter &n) {
@@ -472,9 +477,9 @@ LogicalResult importPow(NodeImporter &n) {
     return failure();
   Value exponent = *legacy;
   if (elemOf(exponent) != elemOf(base)) {
-    auto c = n.build1("cast", {exponent},
-                      {n.builder().getNamedAttr(
-                          "to", TypeAttr::get(elemOf(base)))});
+    auto c =
+        n.build1("cast", {exponent},
+                 {n.builder().getNamedAttr("to", TypeAttr::get(elemOf(base)))});
     if (failed(c))
       return failure();
     exponent = *c;
@@ -488,16 +493,17 @@ LogicalResult importMod(NodeImporter &n) {
   bool fmod = n.attrInt("fmod", 0) != 0;
   bool isFloat = isa<FloatType>(elemOf(n.input(0)));
   if (fmod != isFloat)
-    return n.error() << "Mod with fmod=" << fmod << " on "
-                     << elemOf(n.input(0)) << " is not supported";
+    return n.error() << "Mod with fmod=" << fmod << " on " << elemOf(n.input(0))
+                     << " is not supported";
   return emit(n, n.build1("mod", {n.input(0), n.input(1)}));
 }
 
 /// Explicit [begin..., end...] pads from `pads` or `auto_pad`.
-FailureOr<SmallVector<int64_t>>
-windowPads(NodeImporter &n, ArrayRef<int64_t> spatialIn,
-           ArrayRef<int64_t> kernel, ArrayRef<int64_t> strides,
-           ArrayRef<int64_t> dilations) {
+FailureOr<SmallVector<int64_t>> windowPads(NodeImporter &n,
+                                           ArrayRef<int64_t> spatialIn,
+                                           ArrayRef<int64_t> kernel,
+                                           ArrayRef<int64_t> strides,
+                                           ArrayRef<int64_t> dilations) {
   size_t k = spatialIn.size();
   std::string autoPad = n.attrString("auto_pad", "NOTSET");
   if (autoPad == "NOTSET") {
@@ -514,9 +520,9 @@ windowPads(NodeImporter &n, ArrayRef<int64_t> spatialIn,
     return n.error() << "unknown auto_pad '" << autoPad << "'", failure();
   for (size_t i = 0; i < k; ++i) {
     int64_t out = (spatialIn[i] + strides[i] - 1) / strides[i];
-    int64_t total = std::max<int64_t>(
-        0, (out - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 -
-               spatialIn[i]);
+    int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] +
+                                             (kernel[i] - 1) * dilations[i] +
+                                             1 - spatialIn[i]);
     int64_t small = total / 2, big = total - small;
     pads[i] = autoPad == "SAME_UPPER" ? small : big;
     pads[i + k] = autoPad == "SAME_UPPER" ? big : small;
@@ -538,8 +544,8 @@ LogicalResult importConv(NodeImporter &n) {
       n.attrInts("dilations").value_or(SmallVector<int64_t>(k, 1));
   if (strides.size() != k || dilations.size() != k)
     return n.error() << "strides and dilations need " << k << " entries";
-  auto pads = windowPads(n, shapeOf(x).drop_front(2), kernel, strides,
-                         dilations);
+  auto pads =
+      windowPads(n, shapeOf(x).drop_front(2), kernel, strides, dilations);
   if (failed(pads))
     return failure();
   SmallVector<Value> operands = {x, w};
@@ -569,19 +575,19 @@ LogicalResult importPool(NodeImporter &n, StringRef op) {
       n.attrInts("dilations").value_or(SmallVector<int64_t>(k, 1));
   if (strides.size() != k || dilations.size() != k)
     return n.error() << "strides and dilations need " << k << " entries";
-  auto pads = windowPads(n, shapeOf(x).drop_front(2), *kernel, strides,
-                         dilations);
+  auto pads =
+      windowPads(n, shapeOf(x).drop_front(2), *kernel, strides, dilations);
   if (failed(pads))
     return failure();
   if (n.attrInt("storage_order", 0) != 0)
     return n.error() << "storage_order=1 is not supported";
-  return emit(n, n.build1(op, {x},
-                          {n.ints("kernel_shape", *kernel),
-                           n.ints("strides", strides), n.ints("pads", *pads),
-                           n.ints("dilations", dilations),
-                           n.i64("ceil_mode", n.attrInt("ceil_mode", 0)),
-                           n.i64("count_include_pad",
-                                 n.attrInt("count_include_pad", 0))}));
+  return emit(
+      n, n.build1(
+             op, {x},
+             {n.ints("kernel_shape", *kernel), n.ints("strides", strides),
+              n.ints("pads", *pads), n.ints("dilations", dilations),
+              n.i64("ceil_mode", n.attrInt("ceil_mode", 0)),
+              n.i64("count_include_pad", n.attrInt("count_include_pad", 0))}));
 }
 
 LogicalResult importBatchNorm(NodeImporter &n) {
@@ -593,10 +599,10 @@ LogicalResult importBatchNorm(NodeImporter &n) {
                         "supported; export the model in eval mode";
   if (n.attrInt("spatial", 1) != 1)
     return n.error() << "spatial=0 is not supported";
-  return emit(n, n.build1("batch_norm",
-                          {n.input(0), n.input(1), n.input(2), n.input(3),
-                           n.input(4)},
-                          {n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+  return emit(
+      n, n.build1("batch_norm",
+                  {n.input(0), n.input(1), n.input(2), n.input(3), n.input(4)},
+                  {n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
 }
 
 Value floatScalar(NodeImporter &n, Type et, double value) {
@@ -622,7 +628,8 @@ LogicalResult importLayerNormWithStatistics(NodeImporter &n, int64_t axis) {
   for (int64_t d = axis; d < rankOf(x); ++d)
     axes.push_back(d);
   auto reduceAttrs = [&]() {
-    return SmallVector<NamedAttribute>{n.ints("axes", axes), n.i64("keepdims", 1)};
+    return SmallVector<NamedAttribute>{n.ints("axes", axes),
+                                       n.i64("keepdims", 1)};
   };
   auto mean = n.build1("reduce_mean", {x}, reduceAttrs());
   if (failed(mean))
@@ -636,7 +643,8 @@ LogicalResult importLayerNormWithStatistics(NodeImporter &n, int64_t axis) {
   auto var = n.build1("reduce_mean", {*squared}, reduceAttrs());
   if (failed(var))
     return failure();
-  auto shifted = n.build1("add", {*var, floatScalar(n, et, n.attrFloat("epsilon", 1e-5))});
+  auto shifted =
+      n.build1("add", {*var, floatScalar(n, et, n.attrFloat("epsilon", 1e-5))});
   if (failed(shifted))
     return failure();
   auto stddev = n.build1("sqrt", {*shifted});
@@ -760,8 +768,8 @@ Value i64Constant(NodeImporter &n, ArrayRef<int64_t> values, bool scalar) {
   auto type = RankedTensorType::get(
       scalar ? ArrayRef<int64_t>{} : ArrayRef<int64_t>{int64_t(values.size())},
       n.builder().getIntegerType(64));
-  return n.constant(type, ArrayRef<uint8_t>(
-                              reinterpret_cast<const uint8_t *>(values.data()),
+  return n.constant(
+      type, ArrayRef<uint8_t>(reinterpret_cast<const uint8_t *>(values.data()),
                               values.size() * 8));
 }
 
@@ -794,14 +802,15 @@ LogicalResult importConstant(NodeImporter &n) {
   // Tensor-valued Constants are handled by the model importer.
   if (const auto *a = n.attr("value_float")) {
     float f = a->f();
-    n.results.push_back(n.constant(
-        RankedTensorType::get({}, n.builder().getF32Type()),
-        ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(&f), 4)));
+    n.results.push_back(
+        n.constant(RankedTensorType::get({}, n.builder().getF32Type()),
+                   ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(&f), 4)));
   } else if (const auto *a = n.attr("value_floats")) {
     std::vector<float> v(a->floats().begin(), a->floats().end());
     n.results.push_back(n.constant(
         RankedTensorType::get({int64_t(v.size())}, n.builder().getF32Type()),
-        ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(v.data()), 4 * v.size())));
+        ArrayRef<uint8_t>(reinterpret_cast<uint8_t *>(v.data()),
+                          4 * v.size())));
   } else if (const auto *a = n.attr("value_int")) {
     n.results.push_back(i64Constant(n, {a->i()}, true));
   } else if (const auto *a = n.attr("value_ints")) {
@@ -831,18 +840,22 @@ LogicalResult importConstantOfShape(NodeImporter &n) {
     const auto &t = a->t();
     if (t.has_raw_data() && t.raw_data().size() == one.size())
       std::memcpy(one.data(), t.raw_data().data(), one.size());
-    else if (t.float_data_size() == 1)
-      { float v = t.float_data(0); std::memcpy(one.data(), &v, std::min<size_t>(4, one.size())); }
-    else if (t.int64_data_size() == 1)
-      { int64_t v = t.int64_data(0); std::memcpy(one.data(), &v, std::min<size_t>(8, one.size())); }
-    else if (t.int32_data_size() == 1) {
+    else if (t.float_data_size() == 1) {
+      float v = t.float_data(0);
+      std::memcpy(one.data(), &v, std::min<size_t>(4, one.size()));
+    } else if (t.int64_data_size() == 1) {
+      int64_t v = t.int64_data(0);
+      std::memcpy(one.data(), &v, std::min<size_t>(8, one.size()));
+    } else if (t.int32_data_size() == 1) {
       int32_t v = t.int32_data(0);
       if (elem.isInteger(1))
         one[0] = v != 0;
       else
         std::memcpy(one.data(), &v, std::min<size_t>(4, one.size()));
-    } else if (t.double_data_size() == 1)
-      { double v = t.double_data(0); std::memcpy(one.data(), &v, std::min<size_t>(8, one.size())); }
+    } else if (t.double_data_size() == 1) {
+      double v = t.double_data(0);
+      std::memcpy(one.data(), &v, std::min<size_t>(8, one.size()));
+    }
   }
   auto type = RankedTensorType::get(*shape, elem);
   int64_t count = type.getNumElements();
@@ -874,16 +887,32 @@ LogicalResult importRange(NodeImporter &n) {
     double v = start + i * delta;
     uint8_t *p = bytes.data() + i * es;
     switch (dt) {
-    case rt::DType::F32: { float f = v; std::memcpy(p, &f, 4); break; }
-    case rt::DType::F64: std::memcpy(p, &v, 8); break;
+    case rt::DType::F32: {
+      float f = v;
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    case rt::DType::F64:
+      std::memcpy(p, &v, 8);
+      break;
     case rt::DType::I64: {
-      int64_t x = static_cast<int64_t>((*s)[0]) + i * static_cast<int64_t>(delta);
+      int64_t x =
+          static_cast<int64_t>((*s)[0]) + i * static_cast<int64_t>(delta);
       std::memcpy(p, &x, 8);
       break;
     }
-    case rt::DType::I32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-    case rt::DType::I16: { int16_t x = static_cast<int16_t>(v); std::memcpy(p, &x, 2); break; }
-    default: return n.error() << "unsupported Range type " << elem;
+    case rt::DType::I32: {
+      int32_t x = static_cast<int32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case rt::DType::I16: {
+      int16_t x = static_cast<int16_t>(v);
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    default:
+      return n.error() << "unsupported Range type " << elem;
     }
   }
   n.results.push_back(n.constant(RankedTensorType::get({count}, elem), bytes));
@@ -904,8 +933,8 @@ LogicalResult importDropout(NodeImporter &n) {
   }
   n.results.push_back(n.input(0));
   if (n.wantsOutput(1)) {
-    auto type = RankedTensorType::get(shapeOf(n.input(0)),
-                                      n.builder().getI1Type());
+    auto type =
+        RankedTensorType::get(shapeOf(n.input(0)), n.builder().getI1Type());
     std::vector<uint8_t> ones(type.getNumElements(), 1);
     n.results.push_back(n.constant(type, ones));
   }
@@ -942,22 +971,46 @@ NodeHandler withFloatAttrs(StringRef op,
 const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
   static const llvm::StringMap<NodeHandler> handlers = [] {
     llvm::StringMap<NodeHandler> h;
-    for (auto [onnxName, op] : std::vector<std::pair<const char *, const char *>>{
-             {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
-             {"Erf", "erf"}, {"Sqrt", "sqrt"}, {"Neg", "neg"}, {"Exp", "exp"},
-             {"Log", "log"}, {"Abs", "abs"}, {"Reciprocal", "reciprocal"},
-             {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"},
-             {"Sin", "sin"}, {"Cos", "cos"}, {"Sign", "sign"}, {"Not", "not"},
-             {"Softplus", "softplus"}, {"HardSwish", "hard_swish"},
+    for (auto [onnxName, op] :
+         std::vector<std::pair<const char *, const char *>>{
+             {"Relu", "relu"},
+             {"Sigmoid", "sigmoid"},
+             {"Tanh", "tanh"},
+             {"Erf", "erf"},
+             {"Sqrt", "sqrt"},
+             {"Neg", "neg"},
+             {"Exp", "exp"},
+             {"Log", "log"},
+             {"Abs", "abs"},
+             {"Reciprocal", "reciprocal"},
+             {"Floor", "floor"},
+             {"Ceil", "ceil"},
+             {"Round", "round"},
+             {"Sin", "sin"},
+             {"Cos", "cos"},
+             {"Sign", "sign"},
+             {"Not", "not"},
+             {"Softplus", "softplus"},
+             {"HardSwish", "hard_swish"},
              {"GlobalAveragePool", "global_avg_pool"},
-             {"GlobalMaxPool", "global_max_pool"}, {"Identity", "identity"}})
+             {"GlobalMaxPool", "global_max_pool"},
+             {"Identity", "identity"}})
       h[onnxName] = unary(op);
-    for (auto [onnxName, op] : std::vector<std::pair<const char *, const char *>>{
-             {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"},
-             {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"},
+    for (auto [onnxName, op] :
+         std::vector<std::pair<const char *, const char *>>{
+             {"Add", "add"},
+             {"Sub", "sub"},
+             {"Mul", "mul"},
+             {"Div", "div"},
+             {"Equal", "equal"},
+             {"Less", "less"},
+             {"Greater", "greater"},
              {"LessOrEqual", "less_or_equal"},
-             {"GreaterOrEqual", "greater_or_equal"}, {"And", "and"},
-             {"Or", "or"}, {"Xor", "xor"}, {"MatMul", "matmul"}})
+             {"GreaterOrEqual", "greater_or_equal"},
+             {"And", "and"},
+             {"Or", "or"},
+             {"Xor", "xor"},
+             {"MatMul", "matmul"}})
       h[onnxName] = binary(op);
     h["Sum"] = variadic("add", false);
     h["Mean"] = variadic("add", true);

@@ -12,7 +12,7 @@ namespace partc::runtime {
 struct CpuDeviceState {
   /// 64-byte aligned storage for the device's static memory plan.
   std::unique_ptr<uint8_t[], void (*)(uint8_t *)> arena{nullptr,
-                                                       [](uint8_t *) {}};
+                                                        [](uint8_t *) {}};
   uint64_t arenaBytes = 0;
   std::vector<std::unique_ptr<Kernel>> kernels; // one per instruction
 };
@@ -56,8 +56,8 @@ Status CpuExecutor::create(const Plan &plan,
         continue;
       std::vector<TensorType> ins, outs;
       instructionTypes(in, ins, outs);
-      Status s = createCpuKernel(in.kernel, in.attrs, ins, outs,
-                                 state->kernels[i]);
+      Status s =
+          createCpuKernel(in.kernel, in.attrs, ins, outs, state->kernels[i]);
       if (!s.ok())
         return s.prepend(describeInstruction(d, i, in));
     }
@@ -163,8 +163,8 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
     std::unique_lock<std::mutex> lock(sync.mutex);
     sync.changed.wait(lock, [&] { return flag[c] || sync.aborted; });
     if (!flag[c])
-      return Status::error("device " + std::to_string(d) + " aborted: " +
-                           sync.abortReason);
+      return Status::error("device " + std::to_string(d) +
+                           " aborted: " + sync.abortReason);
     return Status();
   };
   auto signal = [&](std::vector<bool> &flag, uint32_t c) {

@@ -31,10 +31,10 @@ public:
     std::vector<TensorRef> rin, rout;
     for (size_t i = 0; i < in.size(); ++i) {
       hin[i].resize(in[i].type.byteSize());
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaMemcpyAsync(hin[i].data(), in[i].data, hin[i].size(),
-                          cudaMemcpyDeviceToHost, ctx.stream),
-          "host fallback"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaMemcpyAsync(hin[i].data(), in[i].data, hin[i].size(),
+                                     cudaMemcpyDeviceToHost, ctx.stream),
+                     "host fallback"));
       rin.push_back({hin[i].data(), in[i].type});
     }
     PARTC_RETURN_IF_ERROR(
@@ -182,12 +182,11 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   int available = deviceCount(&why);
   size_t needed = plan.devices.size();
   if (available < options.firstGpu + static_cast<int>(needed))
-    return Status::error("the plan needs " + std::to_string(needed) +
-                         " GPU(s) but " + std::to_string(available) +
-                         " are available" + (why.empty() ? "" : " (" + why + ")") +
-                         "; recompile with --devices " +
-                         std::to_string(std::max(1, available)) +
-                         " or run with --backend cpu");
+    return Status::error(
+        "the plan needs " + std::to_string(needed) + " GPU(s) but " +
+        std::to_string(available) + " are available" +
+        (why.empty() ? "" : " (" + why + ")") + "; recompile with --devices " +
+        std::to_string(std::max(1, available)) + " or run with --backend cpu");
   std::unique_ptr<CudaExecutor> exec(new CudaExecutor());
   exec->impl_ = std::make_unique<Impl>();
   Impl &impl = *exec->impl_;
@@ -238,15 +237,16 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
       }
       return Status();
     };
-    PARTC_RETURN_IF_ERROR(allocate(dev.arena, plan.devices[d].arenaBytes, "arena"));
+    PARTC_RETURN_IF_ERROR(
+        allocate(dev.arena, plan.devices[d].arenaBytes, "arena"));
     PARTC_RETURN_IF_ERROR(allocate(dev.weights, plan.weightBytes, "weights"));
     if (plan.weightBytes) {
       PARTC_RETURN_IF_ERROR(cudaStatus(
           cudaMemcpyAsync(dev.weights, plan.weightData, plan.weightBytes,
                           cudaMemcpyHostToDevice, ctx.stream),
           "uploading weights"));
-      PARTC_RETURN_IF_ERROR(cudaStatus(cudaStreamSynchronize(ctx.stream),
-                                       "uploading weights"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaStreamSynchronize(ctx.stream), "uploading weights"));
     }
 
     const DeviceProgram &prog = plan.devices[d];
@@ -260,8 +260,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         continue;
       std::vector<TensorType> ins, outs;
       instructionTypes(in, ins, outs);
-      Status s = createGpuKernel(in.kernel, in.attrs, ins, outs, ctx,
-                                 dev.kernels[i]);
+      Status s =
+          createGpuKernel(in.kernel, in.attrs, ins, outs, ctx, dev.kernels[i]);
       if (!s.ok())
         return s.prepend(where + " " + describeInstruction(d, i, in));
       if (!dev.kernels[i]) {
@@ -283,11 +283,13 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     cudaEvent_t r, k;
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaSetDevice(impl.devices[plan.channels[c].srcDevice].ctx.gpu), "event"));
+        cudaSetDevice(impl.devices[plan.channels[c].srcDevice].ctx.gpu),
+        "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaEventCreateWithFlags(&r, cudaEventDisableTiming), "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaSetDevice(impl.devices[plan.channels[c].dstDevice].ctx.gpu), "event"));
+        cudaSetDevice(impl.devices[plan.channels[c].dstDevice].ctx.gpu),
+        "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaEventCreateWithFlags(&k, cudaEventDisableTiming), "event"));
     impl.ready.push_back(r);
@@ -379,9 +381,9 @@ Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
     return Status();
   PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(impl_->devices[0].ctx.gpu),
                                    "register host memory"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      cudaHostRegister(ptr, bytes, cudaHostRegisterPortable),
-      "register host memory"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaHostRegister(ptr, bytes, cudaHostRegisterPortable),
+                 "register host memory"));
   impl_->registered.push_back(ptr);
   return Status();
 }
@@ -414,7 +416,8 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
     Impl::Device &origin = impl.devices[0];
     s = cudaStatus(cudaSetDevice(origin.ctx.gpu), "graph launch");
     if (s.ok())
-      s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream), "graph launch");
+      s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream),
+                     "graph launch");
     if (s.ok())
       s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
   } else {
@@ -432,8 +435,9 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
       if (dev.kernels[i]) {
         Status k = dev.kernels[i]->checkAfterRun();
         if (!k.ok())
-          return k.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
-                           describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
+          return k.prepend(
+              "GPU " + std::to_string(dev.ctx.gpu) + " " +
+              describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
       }
   }
   return Status();
@@ -459,19 +463,17 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
     if (skipInputLoads)
       return Status();
     return cudaStatus(
-        cudaMemcpyAsync(resolve(dev, in.outputs[0]),
-                        static_cast<const uint8_t *>(inputs[in.index].data) +
-                            in.hostOffset,
-                        in.outputs[0].type.byteSize(), cudaMemcpyHostToDevice,
-                        stream),
+        cudaMemcpyAsync(
+            resolve(dev, in.outputs[0]),
+            static_cast<const uint8_t *>(inputs[in.index].data) + in.hostOffset,
+            in.outputs[0].type.byteSize(), cudaMemcpyHostToDevice, stream),
         "input copy");
   case OpCode::StoreOutput:
     return cudaStatus(
-        cudaMemcpyAsync(static_cast<uint8_t *>(outputs[in.index].data) +
-                            in.hostOffset,
-                        resolve(dev, in.inputs[0]),
-                        in.inputs[0].type.byteSize(), cudaMemcpyDeviceToHost,
-                        stream),
+        cudaMemcpyAsync(
+            static_cast<uint8_t *>(outputs[in.index].data) + in.hostOffset,
+            resolve(dev, in.inputs[0]), in.inputs[0].type.byteSize(),
+            cudaMemcpyDeviceToHost, stream),
         "output copy");
   case OpCode::Send:
     return cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
@@ -628,7 +630,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
   for (size_t d = 1; d < n && s.ok(); ++d) {
     s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "fork");
     if (s.ok())
-      s = cudaStatus(cudaStreamWaitEvent(devices[d].ctx.stream, fork, 0), "fork");
+      s = cudaStatus(cudaStreamWaitEvent(devices[d].ctx.stream, fork, 0),
+                     "fork");
   }
   // Enqueue from this one thread in an order that respects the channels.
   std::vector<size_t> pc(n, 0);
@@ -663,7 +666,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
     if (s.ok())
       s = cudaStatus(cudaEventRecord(joins[d], devices[d].ctx.stream), "join");
     if (s.ok())
-      s = cudaStatus(cudaStreamWaitEvent(origin.ctx.stream, joins[d], 0), "join");
+      s = cudaStatus(cudaStreamWaitEvent(origin.ctx.stream, joins[d], 0),
+                     "join");
   }
   cudaSetDevice(origin.ctx.gpu);
   cudaGraph_t graph = nullptr;

@@ -2,8 +2,8 @@
 #ifndef PARTC_RUNTIME_CUDA_CUDAKERNELS_H
 #define PARTC_RUNTIME_CUDA_CUDAKERNELS_H
 
-#include "runtime/kernels/Attrs.h"
 #include "runtime/Support.h"
+#include "runtime/kernels/Attrs.h"
 
 #include <cuda_runtime.h>
 #include <memory>
@@ -60,9 +60,30 @@ struct Strides {
 
 // Launchers implemented in .cu files.
 enum class UnaryCode : int {
-  Relu, Sigmoid, Tanh, Erf, Sqrt, Neg, Exp, Log, Abs, Reciprocal, Floor, Ceil,
-  Sin, Cos, Gelu, GeluTanh, LeakyRelu, HardSigmoid, HardSwish, Clip, Softplus,
-  Elu, Sign, Round
+  Relu,
+  Sigmoid,
+  Tanh,
+  Erf,
+  Sqrt,
+  Neg,
+  Exp,
+  Log,
+  Abs,
+  Reciprocal,
+  Floor,
+  Ceil,
+  Sin,
+  Cos,
+  Gelu,
+  GeluTanh,
+  LeakyRelu,
+  HardSigmoid,
+  HardSwish,
+  Clip,
+  Softplus,
+  Elu,
+  Sign,
+  Round
 };
 enum class BinaryCode : int { Add, Sub, Mul, Div, Pow, Min, Max };
 cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
@@ -89,9 +110,8 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
-cudaError_t launchSoftmax(const float *x, float *y, int64_t outer,
-                          int64_t axis, int64_t inner, bool log,
-                          cudaStream_t s);
+cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
+                          int64_t inner, bool log, cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,

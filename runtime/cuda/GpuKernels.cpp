@@ -104,8 +104,8 @@ private:
 
 Status reluInPlace(DeviceContext &ctx, const TensorRef &t) {
   return cudaStatus(launchUnaryF32(UnaryCode::Relu, t.as<float>(),
-                                   t.as<float>(), t.type.numElements(), 0, 0,
-                                   0, 0, ctx.stream),
+                                   t.as<float>(), t.type.numElements(), 0, 0, 0,
+                                   0, ctx.stream),
                     "fused relu");
 }
 
@@ -191,13 +191,13 @@ Status gemm(DeviceContext &ctx, const GemmCall &g, float alpha, const float *a,
   int64_t ldb = g.transB ? g.k : g.n, lda = g.transA ? g.m : g.k;
   cublasComputeType_t compute =
       ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return cublasStatus(
-      cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g.n),
-                   static_cast<int>(g.m), static_cast<int>(g.k), &alpha, b,
-                   CUDA_R_32F, static_cast<int>(ldb), a, CUDA_R_32F,
-                   static_cast<int>(lda), &beta, c, CUDA_R_32F,
-                   static_cast<int>(g.n), compute, CUBLAS_GEMM_DEFAULT),
-      "cublasGemmEx");
+  return cublasStatus(cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g.n),
+                                   static_cast<int>(g.m), static_cast<int>(g.k),
+                                   &alpha, b, CUDA_R_32F, static_cast<int>(ldb),
+                                   a, CUDA_R_32F, static_cast<int>(lda), &beta,
+                                   c, CUDA_R_32F, static_cast<int>(g.n),
+                                   compute, CUBLAS_GEMM_DEFAULT),
+                      "cublasGemmEx");
 }
 
 class MatMulKernel : public GpuKernel {
@@ -223,7 +223,8 @@ class GemmKernel : public GpuKernel {
 public:
   GemmKernel(GemmCall g, float alpha, float beta, bool hasC, Strides cSt,
              bool relu)
-      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt), relu_(relu) {}
+      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt), relu_(relu) {
+  }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     float *y = out[0].as<float>();
@@ -297,33 +298,35 @@ public:
         s[i] = s[i + 1] * d[i + 1];
       return s;
     };
-    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
     PARTC_RETURN_IF_ERROR(
         cudnnStatus(cudnnCreateConvolutionDescriptor(&conv_), "desc"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd, xd.data(),
-                                   packed(xd).data()),
-        "input descriptor"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd, yd.data(),
-                                   packed(yd).data()),
-        "output descriptor"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd,
-                                   wd.data()),
-        "filter descriptor"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetConvolutionNdDescriptor(conv_, nd - 2, padA.data(),
-                                        strideA.data(), dilA.data(),
-                                        CUDNN_CROSS_CORRELATION,
-                                        CUDNN_DATA_FLOAT),
-        "convolution descriptor"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetConvolutionGroupCount(
-            conv_, static_cast<int>(a.attrs.getInt("group", 1))),
-        "group count"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd,
+                                               xd.data(), packed(xd).data()),
+                    "input descriptor"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
+                                               yd.data(), packed(yd).data()),
+                    "output descriptor"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnSetFilterNdDescriptor(
+                        w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, wd.data()),
+                    "filter descriptor"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnSetConvolutionNdDescriptor(
+                        conv_, nd - 2, padA.data(), strideA.data(), dilA.data(),
+                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                    "convolution descriptor"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnSetConvolutionGroupCount(
+                        conv_, static_cast<int>(a.attrs.getInt("group", 1))),
+                    "group count"));
     PARTC_RETURN_IF_ERROR(cudnnStatus(
         cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH
                                                     : CUDNN_FMA_MATH),
@@ -331,10 +334,10 @@ public:
     // Pick the algorithm once, by measurement, and keep it.
     cudnnConvolutionFwdAlgoPerf_t perf[8];
     int found = 0;
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_, w_, conv_, y_, 8,
-                                             &found, perf),
-        "algorithm search"));
+    PARTC_RETURN_IF_ERROR(
+        cudnnStatus(cudnnFindConvolutionForwardAlgorithm(
+                        ctx.cudnn, x_, w_, conv_, y_, 8, &found, perf),
+                    "algorithm search"));
     const size_t limit = size_t(1) << 30;
     for (int i = 0; i < found; ++i)
       if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
@@ -360,13 +363,13 @@ public:
              const std::vector<TensorRef> &out) override {
     float one = 1.f, zero = 0.f;
     PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnConvolutionForward(ctx.cudnn, &one, x_, in[0].data, w_,
-                                in[1].data, conv_, algo_, ctx.workspace,
-                                workspace_, &zero, y_, out[0].data),
+        cudnnConvolutionForward(ctx.cudnn, &one, x_, in[0].data, w_, in[1].data,
+                                conv_, algo_, ctx.workspace, workspace_, &zero,
+                                y_, out[0].data),
         "cudnnConvolutionForward"));
     if (hasBias_)
-      return cudaStatus(launchAddBias(out[0].as<float>(), in[2].as<float>(),
-                                      n_, m_, inner_, relu_, ctx.stream),
+      return cudaStatus(launchAddBias(out[0].as<float>(), in[2].as<float>(), n_,
+                                      m_, inner_, relu_, ctx.stream),
                         "conv bias");
     return relu_ ? reluInPlace(ctx, out[0]) : Status();
   }
@@ -426,9 +429,9 @@ public:
   // Index errors must be reported, not silently produce zeros.
   Status checkAfterRun() override {
     int bad = 0;
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
-        "gather check"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
+                   "gather check"));
     if (bad)
       return Status::error("gather index is out of range [0, " +
                            std::to_string(axisLen_) + ")");
@@ -460,32 +463,43 @@ const std::map<std::string, Factory> &factories() {
         if (op == UnaryCode::Gelu &&
             a.attrs.getString("approximate", "none") == "tanh")
           code = UnaryCode::GeluTanh;
-        float alpha = static_cast<float>(a.attrs.getFloat(
-            "alpha", op == UnaryCode::HardSigmoid ? 0.2
-                     : op == UnaryCode::Elu       ? 1.0
-                                                  : 0.01));
+        float alpha = static_cast<float>(
+            a.attrs.getFloat("alpha", op == UnaryCode::HardSigmoid ? 0.2
+                                      : op == UnaryCode::Elu       ? 1.0
+                                                                   : 0.01));
         float beta = static_cast<float>(a.attrs.getFloat("beta", 0.5));
-        float lo = static_cast<float>(a.attrs.getFloat(
-            "min", -std::numeric_limits<double>::infinity()));
-        float hi = static_cast<float>(a.attrs.getFloat(
-            "max", std::numeric_limits<double>::infinity()));
+        float lo = static_cast<float>(
+            a.attrs.getFloat("min", -std::numeric_limits<double>::infinity()));
+        float hi = static_cast<float>(
+            a.attrs.getFloat("max", std::numeric_limits<double>::infinity()));
         k = std::make_unique<UnaryKernel>(code, alpha, beta, lo, hi);
         return Status();
       };
     };
     const std::pair<const char *, UnaryCode> unaries[] = {
-        {"relu", UnaryCode::Relu}, {"sigmoid", UnaryCode::Sigmoid},
-        {"tanh", UnaryCode::Tanh}, {"erf", UnaryCode::Erf},
-        {"sqrt", UnaryCode::Sqrt}, {"neg", UnaryCode::Neg},
-        {"exp", UnaryCode::Exp}, {"log", UnaryCode::Log},
-        {"abs", UnaryCode::Abs}, {"reciprocal", UnaryCode::Reciprocal},
-        {"floor", UnaryCode::Floor}, {"ceil", UnaryCode::Ceil},
-        {"sin", UnaryCode::Sin}, {"cos", UnaryCode::Cos},
-        {"gelu", UnaryCode::Gelu}, {"leaky_relu", UnaryCode::LeakyRelu},
+        {"relu", UnaryCode::Relu},
+        {"sigmoid", UnaryCode::Sigmoid},
+        {"tanh", UnaryCode::Tanh},
+        {"erf", UnaryCode::Erf},
+        {"sqrt", UnaryCode::Sqrt},
+        {"neg", UnaryCode::Neg},
+        {"exp", UnaryCode::Exp},
+        {"log", UnaryCode::Log},
+        {"abs", UnaryCode::Abs},
+        {"reciprocal", UnaryCode::Reciprocal},
+        {"floor", UnaryCode::Floor},
+        {"ceil", UnaryCode::Ceil},
+        {"sin", UnaryCode::Sin},
+        {"cos", UnaryCode::Cos},
+        {"gelu", UnaryCode::Gelu},
+        {"leaky_relu", UnaryCode::LeakyRelu},
         {"hard_sigmoid", UnaryCode::HardSigmoid},
-        {"hard_swish", UnaryCode::HardSwish}, {"clip", UnaryCode::Clip},
-        {"softplus", UnaryCode::Softplus}, {"elu", UnaryCode::Elu},
-        {"sign", UnaryCode::Sign}, {"round", UnaryCode::Round}};
+        {"hard_swish", UnaryCode::HardSwish},
+        {"clip", UnaryCode::Clip},
+        {"softplus", UnaryCode::Softplus},
+        {"elu", UnaryCode::Elu},
+        {"sign", UnaryCode::Sign},
+        {"round", UnaryCode::Round}};
     for (auto &[name, code] : unaries)
       t[name] = unary(code);
 
@@ -525,7 +539,8 @@ const std::map<std::string, Factory> &factories() {
       if (out.size() > static_cast<size_t>(kMaxRank))
         return Status();
       k = std::make_unique<StridedCopyKernel>(
-          makeStrides(out, {a.inputs[0].shape}), 0, dtypeSize(a.inputs[0].dtype));
+          makeStrides(out, {a.inputs[0].shape}), 0,
+          dtypeSize(a.inputs[0].dtype));
       return Status();
     };
     t["transpose"] = [](const KernelArgs &a, DeviceContext &,
@@ -541,7 +556,8 @@ const std::map<std::string, Factory> &factories() {
         st.shape[d] = a.outputs[0].shape[d];
         st.stride[0][d] = inStrides[perm[d]];
       }
-      k = std::make_unique<StridedCopyKernel>(st, 0, dtypeSize(a.inputs[0].dtype));
+      k = std::make_unique<StridedCopyKernel>(st, 0,
+                                              dtypeSize(a.inputs[0].dtype));
       return Status();
     };
     t["slice"] = [](const KernelArgs &a, DeviceContext &,
@@ -572,9 +588,9 @@ const std::map<std::string, Factory> &factories() {
         int64_t axis = a.attrs.getInt("axis", 0);
         std::vector<size_t> chunks;
         for (const TensorType &p : parts)
-          chunks.push_back(static_cast<size_t>(
-                               product(p.shape, axis, p.shape.size())) *
-                           dtypeSize(p.dtype));
+          chunks.push_back(
+              static_cast<size_t>(product(p.shape, axis, p.shape.size())) *
+              dtypeSize(p.dtype));
         k = std::make_unique<ConcatKernel>(product(whole.shape, 0, axis),
                                            chunks, split);
         return Status();
@@ -669,12 +685,11 @@ const std::map<std::string, Factory> &factories() {
       float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
       k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                      const std::vector<TensorRef> &out) {
-        return cudaStatus(
-            launchBatchNorm(in[0].as<float>(), in[1].as<float>(),
-                            in[2].as<float>(), in[3].as<float>(),
-                            in[4].as<float>(), out[0].as<float>(), n, c, inner,
-                            eps, ctx.stream),
-            "batch_norm");
+        return cudaStatus(launchBatchNorm(in[0].as<float>(), in[1].as<float>(),
+                                          in[2].as<float>(), in[3].as<float>(),
+                                          in[4].as<float>(), out[0].as<float>(),
+                                          n, c, inner, eps, ctx.stream),
+                          "batch_norm");
       });
       return Status();
     };
@@ -708,9 +723,9 @@ const std::map<std::string, Factory> &factories() {
         }
         k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out) {
-          return cudaStatus(launchPool(in[0].as<float>(), out[0].as<float>(),
-                                       p, ctx.stream),
-                            "pool");
+          return cudaStatus(
+              launchPool(in[0].as<float>(), out[0].as<float>(), p, ctx.stream),
+              "pool");
         });
         return Status();
       };
@@ -782,12 +797,11 @@ const std::map<std::string, Factory> &factories() {
       float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
       k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                      const std::vector<TensorRef> &out) {
-        return cudaStatus(
-            launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
-                            hasBias ? in[2].as<float>() : nullptr,
-                            out[0].as<float>(), rows, cols, sm, bm, eps,
-                            ctx.stream),
-            "layer_norm");
+        return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
+                                          hasBias ? in[2].as<float>() : nullptr,
+                                          out[0].as<float>(), rows, cols, sm,
+                                          bm, eps, ctx.stream),
+                          "layer_norm");
       });
       return Status();
     };
@@ -834,11 +848,10 @@ const std::map<std::string, Factory> &factories() {
         Strides st = makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape});
         k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &o) {
-          return cudaStatus(launchCompare(code, t, in[0].data, in[1].data,
-                                          o[0].as<bool>(),
-                                          o[0].type.numElements(), st,
-                                          ctx.stream),
-                            "compare");
+          return cudaStatus(
+              launchCompare(code, t, in[0].data, in[1].data, o[0].as<bool>(),
+                            o[0].type.numElements(), st, ctx.stream),
+              "compare");
         });
         return Status();
       };
@@ -854,8 +867,8 @@ const std::map<std::string, Factory> &factories() {
       size_t es = dtypeSize(a.outputs[0].dtype);
       if (out.size() > static_cast<size_t>(kMaxRank) || !es || es > 8)
         return Status();
-      Strides st = makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape,
-                                     a.inputs[2].shape});
+      Strides st = makeStrides(
+          out, {a.inputs[0].shape, a.inputs[1].shape, a.inputs[2].shape});
       k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                      const std::vector<TensorRef> &o) {
         return cudaStatus(launchWhere(in[0].as<bool>(), in[1].data, in[2].data,

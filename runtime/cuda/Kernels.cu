@@ -35,32 +35,55 @@ __device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i) {
 __device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
                                 float lo, float hi) {
   switch (op) {
-  case UnaryCode::Relu: return x > 0.f ? x : 0.f;
-  case UnaryCode::Sigmoid: return 1.f / (1.f + expf(-x));
-  case UnaryCode::Tanh: return tanhf(x);
-  case UnaryCode::Erf: return erff(x);
-  case UnaryCode::Sqrt: return sqrtf(x);
-  case UnaryCode::Neg: return -x;
-  case UnaryCode::Exp: return expf(x);
-  case UnaryCode::Log: return logf(x);
-  case UnaryCode::Abs: return fabsf(x);
-  case UnaryCode::Reciprocal: return 1.f / x;
-  case UnaryCode::Floor: return floorf(x);
-  case UnaryCode::Ceil: return ceilf(x);
-  case UnaryCode::Sin: return sinf(x);
-  case UnaryCode::Cos: return cosf(x);
-  case UnaryCode::Gelu: return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+  case UnaryCode::Relu:
+    return x > 0.f ? x : 0.f;
+  case UnaryCode::Sigmoid:
+    return 1.f / (1.f + expf(-x));
+  case UnaryCode::Tanh:
+    return tanhf(x);
+  case UnaryCode::Erf:
+    return erff(x);
+  case UnaryCode::Sqrt:
+    return sqrtf(x);
+  case UnaryCode::Neg:
+    return -x;
+  case UnaryCode::Exp:
+    return expf(x);
+  case UnaryCode::Log:
+    return logf(x);
+  case UnaryCode::Abs:
+    return fabsf(x);
+  case UnaryCode::Reciprocal:
+    return 1.f / x;
+  case UnaryCode::Floor:
+    return floorf(x);
+  case UnaryCode::Ceil:
+    return ceilf(x);
+  case UnaryCode::Sin:
+    return sinf(x);
+  case UnaryCode::Cos:
+    return cosf(x);
+  case UnaryCode::Gelu:
+    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
   case UnaryCode::GeluTanh:
     return 0.5f * x *
            (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
-  case UnaryCode::LeakyRelu: return x >= 0.f ? x : alpha * x;
-  case UnaryCode::HardSigmoid: return fmaxf(0.f, fminf(1.f, alpha * x + beta));
-  case UnaryCode::HardSwish: return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
-  case UnaryCode::Clip: return fminf(hi, fmaxf(lo, x));
-  case UnaryCode::Softplus: return log1pf(expf(x));
-  case UnaryCode::Elu: return x >= 0.f ? x : alpha * (expf(x) - 1.f);
-  case UnaryCode::Sign: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-  case UnaryCode::Round: return nearbyintf(x);
+  case UnaryCode::LeakyRelu:
+    return x >= 0.f ? x : alpha * x;
+  case UnaryCode::HardSigmoid:
+    return fmaxf(0.f, fminf(1.f, alpha * x + beta));
+  case UnaryCode::HardSwish:
+    return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
+  case UnaryCode::Clip:
+    return fminf(hi, fmaxf(lo, x));
+  case UnaryCode::Softplus:
+    return log1pf(expf(x));
+  case UnaryCode::Elu:
+    return x >= 0.f ? x : alpha * (expf(x) - 1.f);
+  case UnaryCode::Sign:
+    return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
+  case UnaryCode::Round:
+    return nearbyintf(x);
   }
   return x;
 }
@@ -93,13 +116,20 @@ __global__ void unaryKernel(UnaryCode op, const float *x, float *y, int64_t n,
 
 __device__ inline float binaryOp(BinaryCode op, float a, float b) {
   switch (op) {
-  case BinaryCode::Add: return a + b;
-  case BinaryCode::Sub: return a - b;
-  case BinaryCode::Mul: return a * b;
-  case BinaryCode::Div: return a / b;
-  case BinaryCode::Pow: return powf(a, b);
-  case BinaryCode::Min: return fminf(a, b);
-  case BinaryCode::Max: return fmaxf(a, b);
+  case BinaryCode::Add:
+    return a + b;
+  case BinaryCode::Sub:
+    return a - b;
+  case BinaryCode::Mul:
+    return a * b;
+  case BinaryCode::Div:
+    return a / b;
+  case BinaryCode::Pow:
+    return powf(a, b);
+  case BinaryCode::Min:
+    return fminf(a, b);
+  case BinaryCode::Max:
+    return fmaxf(a, b);
   }
   return a;
 }
@@ -128,8 +158,8 @@ __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
                              float *y, int64_t n, Strides st, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = maybeRelu(
-        binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]), relu);
+    y[i] = maybeRelu(binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]),
+                     relu);
 }
 
 template <typename T>
@@ -318,16 +348,24 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
     for (int64_t r = 0; r < reduceCount; ++r) {
       float v = x[base + offsetOf(reduced, 0, r)];
       switch (op) {
-      case 0: case 1: acc += v; break;
-      case 2: acc = fmaxf(acc, v); break;
-      case 3: acc = fminf(acc, v); break;
-      case 4: acc *= v; break;
+      case 0:
+      case 1:
+        acc += v;
+        break;
+      case 2:
+        acc = fmaxf(acc, v);
+        break;
+      case 3:
+        acc = fminf(acc, v);
+        break;
+      case 4:
+        acc *= v;
+        break;
       }
     }
     y[o] = op == 1 ? acc / float(reduceCount) : acc;
   }
 }
-
 
 template <typename T>
 __global__ void compareKernel(int op, const T *a, const T *b, bool *y,
@@ -337,11 +375,21 @@ __global__ void compareKernel(int op, const T *a, const T *b, bool *y,
     T u = a[offsetOf(st, 0, i)], v = b[offsetOf(st, 1, i)];
     bool r = false;
     switch (op) {
-    case 0: r = u == v; break;
-    case 1: r = u < v; break;
-    case 2: r = u > v; break;
-    case 3: r = u <= v; break;
-    case 4: r = u >= v; break;
+    case 0:
+      r = u == v;
+      break;
+    case 1:
+      r = u < v;
+      break;
+    case 2:
+      r = u > v;
+      break;
+    case 3:
+      r = u <= v;
+      break;
+    case 4:
+      r = u >= v;
+      break;
     }
     y[i] = r;
   }
@@ -352,8 +400,8 @@ __global__ void whereKernel(const bool *c, const T *x, const T *y, T *out,
                             int64_t n, Strides st) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = c[offsetOf(st, 0, i)] ? x[offsetOf(st, 1, i)]
-                                   : y[offsetOf(st, 2, i)];
+    out[i] =
+        c[offsetOf(st, 0, i)] ? x[offsetOf(st, 1, i)] : y[offsetOf(st, 2, i)];
 }
 
 template <typename From, typename To> __device__ inline To convert(From v) {
@@ -439,19 +487,23 @@ cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
   switch (elemSize) {
   case 1:
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
-        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), n, st, base);
+        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), n, st,
+        base);
     break;
   case 2:
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
-        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), n, st, base);
+        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), n, st,
+        base);
     break;
   case 4:
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
-        static_cast<const uint32_t *>(in), static_cast<uint32_t *>(out), n, st, base);
+        static_cast<const uint32_t *>(in), static_cast<uint32_t *>(out), n, st,
+        base);
     break;
   case 8:
     stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
-        static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), n, st, base);
+        static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), n, st,
+        base);
     break;
   default:
     return cudaErrorInvalidValue;
@@ -504,11 +556,10 @@ cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
   return cudaGetLastError();
 }
 
-cudaError_t launchSoftmax(const float *x, float *y, int64_t outer,
-                          int64_t axis, int64_t inner, bool log,
-                          cudaStream_t s) {
-  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer,
-                                                               axis, inner, log);
+cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
+                          int64_t inner, bool log, cudaStream_t s) {
+  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer, axis,
+                                                              inner, log);
   return cudaGetLastError();
 }
 

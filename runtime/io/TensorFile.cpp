@@ -91,11 +91,20 @@ void readRepeated(WireReader &r, int wireType, std::vector<T> &out,
 void skipField(WireReader &r, int wireType) {
   const uint8_t *b;
   switch (wireType) {
-  case 0: r.varint(); break;
-  case 1: r.bytes(8, b); break;
-  case 2: r.bytes(r.varint(), b); break;
-  case 5: r.bytes(4, b); break;
-  default: r.ok = false;
+  case 0:
+    r.varint();
+    break;
+  case 1:
+    r.bytes(8, b);
+    break;
+  case 2:
+    r.bytes(r.varint(), b);
+    break;
+  case 5:
+    r.bytes(4, b);
+    break;
+  default:
+    r.ok = false;
   }
 }
 
@@ -113,9 +122,9 @@ void putVarint(std::vector<uint8_t> &out, uint64_t v) {
 
 DType dtypeFromNumpy(const std::string &descr) {
   static const std::pair<const char *, DType> table[] = {
-      {"<f4", DType::F32}, {"<f8", DType::F64}, {"<i8", DType::I64},
-      {"<i4", DType::I32}, {"<i2", DType::I16}, {"|i1", DType::I8},
-      {"|u1", DType::U8},  {"<u2", DType::U16}, {"<u4", DType::U32},
+      {"<f4", DType::F32}, {"<f8", DType::F64},  {"<i8", DType::I64},
+      {"<i4", DType::I32}, {"<i2", DType::I16},  {"|i1", DType::I8},
+      {"|u1", DType::U8},  {"<u2", DType::U16},  {"<u4", DType::U32},
       {"<u8", DType::U64}, {"|b1", DType::Bool}, {"<f2", DType::F16}};
   for (auto &[name, t] : table)
     if (descr == name)
@@ -125,19 +134,32 @@ DType dtypeFromNumpy(const std::string &descr) {
 
 const char *numpyDescr(DType t) {
   switch (t) {
-  case DType::F32: return "<f4";
-  case DType::F64: return "<f8";
-  case DType::I64: return "<i8";
-  case DType::I32: return "<i4";
-  case DType::I16: return "<i2";
-  case DType::I8: return "|i1";
-  case DType::U8: return "|u1";
-  case DType::U16: return "<u2";
-  case DType::U32: return "<u4";
-  case DType::U64: return "<u8";
-  case DType::Bool: return "|b1";
-  case DType::F16: return "<f2";
-  default: return nullptr;
+  case DType::F32:
+    return "<f4";
+  case DType::F64:
+    return "<f8";
+  case DType::I64:
+    return "<i8";
+  case DType::I32:
+    return "<i4";
+  case DType::I16:
+    return "<i2";
+  case DType::I8:
+    return "|i1";
+  case DType::U8:
+    return "|u1";
+  case DType::U16:
+    return "<u2";
+  case DType::U32:
+    return "<u4";
+  case DType::U64:
+    return "<u8";
+  case DType::Bool:
+    return "|b1";
+  case DType::F16:
+    return "<f2";
+  default:
+    return nullptr;
   }
 }
 
@@ -164,7 +186,8 @@ Status parseNpy(const std::vector<uint8_t> &b, const std::string &path,
     if (k == std::string::npos)
       return {};
     size_t colon = header.find(':', k);
-    return colon == std::string::npos ? std::string() : header.substr(colon + 1);
+    return colon == std::string::npos ? std::string()
+                                      : header.substr(colon + 1);
   };
   std::string descr = field("descr");
   size_t q1 = descr.find('\''), q2 = descr.find('\'', q1 + 1);
@@ -234,11 +257,21 @@ Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
     uint64_t key = r.varint();
     int field = static_cast<int>(key >> 3), wire = static_cast<int>(key & 7);
     switch (field) {
-    case 1: readRepeated(r, wire, dims, false); break;
-    case 2: dataType = static_cast<int64_t>(r.varint()); break;
-    case 4: readRepeated(r, wire, floatData, true); break;
-    case 5: readRepeated(r, wire, int32Data, false); break;
-    case 7: readRepeated(r, wire, int64Data, false); break;
+    case 1:
+      readRepeated(r, wire, dims, false);
+      break;
+    case 2:
+      dataType = static_cast<int64_t>(r.varint());
+      break;
+    case 4:
+      readRepeated(r, wire, floatData, true);
+      break;
+    case 5:
+      readRepeated(r, wire, int32Data, false);
+      break;
+    case 7:
+      readRepeated(r, wire, int64Data, false);
+      break;
     case 8: {
       const uint8_t *b;
       uint64_t len = r.varint();
@@ -250,16 +283,24 @@ Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
       rawLen = r.varint();
       r.bytes(rawLen, raw);
       break;
-    case 10: readRepeated(r, wire, doubleData, true); break;
-    case 11: readRepeated(r, wire, uint64Data, false); break;
-    case 14: external = r.varint() == 1; break;
-    default: skipField(r, wire);
+    case 10:
+      readRepeated(r, wire, doubleData, true);
+      break;
+    case 11:
+      readRepeated(r, wire, uint64Data, false);
+      break;
+    case 14:
+      external = r.varint() == 1;
+      break;
+    default:
+      skipField(r, wire);
     }
   }
   if (!r.ok)
     return Status::error("malformed TensorProto");
   if (external)
-    return Status::error("TensorProto with external data is not supported here");
+    return Status::error(
+        "TensorProto with external data is not supported here");
   if (dataType < 0 || dataType > 255 || !isValidDType(dataType))
     return Status::error("unsupported TensorProto data type " +
                          std::to_string(dataType));
@@ -291,12 +332,17 @@ Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
     return Status();
   };
   switch (t.type.dtype) {
-  case DType::F32: return fill(floatData);
-  case DType::F64: return fill(doubleData);
-  case DType::I64: return fill(int64Data);
+  case DType::F32:
+    return fill(floatData);
+  case DType::F64:
+    return fill(doubleData);
+  case DType::I64:
+    return fill(int64Data);
   case DType::U32:
-  case DType::U64: return fill(uint64Data);
-  default: return fill(int32Data); // i32, i16, i8, u16, u8, bool, f16, bf16
+  case DType::U64:
+    return fill(uint64Data);
+  default:
+    return fill(int32Data); // i32, i16, i8, u16, u8, bool, f16, bf16
   }
 }
 

@@ -57,8 +57,7 @@ public:
   int64_t getInt(const std::string &name, int64_t dflt) const;
   double getFloat(const std::string &name, double dflt) const;
   std::vector<int64_t> getInts(const std::string &name) const;
-  std::string getString(const std::string &name,
-                        const std::string &dflt) const;
+  std::string getString(const std::string &name, const std::string &dflt) const;
   bool operator==(const AttrMap &o) const { return map_ == o.map_; }
 
 private:

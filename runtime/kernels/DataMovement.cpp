@@ -256,8 +256,7 @@ void registerDataMovementKernels(KernelTable &t) {
       seen[p] = true;
       expect.push_back(in[p]);
     }
-    if (expect != a.outputs[0].shape ||
-        a.inputs[0].dtype != a.outputs[0].dtype)
+    if (expect != a.outputs[0].shape || a.inputs[0].dtype != a.outputs[0].dtype)
       return Status::error("result " + a.outputs[0].str() + " is wrong");
     k = std::make_unique<TransposeKernel>(in, perm, a.outputs[0].shape);
     return Status();
@@ -325,10 +324,9 @@ void registerDataMovementKernels(KernelTable &t) {
       for (size_t d = 0; d < in.size(); ++d)
         if (in[d] == 0 && out[d] > 0)
           return Status::error("cannot pad an empty dimension in mode " + mode);
-    k = std::make_unique<PadKernel>(in, out,
-                                    std::vector<int64_t>(pads.begin(),
-                                                         pads.begin() + in.size()),
-                                    m, a.attrs.getFloat("value", 0.0));
+    k = std::make_unique<PadKernel>(
+        in, out, std::vector<int64_t>(pads.begin(), pads.begin() + in.size()),
+        m, a.attrs.getFloat("value", 0.0));
     return Status();
   };
 }

@@ -14,9 +14,31 @@ namespace {
 //===----------------------------------------------------------------------===//
 
 enum class UnaryOp {
-  Relu, Sigmoid, Tanh, Erf, Sqrt, Neg, Exp, Log, Abs, Reciprocal, Floor,
-  Ceil, Sin, Cos, Gelu, GeluTanh, LeakyRelu, HardSigmoid, HardSwish, Clip,
-  Not, Softplus, Elu, Sign, Round
+  Relu,
+  Sigmoid,
+  Tanh,
+  Erf,
+  Sqrt,
+  Neg,
+  Exp,
+  Log,
+  Abs,
+  Reciprocal,
+  Floor,
+  Ceil,
+  Sin,
+  Cos,
+  Gelu,
+  GeluTanh,
+  LeakyRelu,
+  HardSigmoid,
+  HardSwish,
+  Clip,
+  Not,
+  Softplus,
+  Elu,
+  Sign,
+  Round
 };
 
 struct UnaryParams {
@@ -28,52 +50,76 @@ template <typename T> T applyUnary(UnaryOp op, T x, const UnaryParams &p) {
     return op == UnaryOp::Not ? !x : x;
   } else if constexpr (std::is_floating_point_v<T>) {
     switch (op) {
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
-    case UnaryOp::Sigmoid: return T(1) / (T(1) + std::exp(-x));
-    case UnaryOp::Tanh: return std::tanh(x);
-    case UnaryOp::Erf: return std::erf(x);
-    case UnaryOp::Sqrt: return std::sqrt(x);
-    case UnaryOp::Neg: return -x;
-    case UnaryOp::Exp: return std::exp(x);
-    case UnaryOp::Log: return std::log(x);
-    case UnaryOp::Abs: return std::fabs(x);
-    case UnaryOp::Reciprocal: return T(1) / x;
-    case UnaryOp::Floor: return std::floor(x);
-    case UnaryOp::Ceil: return std::ceil(x);
-    case UnaryOp::Sin: return std::sin(x);
-    case UnaryOp::Cos: return std::cos(x);
+    case UnaryOp::Relu:
+      return x > T(0) ? x : T(0);
+    case UnaryOp::Sigmoid:
+      return T(1) / (T(1) + std::exp(-x));
+    case UnaryOp::Tanh:
+      return std::tanh(x);
+    case UnaryOp::Erf:
+      return std::erf(x);
+    case UnaryOp::Sqrt:
+      return std::sqrt(x);
+    case UnaryOp::Neg:
+      return -x;
+    case UnaryOp::Exp:
+      return std::exp(x);
+    case UnaryOp::Log:
+      return std::log(x);
+    case UnaryOp::Abs:
+      return std::fabs(x);
+    case UnaryOp::Reciprocal:
+      return T(1) / x;
+    case UnaryOp::Floor:
+      return std::floor(x);
+    case UnaryOp::Ceil:
+      return std::ceil(x);
+    case UnaryOp::Sin:
+      return std::sin(x);
+    case UnaryOp::Cos:
+      return std::cos(x);
     case UnaryOp::Gelu:
       return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
     case UnaryOp::GeluTanh:
       return T(0.5) * x *
              (T(1) + std::tanh(T(0.79788456080286535588) *
                                (x + T(0.044715) * x * x * x)));
-    case UnaryOp::LeakyRelu: return x >= T(0) ? x : T(p.alpha) * x;
+    case UnaryOp::LeakyRelu:
+      return x >= T(0) ? x : T(p.alpha) * x;
     case UnaryOp::HardSigmoid:
       return std::max(T(0), std::min(T(1), T(p.alpha) * x + T(p.beta)));
     case UnaryOp::HardSwish:
       return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5)));
     case UnaryOp::Clip:
       return std::min(T(p.hi), std::max(T(p.lo), x));
-    case UnaryOp::Softplus: return std::log1p(std::exp(x));
-    case UnaryOp::Elu: return x >= T(0) ? x : T(p.alpha) * (std::exp(x) - T(1));
-    case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-    case UnaryOp::Round: return std::nearbyint(x);
-    case UnaryOp::Not: return x;
+    case UnaryOp::Softplus:
+      return std::log1p(std::exp(x));
+    case UnaryOp::Elu:
+      return x >= T(0) ? x : T(p.alpha) * (std::exp(x) - T(1));
+    case UnaryOp::Sign:
+      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    case UnaryOp::Round:
+      return std::nearbyint(x);
+    case UnaryOp::Not:
+      return x;
     }
     return x;
   } else {
     switch (op) {
-    case UnaryOp::Relu: return x > T(0) ? x : T(0);
-    case UnaryOp::Neg: return static_cast<T>(-x);
+    case UnaryOp::Relu:
+      return x > T(0) ? x : T(0);
+    case UnaryOp::Neg:
+      return static_cast<T>(-x);
     case UnaryOp::Abs:
       if constexpr (std::is_signed_v<T>)
         return x < 0 ? static_cast<T>(-x) : x;
       return x;
     case UnaryOp::Clip:
       return static_cast<T>(std::min<double>(p.hi, std::max<double>(p.lo, x)));
-    case UnaryOp::Sign: return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-    default: return x;
+    case UnaryOp::Sign:
+      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
+    default:
+      return x;
     }
   }
 }
@@ -131,7 +177,8 @@ void addUnary(KernelTable &t, const char *name, UnaryOp op) {
     p.lo = a.attrs.getFloat("min", -std::numeric_limits<double>::infinity());
     p.hi = a.attrs.getFloat("max", std::numeric_limits<double>::infinity());
     UnaryOp effective = op;
-    if (op == UnaryOp::Gelu && a.attrs.getString("approximate", "none") == "tanh")
+    if (op == UnaryOp::Gelu &&
+        a.attrs.getString("approximate", "none") == "tanh")
       effective = UnaryOp::GeluTanh;
     k = std::make_unique<UnaryKernel>(effective, p);
     return Status();
@@ -147,8 +194,22 @@ bool hasCppType(DType t) {
 }
 
 enum class BinaryOp {
-  Add, Sub, Mul, Div, Pow, Min, Max, Mod, Equal, Less, Greater, LessOrEqual,
-  GreaterOrEqual, And, Or, Xor
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Min,
+  Max,
+  Mod,
+  Equal,
+  Less,
+  Greater,
+  LessOrEqual,
+  GreaterOrEqual,
+  And,
+  Or,
+  Xor
 };
 
 bool isComparison(BinaryOp op) {
@@ -162,19 +223,24 @@ bool isLogical(BinaryOp op) {
 
 template <typename T> T applyArith(BinaryOp op, T a, T b) {
   switch (op) {
-  case BinaryOp::Add: return static_cast<T>(a + b);
-  case BinaryOp::Sub: return static_cast<T>(a - b);
-  case BinaryOp::Mul: return static_cast<T>(a * b);
+  case BinaryOp::Add:
+    return static_cast<T>(a + b);
+  case BinaryOp::Sub:
+    return static_cast<T>(a - b);
+  case BinaryOp::Mul:
+    return static_cast<T>(a * b);
   case BinaryOp::Div:
     if constexpr (std::is_integral_v<T>)
       return b == 0 ? T(0) : static_cast<T>(a / b);
     else
       return a / b;
   case BinaryOp::Pow:
-    return static_cast<T>(std::pow(static_cast<double>(a),
-                                   static_cast<double>(b)));
-  case BinaryOp::Min: return a < b ? a : b;
-  case BinaryOp::Max: return a > b ? a : b;
+    return static_cast<T>(
+        std::pow(static_cast<double>(a), static_cast<double>(b)));
+  case BinaryOp::Min:
+    return a < b ? a : b;
+  case BinaryOp::Max:
+    return a > b ? a : b;
   case BinaryOp::Mod:
     if constexpr (std::is_integral_v<T>) {
       if (b == 0)
@@ -187,21 +253,31 @@ template <typename T> T applyArith(BinaryOp op, T a, T b) {
     } else {
       return std::fmod(a, b);
     }
-  default: return a;
+  default:
+    return a;
   }
 }
 
 template <typename T> bool applyCompare(BinaryOp op, T a, T b) {
   switch (op) {
-  case BinaryOp::Equal: return a == b;
-  case BinaryOp::Less: return a < b;
-  case BinaryOp::Greater: return a > b;
-  case BinaryOp::LessOrEqual: return a <= b;
-  case BinaryOp::GreaterOrEqual: return a >= b;
-  case BinaryOp::And: return a && b;
-  case BinaryOp::Or: return a || b;
-  case BinaryOp::Xor: return bool(a) != bool(b);
-  default: return false;
+  case BinaryOp::Equal:
+    return a == b;
+  case BinaryOp::Less:
+    return a < b;
+  case BinaryOp::Greater:
+    return a > b;
+  case BinaryOp::LessOrEqual:
+    return a <= b;
+  case BinaryOp::GreaterOrEqual:
+    return a >= b;
+  case BinaryOp::And:
+    return a && b;
+  case BinaryOp::Or:
+    return a || b;
+  case BinaryOp::Xor:
+    return bool(a) != bool(b);
+  default:
+    return false;
   }
 }
 
@@ -462,8 +538,7 @@ void registerElementwiseKernels(KernelTable &t) {
       return Status::error("value types differ");
     Shape s1, s2;
     if (!broadcastShapes(a.inputs[0].shape, a.inputs[1].shape, s1) ||
-        !broadcastShapes(s1, a.inputs[2].shape, s2) ||
-        s2 != a.outputs[0].shape)
+        !broadcastShapes(s1, a.inputs[2].shape, s2) || s2 != a.outputs[0].shape)
       return Status::error("operands do not broadcast to " +
                            a.outputs[0].str());
     k = std::make_unique<WhereKernel>(a.inputs, a.outputs[0].shape);

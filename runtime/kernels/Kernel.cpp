@@ -54,8 +54,7 @@ Status checkArity(const KernelArgs &args, size_t minIn, size_t maxIn,
                          (maxIn != minIn ? ".." + std::to_string(maxIn) : "") +
                          " inputs, got " + std::to_string(args.inputs.size()));
   if (args.outputs.size() != nout)
-    return Status::error("expects " + std::to_string(nout) +
-                         " outputs, got " +
+    return Status::error("expects " + std::to_string(nout) + " outputs, got " +
                          std::to_string(args.outputs.size()));
   return Status();
 }
@@ -92,8 +91,8 @@ std::string kernelSignature(const std::string &name, const AttrMap &attrs,
       s += v.str;
       continue;
     }
-    const size_t n = v.kind == AttrValue::Kind::Ints ? v.ints.size()
-                                                     : v.floats.size();
+    const size_t n =
+        v.kind == AttrValue::Kind::Ints ? v.ints.size() : v.floats.size();
     for (size_t i = 0; i < n; ++i) {
       s += i ? ":" : "";
       s += v.kind == AttrValue::Kind::Ints ? std::to_string(v.ints[i])

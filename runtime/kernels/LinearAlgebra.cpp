@@ -27,7 +27,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
         for (int64_t p = 0; p < k; ++p)
           acc += (transA ? a[p * lda + i] : a[i * lda + p]) *
                  (transB ? b[j * ldb + p] : b[p * ldb + j]);
-        c[i * ldc + j] = alpha * acc + (beta == T(0) ? T(0) : beta * c[i * ldc + j]);
+        c[i * ldc + j] =
+            alpha * acc + (beta == T(0) ? T(0) : beta * c[i * ldc + j]);
       }
   }
 }
@@ -101,8 +102,9 @@ public:
         T beta = T(0);
         if (hasC_ && beta_ != 0.0) {
           const T *c = in[2].as<T>();
-          broadcastLoop<1>({m_, n_}, cStrides_,
-                           [&](int64_t o, const auto &idx) { y[o] = c[idx[0]]; });
+          broadcastLoop<1>(
+              {m_, n_}, cStrides_,
+              [&](int64_t o, const auto &idx) { y[o] = c[idx[0]]; });
           beta = static_cast<T>(beta_);
         }
         gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), in[0].as<T>(),
@@ -192,8 +194,8 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha", 1.0),
-                                     a.attrs.getFloat("beta", 1.0), m, n, kk,
-                                     c, relu);
+                                     a.attrs.getFloat("beta", 1.0), m, n, kk, c,
+                                     relu);
     return Status();
   };
 }

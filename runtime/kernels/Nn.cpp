@@ -14,8 +14,8 @@ namespace {
 /// and 2-D problems get leading unit dimensions so one loop nest serves all.
 struct Window {
   int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
-  int64_t stride[3] = {1, 1, 1}, padBegin[3] = {0, 0, 0},
-          padEnd[3] = {0, 0, 0}, dilation[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, padBegin[3] = {0, 0, 0}, padEnd[3] = {0, 0, 0},
+          dilation[3] = {1, 1, 1};
 
   int64_t inSize() const { return in[0] * in[1] * in[2]; }
   int64_t outSize() const { return out[0] * out[1] * out[2]; }
@@ -33,7 +33,8 @@ Status makeWindow(const AttrMap &attrs, const Shape &inShape,
   std::vector<int64_t> strides = attrs.getInts("strides");
   std::vector<int64_t> pads = attrs.getInts("pads");
   std::vector<int64_t> dilations = attrs.getInts("dilations");
-  if (kernel.size() != spatial || (!strides.empty() && strides.size() != spatial) ||
+  if (kernel.size() != spatial ||
+      (!strides.empty() && strides.size() != spatial) ||
       (!pads.empty() && pads.size() != 2 * spatial) ||
       (!dilations.empty() && dilations.size() != spatial))
     return Status::error("window attributes do not match " +
@@ -69,8 +70,8 @@ public:
       pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0;
     pointwise_ = pointwise;
     if (!pointwise_)
-      col_.resize(static_cast<size_t>((c / group) * w.kernelSize() *
-                                      w.outSize()));
+      col_.resize(
+          static_cast<size_t>((c / group) * w.kernelSize() * w.outSize()));
   }
 
   Status run(const std::vector<TensorRef> &in,
@@ -79,8 +80,7 @@ public:
     const float *wt = in[1].as<float>();
     float *y = out[0].as<float>();
     int64_t cg = c_ / group_, mg = m_ / group_;
-    int64_t kdim = cg * w_.kernelSize(), osz = w_.outSize(),
-            isz = w_.inSize();
+    int64_t kdim = cg * w_.kernelSize(), osz = w_.outSize(), isz = w_.inSize();
     for (int64_t b = 0; b < n_; ++b) {
       for (int64_t g = 0; g < group_; ++g) {
         const float *xg = x + (b * c_ + g * cg) * isz;
@@ -120,7 +120,8 @@ private:
           for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
             const float *xc = x + ch * w.inSize();
             for (int64_t od = 0; od < w.out[0]; ++od) {
-              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+              int64_t id =
+                  od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
               bool dOk = id >= 0 && id < w.in[0];
               for (int64_t oh = 0; oh < w.out[1]; ++oh) {
                 int64_t ih =
@@ -178,7 +179,8 @@ private:
                 isMax_ ? -std::numeric_limits<double>::infinity() : 0.0;
             int64_t count = 0, padCount = 0;
             for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
-              int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+              int64_t id =
+                  od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
               for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
                 int64_t ih =
                     oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
@@ -345,8 +347,8 @@ private:
           sum += std::exp(static_cast<double>(xp[a * inner_] - m));
         for (int64_t a = 0; a < axis_; ++a) {
           double v = static_cast<double>(xp[a * inner_] - m);
-          yp[a * inner_] = static_cast<T>(log_ ? v - std::log(sum)
-                                               : std::exp(v) / sum);
+          yp[a * inner_] =
+              static_cast<T>(log_ ? v - std::log(sum) : std::exp(v) / sum);
         }
       }
   }
@@ -381,20 +383,29 @@ public:
 private:
   template <typename T> void compute(const T *x, T *y) {
     std::vector<double> acc(outCount_);
-    double init = op_ == ReduceOp::Max   ? -std::numeric_limits<double>::infinity()
-                  : op_ == ReduceOp::Min ? std::numeric_limits<double>::infinity()
-                  : op_ == ReduceOp::Prod ? 1.0
-                                          : 0.0;
+    double init =
+        op_ == ReduceOp::Max    ? -std::numeric_limits<double>::infinity()
+        : op_ == ReduceOp::Min  ? std::numeric_limits<double>::infinity()
+        : op_ == ReduceOp::Prod ? 1.0
+                                : 0.0;
     std::fill(acc.begin(), acc.end(), init);
     broadcastLoop<1>(in_, strides_, [&](int64_t i, const auto &idx) {
       double v = static_cast<double>(x[i]);
       double &a = acc[idx[0]];
       switch (op_) {
       case ReduceOp::Sum:
-      case ReduceOp::Mean: a += v; break;
-      case ReduceOp::Max: a = std::max(a, v); break;
-      case ReduceOp::Min: a = std::min(a, v); break;
-      case ReduceOp::Prod: a *= v; break;
+      case ReduceOp::Mean:
+        a += v;
+        break;
+      case ReduceOp::Max:
+        a = std::max(a, v);
+        break;
+      case ReduceOp::Min:
+        a = std::min(a, v);
+        break;
+      case ReduceOp::Prod:
+        a *= v;
+        break;
       }
     });
     for (int64_t o = 0; o < outCount_; ++o) {
@@ -563,7 +574,8 @@ void registerNnKernels(KernelTable &t) {
         return false;
       std::array<std::vector<int64_t>, 1> st{broadcastStrides(p, norm)};
       idx.resize(cols);
-      broadcastLoop<1>(norm, st, [&](int64_t o, const auto &i) { idx[o] = i[0]; });
+      broadcastLoop<1>(norm, st,
+                       [&](int64_t o, const auto &i) { idx[o] = i[0]; });
       return true;
     };
     std::vector<int64_t> si, bi;

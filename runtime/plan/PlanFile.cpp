@@ -376,8 +376,8 @@ Status writePlanFile(const std::string &path, const Plan &plan) {
   h.metaOffset = sizeof(Header);
   h.metaSize = meta.size();
   uint64_t end = h.metaOffset + h.metaSize;
-  h.weightsOffset = (end + kWeightAlignment - 1) / kWeightAlignment *
-                    kWeightAlignment;
+  h.weightsOffset =
+      (end + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
   h.weightsSize = plan.weightBytes;
   h.fileSize = h.weightsOffset + h.weightsSize;
   h.checksum = planChecksum(plan.weightData, plan.weightBytes,
@@ -385,8 +385,8 @@ Status writePlanFile(const std::string &path, const Plan &plan) {
 
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   if (!out)
-    return Status::error("cannot open '" + path + "' for writing: " +
-                         std::strerror(errno));
+    return Status::error("cannot open '" + path +
+                         "' for writing: " + std::strerror(errno));
   out.write(reinterpret_cast<const char *>(&h), sizeof(h));
   out.write(reinterpret_cast<const char *>(meta.data()), meta.size());
   std::vector<char> pad(h.weightsOffset - end, 0);
@@ -435,10 +435,11 @@ Status readPlanFile(const std::string &path, Plan &plan) {
                          "; recompile the model");
   if (h.headerSize != sizeof(Header) || h.fileSize != size ||
       h.metaOffset != sizeof(Header) || h.metaSize > size - h.metaOffset ||
-      h.weightsOffset < h.metaOffset + h.metaSize ||
-      h.weightsOffset > size || h.weightsSize != size - h.weightsOffset ||
+      h.weightsOffset < h.metaOffset + h.metaSize || h.weightsOffset > size ||
+      h.weightsSize != size - h.weightsOffset ||
       h.weightsOffset % kWeightAlignment != 0)
-    return Status::error("'" + path + "' is truncated or corrupt: header says " +
+    return Status::error("'" + path +
+                         "' is truncated or corrupt: header says " +
                          std::to_string(h.fileSize) + " bytes, file has " +
                          std::to_string(size));
   uint64_t sum = planChecksum(base + h.weightsOffset, h.weightsSize,

@@ -125,8 +125,8 @@ Status verifyPlan(const Plan &plan) {
       };
       auto channel = [&]() -> Status {
         if (in.index >= plan.channels.size())
-          return Status::error(where + ": channel " +
-                               std::to_string(in.index) + " does not exist");
+          return Status::error(where + ": channel " + std::to_string(in.index) +
+                               " does not exist");
         return Status();
       };
       switch (in.op) {
@@ -265,18 +265,16 @@ Status writeTrace(const std::string &path, const Plan &plan,
   }
   for (const TraceEvent &e : events) {
     const Instruction &in = plan.devices[e.device].instructions[e.index];
-    std::string name = in.op == OpCode::Kernel
-                           ? in.kernel
-                           : std::string(opCodeName(in.op));
+    std::string name =
+        in.op == OpCode::Kernel ? in.kernel : std::string(opCodeName(in.op));
     if (in.op == OpCode::Send || in.op == OpCode::Recv ||
         in.op == OpCode::WaitConsumed)
       name += " #" + std::to_string(in.index);
-    const char *cat = in.op == OpCode::Kernel       ? "kernel"
-                      : in.op == OpCode::LoadInput ||
-                              in.op == OpCode::StoreOutput
-                          ? "io"
-                      : in.op == OpCode::WaitConsumed ? "wait"
-                                                      : "transfer";
+    const char *cat =
+        in.op == OpCode::Kernel                                      ? "kernel"
+        : in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ? "io"
+        : in.op == OpCode::WaitConsumed                              ? "wait"
+                                        : "transfer";
     sep();
     std::fprintf(f,
                  "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "

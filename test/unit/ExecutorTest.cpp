@@ -64,8 +64,9 @@ TEST(CpuExecutor, KernelFailureAbortsOtherDevices) {
   plan.inputs[0].type = {DType::I64, {4}};
   plan.devices[0].instructions[0].outputs[0].type.dtype = DType::I64;
   plan.devices[0].instructions[1] =
-      kernel("gather", {BufferRef{MemorySpace::Weight, 0, {DType::F32, {4}}},
-                        arena(0, {4}, DType::I64)},
+      kernel("gather",
+             {BufferRef{MemorySpace::Weight, 0, {DType::F32, {4}}},
+              arena(0, {4}, DType::I64)},
              {arena(16, {4})});
   plan.devices[0].arenaBytes = 64;
   ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();

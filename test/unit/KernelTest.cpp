@@ -37,8 +37,8 @@ TEST(Kernels, ConvWithPaddingAndStride) {
   for (int i = 0; i < 9; ++i)
     x[i] = i + 1; // 3x3 image 1..9
   std::vector<float> w(9, 1.0f);
-  auto y = runF32("conv", a, {{{1, 1, 3, 3}, x}, {{1, 1, 3, 3}, w}},
-                  {1, 1, 2, 2});
+  auto y =
+      runF32("conv", a, {{{1, 1, 3, 3}, x}, {{1, 1, 3, 3}, w}}, {1, 1, 2, 2});
   // Windows centred at (0,0), (0,2), (2,0), (2,2) of the padded image.
   EXPECT_EQ(y, (std::vector<float>{12, 16, 24, 28}));
 }
@@ -49,10 +49,10 @@ TEST(Kernels, GroupedConvKeepsGroupsApart) {
   a.set("strides", AttrValue::ofInts({1, 1}));
   a.set("pads", AttrValue::ofInts({0, 0, 0, 0}));
   a.set("dilations", AttrValue::ofInts({1, 1}));
-  std::vector<float> x = {1, 2, 3, 4, 10, 20, 30, 40};       // 2 channels 2x2
-  std::vector<float> w = {1, 1, 1, 1, 2, 2, 2, 2};           // 2 filters 1x2x2
-  auto y = runF32("conv", a, {{{1, 2, 2, 2}, x}, {{2, 1, 2, 2}, w}},
-                  {1, 2, 1, 1});
+  std::vector<float> x = {1, 2, 3, 4, 10, 20, 30, 40}; // 2 channels 2x2
+  std::vector<float> w = {1, 1, 1, 1, 2, 2, 2, 2};     // 2 filters 1x2x2
+  auto y =
+      runF32("conv", a, {{{1, 2, 2, 2}, x}, {{2, 1, 2, 2}, w}}, {1, 2, 1, 1});
   EXPECT_EQ(y, (std::vector<float>{10, 200}));
 }
 
@@ -99,8 +99,8 @@ TEST(Kernels, RejectsInconsistentTypes) {
   Status s = createCpuKernel("add", {}, {{DType::F32, {2}}, {DType::F32, {3}}},
                              {{DType::F32, {3}}}, k);
   EXPECT_FALSE(s.ok());
-  s = createCpuKernel("conv", {}, {{DType::F32, {1, 3, 4, 4}},
-                                   {DType::F32, {2, 2, 3, 3}}},
+  s = createCpuKernel("conv", {},
+                      {{DType::F32, {1, 3, 4, 4}}, {DType::F32, {2, 2, 3, 3}}},
                       {{DType::F32, {1, 2, 2, 2}}}, k);
   EXPECT_NE(s.message().find("group"), std::string::npos) << s.message();
   s = createCpuKernel("nope", {}, {}, {}, k);

@@ -31,7 +31,8 @@ TEST(PlanFile, RoundTripPreservesEverything) {
   std::vector<float> weights;
   Plan plan = twoDevicePlan(weights);
   plan.metadata["strategy"] = "pipeline";
-  plan.devices[0].instructions[1].attrs.set("alpha", AttrValue::ofFloats({0.5}));
+  plan.devices[0].instructions[1].attrs.set("alpha",
+                                            AttrValue::ofFloats({0.5}));
   plan.devices[0].instructions[1].location = "node/relu";
   std::string path = tempPath("roundtrip.plan");
   ASSERT_TRUE(writePlanFile(path, plan).ok());
@@ -50,7 +51,8 @@ TEST(PlanFile, RoundTripPreservesEverything) {
   ASSERT_EQ(back.weightBytes, 16u);
   EXPECT_EQ(0, std::memcmp(back.weightData, weights.data(), 16));
   // Weights are mapped at an aligned file offset.
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(back.weightData) % kWeightAlignment, 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(back.weightData) % kWeightAlignment,
+            0u);
 }
 
 TEST(PlanFile, RejectsTruncatedFile) {

@@ -59,10 +59,10 @@ inline Plan twoDevicePlan(std::vector<float> &weights) {
       io(OpCode::Send, 0, arena(16, {4})), waitConsumed(0)};
   p.devices[1].arenaBytes = 32;
   BufferRef w{MemorySpace::Weight, 0, {DType::F32, {4}}};
-  p.devices[1].instructions = {io(OpCode::Recv, 0, arena(0, {4})),
-                               kernel("add", {arena(0, {4}), w},
-                                      {arena(16, {4})}),
-                               io(OpCode::StoreOutput, 0, arena(16, {4}))};
+  p.devices[1].instructions = {
+      io(OpCode::Recv, 0, arena(0, {4})),
+      kernel("add", {arena(0, {4}), w}, {arena(16, {4})}),
+      io(OpCode::StoreOutput, 0, arena(16, {4}))};
   return p;
 }
 

@@ -11,9 +11,9 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<mlir::partc::graph::GraphDialect,
-                  mlir::partc::plan::PlanDialect, mlir::func::FuncDialect,
-                  mlir::memref::MemRefDialect>();
+  registry
+      .insert<mlir::partc::graph::GraphDialect, mlir::partc::plan::PlanDialect,
+              mlir::func::FuncDialect, mlir::memref::MemRefDialect>();
   mlir::partc::registerPartcPasses();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

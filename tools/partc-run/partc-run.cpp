@@ -1,6 +1,7 @@
 //===- partc-run.cpp - Executes a partc plan ------------------------------===//
 //
-//   partc-run MODEL.plan --backend cpu [--input NAME=FILE]... [--output-dir DIR]
+//   partc-run MODEL.plan --backend cpu [--input NAME=FILE]... [--output-dir
+//   DIR]
 //             [--check DIR] [--rtol R] [--atol A] [--seed S] [--summary]
 //             [--iterations N] [--warmup W]
 //
@@ -46,7 +47,8 @@ void usage() {
   std::fprintf(
       stderr,
       "usage: partc-run MODEL.plan [--backend cpu] [--input NAME=FILE]...\n"
-      "                 [--output-dir DIR] [--check DIR] [--rtol R] [--atol A]\n"
+      "                 [--output-dir DIR] [--check DIR] [--rtol R] [--atol "
+      "A]\n"
       "                 [--seed S] [--summary] [--quiet] [--iterations N] "
       "[--warmup W]\n"
       "                 [--precision fp32|tf32] (cuda: TF32 for matrix work, "
@@ -121,8 +123,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
                flag == "--iterations" || flag == "--warmup") {
       PARTC_RETURN_IF_ERROR(value(v));
       if (!parseNumber(v.c_str(), num) || num < 0)
-        return Status::error("option " + flag + " expects a non-negative "
-                             "number, got '" + v + "'");
+        return Status::error("option " + flag +
+                             " expects a non-negative "
+                             "number, got '" +
+                             v + "'");
       if (flag == "--rtol")
         o.rtol = num;
       else if (flag == "--atol")
@@ -162,9 +166,9 @@ Status parseArgs(int argc, char **argv, Options &o) {
   bool known = o.backend == "cpu";
 #endif
   if (!known)
-    return Status::error("backend '" + o.backend +
-                         "' is not available in this build (available: " +
-                         available + ")");
+    return Status::error(
+        "backend '" + o.backend +
+        "' is not available in this build (available: " + available + ")");
   return Status();
 }
 
@@ -177,10 +181,10 @@ std::vector<std::string> numberedFiles(const std::string &dir,
       std::string name = e->d_name;
       if (name.rfind(prefix + "_", 0) == 0 && name.size() > 3 &&
           name.substr(name.size() - 3) == ".pb") {
-        std::string num = name.substr(prefix.size() + 1,
-                                      name.size() - prefix.size() - 4);
-        if (!num.empty() && num.find_first_not_of("0123456789") ==
-                                std::string::npos)
+        std::string num =
+            name.substr(prefix.size() + 1, name.size() - prefix.size() - 4);
+        if (!num.empty() &&
+            num.find_first_not_of("0123456789") == std::string::npos)
           found.push_back({std::stoi(num), dir + "/" + name});
       }
     }
@@ -224,18 +228,61 @@ void fillRandom(HostTensor &t, std::mt19937_64 &rng) {
 double elementAsDouble(const HostTensor &t, size_t i) {
   const uint8_t *p = t.data.data() + i * dtypeSize(t.type.dtype);
   switch (t.type.dtype) {
-  case DType::F32: { float v; std::memcpy(&v, p, 4); return v; }
-  case DType::F64: { double v; std::memcpy(&v, p, 8); return v; }
-  case DType::I64: { int64_t v; std::memcpy(&v, p, 8); return double(v); }
-  case DType::I32: { int32_t v; std::memcpy(&v, p, 4); return v; }
-  case DType::I16: { int16_t v; std::memcpy(&v, p, 2); return v; }
-  case DType::I8: return double(*reinterpret_cast<const int8_t *>(p));
-  case DType::U8: case DType::Bool: return *p;
-  case DType::U16: { uint16_t v; std::memcpy(&v, p, 2); return v; }
-  case DType::U32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-  case DType::U64: { uint64_t v; std::memcpy(&v, p, 8); return double(v); }
-  case DType::F16: { uint16_t v; std::memcpy(&v, p, 2); return halfToFloat(v); }
-  case DType::BF16: { uint16_t v; std::memcpy(&v, p, 2); return bf16ToFloat(v); }
+  case DType::F32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::F64: {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case DType::I64: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return double(v);
+  }
+  case DType::I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::I8:
+    return double(*reinterpret_cast<const int8_t *>(p));
+  case DType::U8:
+  case DType::Bool:
+    return *p;
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+  }
+  case DType::U32: {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case DType::U64: {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return double(v);
+  }
+  case DType::F16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return halfToFloat(v);
+  }
+  case DType::BF16: {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return bf16ToFloat(v);
+  }
   case DType::Invalid:
     break;
   }
@@ -261,8 +308,8 @@ void printTensor(const HostTensor &t) {
 bool compare(const HostTensor &got, const HostTensor &want, double rtol,
              double atol, std::string &report) {
   if (got.type != want.type) {
-    report = "type " + got.type.str() + " differs from expected " +
-             want.type.str();
+    report =
+        "type " + got.type.str() + " differs from expected " + want.type.str();
     return false;
   }
   size_t n = got.type.numElements(), bad = 0, worst = 0;
@@ -325,13 +372,12 @@ Status writeProfile(const std::string &path, const Plan &plan,
         continue;
       std::vector<TensorType> ins, outs;
       instructionTypes(in, ins, outs);
-      std::fprintf(f,
-                   "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
-                   "%.9g,\n     \"signature\": %s}",
-                   first ? "" : ",", d, jsonString(in.location).c_str(),
-                   seconds(d, i),
-                   jsonString(kernelSignature(in.kernel, in.attrs, ins, outs))
-                       .c_str());
+      std::fprintf(
+          f,
+          "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
+          "%.9g,\n     \"signature\": %s}",
+          first ? "" : ",", d, jsonString(in.location).c_str(), seconds(d, i),
+          jsonString(kernelSignature(in.kernel, in.attrs, ins, outs)).c_str());
       first = false;
     }
   std::fprintf(f, "\n  ]\n}\n");
@@ -367,9 +413,8 @@ int main(int argc, char **argv) {
     if (t.type.dtype == DType::U16 && plan.inputs[i].type.dtype == DType::BF16)
       t.type.dtype = DType::BF16;
     if (t.type != plan.inputs[i].type)
-      return Status::error("input '" + plan.inputs[i].name + "' from '" +
-                           file + "' is " + t.type.str() +
-                           " but the plan expects " +
+      return Status::error("input '" + plan.inputs[i].name + "' from '" + file +
+                           "' is " + t.type.str() + " but the plan expects " +
                            plan.inputs[i].type.str());
     inputs[i] = std::move(t);
     given[i] = true;
@@ -521,11 +566,13 @@ int main(int argc, char **argv) {
       return fail(s.message());
     auto t1 = std::chrono::steady_clock::now();
     if (it >= opts.warmup)
-      times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+      times.push_back(
+          std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
 #ifdef PARTC_HAVE_CUDA
   if (cudaExec && !cudaExec->graphFailure().empty() && !opts.quiet)
-    std::fprintf(stderr, "partc-run: note: CUDA graph capture failed (%s); "
+    std::fprintf(stderr,
+                 "partc-run: note: CUDA graph capture failed (%s); "
                  "kernels were launched directly\n",
                  cudaExec->graphFailure().c_str());
 #endif
@@ -570,16 +617,14 @@ int main(int argc, char **argv) {
     // complete test_data_set for --check.
     mkdir(opts.outputDir.c_str(), 0755);
     for (size_t i = 0; i < inputs.size(); ++i) {
-      s = writeTensorFile(opts.outputDir + "/input_" + std::to_string(i) +
-                              ".pb",
-                          inputs[i]);
+      s = writeTensorFile(
+          opts.outputDir + "/input_" + std::to_string(i) + ".pb", inputs[i]);
       if (!s.ok())
         return fail(s.message());
     }
     for (size_t i = 0; i < outputs.size(); ++i) {
-      s = writeTensorFile(opts.outputDir + "/output_" + std::to_string(i) +
-                              ".pb",
-                          outputs[i]);
+      s = writeTensorFile(
+          opts.outputDir + "/output_" + std::to_string(i) + ".pb", outputs[i]);
       if (!s.ok())
         return fail(s.message());
     }

@@ -9,9 +9,9 @@
 #include "compiler/CostModel/OpCost.h"
 #include "compiler/CostModel/Topology.h"
 #include "compiler/Target/PlanExport.h"
-#include "compiler/Transforms/PlanSearch.h"
 #include "compiler/Transforms/PassUtils.h"
 #include "compiler/Transforms/Passes.h"
+#include "compiler/Transforms/PlanSearch.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Plan/PlanDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -38,11 +38,11 @@ static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
                                       cl::Required);
 static cl::opt<std::string> outputPath("o", cl::desc("Output file"),
                                        cl::value_desc("file"), cl::Required);
-static cl::opt<std::string>
-    devicesOpt("devices",
-               cl::desc("Devices: a count (H200s) or COUNTxPRESET, e.g. 4xh200, "
-                        "2xh100, 8xa100"),
-               cl::init("1"));
+static cl::opt<std::string> devicesOpt(
+    "devices",
+    cl::desc("Devices: a count (H200s) or COUNTxPRESET, e.g. 4xh200, "
+             "2xh100, 8xa100"),
+    cl::init("1"));
 static cl::opt<std::string>
     topologyPath("topology", cl::desc("JSON description of the machine"),
                  cl::value_desc("file"), cl::init(""));
@@ -106,10 +106,17 @@ std::string fileOf(Location loc) {
 LogicalResult printDiagnostic(Diagnostic &diag) {
   const char *severity = "error";
   switch (diag.getSeverity()) {
-  case DiagnosticSeverity::Warning: severity = "warning"; break;
-  case DiagnosticSeverity::Note: severity = "note"; break;
-  case DiagnosticSeverity::Remark: severity = "remark"; break;
-  default: break;
+  case DiagnosticSeverity::Warning:
+    severity = "warning";
+    break;
+  case DiagnosticSeverity::Note:
+    severity = "note";
+    break;
+  case DiagnosticSeverity::Remark:
+    severity = "remark";
+    break;
+  default:
+    break;
   }
   llvm::errs() << "partc: " << severity << ": ";
   std::string file = fileOf(diag.getLocation());
@@ -155,8 +162,8 @@ int compile() {
   if (!splitAt.empty() && strat != "pipeline")
     return fail("--split-at applies to --strategy pipeline only");
   if (objective != "throughput" && objective != "latency")
-    return fail("--objective must be throughput or latency, got '" +
-                objective + "'");
+    return fail("--objective must be throughput or latency, got '" + objective +
+                "'");
   std::string explainMode = explain;
   if (explain.getNumOccurrences() && explainMode.empty())
     explainMode = "text";
@@ -170,8 +177,9 @@ int compile() {
     return fail("unknown --emit '" + emit + "'; expected plan, mlir or graph");
 
   DialectRegistry registry;
-  registry.insert<mlir::partc::graph::GraphDialect, mlir::partc::plan::PlanDialect,
-                  func::FuncDialect, memref::MemRefDialect>();
+  registry
+      .insert<mlir::partc::graph::GraphDialect, mlir::partc::plan::PlanDialect,
+              func::FuncDialect, memref::MemRefDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
   context.printOpOnDiagnostic(false);
@@ -186,8 +194,8 @@ int compile() {
       return fail("--const-input expects NAME=FILE, got '" + entry + "'");
     importOptions.constantInputs[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
-  OwningOpRef<ModuleOp> module =
-      mlir::partc::onnx_import::importOnnxFile(&context, inputPath, importOptions);
+  OwningOpRef<ModuleOp> module = mlir::partc::onnx_import::importOnnxFile(
+      &context, inputPath, importOptions);
   if (!module)
     return 1;
 
@@ -242,8 +250,8 @@ int compile() {
       llvm::outs() << mlir::partc::explainText(*result);
     else if (explainMode == "json")
       llvm::outs() << mlir::partc::explainJson(*result);
-    planLabel = (strat == "auto" ? "auto: " : strat + ": ") +
-                result->best.label();
+    planLabel =
+        (strat == "auto" ? "auto: " : strat + ": ") + result->best.label();
     searched = std::move(*result);
   }
   pm.addPass(mlir::partc::createInsertTransfers());
@@ -271,9 +279,9 @@ int compile() {
     return 1;
   plan.metadata["model"] = llvm::sys::path::filename(inputPath).str();
   plan.metadata["batch"] = std::to_string(batch);
-  plan.metadata["micro_batches"] = std::to_string(
-      searched ? searched->best.microBatches
-               : std::max<int64_t>(1, microBatches));
+  plan.metadata["micro_batches"] =
+      std::to_string(searched ? searched->best.microBatches
+                              : std::max<int64_t>(1, microBatches));
   if (searched) {
     // Predictions travel with the plan so partc-run can compare.
     plan.metadata["predicted_step_ms"] =
@@ -284,7 +292,8 @@ int compile() {
     plan.metadata["predicted_stage_ms"] = stages;
     plan.metadata["topology"] = searched->topology;
   }
-  ::partc::runtime::Status s = ::partc::runtime::writePlanFile(outputPath, plan);
+  ::partc::runtime::Status s =
+      ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
     return fail(s.message());
   double ms = std::chrono::duration<double, std::milli>(
