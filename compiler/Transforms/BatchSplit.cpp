@@ -116,6 +116,10 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         if (!ok)
           why = "it contracts over the batch dimension or its bias spans it";
       })
+      .Case<graph::MaxPoolWithIndicesOp>([&](auto) {
+        ok = false;
+        why = "its indices count positions across the whole batch";
+      })
       .Case<graph::ConvOp, graph::BatchNormOp>([&](auto) {
         ok = batched[0] && llvm::all_of(ArrayRef<bool>(batched).drop_front(),
                                         [](bool b) { return !b; });

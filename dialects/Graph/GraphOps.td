@@ -233,6 +233,23 @@ class Graph_PoolOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
   let results = (outs Graph_Tensor:$output);
 }
 def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling">;
+
+def Graph_MaxPoolWithIndicesOp : Graph_PoolOp<"max_pool_with_indices",
+    "Max pooling that also returns where each maximum came from"> {
+  let description = [{
+    The second result holds, for each output element, the flat index of its
+    maximum in the whole input (batch and channel included), as ONNX
+    MaxPool's Indices output: spatial positions row-major with
+    storage_order 0, column-major with 1.
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order);
+  let results = (outs Graph_Tensor:$output, Graph_Tensor:$indices);
+}
 def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool", "Average pooling">;
 
 def Graph_GlobalAvgPoolOp : Graph_UnaryOp<"global_avg_pool",

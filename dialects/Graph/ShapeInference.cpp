@@ -385,6 +385,14 @@ static LogicalResult inferPool(Loc loc, ValueRange operands,
 }
 
 INFER_SIGNATURE(MaxPoolOp) { return inferPool(loc, operands, attrs, types); }
+INFER_SIGNATURE(MaxPoolWithIndicesOp) {
+  if (failed(inferPool(loc, operands, attrs, types)))
+    return failure();
+  auto values = cast<RankedTensorType>(types.front());
+  types.push_back(
+      RankedTensorType::get(values.getShape(), IntegerType::get(context, 64)));
+  return success();
+}
 INFER_SIGNATURE(AvgPoolOp) { return inferPool(loc, operands, attrs, types); }
 
 static LogicalResult inferGlobalPool(Loc loc, ValueRange operands,

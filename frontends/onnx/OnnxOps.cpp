@@ -560,8 +560,9 @@ LogicalResult importConv(NodeImporter &n) {
 LogicalResult importPool(NodeImporter &n, StringRef op) {
   if (failed(requireInputs(n, 1)))
     return failure();
-  if (n.wantsOutput(1))
-    return n.error() << "the Indices output is not supported";
+  bool indices = n.wantsOutput(1);
+  if (indices && op != "max_pool")
+    return n.error() << "only MaxPool has an Indices output";
   Value x = n.input(0);
   if (rankOf(x) < 3)
     return n.error() << "input must have rank >= 3";
@@ -579,15 +580,21 @@ LogicalResult importPool(NodeImporter &n, StringRef op) {
       windowPads(n, shapeOf(x).drop_front(2), *kernel, strides, dilations);
   if (failed(pads))
     return failure();
-  if (n.attrInt("storage_order", 0) != 0)
-    return n.error() << "storage_order=1 is not supported";
-  return emit(
-      n, n.build1(
-             op, {x},
-             {n.ints("kernel_shape", *kernel), n.ints("strides", strides),
-              n.ints("pads", *pads), n.ints("dilations", dilations),
-              n.i64("ceil_mode", n.attrInt("ceil_mode", 0)),
-              n.i64("count_include_pad", n.attrInt("count_include_pad", 0))}));
+  SmallVector<NamedAttribute> attrs = {
+      n.ints("kernel_shape", *kernel),
+      n.ints("strides", strides),
+      n.ints("pads", *pads),
+      n.ints("dilations", dilations),
+      n.i64("ceil_mode", n.attrInt("ceil_mode", 0)),
+      n.i64("count_include_pad", n.attrInt("count_include_pad", 0))};
+  if (!indices)
+    return emit(n, n.build1(op, {x}, attrs));
+  attrs.push_back(n.i64("storage_order", n.attrInt("storage_order", 0)));
+  auto r = n.build("max_pool_with_indices", {x}, attrs, 2);
+  if (failed(r))
+    return failure();
+  n.results.assign(r->begin(), r->end());
+  return success();
 }
 
 LogicalResult importBatchNorm(NodeImporter &n) {

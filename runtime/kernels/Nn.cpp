@@ -150,16 +150,19 @@ private:
 
 class PoolKernel : public Kernel {
 public:
-  PoolKernel(Window w, int64_t planes, bool isMax, bool countIncludePad)
+  PoolKernel(Window w, int64_t planes, bool isMax, bool countIncludePad,
+             bool withIndices = false, bool columnMajor = false)
       : w_(w), planes_(planes), isMax_(isMax),
-        countIncludePad_(countIncludePad) {}
+        countIncludePad_(countIncludePad), withIndices_(withIndices),
+        columnMajor_(columnMajor) {}
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     bool ok = dispatchType(in[0].type.dtype, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (!std::is_same_v<T, bool>)
-        compute(in[0].as<T>(), out[0].as<T>());
+        compute(in[0].as<T>(), out[0].as<T>(),
+                withIndices_ ? out[1].as<int64_t>() : nullptr);
     });
     if (!ok)
       return Status::error("unsupported pooling type");
@@ -167,7 +170,7 @@ public:
   }
 
 private:
-  template <typename T> void compute(const T *x, T *y) {
+  template <typename T> void compute(const T *x, T *y, int64_t *indices) {
     const Window &w = w_;
     for (int64_t p = 0; p < planes_; ++p) {
       const T *xp = x + p * w.inSize();
@@ -177,7 +180,7 @@ private:
           for (int64_t ow = 0; ow < w.out[2]; ++ow) {
             double acc =
                 isMax_ ? -std::numeric_limits<double>::infinity() : 0.0;
-            int64_t count = 0, padCount = 0;
+            int64_t count = 0, padCount = 0, where = 0;
             for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
               int64_t id =
                   od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
@@ -198,7 +201,12 @@ private:
                       ++padCount;
                     continue;
                   }
-                  double v = xp[(id * w.in[1] + ih) * w.in[2] + iw];
+                  int64_t at = (id * w.in[1] + ih) * w.in[2] + iw;
+                  double v = xp[at];
+                  if (isMax_ && v > acc)
+                    where = p * w.inSize() +
+                            (columnMajor_ ? id + w.in[0] * (ih + w.in[1] * iw)
+                                          : at);
                   acc = isMax_ ? std::max(acc, v) : acc + v;
                   ++count;
                 }
@@ -208,14 +216,18 @@ private:
               int64_t div = countIncludePad_ ? count + padCount : count;
               acc = div ? acc / static_cast<double>(div) : 0.0;
             }
-            yp[(od * w.out[1] + oh) * w.out[2] + ow] = static_cast<T>(acc);
+            int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
+            yp[o] = static_cast<T>(acc);
+            if (indices)
+              indices[p * w.outSize() + o] = where;
           }
     }
   }
 
   Window w_;
   int64_t planes_;
-  bool isMax_, countIncludePad_;
+  // Indices count spatial positions column-major (ONNX storage_order 1).
+  bool isMax_, countIncludePad_, withIndices_, columnMajor_;
 };
 
 class GlobalPoolKernel : public Kernel {
@@ -466,8 +478,12 @@ void addReduce(KernelTable &t, const char *name, ReduceOp op) {
   };
 }
 
-Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k) {
-  PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k,
+                bool withIndices = false) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, withIndices ? 2 : 1));
+  if (withIndices && (a.outputs[1].dtype != DType::I64 ||
+                      a.outputs[1].shape != a.outputs[0].shape))
+    return Status::error("indices must be i64 with the output's shape");
   DType t = a.inputs[0].dtype;
   // Max pooling is exact in any type; averages need floating point.
   bool typeOk = isMax ? (t != DType::Bool && t != DType::F16 &&
@@ -482,8 +498,9 @@ Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k) {
       makeWindow(a.attrs, in, out, a.attrs.getInts("kernel_shape"), w));
   if (in[0] != out[0] || in[1] != out[1])
     return Status::error("batch and channels must be preserved");
-  k = std::make_unique<PoolKernel>(w, in[0] * in[1], isMax,
-                                   a.attrs.getInt("count_include_pad", 0) != 0);
+  k = std::make_unique<PoolKernel>(
+      w, in[0] * in[1], isMax, a.attrs.getInt("count_include_pad", 0) != 0,
+      withIndices, a.attrs.getInt("storage_order", 0) == 1);
   return Status();
 }
 
@@ -521,6 +538,10 @@ void registerNnKernels(KernelTable &t) {
   };
   t["avg_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
     return makePool(a, false, k);
+  };
+  t["max_pool_with_indices"] = [](const KernelArgs &a,
+                                  std::unique_ptr<Kernel> &k) {
+    return makePool(a, true, k, /*withIndices=*/true);
   };
   auto global = [](bool isMax) {
     return [isMax](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

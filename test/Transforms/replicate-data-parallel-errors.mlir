@@ -15,3 +15,13 @@ func.func @main() -> tensor<2xf32> {
   %c = graph.constant {value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
   return %c : tensor<2xf32>
 }
+
+// -----
+
+// Tests that max pooling with indices is not split: its indices count
+// positions across the whole batch.
+func.func @main(%x: tensor<4x1x4x4xf32>) -> (tensor<4x1x2x2xf32>, tensor<4x1x2x2xi64>) {
+  // expected-error@+1 {{cannot be split along the batch: its indices count positions across the whole batch}}
+  %v, %i = graph.max_pool_with_indices %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<4x1x4x4xf32>) -> (tensor<4x1x2x2xf32>, tensor<4x1x2x2xi64>)
+  return %v, %i : tensor<4x1x2x2xf32>, tensor<4x1x2x2xi64>
+}
