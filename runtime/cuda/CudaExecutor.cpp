@@ -100,8 +100,7 @@ struct CudaExecutor::Impl {
   std::vector<cudaEvent_t> joins;
 
   Status enqueue(size_t d, size_t i, const std::vector<TensorRef> &inputs,
-                 const std::vector<TensorRef> &outputs, bool skipInputLoads,
-                 bool capturing);
+                 const std::vector<TensorRef> &outputs, bool skipInputLoads);
   Status enqueueDevice(size_t d, const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,
                        bool skipInputLoads);
@@ -446,7 +445,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
 Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
                                    const std::vector<TensorRef> &inputs,
                                    const std::vector<TensorRef> &outputs,
-                                   bool skipInputLoads, bool capturing) {
+                                   bool skipInputLoads) {
   Device &dev = devices[d];
   const Instruction &in = plan->devices[d].instructions[i];
   cudaStream_t stream = dev.ctx.stream;
@@ -485,7 +484,6 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
     // With unified addressing a default-kind copy reaches the peer (over
     // NVLink where peer access is enabled) and, unlike cudaMemcpyPeerAsync,
     // can be captured into a graph.
-    (void)src;
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaMemcpyAsync(resolve(dev, in.outputs[0]), resolve(src, srcBuf),
                         in.outputs[0].type.byteSize(), cudaMemcpyDefault,
@@ -497,7 +495,6 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
     return cudaStatus(cudaStreamWaitEvent(stream, consumed[in.index], 0),
                       "wait");
   }
-  (void)capturing;
   return Status();
 }
 
@@ -570,7 +567,7 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
       s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
                      "profile");
     if (s.ok())
-      s = enqueue(d, i, inputs, outputs, skipInputLoads, false);
+      s = enqueue(d, i, inputs, outputs, skipInputLoads);
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].second, dev.ctx.stream),
                      "profile");
@@ -649,7 +646,7 @@ Status CudaExecutor::Impl::capture(Graph &g,
         if ((in.op == OpCode::Recv && !isSent[in.index]) ||
             (in.op == OpCode::WaitConsumed && !isReceived[in.index]))
           break;
-        s = enqueue(d, pc[d], inputs, outputs, skipInputLoads, true);
+        s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok())
           s.prepend(describeInstruction(d, pc[d], in));
         if (in.op == OpCode::Send)

@@ -20,6 +20,7 @@
 #include "runtime/Support.h"
 #include "runtime/kernels/Attrs.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -121,6 +122,13 @@ struct TraceEvent {
 Status writeTrace(const std::string &path, const Plan &plan,
                   const std::string &backend,
                   const std::vector<TraceEvent> &events);
+
+/// Writes a cost table (mean seconds of every kernel instruction and the
+/// signature partc compile --cost-table matches on). `seconds(d, i)` is the
+/// time of instruction i of device d.
+Status writeProfile(const std::string &path, const Plan &plan,
+                    const std::string &backend,
+                    const std::function<double(size_t, size_t)> &seconds);
 
 /// "device D instruction I (kernel conv, ONNX node 'x')", for diagnostics.
 std::string describeInstruction(size_t device, size_t index,

@@ -2,7 +2,6 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 
 namespace partc::runtime {
@@ -231,60 +230,6 @@ Status rootCause(const std::vector<Status> &results) {
   for (const Status &s : results)
     if (!s.ok())
       return s;
-  return Status();
-}
-
-static std::string jsonEscape(const std::string &s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out;
-}
-
-Status writeTrace(const std::string &path, const Plan &plan,
-                  const std::string &backend,
-                  const std::vector<TraceEvent> &events) {
-  FILE *f = std::fopen(path.c_str(), "w");
-  if (!f)
-    return Status::error("cannot write trace '" + path + "'");
-  std::fprintf(f, "{\"traceEvents\": [\n");
-  bool first = true;
-  auto sep = [&]() {
-    std::fprintf(f, "%s", first ? "" : ",\n");
-    first = false;
-  };
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    sep();
-    std::fprintf(f,
-                 "{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": %zu, "
-                 "\"args\": {\"name\": \"%s device %zu\"}}",
-                 d, backend.c_str(), d);
-  }
-  for (const TraceEvent &e : events) {
-    const Instruction &in = plan.devices[e.device].instructions[e.index];
-    std::string name =
-        in.op == OpCode::Kernel ? in.kernel : std::string(opCodeName(in.op));
-    if (in.op == OpCode::Send || in.op == OpCode::Recv ||
-        in.op == OpCode::WaitConsumed)
-      name += " #" + std::to_string(in.index);
-    const char *cat =
-        in.op == OpCode::Kernel                                      ? "kernel"
-        : in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ? "io"
-        : in.op == OpCode::WaitConsumed                              ? "wait"
-                                        : "transfer";
-    sep();
-    std::fprintf(f,
-                 "{\"name\": \"%s\", \"cat\": \"%s\", \"ph\": \"X\", "
-                 "\"pid\": %zu, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
-                 "\"args\": {\"node\": \"%s\", \"micro_batch\": %d}}",
-                 jsonEscape(name).c_str(), cat, e.device, e.startUs,
-                 e.durationUs, jsonEscape(in.location).c_str(), in.microBatch);
-  }
-  std::fprintf(f, "\n]}\n");
-  std::fclose(f);
   return Status();
 }
 

@@ -342,49 +342,6 @@ bool compare(const HostTensor &got, const HostTensor &want, double rtol,
   return false;
 }
 
-std::string jsonString(const std::string &s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\')
-      out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
-
-/// A cost table: mean seconds of every kernel instruction, with the
-/// signature partc compile --cost-table matches on.
-Status writeProfile(const std::string &path, const Plan &plan,
-                    const std::string &backend,
-                    const std::function<double(size_t, size_t)> &seconds) {
-  if (!seconds)
-    return Status::error("--profile needs at least one timed iteration");
-  FILE *f = std::fopen(path.c_str(), "w");
-  if (!f)
-    return Status::error("cannot write profile '" + path + "'");
-  std::fprintf(f, "{\n  \"backend\": %s,\n  \"kernels\": [",
-               jsonString(backend).c_str());
-  bool first = true;
-  for (size_t d = 0; d < plan.devices.size(); ++d)
-    for (size_t i = 0; i < plan.devices[d].instructions.size(); ++i) {
-      const Instruction &in = plan.devices[d].instructions[i];
-      if (in.op != OpCode::Kernel)
-        continue;
-      std::vector<TensorType> ins, outs;
-      instructionTypes(in, ins, outs);
-      std::fprintf(
-          f,
-          "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
-          "%.9g,\n     \"signature\": %s}",
-          first ? "" : ",", d, jsonString(in.location).c_str(), seconds(d, i),
-          jsonString(kernelSignature(in.kernel, in.attrs, ins, outs)).c_str());
-      first = false;
-    }
-  std::fprintf(f, "\n  ]\n}\n");
-  std::fclose(f);
-  return Status();
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
