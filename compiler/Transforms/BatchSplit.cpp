@@ -120,7 +120,14 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         ok = false;
         why = "its indices count positions across the whole batch";
       })
-      .Case<graph::ConvOp, graph::BatchNormOp>([&](auto) {
+      .Case<graph::ConvOp>([&](graph::ConvOp c) {
+        // Weights and bias are shared; a fused residual is per sample.
+        ok = batched[0] && !batched[1] && (batched.size() < 3 || !batched[2]) &&
+             (!c.getAddend() || batched[3]);
+        if (!ok)
+          why = "its weights depend on the batch";
+      })
+      .Case<graph::BatchNormOp>([&](auto) {
         ok = batched[0] && llvm::all_of(ArrayRef<bool>(batched).drop_front(),
                                         [](bool b) { return !b; });
         if (!ok)
@@ -151,21 +158,6 @@ void adjustShapeAttrs(Operation *op, int64_t size) {
     setDim0("shape");
   if (isa<graph::SliceOp>(op))
     setDim0("ends");
-}
-
-LogicalResult reinferTypes(Operation *op) {
-  auto infer = dyn_cast<InferTypeOpInterface>(op);
-  if (!infer)
-    return op->emitOpError() << "cannot re-infer its result types";
-  SmallVector<Type> types;
-  if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(),
-                                    op->getOperands(), op->getAttrDictionary(),
-                                    op->getPropertiesStorage(),
-                                    op->getRegions(), types)))
-    return failure();
-  for (auto [r, t] : llvm::zip(op->getResults(), types))
-    r.setType(t);
-  return success();
 }
 
 } // namespace

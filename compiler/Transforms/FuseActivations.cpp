@@ -2,6 +2,8 @@
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSEACTIVATIONS
@@ -32,6 +34,47 @@ struct FuseActivationsPass
                                      {producer->getLoc(), relu.getLoc()}));
       relu.getResult().replaceAllUsesWith(producer->getResult(0));
       relu.erase();
+    }
+    SmallVector<graph::AddOp> adds;
+    getOperation().walk([&](graph::AddOp add) { adds.push_back(add); });
+    for (graph::AddOp add : adds)
+      fuseResidual(add);
+  }
+
+  /// add(conv(x), z) -> conv(x, addend = z), keeping the add's activation.
+  static void fuseResidual(graph::AddOp add) {
+    for (unsigned k = 0; k < 2; ++k) {
+      auto conv = add->getOperand(k).getDefiningOp<graph::ConvOp>();
+      Value other = add->getOperand(1 - k);
+      if (!conv || !conv->getResult(0).hasOneUse() || conv.getActivation() ||
+          conv.getAddend() || other.getType() != conv.getType() ||
+          add.getType() != conv.getType() ||
+          graph::getDevice(conv) != graph::getDevice(add))
+        continue;
+      OpBuilder builder(conv);
+      if (!conv.getBias()) {
+        // The epilogue takes the addend after a bias: give it a zero one.
+        auto type = cast<RankedTensorType>(conv.getType());
+        int64_t channels = conv.getChannelsLast() ? type.getShape().back()
+                                                  : type.getDimSize(1);
+        auto biasType =
+            RankedTensorType::get({channels}, type.getElementType());
+        auto zero = graph::ConstantOp::create(
+            builder, conv.getLoc(), biasType,
+            DenseElementsAttr::get(biasType,
+                                   builder.getZeroAttr(type.getElementType())));
+        conv.getEpilogueMutable().append(zero.getResult());
+      }
+      // The addend may be computed after the conv: run the conv at the add.
+      conv->moveBefore(add);
+      conv.getEpilogueMutable().append(other);
+      if (auto activation = add.getActivationAttr())
+        conv.setActivationAttr(activation);
+      conv->setLoc(
+          FusedLoc::get(conv->getContext(), {conv->getLoc(), add.getLoc()}));
+      add.getResult().replaceAllUsesWith(conv.getResult());
+      add.erase();
+      return;
     }
   }
 };

@@ -64,4 +64,19 @@ bool isHostValue(Value v) {
   return graph::getDevice(def) == graph::kHostDevice;
 }
 
+LogicalResult reinferTypes(Operation *op) {
+  auto infer = dyn_cast<InferTypeOpInterface>(op);
+  if (!infer)
+    return op->emitOpError() << "cannot re-infer its result types";
+  SmallVector<Type> types;
+  if (failed(infer.inferReturnTypes(op->getContext(), op->getLoc(),
+                                    op->getOperands(), op->getAttrDictionary(),
+                                    op->getPropertiesStorage(),
+                                    op->getRegions(), types)))
+    return failure();
+  for (auto [r, t] : llvm::zip(op->getResults(), types))
+    r.setType(t);
+  return success();
+}
+
 } // namespace mlir::partc

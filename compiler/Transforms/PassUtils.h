@@ -26,6 +26,10 @@ void setNumDevices(ModuleOp module, int64_t n);
 /// constants and host-side slices of arguments.
 bool isHostValue(Value v);
 
+/// Recomputes `op`'s result types from its operands and attributes (after
+/// they changed), through its InferTypeOpInterface.
+LogicalResult reinferTypes(Operation *op);
+
 } // namespace mlir::partc
 
 #endif // PARTC_COMPILER_TRANSFORMS_PASSUTILS_H

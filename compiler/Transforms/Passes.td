@@ -13,12 +13,28 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
   }];
 }
 
+def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
+  let summary = "Runs 2-D convolutions and pooling channels last (NHWC)";
+  let description = [{
+    GPUs run convolutions on tensor cores in NHWC; in NCHW cuDNN transposes
+    around every convolution. This pass gives each 2-D graph.conv,
+    graph.max_pool and graph.avg_pool the `channels_last` form, with
+    transposes around it (the weight's is folded away), and then moves the
+    transposes through element-wise ops and global average pooling until
+    pairs cancel, so only the model's inputs and outputs are transposed.
+  }];
+}
+
 def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
-  let summary = "Folds a ReLU into the convolution, GEMM or add that feeds it";
+  let summary = "Folds ReLUs and residual adds into their producers";
   let description = [{
     When a graph.relu is the only user of a graph.conv, graph.gemm or
     graph.add on the same device, the producer gets `activation = "relu"`
-    and applies it in its epilogue; one pass over memory less per pair.
+    and applies it in its epilogue. Then a graph.add of a convolution's
+    result (its only use) and another tensor of the same type becomes the
+    convolution's `addend`, added in the same epilogue with the add's
+    activation: the residual connection of ResNet blocks costs no pass over
+    memory of its own.
   }];
 }
 

@@ -112,6 +112,8 @@ rt::AttrMap toKernelAttrs(DictionaryAttr attrs) {
                   arr.asArrayRef().begin(), arr.asArrayRef().end())));
     else if (auto s = dyn_cast<StringAttr>(a))
       map.set(name.str(), rt::AttrValue::ofString(s.str()));
+    else if (isa<UnitAttr>(a))
+      map.set(name.str(), rt::AttrValue::ofInts({1}));
   }
   return map;
 }

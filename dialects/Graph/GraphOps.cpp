@@ -64,7 +64,8 @@ LogicalResult TransferOp::verify() {
     return emitOpError() << "moves from device " << getSource() << " to device "
                          << getTarget()
                          << "; both must be distinct device indices >= 0";
-  if (auto device = getDevice(*this); device && *device != getTarget())
+  if (auto device = getDevice(*this);
+      device && *device != static_cast<int64_t>(getTarget()))
     return emitOpError() << "is placed on device " << *device
                          << " but targets device " << getTarget()
                          << "; a transfer runs on its target";

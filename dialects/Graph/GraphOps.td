@@ -213,23 +213,42 @@ def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
 
 def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
-  let summary = "N-d convolution, NCHW, explicit pads [begin..., end...]";
+  let summary = "N-d convolution, explicit pads [begin..., end...]";
+  let description = [{
+    Channels first (input NC..., weight OI...) unless `channels_last`, where
+    the input and result are N...C and the weight O...I (2-D: NHWC and
+    OHWI), the layout tensor-core convolutions read without a transpose.
+
+    `epilogue` holds an optional bias [O] and, after it, an optional
+    `addend` with the result's shape (a residual connection fused by
+    partc-fuse-activations); both are added before the activation.
+  }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$weight,
-                       Optional<Graph_Tensor>:$bias,
+                       Variadic<Graph_Tensor>:$epilogue,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last,
                        OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
+  let extraClassDeclaration = [{
+    ::mlir::Value getBias() {
+      return getEpilogue().empty() ? ::mlir::Value() : getEpilogue()[0];
+    }
+    ::mlir::Value getAddend() {
+      return getEpilogue().size() < 2 ? ::mlir::Value() : getEpilogue()[1];
+    }
+  }];
 }
 
 class Graph_PoolOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
-  let summary = doc;
+  let summary = doc # " (channels first unless `channels_last`)";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
 def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling">;

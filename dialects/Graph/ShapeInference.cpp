@@ -11,6 +11,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "runtime/Support.h"
 
+#include <algorithm>
+
 using namespace mlir;
 using namespace mlir::partc::graph;
 
@@ -349,25 +351,71 @@ INFER_SIGNATURE(GemmOp) {
   return success();
 }
 
+/// [N, spatial..., C] <-> [N, C, spatial...]: channels-last ops check and
+/// infer their shapes through the channels-first rule.
+static SmallVector<int64_t> toChannelsFirst(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape);
+  if (s.size() >= 3)
+    std::rotate(s.begin() + 1, s.end() - 1, s.end());
+  return s;
+}
+static SmallVector<int64_t> toChannelsLast(ArrayRef<int64_t> shape) {
+  SmallVector<int64_t> s(shape);
+  if (s.size() >= 3)
+    std::rotate(s.begin() + 1, s.begin() + 2, s.end());
+  return s;
+}
+
+/// Runs a channels-first window rule on a channels-last op.
+static LogicalResult inferWindowLayout(Loc loc, RankedTensorType x,
+                                       ArrayRef<int64_t> kernel,
+                                       DictionaryAttr attrs, int64_t channels,
+                                       bool ceilMode, Types &types) {
+  if (!attrs.get("channels_last"))
+    return inferWindow(loc, x, kernel, attrs, channels, ceilMode, types);
+  auto first =
+      RankedTensorType::get(toChannelsFirst(x.getShape()), x.getElementType());
+  SmallVector<Type> inferred;
+  if (failed(
+          inferWindow(loc, first, kernel, attrs, channels, ceilMode, inferred)))
+    return failure();
+  auto out = cast<RankedTensorType>(inferred.front());
+  types.push_back(RankedTensorType::get(toChannelsLast(out.getShape()),
+                                        out.getElementType()));
+  return success();
+}
+
 INFER_SIGNATURE(ConvOp) {
-  if (failed(requireOperands(loc, operands, 2, 3)))
+  if (failed(requireOperands(loc, operands, 2, 4)))
     return failure();
   auto x = tensorOf(operands[0]), w = tensorOf(operands[1]);
   if (x.getRank() != w.getRank() || x.getRank() < 3)
     return fail(loc, "input " + shapeStr(x.getShape()) + " and weight " +
                          shapeStr(w.getShape()) +
                          " must have the same rank >= 3");
+  bool channelsLast = attrs.get("channels_last") != nullptr;
+  SmallVector<int64_t> xs(x.getShape()), ws(w.getShape());
+  if (channelsLast) {
+    xs = toChannelsFirst(xs);
+    ws = toChannelsFirst(ws);
+  }
   int64_t group = intAttr(attrs, "group", 1);
-  if (group < 1 || x.getDimSize(1) != w.getDimSize(1) * group ||
-      w.getDimSize(0) % group)
-    return fail(loc, "input channels " + Twine(x.getDimSize(1)) +
+  if (group < 1 || xs[1] != ws[1] * group || ws[0] % group)
+    return fail(loc, "input channels " + Twine(xs[1]) +
                          " do not match weight " + shapeStr(w.getShape()) +
-                         " with group " + Twine(group));
-  if (operands.size() == 3 &&
-      tensorOf(operands[2]).getNumElements() != w.getDimSize(0))
-    return fail(loc, "bias must have " + Twine(w.getDimSize(0)) + " elements");
-  return inferWindow(loc, x, w.getShape().drop_front(2), attrs, w.getDimSize(0),
-                     false, types);
+                         " with group " + Twine(group) +
+                         (channelsLast ? " (channels last)" : ""));
+  if (operands.size() >= 3 && tensorOf(operands[2]).getNumElements() != ws[0])
+    return fail(loc, "bias must have " + Twine(ws[0]) + " elements");
+  if (failed(inferWindowLayout(loc, x, ArrayRef<int64_t>(ws).drop_front(2),
+                               attrs, ws[0], false, types)))
+    return failure();
+  if (operands.size() == 4 && operands[3].getType() != types.front())
+    return fail(loc,
+                "addend " + shapeStr(tensorOf(operands[3]).getShape()) +
+                    " must have the result's type " +
+                    shapeStr(cast<RankedTensorType>(types.front()).getShape()));
+  return success();
 }
 
 static LogicalResult inferPool(Loc loc, ValueRange operands,
@@ -380,8 +428,10 @@ static LogicalResult inferPool(Loc loc, ValueRange operands,
   auto x = tensorOf(operands[0]);
   if (x.getRank() < 3)
     return fail(loc, "input must have rank >= 3");
-  return inferWindow(loc, x, *kernel, attrs, x.getDimSize(1),
-                     intAttr(attrs, "ceil_mode", 0) != 0, types);
+  int64_t channels =
+      attrs.get("channels_last") ? x.getShape().back() : x.getDimSize(1);
+  return inferWindowLayout(loc, x, *kernel, attrs, channels,
+                           intAttr(attrs, "ceil_mode", 0) != 0, types);
 }
 
 INFER_SIGNATURE(MaxPoolOp) { return inferPool(loc, operands, attrs, types); }

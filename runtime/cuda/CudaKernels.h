@@ -99,11 +99,17 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *bias, const float *mean,
                             const float *var, float *y, int64_t n, int64_t c,
                             int64_t inner, float eps, cudaStream_t s);
-cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
-                          int64_t inner, bool relu, cudaStream_t s);
+/// y = act(y + bias[channel] + z) for a convolution result with `c`
+/// channels and `inner` elements per channel plane (1 when channels last);
+/// `bias` and `z` may be null.
+cudaError_t launchConvEpilogue(float *y, const float *bias, const float *z,
+                               int64_t n, int64_t c, int64_t inner, bool relu,
+                               cudaStream_t s);
 struct PoolParams {
-  int64_t planes, in[3], out[3], kernel[3], stride[3], padBegin[3], padEnd[3],
-      dilation[3];
+  /// planes = batch x channels; channelsLast = channels when the layout is
+  /// [N, D, H, W, C], else 0.
+  int64_t planes, channelsLast, in[3], out[3], kernel[3], stride[3],
+      padBegin[3], padEnd[3], dilation[3];
   bool isMax, countIncludePad;
 };
 cudaError_t launchPool(const float *x, float *y, const PoolParams &p,

@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -266,8 +267,17 @@ public:
   }
 
   Status init(const KernelArgs &a, DeviceContext &ctx) {
-    const Shape &xs = a.inputs[0].shape, &ws = a.inputs[1].shape,
-                &ys = a.outputs[0].shape;
+    bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+    // Descriptors take dimensions channels first; channels-last operands
+    // are described by their strides (and the filter by its format).
+    auto firstOrder = [&](Shape s) {
+      if (channelsLast)
+        std::rotate(s.begin() + 1, s.end() - 1, s.end());
+      return s;
+    };
+    Shape xs = firstOrder(a.inputs[0].shape),
+          ws = firstOrder(a.inputs[1].shape),
+          ys = firstOrder(a.outputs[0].shape);
     int spatial = static_cast<int>(xs.size()) - 2;
     std::vector<int64_t> strides = a.attrs.getInts("strides"),
                          pads = a.attrs.getInts("pads"),
@@ -292,10 +302,21 @@ public:
       dilA.push_back(static_cast<int>(dil[i]));
     }
     int nd = static_cast<int>(xd.size());
-    auto packed = [](const std::vector<int> &d) {
+    // Element strides of dims [N, C, spatial...] stored in memory order
+    // [N, C, spatial...] or, channels last, [N, spatial..., C].
+    auto packed = [&](const std::vector<int> &d) {
       std::vector<int> s(d.size(), 1);
-      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
-        s[i] = s[i + 1] * d[i + 1];
+      if (!channelsLast) {
+        for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
+          s[i] = s[i + 1] * d[i + 1];
+        return s;
+      }
+      int step = d[1];
+      for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
+        s[i] = step;
+        step *= d[i];
+      }
+      s[0] = step;
       return s;
     };
     PARTC_RETURN_IF_ERROR(
@@ -315,8 +336,10 @@ public:
                                                yd.data(), packed(yd).data()),
                     "output descriptor"));
     PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetFilterNdDescriptor(
-                        w_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, nd, wd.data()),
+        cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
+                                               channelsLast ? CUDNN_TENSOR_NHWC
+                                                            : CUDNN_TENSOR_NCHW,
+                                               nd, wd.data()),
                     "filter descriptor"));
     PARTC_RETURN_IF_ERROR(
         cudnnStatus(cudnnSetConvolutionNdDescriptor(
@@ -347,11 +370,12 @@ public:
       }
     if (found == 0)
       return Status::error("cuDNN found no convolution algorithm");
-    hasBias_ = a.inputs.size() == 3;
+    hasBias_ = a.inputs.size() >= 3;
+    hasAddend_ = a.inputs.size() == 4;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu_));
     m_ = ws[0];
     inner_ = 1;
-    for (size_t d = 2; d < ys.size(); ++d)
+    for (size_t d = 2; d < ys.size() && !channelsLast; ++d)
       inner_ *= ys[d];
     n_ = a.outputs[0].numElements();
     return Status();
@@ -367,10 +391,13 @@ public:
                                 conv_, algo_, ctx.workspace, workspace_, &zero,
                                 y_, out[0].data),
         "cudnnConvolutionForward"));
-    if (hasBias_)
-      return cudaStatus(launchAddBias(out[0].as<float>(), in[2].as<float>(), n_,
-                                      m_, inner_, relu_, ctx.stream),
-                        "conv bias");
+    if (hasBias_ || hasAddend_)
+      return cudaStatus(
+          launchConvEpilogue(out[0].as<float>(),
+                             hasBias_ ? in[2].as<float>() : nullptr,
+                             hasAddend_ ? in[3].as<float>() : nullptr, n_, m_,
+                             inner_, relu_, ctx.stream),
+          "conv epilogue");
     return relu_ ? reluInPlace(ctx, out[0]) : Status();
   }
 
@@ -380,7 +407,7 @@ private:
   cudnnConvolutionDescriptor_t conv_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
-  bool hasBias_ = false, relu_ = false;
+  bool hasBias_ = false, hasAddend_ = false, relu_ = false;
   int64_t m_ = 0, inner_ = 1, n_ = 0;
 };
 
@@ -698,7 +725,12 @@ const std::map<std::string, Factory> &factories() {
                      std::unique_ptr<GpuKernel> &k) -> Status {
         if (!allF32(a))
           return Status();
-        const Shape &x = a.inputs[0].shape, &y = a.outputs[0].shape;
+        bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+        Shape x = a.inputs[0].shape, y = a.outputs[0].shape;
+        if (channelsLast) {
+          std::rotate(x.begin() + 1, x.end() - 1, x.end());
+          std::rotate(y.begin() + 1, y.end() - 1, y.end());
+        }
         size_t spatial = x.size() - 2, off = 3 - spatial;
         std::vector<int64_t> ks = a.attrs.getInts("kernel_shape"),
                              st = a.attrs.getInts("strides"),
@@ -706,6 +738,7 @@ const std::map<std::string, Factory> &factories() {
                              dil = a.attrs.getInts("dilations");
         PoolParams p{};
         p.planes = x[0] * x[1];
+        p.channelsLast = channelsLast ? x[1] : 0;
         p.isMax = isMax;
         p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
         for (int i = 0; i < 3; ++i) {

@@ -186,14 +186,45 @@ __global__ void batchNormKernel(const float *x, const float *scale,
     yp[i] = xp[i] * a + b;
 }
 
-__global__ void addBiasKernel(float *y, const float *bias, int64_t c,
-                              int64_t inner, int64_t first, bool relu) {
+__global__ void epilogueFirstKernel(float *y, const float *bias, const float *z,
+                                    int64_t c, int64_t inner, int64_t first,
+                                    bool relu) {
   int64_t plane = first + blockIdx.y;
-  float b = bias[plane % c];
+  float b = bias ? bias[plane % c] : 0.f;
   float *yp = y + plane * inner;
+  const float *zp = z ? z + plane * inner : nullptr;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
        i += int64_t(gridDim.x) * blockDim.x)
-    yp[i] = maybeRelu(yp[i] + b, relu);
+    yp[i] = maybeRelu(yp[i] + b + (zp ? zp[i] : 0.f), relu);
+}
+
+/// Channels last, four channels per thread: bias[i % c], addend[i].
+__global__ void epilogueLastKernel(float4 *y, const float4 *bias,
+                                   const float4 *z, int64_t n4, int64_t c4,
+                                   bool relu) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = y[i];
+    if (bias) {
+      float4 b = bias[i % c4];
+      v.x += b.x;
+      v.y += b.y;
+      v.z += b.z;
+      v.w += b.w;
+    }
+    if (z) {
+      float4 a = z[i];
+      v.x += a.x;
+      v.y += a.y;
+      v.z += a.z;
+      v.w += a.w;
+    }
+    v.x = maybeRelu(v.x, relu);
+    v.y = maybeRelu(v.y, relu);
+    v.z = maybeRelu(v.z, relu);
+    v.w = maybeRelu(v.w, relu);
+    y[i] = v;
+  }
 }
 
 dim3 planeGrid(int64_t planes, int64_t inner) {
@@ -227,6 +258,51 @@ __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
             continue;
           }
           float v = xp[(id * p.in[1] + ih) * p.in[2] + iw];
+          acc = p.isMax ? fmaxf(acc, v) : acc + v;
+          any = true;
+          ++count;
+        }
+      }
+    }
+    if (p.isMax) {
+      y[i] = any ? acc : -INFINITY;
+    } else {
+      int64_t div = p.countIncludePad ? count + padCount : count;
+      y[i] = div ? acc / float(div) : 0.f;
+    }
+  }
+}
+
+/// Channels last: consecutive threads take consecutive channels of one
+/// output position, so reads and writes are coalesced.
+__global__ void poolLastKernel(const float *x, float *y, PoolParams p,
+                               int64_t n) {
+  int64_t c = p.channelsLast;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t ch = i % c, pos = i / c;
+    int64_t ow = pos % p.out[2], oh = (pos / p.out[2]) % p.out[1],
+            od = (pos / (p.out[2] * p.out[1])) % p.out[0],
+            b = pos / (p.out[2] * p.out[1] * p.out[0]);
+    const float *xb = x + b * p.in[0] * p.in[1] * p.in[2] * c + ch;
+    float acc = p.isMax ? -FLT_MAX : 0.f;
+    bool any = false;
+    int64_t count = 0, padCount = 0;
+    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
+      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
+      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
+        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
+        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
+          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
+          if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
+              iw >= p.in[2]) {
+            if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
+                iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
+                ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
+              ++padCount;
+            continue;
+          }
+          float v = xb[((id * p.in[1] + ih) * p.in[2] + iw) * c];
           acc = p.isMax ? fmaxf(acc, v) : acc + v;
           any = true;
           ++count;
@@ -527,15 +603,25 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
   return cudaGetLastError();
 }
 
-cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
-                          int64_t inner, bool relu, cudaStream_t s) {
+cudaError_t launchConvEpilogue(float *y, const float *bias, const float *z,
+                               int64_t n, int64_t c, int64_t inner, bool relu,
+                               cudaStream_t s) {
   if (n == 0)
     return cudaSuccess;
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (inner == 1 && c % 4 == 0 && aligned(y) && aligned(bias) && aligned(z)) {
+    epilogueLastKernel<<<blocksFor(n / 4), kThreads, 0, s>>>(
+        reinterpret_cast<float4 *>(y), reinterpret_cast<const float4 *>(bias),
+        reinterpret_cast<const float4 *>(z), n / 4, c / 4, relu);
+    return cudaGetLastError();
+  }
   int64_t planes = n / inner, chunk = 65535;
   for (int64_t p = 0; p < planes; p += chunk) {
     int64_t count = planes - p < chunk ? planes - p : chunk;
-    addBiasKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(y, bias, c,
-                                                               inner, p, relu);
+    epilogueFirstKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(
+        y, bias, z, c, inner, p, relu);
   }
   return cudaGetLastError();
 }
@@ -543,7 +629,10 @@ cudaError_t launchAddBias(float *y, const float *bias, int64_t n, int64_t c,
 cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s) {
   int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
-  poolKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  if (p.channelsLast)
+    poolLastKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  else
+    poolKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
   return cudaGetLastError();
 }
 

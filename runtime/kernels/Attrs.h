@@ -52,6 +52,7 @@ class AttrMap {
 public:
   void set(const std::string &name, AttrValue v) { map_[name] = std::move(v); }
   bool has(const std::string &name) const { return map_.count(name) != 0; }
+  void erase(const std::string &name) { map_.erase(name); }
   const std::map<std::string, AttrValue> &entries() const { return map_; }
 
   int64_t getInt(const std::string &name, int64_t dflt) const;

@@ -62,9 +62,9 @@ Status makeWindow(const AttrMap &attrs, const Shape &inShape,
 class ConvKernel : public Kernel {
 public:
   ConvKernel(Window w, int64_t n, int64_t c, int64_t m, int64_t group,
-             bool hasBias, bool relu)
+             bool hasBias, bool hasAddend, bool relu)
       : w_(w), n_(n), c_(c), m_(m), group_(group), hasBias_(hasBias),
-        relu_(relu) {
+        hasAddend_(hasAddend), relu_(relu) {
     bool pointwise = w.kernelSize() == 1;
     for (int i = 0; i < 3; ++i)
       pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0;
@@ -100,6 +100,12 @@ public:
           for (int64_t i = 0; i < osz; ++i)
             yo[i] += bias[o];
         }
+      }
+      if (hasAddend_) {
+        const float *z = in[3].as<float>() + b * m_ * osz;
+        float *yb = y + b * m_ * osz;
+        for (int64_t i = 0; i < m_ * osz; ++i)
+          yb[i] += z[i];
       }
       if (relu_) {
         float *yb = y + b * m_ * osz;
@@ -140,7 +146,7 @@ private:
 
   Window w_;
   int64_t n_, c_, m_, group_;
-  bool hasBias_, relu_, pointwise_;
+  bool hasBias_, hasAddend_, relu_, pointwise_;
   std::vector<float> col_;
 };
 
@@ -504,11 +510,115 @@ Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k,
   return Status();
 }
 
+//===----------------------------------------------------------------------===//
+// Channels last: the reference runs the channels-first kernel between
+// permutations, which is slow but cannot disagree with it.
+//===----------------------------------------------------------------------===//
+
+Shape channelsFirstShape(const Shape &s) {
+  Shape r = s;
+  if (r.size() >= 3)
+    std::rotate(r.begin() + 1, r.end() - 1, r.end());
+  return r;
+}
+
+/// Moves channels between last ([N, S..., C]) and first ([N, C, S...]).
+void permuteChannels(const uint8_t *src, uint8_t *dst, const Shape &last,
+                     size_t elementBytes, bool toFirst) {
+  int64_t n = last.front(), c = last.back(), spatial = 1;
+  for (size_t d = 1; d + 1 < last.size(); ++d)
+    spatial *= last[d];
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t s = 0; s < spatial; ++s)
+      for (int64_t ch = 0; ch < c; ++ch) {
+        size_t l = static_cast<size_t>((b * spatial + s) * c + ch);
+        size_t f = static_cast<size_t>((b * c + ch) * spatial + s);
+        if (toFirst)
+          std::memcpy(dst + f * elementBytes, src + l * elementBytes,
+                      elementBytes);
+        else
+          std::memcpy(dst + l * elementBytes, src + f * elementBytes,
+                      elementBytes);
+      }
+}
+
+class ChannelsLastKernel : public Kernel {
+public:
+  ChannelsLastKernel(std::unique_ptr<Kernel> inner, std::vector<bool> permute,
+                     std::vector<TensorType> ins, std::vector<TensorType> outs)
+      : inner_(std::move(inner)), permute_(std::move(permute)),
+        ins_(std::move(ins)), outs_(std::move(outs)), inBuf_(ins_.size()),
+        outBuf_(outs_.size()) {
+    for (size_t i = 0; i < ins_.size(); ++i)
+      if (permute_[i])
+        inBuf_[i].resize(ins_[i].byteSize());
+    for (size_t i = 0; i < outs_.size(); ++i)
+      outBuf_[i].resize(outs_[i].byteSize());
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    std::vector<TensorRef> first(in.size()), firstOut(out.size());
+    for (size_t i = 0; i < in.size(); ++i) {
+      first[i] = in[i];
+      if (!permute_[i])
+        continue;
+      permuteChannels(static_cast<const uint8_t *>(in[i].data),
+                      inBuf_[i].data(), in[i].type.shape,
+                      dtypeSize(in[i].type.dtype), true);
+      first[i] = {inBuf_[i].data(), ins_[i]};
+    }
+    for (size_t i = 0; i < out.size(); ++i)
+      firstOut[i] = {outBuf_[i].data(), outs_[i]};
+    PARTC_RETURN_IF_ERROR(inner_->run(first, firstOut));
+    for (size_t i = 0; i < out.size(); ++i)
+      permuteChannels(outBuf_[i].data(), static_cast<uint8_t *>(out[i].data),
+                      out[i].type.shape, dtypeSize(out[i].type.dtype), false);
+    return Status();
+  }
+
+private:
+  std::unique_ptr<Kernel> inner_;
+  std::vector<bool> permute_;
+  std::vector<TensorType> ins_, outs_;
+  std::vector<std::vector<uint8_t>> inBuf_, outBuf_;
+};
+
+/// Builds `factory`'s kernel for a channels-last op: operands flagged in
+/// `permute` and every result are channels last.
+Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
+                        const KernelFactory &factory,
+                        std::unique_ptr<Kernel> &k) {
+  std::vector<TensorType> ins = a.inputs, outs = a.outputs;
+  permute.resize(ins.size(), false);
+  for (size_t i = 0; i < ins.size(); ++i)
+    if (permute[i]) {
+      if (ins[i].shape.size() < 3)
+        return Status::error("channels-last operand " + ins[i].str() +
+                             " needs rank >= 3");
+      ins[i].shape = channelsFirstShape(ins[i].shape);
+    }
+  for (TensorType &t : outs) {
+    if (t.shape.size() < 3)
+      return Status::error("channels-last result " + t.str() +
+                           " needs rank >= 3");
+    t.shape = channelsFirstShape(t.shape);
+  }
+  AttrMap attrs = a.attrs;
+  attrs.erase("channels_last");
+  std::unique_ptr<Kernel> inner;
+  PARTC_RETURN_IF_ERROR(factory({a.name, attrs, ins, outs}, inner));
+  k = std::make_unique<ChannelsLastKernel>(std::move(inner), std::move(permute),
+                                           ins, outs);
+  return Status();
+}
+
 } // namespace
 
 void registerNnKernels(KernelTable &t) {
-  t["conv"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+  KernelFactory conv = [](const KernelArgs &a,
+                          std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 4, 1));
     PARTC_RETURN_IF_ERROR(requireF32(a));
     const Shape &x = a.inputs[0].shape, &w = a.inputs[1].shape,
                 &y = a.outputs[0].shape;
@@ -522,23 +632,39 @@ void registerNnKernels(KernelTable &t) {
                            std::to_string(group));
     if (y[0] != x[0] || y[1] != w[0])
       return Status::error("result " + a.outputs[0].str() + " is inconsistent");
-    if (a.inputs.size() == 3 && a.inputs[2].numElements() != w[0])
+    if (a.inputs.size() >= 3 && a.inputs[2].numElements() != w[0])
       return Status::error("bias " + a.inputs[2].str() + " has wrong size");
+    if (a.inputs.size() == 4 && a.inputs[3] != a.outputs[0])
+      return Status::error("addend " + a.inputs[3].str() +
+                           " does not match the result " + a.outputs[0].str());
     Window win;
     PARTC_RETURN_IF_ERROR(
         makeWindow(a.attrs, x, y, Shape(w.begin() + 2, w.end()), win));
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<ConvKernel>(win, x[0], x[1], w[0], group,
-                                     a.inputs.size() == 3, relu);
+                                     a.inputs.size() >= 3, a.inputs.size() == 4,
+                                     relu);
     return Status();
   };
-  t["max_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
-    return makePool(a, true, k);
+  t["conv"] = [conv](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+    if (!a.attrs.getInt("channels_last", 0))
+      return conv(a, k);
+    return makeChannelsLast(a, {true, true, false, true}, conv, k);
   };
-  t["avg_pool"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
-    return makePool(a, false, k);
+  auto pool = [](bool isMax) {
+    return [isMax](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+      KernelFactory plain = [isMax](const KernelArgs &args,
+                                    std::unique_ptr<Kernel> &kernel) {
+        return makePool(args, isMax, kernel);
+      };
+      if (!a.attrs.getInt("channels_last", 0))
+        return plain(a, k);
+      return makeChannelsLast(a, {true}, plain, k);
+    };
   };
+  t["max_pool"] = pool(true);
+  t["avg_pool"] = pool(false);
   t["max_pool_with_indices"] = [](const KernelArgs &a,
                                   std::unique_ptr<Kernel> &k) {
     return makePool(a, true, k, /*withIndices=*/true);

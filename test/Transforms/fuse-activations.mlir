@@ -33,3 +33,41 @@ func.func @main(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<4xf32>, tensor<
   %s = graph.relu %b {graph.device = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
   return %r, %a, %s : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that a residual add after a convolution becomes the convolution's
+// addend, keeping the add's ReLU, and that a convolution without bias gets
+// a zero one to put the addend after.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<1x4x4x2xf32>, %w: tensor<2x1x1x2xf32>, %b: tensor<2xf32>, %z: tensor<1x4x4x2xf32>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) {
+  // CHECK: %[[C:.*]] = graph.conv %arg0, %arg1, %arg2, %arg3 {activation = "relu", channels_last
+  // CHECK: %[[ZERO:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<2xf32>}
+  // CHECK: graph.conv %arg0, %arg1, %[[ZERO]], %[[C]] {channels_last
+  // CHECK-NOT: graph.add
+  // CHECK-NOT: graph.relu
+  %c = graph.conv %x, %w, %b {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<2x1x1x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %a = graph.add %c, %z : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %r = graph.relu %a : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %d = graph.conv %x, %w {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<2x1x1x2xf32>) -> tensor<1x4x4x2xf32>
+  %e = graph.add %r, %d : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  return %r, %e : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>
+}
+
+// -----
+
+// Tests that a residual add stays separate when the convolution's value is
+// used again or the other operand broadcasts.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %s: tensor<1x2x1x1xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) {
+  // CHECK: %[[C:.*]] = graph.conv %arg0, %arg1 {dilations
+  // CHECK: graph.add %[[C]], %arg0
+  // CHECK: %[[D:.*]] = graph.conv %arg0, %arg1 {dilations
+  // CHECK: graph.add %[[D]], %arg2
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %a = graph.add %c, %x : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %u = graph.mul %a, %c : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %d = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %b = graph.add %d, %s : (tensor<1x2x4x4xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  return %u, %b : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+}

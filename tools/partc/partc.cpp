@@ -84,6 +84,11 @@ static cl::list<std::string>
                 cl::desc("Freeze graph input NAME to the tensor in FILE "
                          "(.pb or .npy), e.g. a shape operand"),
                 cl::value_desc("NAME=FILE"));
+static cl::opt<std::string>
+    layout("layout",
+           cl::desc("Convolution layout: nhwc (default; channels last, what "
+                    "GPU tensor cores read) or nchw (as in the model)"),
+           cl::init("nhwc"));
 static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
                            cl::init(false));
 
@@ -164,6 +169,8 @@ int compile() {
   if (objective != "throughput" && objective != "latency")
     return fail("--objective must be throughput or latency, got '" + objective +
                 "'");
+  if (layout != "nhwc" && layout != "nchw")
+    return fail("--layout must be nhwc or nchw, got '" + layout + "'");
   std::string explainMode = explain;
   if (explain.getNumOccurrences() && explainMode.empty())
     explainMode = "text";
@@ -208,6 +215,8 @@ int compile() {
                         /*printAfterOnlyOnChange=*/false);
   }
   pm.addPass(mlir::partc::createFoldConstants());
+  if (layout == "nhwc")
+    pm.addPass(mlir::partc::createConvertLayout());
   pm.addPass(mlir::partc::createFuseActivations());
   std::string planLabel = strat;
   std::optional<mlir::partc::SearchResult> searched;

@@ -1,0 +1,58 @@
+// RUN: partc-opt %s --partc-convert-layout --split-input-file | FileCheck %s
+
+// Tests that a residual block runs channels last end to end: one transpose
+// of the input, channels-last convolutions with pre-transposed weights, the
+// residual add and ReLU between them, and global pooling as a reduction
+// whose result only needs a view.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32> {
+  %w = graph.constant {value = dense<1.0> : tensor<4x4x3x3xf32>} : () -> tensor<4x4x3x3xf32>
+  %b = graph.constant {value = dense<0.5> : tensor<4xf32>} : () -> tensor<4xf32>
+  // CHECK: %[[IN:.*]] = graph.transpose %arg0 {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x4x8x8xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: %[[C1:.*]] = graph.conv %[[IN]], %{{.*}}, %{{.*}} {channels_last, {{.*}}} : (tensor<2x8x8x4xf32>, tensor<4x3x3x4xf32>, tensor<4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: %[[R:.*]] = graph.relu %[[C1]] : (tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: %[[C2:.*]] = graph.conv %[[R]], {{.*}}channels_last
+  // CHECK: %[[A:.*]] = graph.add %[[C2]], %[[IN]] : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  // CHECK: %[[M:.*]] = graph.reduce_mean %[[A]] {axes = array<i64: 1, 2>} : (tensor<2x8x8x4xf32>) -> tensor<2x1x1x4xf32>
+  // CHECK: %[[V:.*]] = graph.reshape %[[M]] {shape = array<i64: 2, 4, 1, 1>}
+  // CHECK-NOT: graph.transpose
+  // CHECK: return %[[V]]
+  %c1 = graph.conv %x, %w, %b {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %r = graph.relu %c1 : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %c2 = graph.conv %r, %w, %b {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  %a = graph.add %c2, %x : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %g = graph.global_avg_pool %a : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  return %g : tensor<2x4x1x1xf32>
+}
+
+// -----
+
+// Tests that pooling converts too and that its output returns to channels
+// first where the model's output needs it.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<1x3x6x6xf32>) -> tensor<1x3x3x3xf32> {
+  // CHECK: %[[IN:.*]] = graph.transpose %arg0 {perm = array<i64: 0, 2, 3, 1>}
+  // CHECK: %[[P:.*]] = graph.max_pool %[[IN]] {channels_last, {{.*}}} : (tensor<1x6x6x3xf32>) -> tensor<1x3x3x3xf32>
+  // CHECK: %[[OUT:.*]] = graph.transpose %[[P]] {perm = array<i64: 0, 3, 1, 2>}
+  // CHECK: return %[[OUT]]
+  %p = graph.max_pool %x {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x3x6x6xf32>) -> tensor<1x3x3x3xf32>
+  return %p : tensor<1x3x3x3xf32>
+}
+
+// -----
+
+// Tests that 1-D convolutions keep their layout and that an element-wise op
+// mixing layouts (other than with a function argument) keeps its transposes.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<1x2x5xf32>, %w: tensor<2x2x3xf32>, %y: tensor<1x2x4x4xf32>, %v: tensor<2x2x1x1xf32>) -> (tensor<1x2x3xf32>, tensor<1x2x4x4xf32>) {
+  // CHECK: graph.conv %arg0, %arg1 {dilations
+  %c = graph.conv %x, %w {dilations = array<i64: 1>, pads = array<i64: 0, 0>, strides = array<i64: 1>} : (tensor<1x2x5xf32>, tensor<2x2x3xf32>) -> tensor<1x2x3xf32>
+  // CHECK: %[[C2:.*]] = graph.conv {{.*}}channels_last
+  // CHECK: %[[BACK:.*]] = graph.transpose %[[C2]] {perm = array<i64: 0, 3, 1, 2>}
+  // CHECK: %[[E:.*]] = graph.exp %arg2
+  // CHECK: graph.mul %[[BACK]], %[[E]]
+  %c2 = graph.conv %y, %v {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %e = graph.exp %y : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = graph.mul %c2, %e : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %c, %m : tensor<1x2x3xf32>, tensor<1x2x4x4xf32>
+}
