@@ -35,7 +35,11 @@ struct Candidate {
   std::string whyNot;
   std::vector<size_t> cuts;
   std::vector<StageReport> stageReports;
-  double slowestSeconds = 0, stepSeconds = 0, throughput = 0, bubble = 0;
+  /// stepSeconds: one batch from first input to last output (latency);
+  /// periodSeconds: time per batch when batches stream through the stages
+  /// (the slowest stage's micro-batches); throughput is batch / period.
+  double slowestSeconds = 0, stepSeconds = 0, periodSeconds = 0,
+         throughput = 0, bubble = 0;
   std::string label() const;
 };
 

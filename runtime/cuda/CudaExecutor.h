@@ -42,6 +42,16 @@ public:
              const std::vector<TensorRef> &outputs,
              bool skipInputLoads = false);
 
+  /// Runs the plan `iterations` times back to back, as a server streaming
+  /// batches would: no device waits for the host between batches, so with a
+  /// pipeline plan stage 0 starts batch k+1 while later stages finish batch
+  /// k. One host thread enqueues every device's work; between the points
+  /// where devices synchronize, each device's instructions replay as small
+  /// CUDA graphs. Outputs hold the last batch's results.
+  Status runStream(const std::vector<TensorRef> &inputs,
+                   const std::vector<TensorRef> &outputs, size_t iterations,
+                   bool skipInputLoads = false);
+
   /// Page-locks host memory used for inputs and outputs so that copies are
   /// asynchronous DMA; undone when the executor is destroyed.
   Status registerHostMemory(void *ptr, size_t bytes);

@@ -284,9 +284,12 @@ public:
                          dil = a.attrs.getInts("dilations");
     // 1-D problems become 2-D with a unit height.
     auto dims = [&](const Shape &s) {
-      std::vector<int> d(s.begin(), s.end());
-      if (spatial == 1)
-        d.insert(d.begin() + 2, 1);
+      std::vector<int> d;
+      for (size_t i = 0; i < s.size(); ++i) {
+        if (i == 2 && spatial == 1)
+          d.push_back(1);
+        d.push_back(static_cast<int>(s[i]));
+      }
       return d;
     };
     std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);

@@ -548,16 +548,16 @@ public:
                      std::vector<TensorType> ins, std::vector<TensorType> outs)
       : inner_(std::move(inner)), permute_(std::move(permute)),
         ins_(std::move(ins)), outs_(std::move(outs)), inBuf_(ins_.size()),
-        outBuf_(outs_.size()) {
+        outBuf_(outs_.size()) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    // Scratch on first use: kernels are also created only to validate plans.
     for (size_t i = 0; i < ins_.size(); ++i)
       if (permute_[i])
         inBuf_[i].resize(ins_[i].byteSize());
     for (size_t i = 0; i < outs_.size(); ++i)
       outBuf_[i].resize(outs_[i].byteSize());
-  }
-
-  Status run(const std::vector<TensorRef> &in,
-             const std::vector<TensorRef> &out) override {
     std::vector<TensorRef> first(in.size()), firstOut(out.size());
     for (size_t i = 0; i < in.size(); ++i) {
       first[i] = in[i];

@@ -1,6 +1,7 @@
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200" --verify-diagnostics | FileCheck %s
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=PIPE-IR
+// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 objective=latency" 2>&1 >/dev/null | FileCheck %s --check-prefix=LATENCY
 
 // Tests that two heavy, independent-per-sample matmuls on two devices are
 // replicated (no transfers, no bubble) rather than pipelined, and that a
@@ -16,6 +17,7 @@
 // PIPE-IR-LABEL: func @main
 // PIPE-IR: graph.matmul {{.*}}graph.device = 0
 // PIPE-IR: graph.matmul {{.*}}graph.device = 1
+// LATENCY: plan: 1 stage x 2 replicas, cuts before ops []
 // expected-remark@below {{plan: 1 stage x 2 replicas, cuts before ops []}}
 module {
   func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
@@ -29,13 +31,15 @@ module {
 // -----
 
 // Tests that a graph mixing the batch (softmax over dimension 0) is neither
-// replicated nor micro-batched; a one-micro-batch pipeline only adds a
-// transfer, so one device wins.
+// replicated nor micro-batched. For throughput, streamed batches overlap in
+// a two-stage pipeline (a batch every slower-stage time); for latency the
+// pipeline only adds a transfer, so one device wins.
 // CHECK-LABEL: func @main
 // CHECK: graph.matmul {{.*}}graph.device = 0
-// CHECK: graph.softmax {{.*}}graph.device = 0
+// CHECK: graph.softmax {{.*}}graph.device = 1
 // PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [1]
-// expected-remark@below {{plan: 1 stage x 1 replica, cuts before ops []}}
+// LATENCY: plan: 1 stage x 1 replica, cuts before ops []
+// expected-remark@below {{plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [1]}}
 module {
   func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
     %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>

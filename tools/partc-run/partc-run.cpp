@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 #include <sys/stat.h>
 
 using namespace partc::runtime;
@@ -40,6 +41,7 @@ struct Options {
   std::string precision = "tf32";
   bool keepInputs = false;
   bool graphs = true;
+  bool stream = false;
   int iterations = 1, warmup = 0;
 };
 
@@ -57,6 +59,9 @@ void usage() {
       "GPU after the first run)\n"
       "                 [--no-graphs] (cuda: launch kernels one by one instead "
       "of replaying a CUDA graph)\n"
+      "                 [--stream] (cuda: also run the iterations back to "
+      "back, batches overlapping\n"
+      "                  in pipeline stages, and print the throughput)\n"
       "                 [--profile FILE] (time every kernel after the warm-up "
       "runs; a cost table for partc compile --cost-table)\n"
       "                 [--trace FILE.json] (Chrome/Perfetto trace of the last "
@@ -145,6 +150,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.keepInputs = true;
     } else if (a == "--no-graphs") {
       o.graphs = false;
+    } else if (a == "--stream") {
+      o.stream = true;
     } else if (a == "-h" || a == "--help") {
       usage();
       std::exit(0);
@@ -344,6 +351,45 @@ bool compare(const HostTensor &got, const HostTensor &want, double rtol,
 
 } // namespace
 
+/// Per device: the compiler's predicted busy time per batch (its stage's
+/// time per micro-batch times the micro-batches) against the kernel time
+/// measured by --profile.
+void printStageComparison(const Plan &plan,
+                          const std::function<double(size_t, size_t)> &seconds) {
+  auto stageMs = plan.metadata.find("predicted_stage_ms");
+  if (stageMs == plan.metadata.end() || !seconds)
+    return;
+  std::vector<double> predicted;
+  std::stringstream list(stageMs->second);
+  for (std::string item; std::getline(list, item, ',');)
+    predicted.push_back(std::atof(item.c_str()));
+  if (predicted.empty())
+    return;
+  auto meta = [&](const char *key, size_t dflt) {
+    auto it = plan.metadata.find(key);
+    return it == plan.metadata.end()
+               ? dflt
+               : static_cast<size_t>(std::atoll(it->second.c_str()));
+  };
+  size_t stages = std::max<size_t>(1, meta("stages", predicted.size()));
+  size_t microBatches = std::max<size_t>(1, meta("micro_batches", 1));
+  std::printf("per device, kernels only: predicted vs measured ms per batch\n");
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    double measured = 0;
+    for (size_t i = 0; i < plan.devices[d].instructions.size(); ++i)
+      if (plan.devices[d].instructions[i].op == OpCode::Kernel)
+        measured += seconds(d, i);
+    size_t stage = d % stages;
+    double want = stage < predicted.size()
+                      ? predicted[stage] * static_cast<double>(microBatches)
+                      : 0;
+    std::printf("  device %zu (stage %zu): predicted %.3f, measured %.3f "
+                "(%.2fx)\n",
+                d, stage, want, measured * 1e3,
+                want > 0 ? measured * 1e3 / want : 0.0);
+  }
+}
+
 int main(int argc, char **argv) {
   Options opts;
   Status s = parseArgs(argc, argv, opts);
@@ -486,6 +532,11 @@ int main(int argc, char **argv) {
         return fail(r.message());
   }
 #endif
+  if (opts.stream && opts.backend != "cuda")
+    return fail("--stream needs --backend cuda (the CPU reference runs one "
+                "batch at a time)");
+  if (opts.stream && (!opts.profilePath.empty() || !opts.tracePath.empty()))
+    return fail("--stream cannot be combined with --profile or --trace");
   std::vector<double> times;
   std::function<double(size_t, size_t)> kernelSeconds;
   for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
@@ -539,6 +590,35 @@ int main(int argc, char **argv) {
                 times[times.size() / 2], times[times.size() * 9 / 10],
                 times.front(), times.size());
   }
+#ifdef PARTC_HAVE_CUDA
+  if (opts.stream && cudaExec) {
+    // Once to build the per-segment graphs, then timed.
+    size_t n = static_cast<size_t>(opts.iterations);
+    s = cudaExec->runStream(inRefs, outRefs, std::min<size_t>(n, 4),
+                            opts.keepInputs);
+    if (!s.ok())
+      return fail(s.message());
+    auto t0 = std::chrono::steady_clock::now();
+    s = cudaExec->runStream(inRefs, outRefs, n, opts.keepInputs);
+    if (!s.ok())
+      return fail(s.message());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    int64_t batch = plan.inputs.empty() || plan.inputs[0].type.shape.empty()
+                        ? 1
+                        : plan.inputs[0].type.shape[0];
+    std::printf("stream: %zu batches in %.3f ms: %.3f ms per batch, %.1f "
+                "samples/s\n",
+                n, ms, ms / static_cast<double>(n),
+                static_cast<double>(batch) * static_cast<double>(n) * 1e3 / ms);
+    auto period = plan.metadata.find("predicted_period_ms");
+    if (period != plan.metadata.end())
+      std::printf("predicted period %.3f ms, measured %.3f ms\n",
+                  std::atof(period->second.c_str()),
+                  ms / static_cast<double>(n));
+  }
+#endif
 
   if (!opts.tracePath.empty()) {
     std::vector<TraceEvent> events;
@@ -556,6 +636,7 @@ int main(int argc, char **argv) {
     s = writeProfile(opts.profilePath, plan, opts.backend, kernelSeconds);
     if (!s.ok())
       return fail(s.message());
+    printStageComparison(plan, kernelSeconds);
   }
   auto predicted = plan.metadata.find("predicted_step_ms");
   if ((opts.iterations > 1 || opts.warmup > 0) &&

@@ -295,6 +295,9 @@ int compile() {
     // Predictions travel with the plan so partc-run can compare.
     plan.metadata["predicted_step_ms"] =
         std::to_string(searched->best.stepSeconds * 1e3);
+    plan.metadata["predicted_period_ms"] =
+        std::to_string(searched->best.periodSeconds * 1e3);
+    plan.metadata["stages"] = std::to_string(searched->best.stages);
     std::string stages;
     for (const auto &st : searched->best.stageReports)
       stages += (stages.empty() ? "" : ",") + std::to_string(st.seconds * 1e3);
