@@ -25,24 +25,62 @@ def sh(cmd):
     return p.stdout + p.stderr
 
 
-def torch_eager(batch, hw, iters, warmup):
+def timed(fn, iters, warmup, devices):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        for d in devices:
+            torch.cuda.synchronize(d)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2] * 1e3
+
+
+def torch_figures(batch, hw, iters, warmup, gpus):
+    """PyTorch eager on one GPU (NCHW and channels_last) and, with two GPUs,
+    inference versions of the tutorial's hand-made model-parallel split
+    (conv1..layer2 on cuda:0, layer3..fc on cuda:1) and its pipeline."""
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
+    out = {}
     m = torchvision.models.resnet50().eval().cuda()
     x = torch.randn(batch, 3, hw, hw, device="cuda")
     with torch.no_grad():
-        for _ in range(warmup):
-            m(x)
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(iters):
-            t = time.perf_counter()
-            m(x)
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - t)
-    times.sort()
-    return times[len(times) // 2] * 1e3
+        out["eager"] = timed(lambda: m(x), iters, warmup, [0])
+        mc = m.to(memory_format=torch.channels_last)
+        xc = x.to(memory_format=torch.channels_last)
+        out["eager channels_last"] = timed(lambda: mc(xc), iters, warmup, [0])
+    if gpus < 2:
+        return out
+    net = torchvision.models.resnet50().eval()
+    first = torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool,
+                                net.layer1, net.layer2).to("cuda:0")
+    second = torch.nn.Sequential(net.layer3, net.layer4, net.avgpool,
+                                 torch.nn.Flatten(), net.fc).to("cuda:1")
+
+    def split(micro):
+        parts = [second(first(p).to("cuda:1")) for p in x.split(micro)]
+        return torch.cat(parts)
+
+    with torch.no_grad():
+        out["model parallel, 2 GPUs"] = timed(lambda: split(batch), iters, warmup, [0, 1])
+        for micro in (16, 32):
+            out["pipeline split_size %d, 2 GPUs" % micro] = timed(
+                lambda: split(micro), iters, warmup, [0, 1])
+    return out
+
+
+def read_output(path):
+    import onnx
+    from onnx import numpy_helper
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
 
 
 def main():
@@ -66,19 +104,33 @@ def main():
         torch.onnx.export(net, x, model, **kw)
 
     rows = []
-    eager_ms = torch_eager(args.batch, 224, args.iterations, 5)
-    configs = [("partc single", 1, [])]
-    for n in range(2, args.gpus + 1):
-        for mb in (n, 2 * n, 4 * n):
+    torch_ms = torch_figures(args.batch, 224, args.iterations, 5, args.gpus)
+    eager_ms = torch_ms["eager"]
+    for k, v in torch_ms.items():
+        print("PyTorch %s: %.2f ms" % (k, v), flush=True)
+    configs = [("partc single", 1, []),
+               ("partc single, NCHW layout", 1, ["--layout", "nchw"])]
+    for n in sorted({2, args.gpus}):
+        if n < 2 or n > args.gpus:
+            continue
+        for mb in (1, 2, 4):
             configs.append(("partc pipeline mb=%d" % mb, n,
-                            ["--devices", str(n), "--micro-batches", str(mb)]))
+                            ["--devices", str(n), "--strategy", "pipeline",
+                             "--micro-batches", str(mb)]))
         configs.append(("partc data-parallel", n, ["--devices", str(n), "--strategy", "data"]))
+        configs.append(("partc auto", n, ["--devices", str(n)]))
+        configs.append(("partc auto, latency objective", n,
+                        ["--devices", str(n), "--objective", "latency"]))
+    reference = None
     for label, n, opts in configs:
-        plan = os.path.join(args.work, "r50_%s_%d.plan" % (re.sub(r"\W", "_", label), n))
+        tag = re.sub(r"\W+", "_", label)
+        plan = os.path.join(args.work, "r50_%s_%d.plan" % (tag, n))
         t = time.perf_counter()
-        sh([os.path.join(args.bin, "partc"), "compile", model, "-o", plan,
-            "--batch", str(args.batch), "--quiet"] + opts)
+        explain = sh([os.path.join(args.bin, "partc"), "compile", model, "-o", plan,
+                      "--batch", str(args.batch), "--quiet", "--explain"] + opts)
         compile_s = time.perf_counter() - t
+        chosen = re.search(r"chosen: ([^;]*);", explain).group(1)
+        predicted = re.search(r"predicted step ([0-9.]+) ms.*period ([0-9.]+) ms", explain)
         figures = []
         for extra in (["--keep-inputs"], [], ["--keep-inputs", "--no-graphs"]):
             out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
@@ -87,23 +139,45 @@ def main():
             figures.append(float(re.search(r"p50 ([0-9.]+)", out).group(1)))
             if "graph capture failed" in out:
                 print(out)
-        rows.append((label, n, figures[0], figures[1], figures[2]))
-        print("%s on %d GPU(s): %.2f ms resident, %.2f ms from host, %.2f ms without "
-              "graphs (compile %.2f s)" % (label, n, figures[0], figures[1], figures[2],
-                                           compile_s), flush=True)
+        outdir = os.path.join(args.work, "out_%s_%d" % (tag, n))
+        for extra in (["--keep-inputs"], []):
+            out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
+                      "--quiet", "--iterations", str(5 * args.iterations), "--stream",
+                      "--output-dir", outdir] + extra)
+            figures.append(float(re.search(r"([0-9.]+) ms per batch", out).group(1)))
+        # Streamed outputs (the last batch) against the one-GPU plan's.
+        got = read_output(os.path.join(outdir, "output_0.pb"))
+        if reference is None:
+            reference = got
+        err = float(abs(got - reference).max() / (abs(reference).max() + 1e-30))
+        rows.append((label, n, chosen, figures, float(predicted.group(1)),
+                     float(predicted.group(2)), err))
+        print("%s on %d GPU(s) [%s]: latency %.2f ms resident, %.2f from host, %.2f "
+              "without graphs; streamed %.2f ms/batch resident, %.2f from host; "
+              "predicted step %s period %s; rel err vs 1 GPU %.1e (compile %.2f s)"
+              % (label, n, chosen, figures[0], figures[1], figures[2], figures[3],
+                 figures[4], predicted.group(1), predicted.group(2), err, compile_s),
+              flush=True)
 
-    single = next(r[2] for r in rows if r[0] == "partc single")
-    print("\nResident: inputs stay on the GPU between runs, as in the PyTorch figure. "
-          "From host: each run copies the batch in from page-locked memory.\n")
-    print("| configuration | GPUs | batch | ms (p50), resident | images/s | vs PyTorch eager "
-          "| vs partc 1 GPU | ms from host | ms without CUDA graphs |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    print("| PyTorch eager | 1 | %d | %.2f | %.0f | 1.00x | | | |"
-          % (args.batch, eager_ms, args.batch / eager_ms * 1e3))
-    for label, n, ms, host_ms, nograph_ms in rows:
-        print("| %s | %d | %d | %.2f | %.0f | %.2fx | %.2fx | %.2f | %.2f |" % (
-            label, n, args.batch, ms, args.batch / ms * 1e3, eager_ms / ms, single / ms,
-            host_ms, nograph_ms))
+    single = next(r[3] for r in rows if r[0] == "partc single")
+    print("\nLatency: one synchronous batch (p50). Streamed: batches back to back, "
+          "ms per batch. Resident: the input stays on the GPU (as in the PyTorch "
+          "figures); from host: every batch is copied in from page-locked memory.\n")
+    print("| configuration | GPUs | plan | latency ms | streamed ms/batch | images/s "
+          "(streamed) | vs PyTorch eager | vs partc 1 GPU (streamed) | latency from host "
+          "| streamed from host | latency without graphs | predicted step / period |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for k, v in torch_ms.items():
+        print("| PyTorch %s | %d | | %.2f | | %.0f | %.2fx | | | | | |"
+              % (k, 2 if "GPUs" in k else 1, v, args.batch / v * 1e3, eager_ms / v))
+    for label, n, chosen, f, step, period, err in rows:
+        print("| %s | %d | %s | %.2f | %.2f | %.0f | %.2fx | %.2fx | %.2f | %.2f | %.2f "
+              "| %.2f / %.2f |" % (
+                  label, n, chosen, f[0], f[3], args.batch / f[3] * 1e3, eager_ms / f[3],
+                  single[3] / f[3], f[1], f[4], f[2], step, period))
+    worst = max(r[6] for r in rows)
+    print("\nworst relative difference of any plan's streamed output from the one-GPU "
+          "plan's: %.1e" % worst)
 
 
 if __name__ == "__main__":

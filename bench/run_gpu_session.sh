@@ -24,6 +24,10 @@ if [[ $what == *smoke* ]]; then
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
     $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
+    $B/partc compile $W/ex/mlp.onnx -o $W/mlp2s.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+    $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --quiet
+    $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --no-graphs --quiet
+    $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --iterations 3 --profile $OUT/mlp-profile.json --quiet
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2p.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
     $B/partc-run $W/mlp2p.plan --backend cuda --iterations 2 --trace $OUT/trace-cuda.json --quiet
     python3 -c "import json; ev=json.load(open('$OUT/trace-cuda.json'))['traceEvents']; x=[e for e in ev if e['ph']=='X']; print('cuda trace:', len(x), 'events on devices', sorted({e['pid'] for e in x}), sorted({e['cat'] for e in x}))"

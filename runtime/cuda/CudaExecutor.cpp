@@ -100,6 +100,18 @@ struct CudaExecutor::Impl {
     bool built = false;
   };
   StreamGraphs streamGraphs[2];
+  /// Streaming receives land in one of two slots per channel (by batch
+  /// parity) on the receiver's copy stream, so a transfer overlaps the
+  /// receiver's work on the previous batch; the compute stream then copies
+  /// the slot into the arena. Events: slot filled, slot free again.
+  struct Landing {
+    uint8_t *slot[2] = {nullptr, nullptr};
+    cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
+  };
+  std::vector<Landing> landings; // per channel
+  std::vector<cudaStream_t> copyStreams; // per device
+  Status prepareLandings();
+  Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
   size_t runs = 0;
   // Profiling: an event pair per kernel instruction, and accumulated times.
   bool profiling = false, tracing = false;
@@ -149,6 +161,21 @@ struct CudaExecutor::Impl {
         cudaGraphExecDestroy(g.exec);
     for (StreamGraphs &sg : streamGraphs)
       destroySegments(sg);
+    for (size_t c = 0; c < landings.size(); ++c) {
+      cudaSetDevice(devices[plan->channels[c].dstDevice].ctx.gpu);
+      for (int p = 0; p < 2; ++p) {
+        cudaFree(landings[c].slot[p]);
+        if (landings[c].filled[p])
+          cudaEventDestroy(landings[c].filled[p]);
+        if (landings[c].free[p])
+          cudaEventDestroy(landings[c].free[p]);
+      }
+    }
+    for (size_t d = 0; d < copyStreams.size(); ++d)
+      if (copyStreams[d]) {
+        cudaSetDevice(devices[d].ctx.gpu);
+        cudaStreamDestroy(copyStreams[d]);
+      }
     if (fork)
       cudaEventDestroy(fork);
     for (cudaEvent_t e : joins)
@@ -757,6 +784,76 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
   return Status();
 }
 
+Status CudaExecutor::Impl::prepareLandings() {
+  if (!landings.empty() || plan->channels.empty())
+    return Status();
+  copyStreams.assign(devices.size(), nullptr);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "copy stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamCreateWithFlags(&copyStreams[d], cudaStreamNonBlocking),
+        "copy stream"));
+  }
+  landings.resize(plan->channels.size());
+  for (size_t c = 0; c < plan->channels.size(); ++c) {
+    const Channel &ch = plan->channels[c];
+    int gpu = devices[ch.dstDevice].ctx.gpu;
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpu), "landing"));
+    for (int p = 0; p < 2; ++p) {
+      cudaError_t err = cudaMalloc(&landings[c].slot[p], ch.bytes ? ch.bytes : 1);
+      if (err != cudaSuccess)
+        return Status::error(
+            "GPU " + std::to_string(gpu) + ": out of memory allocating " +
+            std::to_string(ch.bytes) + " bytes to receive channel " +
+            std::to_string(c) + " while streaming; run without --stream");
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaEventCreateWithFlags(&landings[c].filled[p],
+                                   cudaEventDisableTiming),
+          "landing event"));
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaEventCreateWithFlags(&landings[c].free[p],
+                                   cudaEventDisableTiming),
+          "landing event"));
+    }
+  }
+  return Status();
+}
+
+Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i,
+                                             size_t batch) {
+  Device &dev = devices[d];
+  const Instruction &in = plan->devices[d].instructions[i];
+  Landing &land = landings[in.index];
+  int p = static_cast<int>(batch % 2);
+  auto [srcDev, srcBuf] = channelSources[in.index];
+  size_t bytes = in.outputs[0].type.byteSize();
+  cudaStream_t copy = copyStreams[d];
+  // Peer copy into the slot once the sender is done and the slot's last
+  // batch was moved out; the sender may then reuse its buffer.
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamWaitEvent(copy, ready[in.index], 0), "recv wait"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0),
+                                   "recv wait"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaMemcpyAsync(land.slot[p], resolve(devices[srcDev], srcBuf), bytes,
+                      cudaMemcpyDefault, copy),
+      "peer copy"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaEventRecord(consumed[in.index], copy), "recv"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaEventRecord(land.filled[p], copy), "recv"));
+  // In stream order on the compute stream: the arena is not overwritten
+  // while this device's earlier work still reads it.
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamWaitEvent(dev.ctx.stream, land.filled[p], 0), "recv wait"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaMemcpyAsync(resolve(dev, in.outputs[0]), land.slot[p], bytes,
+                      cudaMemcpyDeviceToDevice, dev.ctx.stream),
+      "landing copy"));
+  return cudaStatus(cudaEventRecord(land.free[p], dev.ctx.stream), "recv");
+}
+
 Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
                                const std::vector<TensorRef> &outputs,
                                size_t iterations, bool skipInputLoads) {
@@ -769,6 +866,7 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
     // capture and leaves the inputs in place for skipInputLoads.
     PARTC_RETURN_IF_ERROR(run(inputs, outputs));
   }
+  PARTC_RETURN_IF_ERROR(impl.prepareLandings());
   Impl::StreamGraphs &sg = impl.streamGraphs[skipInputLoads ? 1 : 0];
   std::vector<void *> pointers;
   for (const TensorRef &t : inputs)
@@ -823,7 +921,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
           if (++batch[d] == iterations)
             ++finished;
           progress = true;
-          continue;
+          // Round robin by batch: a device that ran far ahead could block
+          // this thread on a full launch queue while the others starve.
+          break;
         }
         const Instruction &in = instrs[pc[d]];
         auto &segs = sg.segments[d];
@@ -854,7 +954,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
           ready = receivedCount[c] > k;
         if (!ready)
           break;
-        s = impl.enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+        s = in.op == OpCode::Recv
+                ? impl.enqueueStreamRecv(d, pc[d], k)
+                : impl.enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok()) {
           s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                     describeInstruction(d, pc[d], in));
