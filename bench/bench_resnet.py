@@ -110,17 +110,41 @@ def main():
         print("PyTorch %s: %.2f ms" % (k, v), flush=True)
     configs = [("partc single", 1, []),
                ("partc single, NCHW layout", 1, ["--layout", "nchw"])]
+    pipelines = {2: (1, 2), 4: (1,)}
     for n in sorted({2, args.gpus}):
         if n < 2 or n > args.gpus:
             continue
-        for mb in (1, 2, 4):
+        for mb in pipelines.get(n, (1,)):
             configs.append(("partc pipeline mb=%d" % mb, n,
                             ["--devices", str(n), "--strategy", "pipeline",
                              "--micro-batches", str(mb)]))
         configs.append(("partc data-parallel", n, ["--devices", str(n), "--strategy", "data"]))
         configs.append(("partc auto", n, ["--devices", str(n)]))
-        configs.append(("partc auto, latency objective", n,
-                        ["--devices", str(n), "--objective", "latency"]))
+    # Calibration: kernel times measured on this GPU at the batch and at the
+    # slices the plans run (one profile per size), fed back to the compiler.
+    tables = []
+    for b in sorted({args.batch, args.batch // 2, args.batch // 4}, reverse=True):
+        plan = os.path.join(args.work, "r50_profile_%d.plan" % b)
+        table = os.path.join(args.work, "profile_%d.json" % b)
+        sh([os.path.join(args.bin, "partc"), "compile", model, "-o", plan,
+            "--batch", str(b), "--quiet"])
+        sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda", "--quiet",
+            "--warmup", "3", "--iterations", "10", "--profile", table])
+        tables.append(table)
+    calibrated = ["--cost-table", ",".join(tables)]
+    configs.append(("partc single, calibrated", 1, calibrated))
+    for n in sorted({2, args.gpus}):
+        if n < 2 or n > args.gpus:
+            continue
+        for mb in pipelines.get(n, (1,)):
+            configs.append(("partc pipeline mb=%d, calibrated" % mb, n,
+                            ["--devices", str(n), "--strategy", "pipeline",
+                             "--micro-batches", str(mb)] + calibrated))
+        configs.append(("partc data-parallel, calibrated", n,
+                        ["--devices", str(n), "--strategy", "data"] + calibrated))
+        configs.append(("partc auto, calibrated", n, ["--devices", str(n)] + calibrated))
+        configs.append(("partc auto, latency objective, calibrated", n,
+                        ["--devices", str(n), "--objective", "latency"] + calibrated))
     reference = None
     for label, n, opts in configs:
         tag = re.sub(r"\W+", "_", label)

@@ -35,7 +35,8 @@ if [[ $what == *smoke* ]]; then
 fi
 if [[ $what == *conformance* ]]; then
   echo "== conformance (cuda, fp32)"
-  timeout 240 python3 test/conformance/run_conformance.py --bin $B --data $W/data --jobs 16 \
+  # -u: a timeout must not swallow buffered output.
+  timeout 420 python3 -u test/conformance/run_conformance.py --bin $B --data $W/data --jobs 48 \
     --expected /dev/null --run-args "--backend cuda --precision fp32" \
     --write-doc $OUT/conformance-cuda.md 2>&1 | tail -12
 fi
@@ -46,6 +47,6 @@ if [[ $what == *models* ]]; then
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
-  timeout 300 python3 bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
+  timeout 480 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
   timeout 120 python3 .device/torch_baselines.py infer 2>&1 | tail -3 | tee -a $OUT/bench.txt
 fi

@@ -49,25 +49,42 @@ OpWork analyzeOp(Operation *op, bool batched) {
     w.activationBytes += bytesOf(t);
   }
   std::vector<::partc::runtime::TensorType> ins, outs;
-  for (Type t : op->getOperandTypes())
-    ins.push_back(toTensorType(cast<ShapedType>(t)));
+  for (Value v : op->getOperands()) {
+    ins.push_back(toTensorType(cast<ShapedType>(v.getType())));
+    w.inputIsWeight.push_back(v.getDefiningOp<graph::ConstantOp>() != nullptr);
+  }
   for (Type t : op->getResultTypes())
     outs.push_back(toTensorType(cast<ShapedType>(t)));
-  w.signature = ::partc::runtime::kernelSignature(kernelNameFor(op),
-                                                  toKernelAttrs(op), ins, outs);
+  w.kernel = kernelNameFor(op);
+  w.attrs = toKernelAttrs(op);
+  w.signature = ::partc::runtime::kernelSignature(w.kernel, w.attrs, ins, outs);
+  w.inputs = std::move(ins);
+  w.outputs = std::move(outs);
   return w;
 }
 
+std::string OpWork::signatureAt(int64_t batch, int64_t slice) const {
+  auto resize = [&](std::vector<::partc::runtime::TensorType> types,
+                    const std::vector<bool> &weight) {
+    for (size_t i = 0; i < types.size(); ++i)
+      if ((i >= weight.size() || !weight[i]) && !types[i].shape.empty() &&
+          types[i].shape[0] == batch)
+        types[i].shape[0] = slice;
+    return types;
+  };
+  return ::partc::runtime::kernelSignature(
+      kernel, attrs, resize(inputs, inputIsWeight), resize(outputs, {}));
+}
+
 double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
-                      bool tf32, const CostTable *table) {
+                      bool tf32, const CostTable *table, int64_t batch,
+                      int64_t slice) {
   if (w.cls == OpClass::View)
     return 0;
   double f = w.batched ? fraction : 1.0;
-  // A measured full-batch time scales linearly to a micro-batch (optimistic
-  // for small micro-batches, where fixed costs weigh more).
-  if (table)
-    if (const double *measured = table->lookup(w.signature))
-      return *measured * f;
+  if (table && w.batched && slice > 0 && slice != batch)
+    if (const double *measured = table->lookup(w.signatureAt(batch, slice)))
+      return *measured;
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
   double rate = w.cls == OpClass::Matrix
@@ -75,7 +92,14 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
                     : d.vectorFlops;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;
-  return std::max(compute, memory) + d.launchSeconds;
+  double roofline = std::max(compute, memory) + d.launchSeconds;
+  // A measured full-batch time scaled linearly to a micro-batch ignores the
+  // fixed costs that dominate small kernels; the roofline with its launch
+  // cost bounds it from below, so tiny micro-batches never look free.
+  if (table)
+    if (const double *measured = table->lookup(w.signature))
+      return f < 1.0 ? std::max(*measured * f, roofline) : *measured;
+  return roofline;
 }
 
 llvm::Error CostTable::load(const std::string &path) {

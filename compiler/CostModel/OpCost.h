@@ -3,6 +3,8 @@
 #define PARTC_COMPILER_COSTMODEL_OPCOST_H
 
 #include "compiler/CostModel/Topology.h"
+#include "runtime/Support.h"
+#include "runtime/kernels/Attrs.h"
 
 #include "mlir/IR/Operation.h"
 
@@ -23,6 +25,14 @@ struct OpWork {
   double outputBytes = 0;     // results (what stays live)
   bool batched = false;
   std::string signature; // kernel signature, for cost tables
+  /// What the signature is made of, to name the kernel at a micro-batch.
+  std::string kernel;
+  ::partc::runtime::AttrMap attrs;
+  std::vector<::partc::runtime::TensorType> inputs, outputs;
+  std::vector<bool> inputIsWeight;
+  /// The signature with dimension 0 of every activation (not weight) equal
+  /// to `batch` set to `slice`.
+  std::string signatureAt(int64_t batch, int64_t slice) const;
 };
 
 OpWork analyzeOp(mlir::Operation *op, bool batched);
@@ -42,11 +52,14 @@ private:
 };
 
 /// Roofline time of `work` scaled to `fraction` of the batch, plus the
-/// launch cost; a measured full-batch entry with the same signature replaces
-/// it (scaled by `fraction` for batched ops).
+/// launch cost. With a cost table, a kernel measured at the slice itself
+/// (`batch` -> `slice` rows, e.g. profiled from a plan compiled at that
+/// batch) replaces it; else a full-batch measurement, scaled by `fraction`
+/// for batched ops (optimistic for small slices).
 double predictSeconds(const OpWork &work, double fraction,
                       const DeviceSpec &device, bool tf32,
-                      const CostTable *table);
+                      const CostTable *table, int64_t batch = 0,
+                      int64_t slice = 0);
 
 } // namespace partc::costmodel
 

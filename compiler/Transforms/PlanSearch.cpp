@@ -205,7 +205,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       cm::ChainProblem p;
       for (size_t i = 0; i < n; ++i) {
         p.opSeconds.push_back(cm::predictSeconds(work[i], fraction, device,
-                                                 topo.tf32, options.costTable));
+                                                 topo.tf32, options.costTable,
+                                                 batch, slice));
         p.opWeightBytes.push_back(work[i].weightBytes);
         p.liveBytes.push_back(live.liveBytes[i] * fraction);
       }
@@ -373,8 +374,7 @@ std::string explainText(const SearchResult &r) {
   os << "chosen: " << b.label() << "; predicted step " << ms(b.stepSeconds)
      << " (one batch), period " << ms(b.periodSeconds)
      << " per batch streamed, " << llvm::format("%.0f", b.throughput)
-     << " samples/s, bubble " << llvm::format("%.1f%%", b.bubble * 100)
-     << "\n";
+     << " samples/s, bubble " << llvm::format("%.1f%%", b.bubble * 100) << "\n";
   os << llvm::format("  %-6s %-5s %-7s %5s %12s %12s %12s %12s %12s\n",
                      "device", "stage", "replica", "ops", "params", "peak mem",
                      "time/mb", "received", "sent");

@@ -38,8 +38,8 @@ struct Candidate {
   /// stepSeconds: one batch from first input to last output (latency);
   /// periodSeconds: time per batch when batches stream through the stages
   /// (the slowest stage's micro-batches); throughput is batch / period.
-  double slowestSeconds = 0, stepSeconds = 0, periodSeconds = 0,
-         throughput = 0, bubble = 0;
+  double slowestSeconds = 0, stepSeconds = 0, periodSeconds = 0, throughput = 0,
+         bubble = 0;
   std::string label() const;
 };
 

@@ -108,7 +108,7 @@ struct CudaExecutor::Impl {
     uint8_t *slot[2] = {nullptr, nullptr};
     cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
   };
-  std::vector<Landing> landings; // per channel
+  std::vector<Landing> landings;         // per channel
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
   Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
@@ -801,27 +801,27 @@ Status CudaExecutor::Impl::prepareLandings() {
     int gpu = devices[ch.dstDevice].ctx.gpu;
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpu), "landing"));
     for (int p = 0; p < 2; ++p) {
-      cudaError_t err = cudaMalloc(&landings[c].slot[p], ch.bytes ? ch.bytes : 1);
+      cudaError_t err =
+          cudaMalloc(&landings[c].slot[p], ch.bytes ? ch.bytes : 1);
       if (err != cudaSuccess)
         return Status::error(
             "GPU " + std::to_string(gpu) + ": out of memory allocating " +
             std::to_string(ch.bytes) + " bytes to receive channel " +
             std::to_string(c) + " while streaming; run without --stream");
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaEventCreateWithFlags(&landings[c].filled[p],
-                                   cudaEventDisableTiming),
-          "landing event"));
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaEventCreateWithFlags(&landings[c].free[p],
-                                   cudaEventDisableTiming),
-          "landing event"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaEventCreateWithFlags(&landings[c].filled[p],
+                                              cudaEventDisableTiming),
+                     "landing event"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaEventCreateWithFlags(&landings[c].free[p],
+                                              cudaEventDisableTiming),
+                     "landing event"));
     }
   }
   return Status();
 }
 
-Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i,
-                                             size_t batch) {
+Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
   Device &dev = devices[d];
   const Instruction &in = plan->devices[d].instructions[i];
   Landing &land = landings[in.index];
@@ -831,14 +831,14 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i,
   cudaStream_t copy = copyStreams[d];
   // Peer copy into the slot once the sender is done and the slot's last
   // batch was moved out; the sender may then reuse its buffer.
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      cudaStreamWaitEvent(copy, ready[in.index], 0), "recv wait"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0),
-                                   "recv wait"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      cudaMemcpyAsync(land.slot[p], resolve(devices[srcDev], srcBuf), bytes,
-                      cudaMemcpyDefault, copy),
-      "peer copy"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamWaitEvent(copy, ready[in.index], 0), "recv wait"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0), "recv wait"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaMemcpyAsync(land.slot[p], resolve(devices[srcDev], srcBuf),
+                                 bytes, cudaMemcpyDefault, copy),
+                 "peer copy"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(consumed[in.index], copy), "recv"));
   PARTC_RETURN_IF_ERROR(
@@ -990,10 +990,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
     for (size_t i = 0; i < impl.devices[d].kernels.size(); ++i)
       if (impl.devices[d].kernels[i])
         if (Status k = impl.devices[d].kernels[i]->checkAfterRun(); !k.ok())
-          return k.prepend("GPU " + std::to_string(impl.devices[d].ctx.gpu) +
-                           " " +
-                           describeInstruction(
-                               d, i, impl.plan->devices[d].instructions[i]));
+          return k.prepend(
+              "GPU " + std::to_string(impl.devices[d].ctx.gpu) + " " +
+              describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
   return Status();
 }
 

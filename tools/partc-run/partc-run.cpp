@@ -354,8 +354,8 @@ bool compare(const HostTensor &got, const HostTensor &want, double rtol,
 /// Per device: the compiler's predicted busy time per batch (its stage's
 /// time per micro-batch times the micro-batches) against the kernel time
 /// measured by --profile.
-void printStageComparison(const Plan &plan,
-                          const std::function<double(size_t, size_t)> &seconds) {
+void printStageComparison(
+    const Plan &plan, const std::function<double(size_t, size_t)> &seconds) {
   auto stageMs = plan.metadata.find("predicted_stage_ms");
   if (stageMs == plan.metadata.end() || !seconds)
     return;

@@ -63,7 +63,8 @@ static cl::opt<std::string>
             cl::ValueOptional, cl::init(""));
 static cl::opt<std::string>
     costTablePath("cost-table",
-                  cl::desc("Measured kernel times (partc-run --profile)"),
+                  cl::desc("Measured kernel times (partc-run --profile); "
+                           "several files separated by commas"),
                   cl::value_desc("file"), cl::init(""));
 static cl::opt<int64_t>
     batch("batch", cl::desc("Value of a dynamic leading input dimension"),
@@ -177,9 +178,13 @@ int compile() {
   if (!explainMode.empty() && explainMode != "text" && explainMode != "json")
     return fail("--explain takes text or json, got '" + explainMode + "'");
   ::partc::costmodel::CostTable costTable;
-  if (!costTablePath.empty())
-    if (llvm::Error e = costTable.load(costTablePath))
+  // Several profiles (say, at batch 64 and at micro-batch sizes) merge.
+  for (llvm::StringRef rest = costTablePath; !rest.empty();) {
+    auto [file, tail] = rest.split(',');
+    rest = tail;
+    if (llvm::Error e = costTable.load(file.str()))
       return fail(llvm::toString(std::move(e)));
+  }
   if (emit != "plan" && emit != "mlir" && emit != "graph")
     return fail("unknown --emit '" + emit + "'; expected plan, mlir or graph");
 
