@@ -108,6 +108,12 @@ bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   return true;
 }
 
+Shape channelsFirstShape(Shape shape) {
+  if (shape.size() >= 3)
+    std::rotate(shape.begin() + 1, shape.end() - 1, shape.end());
+  return shape;
+}
+
 std::string shapeToString(const Shape &shape) {
   std::ostringstream os;
   os << "[";

@@ -85,6 +85,9 @@ int64_t numElements(const Shape &shape);
 /// not broadcast. Shared by the kernels and the compiler's shape rules.
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out);
 std::string shapeToString(const Shape &shape);
+/// [N, spatial..., C] -> [N, C, spatial...]: a channels-last shape in the
+/// order channels-first code (and cuDNN descriptors) expect.
+Shape channelsFirstShape(Shape shape);
 
 struct TensorType {
   DType dtype = DType::Invalid;

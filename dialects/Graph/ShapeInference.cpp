@@ -354,10 +354,9 @@ INFER_SIGNATURE(GemmOp) {
 /// [N, spatial..., C] <-> [N, C, spatial...]: channels-last ops check and
 /// infer their shapes through the channels-first rule.
 static SmallVector<int64_t> toChannelsFirst(ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> s(shape);
-  if (s.size() >= 3)
-    std::rotate(s.begin() + 1, s.end() - 1, s.end());
-  return s;
+  ::partc::runtime::Shape first = ::partc::runtime::channelsFirstShape(
+      ::partc::runtime::Shape(shape.begin(), shape.end()));
+  return SmallVector<int64_t>(first.begin(), first.end());
 }
 static SmallVector<int64_t> toChannelsLast(ArrayRef<int64_t> shape) {
   SmallVector<int64_t> s(shape);

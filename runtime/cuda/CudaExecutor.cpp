@@ -58,6 +58,34 @@ private:
   std::unique_ptr<Kernel> cpu_;
 };
 
+/// Ends the capture on `stream` and instantiates it, unless enqueueing
+/// failed (`enqueued`), in which case the partial graph is dropped.
+Status endCapture(cudaStream_t stream, const Status &enqueued,
+                  cudaGraphExec_t &exec) {
+  cudaGraph_t graph = nullptr;
+  cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!enqueued.ok()) {
+    if (graph)
+      cudaGraphDestroy(graph);
+    return enqueued;
+  }
+  PARTC_RETURN_IF_ERROR(cudaStatus(end, "end capture"));
+  cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  return cudaStatus(inst, "instantiate graph");
+}
+
+/// The host buffers a captured graph copies from and to.
+std::vector<void *> hostPointers(const std::vector<TensorRef> &inputs,
+                                 const std::vector<TensorRef> &outputs) {
+  std::vector<void *> pointers;
+  for (const TensorRef &t : inputs)
+    pointers.push_back(t.data);
+  for (const TensorRef &t : outputs)
+    pointers.push_back(t.data);
+  return pointers;
+}
+
 } // namespace
 
 struct CudaExecutor::Impl {
@@ -111,6 +139,8 @@ struct CudaExecutor::Impl {
   std::vector<Landing> landings;         // per channel
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
+  /// Reads the device-side error flags of every kernel after a run.
+  Status checkKernels();
   Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
   size_t runs = 0;
   // Profiling: an event pair per kernel instruction, and accumulated times.
@@ -447,11 +477,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
   bool graphs = impl.useGraphs && impl.runs > 0;
   if (graphs) {
     Impl::Graph &g = impl.graphs[skipInputLoads ? 1 : 0];
-    std::vector<void *> pointers;
-    for (const TensorRef &t : inputs)
-      pointers.push_back(t.data);
-    for (const TensorRef &t : outputs)
-      pointers.push_back(t.data);
+    std::vector<void *> pointers = hostPointers(inputs, outputs);
     // A graph bakes in the host buffers it copies from and to.
     if (!g.exec || g.pointers != pointers) {
       s = impl.capture(g, inputs, outputs, skipInputLoads);
@@ -479,8 +505,12 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
   if (!s.ok())
     return s;
   ++impl.runs;
-  for (size_t d = 0; d < impl.devices.size(); ++d) {
-    Impl::Device &dev = impl.devices[d];
+  return impl.checkKernels();
+}
+
+Status CudaExecutor::Impl::checkKernels() {
+  for (size_t d = 0; d < devices.size(); ++d) {
+    Device &dev = devices[d];
     cudaSetDevice(dev.ctx.gpu);
     for (size_t i = 0; i < dev.kernels.size(); ++i)
       if (dev.kernels[i]) {
@@ -488,7 +518,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
         if (!k.ok())
           return k.prepend(
               "GPU " + std::to_string(dev.ctx.gpu) + " " +
-              describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
+              describeInstruction(d, i, plan->devices[d].instructions[i]));
       }
   }
   return Status();
@@ -719,17 +749,7 @@ Status CudaExecutor::Impl::capture(Graph &g,
                      "join");
   }
   cudaSetDevice(origin.ctx.gpu);
-  cudaGraph_t graph = nullptr;
-  cudaError_t end = cudaStreamEndCapture(origin.ctx.stream, &graph);
-  if (!s.ok()) {
-    if (graph)
-      cudaGraphDestroy(graph);
-    return s;
-  }
-  PARTC_RETURN_IF_ERROR(cudaStatus(end, "end capture"));
-  cudaError_t inst = cudaGraphInstantiate(&g.exec, graph, 0);
-  cudaGraphDestroy(graph);
-  return cudaStatus(inst, "instantiate graph");
+  return endCapture(origin.ctx.stream, s, g.exec);
 }
 
 Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
@@ -767,17 +787,7 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
       Status s;
       for (size_t i = seg.begin; i < seg.end && s.ok(); ++i)
         s = enqueue(d, i, inputs, outputs, skipInputLoads);
-      cudaGraph_t graph = nullptr;
-      cudaError_t end = cudaStreamEndCapture(dev.ctx.stream, &graph);
-      if (!s.ok()) {
-        if (graph)
-          cudaGraphDestroy(graph);
-        return s;
-      }
-      PARTC_RETURN_IF_ERROR(cudaStatus(end, "end capture"));
-      cudaError_t inst = cudaGraphInstantiate(&seg.exec, graph, 0);
-      cudaGraphDestroy(graph);
-      PARTC_RETURN_IF_ERROR(cudaStatus(inst, "instantiate graph"));
+      PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec));
     }
   }
   sg.built = true;
@@ -868,11 +878,7 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   }
   PARTC_RETURN_IF_ERROR(impl.prepareLandings());
   Impl::StreamGraphs &sg = impl.streamGraphs[skipInputLoads ? 1 : 0];
-  std::vector<void *> pointers;
-  for (const TensorRef &t : inputs)
-    pointers.push_back(t.data);
-  for (const TensorRef &t : outputs)
-    pointers.push_back(t.data);
+  std::vector<void *> pointers = hostPointers(inputs, outputs);
   if (!sg.built || sg.pointers != pointers) {
     Status s = impl.buildSegments(sg, inputs, outputs, skipInputLoads);
     if (!s.ok()) {
@@ -986,14 +992,7 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   if (!s.ok())
     return s;
   impl.runs += iterations;
-  for (size_t d = 0; d < n; ++d)
-    for (size_t i = 0; i < impl.devices[d].kernels.size(); ++i)
-      if (impl.devices[d].kernels[i])
-        if (Status k = impl.devices[d].kernels[i]->checkAfterRun(); !k.ok())
-          return k.prepend(
-              "GPU " + std::to_string(impl.devices[d].ctx.gpu) + " " +
-              describeInstruction(d, i, impl.plan->devices[d].instructions[i]));
-  return Status();
+  return impl.checkKernels();
 }
 
 } // namespace partc::runtime

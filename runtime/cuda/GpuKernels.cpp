@@ -6,7 +6,6 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-#include <algorithm>
 #include <functional>
 #include <limits>
 #include <map>
@@ -270,10 +269,8 @@ public:
     bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
     // Descriptors take dimensions channels first; channels-last operands
     // are described by their strides (and the filter by its format).
-    auto firstOrder = [&](Shape s) {
-      if (channelsLast)
-        std::rotate(s.begin() + 1, s.end() - 1, s.end());
-      return s;
+    auto firstOrder = [&](const Shape &s) {
+      return channelsLast ? channelsFirstShape(s) : s;
     };
     Shape xs = firstOrder(a.inputs[0].shape),
           ws = firstOrder(a.inputs[1].shape),
@@ -731,8 +728,8 @@ const std::map<std::string, Factory> &factories() {
         bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
         Shape x = a.inputs[0].shape, y = a.outputs[0].shape;
         if (channelsLast) {
-          std::rotate(x.begin() + 1, x.end() - 1, x.end());
-          std::rotate(y.begin() + 1, y.end() - 1, y.end());
+          x = channelsFirstShape(x);
+          y = channelsFirstShape(y);
         }
         size_t spatial = x.size() - 2, off = 3 - spatial;
         std::vector<int64_t> ks = a.attrs.getInts("kernel_shape"),

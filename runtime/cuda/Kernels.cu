@@ -233,43 +233,48 @@ dim3 planeGrid(int64_t planes, int64_t inner) {
               static_cast<unsigned>(planes));
 }
 
+/// One pooling window: `x` points at the window's plane (channels first) or
+/// at its channel (channels last); spatial neighbours are `step` apart.
+__device__ float poolWindow(const float *x, int64_t step, const PoolParams &p,
+                            int64_t od, int64_t oh, int64_t ow) {
+  float acc = p.isMax ? -FLT_MAX : 0.f;
+  bool any = false;
+  int64_t count = 0, padCount = 0;
+  for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
+    int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
+    for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
+      int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
+      for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
+        int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
+        if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
+            iw >= p.in[2]) {
+          if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
+              iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
+              ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
+            ++padCount;
+          continue;
+        }
+        float v = x[((id * p.in[1] + ih) * p.in[2] + iw) * step];
+        acc = p.isMax ? fmaxf(acc, v) : acc + v;
+        any = true;
+        ++count;
+      }
+    }
+  }
+  if (p.isMax)
+    return any ? acc : -INFINITY;
+  int64_t div = p.countIncludePad ? count + padCount : count;
+  return div ? acc / float(div) : 0.f;
+}
+
 __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t ow = i % p.out[2], oh = (i / p.out[2]) % p.out[1],
             od = (i / (p.out[2] * p.out[1])) % p.out[0],
             plane = i / (p.out[2] * p.out[1] * p.out[0]);
-    const float *xp = x + plane * p.in[0] * p.in[1] * p.in[2];
-    float acc = p.isMax ? -FLT_MAX : 0.f;
-    bool any = false;
-    int64_t count = 0, padCount = 0;
-    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
-      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
-      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
-        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
-        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
-          if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
-              iw >= p.in[2]) {
-            if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
-                iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
-                ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
-              ++padCount;
-            continue;
-          }
-          float v = xp[(id * p.in[1] + ih) * p.in[2] + iw];
-          acc = p.isMax ? fmaxf(acc, v) : acc + v;
-          any = true;
-          ++count;
-        }
-      }
-    }
-    if (p.isMax) {
-      y[i] = any ? acc : -INFINITY;
-    } else {
-      int64_t div = p.countIncludePad ? count + padCount : count;
-      y[i] = div ? acc / float(div) : 0.f;
-    }
+    y[i] =
+        poolWindow(x + plane * p.in[0] * p.in[1] * p.in[2], 1, p, od, oh, ow);
   }
 }
 
@@ -284,37 +289,8 @@ __global__ void poolLastKernel(const float *x, float *y, PoolParams p,
     int64_t ow = pos % p.out[2], oh = (pos / p.out[2]) % p.out[1],
             od = (pos / (p.out[2] * p.out[1])) % p.out[0],
             b = pos / (p.out[2] * p.out[1] * p.out[0]);
-    const float *xb = x + b * p.in[0] * p.in[1] * p.in[2] * c + ch;
-    float acc = p.isMax ? -FLT_MAX : 0.f;
-    bool any = false;
-    int64_t count = 0, padCount = 0;
-    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
-      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
-      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
-        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
-        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
-          if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
-              iw >= p.in[2]) {
-            if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
-                iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
-                ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
-              ++padCount;
-            continue;
-          }
-          float v = xb[((id * p.in[1] + ih) * p.in[2] + iw) * c];
-          acc = p.isMax ? fmaxf(acc, v) : acc + v;
-          any = true;
-          ++count;
-        }
-      }
-    }
-    if (p.isMax) {
-      y[i] = any ? acc : -INFINITY;
-    } else {
-      int64_t div = p.countIncludePad ? count + padCount : count;
-      y[i] = div ? acc / float(div) : 0.f;
-    }
+    y[i] = poolWindow(x + b * p.in[0] * p.in[1] * p.in[2] * c + ch, c, p, od,
+                      oh, ow);
   }
 }
 

@@ -515,13 +515,6 @@ Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k,
 // permutations, which is slow but cannot disagree with it.
 //===----------------------------------------------------------------------===//
 
-Shape channelsFirstShape(const Shape &s) {
-  Shape r = s;
-  if (r.size() >= 3)
-    std::rotate(r.begin() + 1, r.end() - 1, r.end());
-  return r;
-}
-
 /// Moves channels between last ([N, S..., C]) and first ([N, C, S...]).
 void permuteChannels(const uint8_t *src, uint8_t *dst, const Shape &last,
                      size_t elementBytes, bool toFirst) {
