@@ -39,7 +39,7 @@ def timed(fn, iters, warmup, devices):
     return times[len(times) // 2] * 1e3
 
 
-def torch_figures(batch, hw, iters, warmup, gpus):
+def torch_figures(batch, hw, iters, warmup, gpus, quick=False):
     """PyTorch eager on one GPU (NCHW and channels_last) and, with two GPUs,
     inference versions of the tutorial's hand-made model-parallel split
     (conv1..layer2 on cuda:0, layer3..fc on cuda:1) and its pipeline."""
@@ -54,7 +54,7 @@ def torch_figures(batch, hw, iters, warmup, gpus):
         mc = m.to(memory_format=torch.channels_last)
         xc = x.to(memory_format=torch.channels_last)
         out["eager channels_last"] = timed(lambda: mc(xc), iters, warmup, [0])
-    if gpus < 2:
+    if gpus < 2 or quick:
         return out
     net = torchvision.models.resnet50().eval()
     first = torch.nn.Sequential(net.conv1, net.bn1, net.relu, net.maxpool,
@@ -90,6 +90,9 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--quick", action="store_true",
+                    help="only the configurations that the targets name, and "
+                    "the single GPU with and without fused epilogues")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     torch.manual_seed(0)
@@ -104,22 +107,27 @@ def main():
         torch.onnx.export(net, x, model, **kw)
 
     rows = []
-    torch_ms = torch_figures(args.batch, 224, args.iterations, 5, args.gpus)
+    torch_ms = torch_figures(args.batch, 224, args.iterations, 5, args.gpus,
+                             args.quick)
     eager_ms = torch_ms["eager"]
     for k, v in torch_ms.items():
         print("PyTorch %s: %.2f ms" % (k, v), flush=True)
-    configs = [("partc single", 1, []),
-               ("partc single, NCHW layout", 1, ["--layout", "nchw"])]
+    # (label, GPUs, compile options, partc-run options)
+    configs = [("partc single", 1, [], []),
+               ("partc single, epilogues unfused", 1, [], ["--no-fused-epilogues"])]
+    if not args.quick:
+        configs.append(("partc single, NCHW layout", 1, ["--layout", "nchw"], []))
     pipelines = {2: (1, 2), 4: (1,)}
     for n in sorted({2, args.gpus}):
-        if n < 2 or n > args.gpus:
+        if n < 2 or n > args.gpus or args.quick:
             continue
         for mb in pipelines.get(n, (1,)):
             configs.append(("partc pipeline mb=%d" % mb, n,
                             ["--devices", str(n), "--strategy", "pipeline",
-                             "--micro-batches", str(mb)]))
-        configs.append(("partc data-parallel", n, ["--devices", str(n), "--strategy", "data"]))
-        configs.append(("partc auto", n, ["--devices", str(n)]))
+                             "--micro-batches", str(mb)], []))
+        configs.append(("partc data-parallel", n,
+                        ["--devices", str(n), "--strategy", "data"], []))
+        configs.append(("partc auto", n, ["--devices", str(n)], []))
     # Calibration: kernel times measured on this GPU at the batch and at the
     # slices the plans run (one profile per size), fed back to the compiler.
     tables = []
@@ -128,25 +136,31 @@ def main():
         table = os.path.join(args.work, "profile_%d.json" % b)
         sh([os.path.join(args.bin, "partc"), "compile", model, "-o", plan,
             "--batch", str(b), "--quiet"])
-        sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda", "--quiet",
-            "--warmup", "3", "--iterations", "10", "--profile", table])
+        out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
+                  "--warmup", "3", "--iterations", "10", "--profile", table])
+        for line in out.splitlines():
+            if "chosen by timing" in line or "predicted" in line:
+                print("profile at batch %d: %s" % (b, line.strip()), flush=True)
         tables.append(table)
     calibrated = ["--cost-table", ",".join(tables)]
-    configs.append(("partc single, calibrated", 1, calibrated))
+    configs.append(("partc single, calibrated", 1, calibrated, []))
     for n in sorted({2, args.gpus}):
         if n < 2 or n > args.gpus:
             continue
         for mb in pipelines.get(n, (1,)):
             configs.append(("partc pipeline mb=%d, calibrated" % mb, n,
                             ["--devices", str(n), "--strategy", "pipeline",
-                             "--micro-batches", str(mb)] + calibrated))
+                             "--micro-batches", str(mb)] + calibrated, []))
         configs.append(("partc data-parallel, calibrated", n,
-                        ["--devices", str(n), "--strategy", "data"] + calibrated))
-        configs.append(("partc auto, calibrated", n, ["--devices", str(n)] + calibrated))
-        configs.append(("partc auto, latency objective, calibrated", n,
-                        ["--devices", str(n), "--objective", "latency"] + calibrated))
+                        ["--devices", str(n), "--strategy", "data"] + calibrated, []))
+        configs.append(("partc auto, calibrated", n,
+                        ["--devices", str(n)] + calibrated, []))
+        if not args.quick:
+            configs.append(("partc auto, latency objective, calibrated", n,
+                            ["--devices", str(n), "--objective", "latency"]
+                            + calibrated, []))
     reference = None
-    for label, n, opts in configs:
+    for label, n, opts, run_opts in configs:
         tag = re.sub(r"\W+", "_", label)
         plan = os.path.join(args.work, "r50_%s_%d.plan" % (tag, n))
         t = time.perf_counter()
@@ -159,7 +173,7 @@ def main():
         for extra in (["--keep-inputs"], [], ["--keep-inputs", "--no-graphs"]):
             out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
                       "--quiet", "--iterations", str(args.iterations), "--warmup", "5"]
-                     + extra)
+                     + extra + run_opts)
             figures.append(float(re.search(r"p50 ([0-9.]+)", out).group(1)))
             if "graph capture failed" in out:
                 print(out)
@@ -167,7 +181,7 @@ def main():
         for extra in (["--keep-inputs"], []):
             out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
                       "--quiet", "--iterations", str(5 * args.iterations), "--stream",
-                      "--output-dir", outdir] + extra)
+                      "--output-dir", outdir] + extra + run_opts)
             figures.append(float(re.search(r"([0-9.]+) ms per batch", out).group(1)))
         # Streamed outputs (the last batch) against the one-GPU plan's.
         got = read_output(os.path.join(outdir, "output_0.pb"))

@@ -3,12 +3,15 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/kernels/Kernel.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -58,6 +61,71 @@ private:
   std::unique_ptr<Kernel> cpu_;
 };
 
+/// Holds a stream until the host has queued the work behind it, so that
+/// kernels timed between events run back to back on the GPU instead of at
+/// the pace of the host's launches (which would count the launch gaps as
+/// kernel time at small batches).
+class LaunchGates {
+public:
+  explicit LaunchGates(cudaStream_t stream) : stream_(stream) {}
+  LaunchGates(const LaunchGates &) = delete;
+  LaunchGates &operator=(const LaunchGates &) = delete;
+  /// Opens every gate and waits until the stream has passed them, so that
+  /// no callback outlives this object.
+  ~LaunchGates() {
+    release();
+    cudaStreamSynchronize(stream_);
+  }
+  /// Closes the stream at this point.
+  Status arm() {
+    release();
+    gates_.push_back(std::make_unique<Gate>());
+    armedLaunches_ = 0;
+    return cudaStatus(
+        cudaLaunchHostFunc(stream_, &Gate::wait, gates_.back().get()),
+        "profile gate");
+  }
+  /// Counts a launch; a stream only holds so many pending launches before
+  /// the next one blocks the host, so long stretches are let go in parts.
+  Status launched() {
+    if (++armedLaunches_ < kMaxHeldLaunches)
+      return Status();
+    return arm();
+  }
+  /// Lets the stream run (before the host blocks on anything).
+  void release() {
+    if (!gates_.empty())
+      gates_.back()->open();
+  }
+
+private:
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable opened;
+    bool isOpen = false;
+    static void CUDART_CB wait(void *self) {
+      Gate &g = *static_cast<Gate *>(self);
+      std::unique_lock<std::mutex> lock(g.mutex);
+      // Bounded: should a library call block the host on this stream
+      // (an implicit synchronization), the gate opens by itself and only
+      // that stretch's timing suffers.
+      g.opened.wait_for(lock, std::chrono::milliseconds(20),
+                        [&] { return g.isOpen; });
+    }
+    void open() {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        isOpen = true;
+      }
+      opened.notify_all();
+    }
+  };
+  static constexpr int kMaxHeldLaunches = 128;
+  cudaStream_t stream_;
+  std::vector<std::unique_ptr<Gate>> gates_;
+  int armedLaunches_ = 0;
+};
+
 /// Ends the capture on `stream` and instantiates it, unless enqueueing
 /// failed (`enqueued`), in which case the partial graph is dropped.
 Status endCapture(cudaStream_t stream, const Status &enqueued,
@@ -102,6 +170,8 @@ struct CudaExecutor::Impl {
   std::vector<cudaEvent_t> ready, consumed;
   std::vector<std::pair<size_t, BufferRef>> channelSources;
   std::map<std::string, size_t> fallbackKinds;
+  /// Implementations chosen by tuning, e.g. "conv cublaslt-fused" -> 32.
+  std::map<std::string, size_t> variants;
   std::vector<void *> registered;
   // Host-side record of which events have been recorded this run.
   std::mutex mutex;
@@ -257,6 +327,13 @@ std::string CudaExecutor::fallbackSummary() const {
   return os.str();
 }
 
+std::string CudaExecutor::variantSummary() const {
+  std::ostringstream os;
+  for (auto &[name, count] : impl_->variants)
+    os << (os.tellp() ? ", " : "") << name << " x" << count;
+  return os.str();
+}
+
 Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
                             std::unique_ptr<CudaExecutor> &result) {
   std::string why;
@@ -280,6 +357,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     DeviceContext &ctx = dev.ctx;
     ctx.gpu = options.firstGpu + static_cast<int>(d);
     ctx.tf32 = options.tf32;
+    ctx.fuseEpilogues = options.fuseEpilogues;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));
@@ -292,6 +370,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     if (cudnnCreate(&ctx.cudnn) != CUDNN_STATUS_SUCCESS ||
         cudnnSetStream(ctx.cudnn, ctx.stream) != CUDNN_STATUS_SUCCESS)
       return Status::error(where + ": cannot create a cuDNN handle");
+    if (cublasLtCreate(&ctx.cublasLt) != CUBLAS_STATUS_SUCCESS)
+      return Status::error(where + ": cannot create a cuBLASLt handle");
     // Peer access where the hardware allows; copies work without it too.
     for (size_t e = 0; e < needed; ++e) {
       int peer = options.firstGpu + static_cast<int>(e), can = 0;
@@ -360,6 +440,25 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     PARTC_RETURN_IF_ERROR(allocate(ws, workspace, "workspace"));
     ctx.workspace = ws;
     ctx.workspaceBytes = workspace;
+    // Before the first run, while nothing in the arena is live.
+    TuneScratch scratch;
+    for (size_t i = 0; i < prog.instructions.size(); ++i) {
+      if (!dev.kernels[i])
+        continue;
+      const Instruction &in = prog.instructions[i];
+      std::vector<TensorRef> ins, outs;
+      for (const BufferRef &b : in.inputs)
+        ins.push_back({impl.resolve(dev, b), b.type});
+      for (const BufferRef &b : in.outputs)
+        outs.push_back({impl.resolve(dev, b), b.type});
+      Status s = dev.kernels[i]->tune(ctx, ins, outs, scratch);
+      if (!s.ok())
+        return s.prepend(where + " tuning " + describeInstruction(d, i, in));
+      if (const char *v = dev.kernels[i]->variant())
+        impl.variants[in.kernel + " " + v]++;
+    }
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
   }
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     cudaEvent_t r, k;
@@ -634,16 +733,31 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     changed.notify_all();
   };
   Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "device");
+  std::optional<LaunchGates> gates;
+  if (s.ok() && profiling) {
+    gates.emplace(dev.ctx.stream);
+    s = gates->arm();
+  }
   if (s.ok() && tracing)
     s = cudaStatus(cudaEventRecord(runStart[d], dev.ctx.stream), "trace");
   if (!s.ok())
     return fail(s);
   for (size_t i = 0; i < instrs.size(); ++i) {
     const Instruction &in = instrs[i];
+    // The host must never block while its stream is held: not on another
+    // device's flag, nor in a host kernel or a copy from pageable memory.
+    bool hostWaits = in.op == OpCode::Recv || in.op == OpCode::WaitConsumed;
+    bool hostBlocks = in.op == OpCode::LoadInput ||
+                      in.op == OpCode::StoreOutput ||
+                      (in.op == OpCode::Kernel && !dev.kernels[i]->capturable());
+    if (gates && (hostWaits || hostBlocks))
+      gates->release();
     if (in.op == OpCode::Recv)
       s = waitFlag(sent, in.index);
     else if (in.op == OpCode::WaitConsumed)
       s = waitFlag(received, in.index);
+    if (s.ok() && gates && !hostBlocks)
+      s = hostWaits ? gates->arm() : gates->launched();
     bool timed = (profiling && in.op == OpCode::Kernel) || tracing;
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
@@ -653,6 +767,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].second, dev.ctx.stream),
                      "profile");
+    if (s.ok() && gates && hostBlocks)
+      s = gates->arm();
     if (!s.ok())
       return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                             describeInstruction(d, i, in)));
@@ -661,6 +777,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     if (in.op == OpCode::Recv)
       setFlag(received, in.index);
   }
+  if (gates)
+    gates->release();
   s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
   if (!s.ok())
     return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));

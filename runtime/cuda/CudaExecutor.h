@@ -25,6 +25,9 @@ struct CudaOptions {
   /// Capture the whole schedule as one CUDA graph after a first, direct run
   /// and replay it (unless a kernel runs on the host).
   bool graphs = true;
+  /// Let kernels pick, by timing at load, implementations that fuse their
+  /// epilogue (cuBLASLt for 1x1 convolutions, cuDNN's fused convolution).
+  bool fuseEpilogues = true;
 };
 
 class CudaExecutor {
@@ -75,6 +78,8 @@ public:
   /// Kernels that run on the host because no GPU kernel exists yet.
   size_t fallbackCount() const { return fallbacks_; }
   std::string fallbackSummary() const;
+  /// Implementations chosen at load time by timing, with counts.
+  std::string variantSummary() const;
 
   struct Impl;
 

@@ -12,6 +12,11 @@
 
 typedef struct cublasContext *cublasHandle_t;
 typedef struct cudnnContext *cudnnHandle_t;
+typedef struct cublasLtContext *cublasLtHandle_t;
+
+namespace partc::runtime {
+struct KernelArgs;
+} // namespace partc::runtime
 
 namespace partc::runtime::cuda {
 
@@ -21,10 +26,34 @@ struct DeviceContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t cublasLt = nullptr;
   bool tf32 = true;
+  /// Let kernels choose, by measurement, implementations that fuse their
+  /// epilogue (bias, residual add, ReLU) into the main computation.
+  bool fuseEpilogues = true;
   /// Scratch shared by the device's kernels (they run in stream order).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
+};
+
+/// Device buffers lent to GpuKernel::tune: allocated on first use, grown
+/// as needed and freed when tuning ends, so that tuning never touches the
+/// arena.
+class TuneScratch {
+public:
+  TuneScratch() = default;
+  TuneScratch(const TuneScratch &) = delete;
+  TuneScratch &operator=(const TuneScratch &) = delete;
+  ~TuneScratch();
+  /// Buffer `slot` (0..3) of at least `bytes`.
+  Status buffer(int slot, size_t bytes, void *&result);
+  /// Two unsigned words of device memory for launchMaxDifference.
+  Status words(unsigned *&result);
+
+private:
+  void *buffers_[4] = {};
+  size_t sizes_[4] = {};
+  unsigned *words_ = nullptr;
 };
 
 class GpuKernel {
@@ -39,6 +68,17 @@ public:
   /// Whether run() only enqueues work (no host synchronization), so that it
   /// can be captured into a CUDA graph.
   virtual bool capturable() const { return true; }
+  /// Chooses among equivalent implementations by running each once on this
+  /// device, before the first run: the operands are the kernel's real ones
+  /// (weights hold their values), but activations are read from and written
+  /// to `scratch`. A candidate whose result differs from the reference
+  /// implementation's is never chosen.
+  virtual Status tune(DeviceContext &, const std::vector<TensorRef> &,
+                      const std::vector<TensorRef> &, TuneScratch &) {
+    return Status();
+  }
+  /// Short name of the implementation tune() chose, if it chose one.
+  virtual const char *variant() const { return nullptr; }
 };
 
 /// Creates a GPU kernel, or leaves `result` empty when none exists for this
@@ -49,6 +89,10 @@ Status createGpuKernel(const std::string &name, const AttrMap &attrs,
                        DeviceContext &ctx, std::unique_ptr<GpuKernel> &result);
 
 Status cudaStatus(cudaError_t err, const char *what);
+
+/// Convolution with its fused epilogue (ConvKernel.cpp).
+Status createConvKernel(const KernelArgs &args, DeviceContext &ctx,
+                        std::unique_ptr<GpuKernel> &result);
 
 /// Shape and strides passed to kernels by value (rank <= kMaxRank).
 constexpr int kMaxRank = 8;
@@ -150,6 +194,13 @@ cudaError_t launchPadF32(const float *x, float *y, int64_t n,
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);
+
+/// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
+cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
+                              cudaStream_t s);
+/// result[0..1] = bit patterns of max |a - b| and max |a| (device memory).
+cudaError_t launchMaxDifference(const float *a, const float *b, int64_t n,
+                                unsigned *result, cudaStream_t s);
 
 } // namespace partc::runtime::cuda
 

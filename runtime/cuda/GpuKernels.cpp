@@ -1,5 +1,6 @@
 //===- GpuKernels.cpp - GPU kernel factories: cuDNN, cuBLAS, own kernels --===//
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/LibraryStatus.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/KernelRegistry.h"
 
@@ -14,13 +15,45 @@ namespace partc::runtime::cuda {
 
 GpuKernel::~GpuKernel() = default;
 
+TuneScratch::~TuneScratch() {
+  for (void *b : buffers_)
+    if (b)
+      cudaFree(b);
+  if (words_)
+    cudaFree(words_);
+}
+
+Status TuneScratch::buffer(int slot, size_t bytes, void *&result) {
+  if (sizes_[slot] < bytes) {
+    if (buffers_[slot])
+      cudaFree(buffers_[slot]);
+    buffers_[slot] = nullptr;
+    sizes_[slot] = 0;
+    if (cudaMalloc(&buffers_[slot], bytes) != cudaSuccess) {
+      cudaGetLastError();
+      return Status::error("out of memory for a tuning buffer of " +
+                           std::to_string(bytes) + " bytes");
+    }
+    sizes_[slot] = bytes;
+  }
+  result = buffers_[slot];
+  return Status();
+}
+
+Status TuneScratch::words(unsigned *&result) {
+  if (!words_)
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaMalloc(reinterpret_cast<void **>(&words_), 2 * sizeof(unsigned)),
+        "tuning"));
+  result = words_;
+  return Status();
+}
+
 Status cudaStatus(cudaError_t err, const char *what) {
   if (err == cudaSuccess)
     return Status();
   return Status::error(std::string(what) + ": " + cudaGetErrorString(err));
 }
-
-namespace {
 
 Status cublasStatus(cublasStatus_t s, const char *what) {
   if (s == CUBLAS_STATUS_SUCCESS)
@@ -35,6 +68,8 @@ Status cudnnStatus(cudnnStatus_t s, const char *what) {
   return Status::error(std::string(what) + ": cuDNN error " +
                        cudnnGetErrorString(s));
 }
+
+namespace {
 
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
   Strides st;
@@ -246,169 +281,6 @@ private:
   bool hasC_;
   Strides cSt_;
   bool relu_;
-};
-
-//===----------------------------------------------------------------------===//
-// Convolution through cuDNN
-//===----------------------------------------------------------------------===//
-
-class ConvKernel : public GpuKernel {
-public:
-  ~ConvKernel() override {
-    if (x_)
-      cudnnDestroyTensorDescriptor(x_);
-    if (y_)
-      cudnnDestroyTensorDescriptor(y_);
-    if (w_)
-      cudnnDestroyFilterDescriptor(w_);
-    if (conv_)
-      cudnnDestroyConvolutionDescriptor(conv_);
-  }
-
-  Status init(const KernelArgs &a, DeviceContext &ctx) {
-    bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
-    // Descriptors take dimensions channels first; channels-last operands
-    // are described by their strides (and the filter by its format).
-    auto firstOrder = [&](const Shape &s) {
-      return channelsLast ? channelsFirstShape(s) : s;
-    };
-    Shape xs = firstOrder(a.inputs[0].shape),
-          ws = firstOrder(a.inputs[1].shape),
-          ys = firstOrder(a.outputs[0].shape);
-    int spatial = static_cast<int>(xs.size()) - 2;
-    std::vector<int64_t> strides = a.attrs.getInts("strides"),
-                         pads = a.attrs.getInts("pads"),
-                         dil = a.attrs.getInts("dilations");
-    // 1-D problems become 2-D with a unit height.
-    auto dims = [&](const Shape &s) {
-      std::vector<int> d;
-      for (size_t i = 0; i < s.size(); ++i) {
-        if (i == 2 && spatial == 1)
-          d.push_back(1);
-        d.push_back(static_cast<int>(s[i]));
-      }
-      return d;
-    };
-    std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);
-    std::vector<int> padA, strideA, dilA;
-    if (spatial == 1) {
-      padA.push_back(0);
-      strideA.push_back(1);
-      dilA.push_back(1);
-    }
-    for (int i = 0; i < spatial; ++i) {
-      padA.push_back(static_cast<int>(pads[i]));
-      strideA.push_back(static_cast<int>(strides[i]));
-      dilA.push_back(static_cast<int>(dil[i]));
-    }
-    int nd = static_cast<int>(xd.size());
-    // Element strides of dims [N, C, spatial...] stored in memory order
-    // [N, C, spatial...] or, channels last, [N, spatial..., C].
-    auto packed = [&](const std::vector<int> &d) {
-      std::vector<int> s(d.size(), 1);
-      if (!channelsLast) {
-        for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
-          s[i] = s[i + 1] * d[i + 1];
-        return s;
-      }
-      int step = d[1];
-      for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
-        s[i] = step;
-        step *= d[i];
-      }
-      s[0] = step;
-      return s;
-    };
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnCreateConvolutionDescriptor(&conv_), "desc"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd,
-                                               xd.data(), packed(xd).data()),
-                    "input descriptor"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
-                                               yd.data(), packed(yd).data()),
-                    "output descriptor"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
-                                               channelsLast ? CUDNN_TENSOR_NHWC
-                                                            : CUDNN_TENSOR_NCHW,
-                                               nd, wd.data()),
-                    "filter descriptor"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetConvolutionNdDescriptor(
-                        conv_, nd - 2, padA.data(), strideA.data(), dilA.data(),
-                        CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
-                    "convolution descriptor"));
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnSetConvolutionGroupCount(
-                        conv_, static_cast<int>(a.attrs.getInt("group", 1))),
-                    "group count"));
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH
-                                                    : CUDNN_FMA_MATH),
-        "math type"));
-    // Pick the algorithm once, by measurement, and keep it.
-    cudnnConvolutionFwdAlgoPerf_t perf[8];
-    int found = 0;
-    PARTC_RETURN_IF_ERROR(
-        cudnnStatus(cudnnFindConvolutionForwardAlgorithm(
-                        ctx.cudnn, x_, w_, conv_, y_, 8, &found, perf),
-                    "algorithm search"));
-    const size_t limit = size_t(1) << 30;
-    for (int i = 0; i < found; ++i)
-      if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
-        algo_ = perf[i].algo;
-        workspace_ = perf[i].memory;
-        break;
-      }
-    if (found == 0)
-      return Status::error("cuDNN found no convolution algorithm");
-    hasBias_ = a.inputs.size() >= 3;
-    hasAddend_ = a.inputs.size() == 4;
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu_));
-    m_ = ws[0];
-    inner_ = 1;
-    for (size_t d = 2; d < ys.size() && !channelsLast; ++d)
-      inner_ *= ys[d];
-    n_ = a.outputs[0].numElements();
-    return Status();
-  }
-
-  size_t workspaceBytes() const override { return workspace_; }
-
-  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
-             const std::vector<TensorRef> &out) override {
-    float one = 1.f, zero = 0.f;
-    PARTC_RETURN_IF_ERROR(cudnnStatus(
-        cudnnConvolutionForward(ctx.cudnn, &one, x_, in[0].data, w_, in[1].data,
-                                conv_, algo_, ctx.workspace, workspace_, &zero,
-                                y_, out[0].data),
-        "cudnnConvolutionForward"));
-    if (hasBias_ || hasAddend_)
-      return cudaStatus(
-          launchConvEpilogue(out[0].as<float>(),
-                             hasBias_ ? in[2].as<float>() : nullptr,
-                             hasAddend_ ? in[3].as<float>() : nullptr, n_, m_,
-                             inner_, relu_, ctx.stream),
-          "conv epilogue");
-    return relu_ ? reluInPlace(ctx, out[0]) : Status();
-  }
-
-private:
-  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
-  cudnnFilterDescriptor_t w_ = nullptr;
-  cudnnConvolutionDescriptor_t conv_ = nullptr;
-  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  size_t workspace_ = 0;
-  bool hasBias_ = false, hasAddend_ = false, relu_ = false;
-  int64_t m_ = 0, inner_ = 1, n_ = 0;
 };
 
 //===----------------------------------------------------------------------===//
@@ -697,10 +569,7 @@ const std::map<std::string, Factory> &factories() {
       for (size_t i = 0; i < spatial; ++i)
         if (pads[i] != pads[i + spatial])
           return Status(); // cuDNN pads symmetrically
-      auto conv = std::make_unique<ConvKernel>();
-      PARTC_RETURN_IF_ERROR(conv->init(a, ctx));
-      k = std::move(conv);
-      return Status();
+      return createConvKernel(a, ctx, k);
     };
     t["batch_norm"] = [](const KernelArgs &a, DeviceContext &,
                          std::unique_ptr<GpuKernel> &k) -> Status {

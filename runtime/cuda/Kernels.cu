@@ -744,6 +744,35 @@ template <typename Fn> bool dispatchCast(DType from, DType to, Fn &&fn) {
 #undef PARTC_CAST
   return false;
 }
+/// Deterministic values in [-1, 1) from the element index (a hash, so that
+/// neighbouring elements are unrelated).
+__global__ void fillPatternKernel(float *x, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[i] = static_cast<float>(h & 0xffffff) / 8388608.f - 1.f;
+  }
+}
+
+/// result[0] = max |a - b|, result[1] = max |a| (as ordered float bits:
+/// non-negative floats compare like their bit patterns).
+__global__ void maxDifferenceKernel(const float *a, const float *b, int64_t n,
+                                    unsigned *result) {
+  float diff = 0.f, mag = 0.f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x) {
+    float d = fabsf(a[i] - b[i]);
+    // NaN anywhere counts as the largest difference.
+    diff = d == d ? fmaxf(diff, d) : FLT_MAX;
+    mag = fmaxf(mag, fabsf(a[i]));
+  }
+  atomicMax(&result[0], __float_as_uint(diff));
+  atomicMax(&result[1], __float_as_uint(mag));
+}
+
 } // namespace
 
 bool castSupported(DType from, DType to) {
@@ -762,6 +791,21 @@ cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
 cudaError_t launchPadF32(const float *x, float *y, int64_t n,
                          const PadParams &p, float value, cudaStream_t s) {
   padKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, p, value);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
+                              cudaStream_t s) {
+  fillPatternKernel<<<blocksFor(n), kThreads, 0, s>>>(x, n, seed);
+  return cudaGetLastError();
+}
+
+cudaError_t launchMaxDifference(const float *a, const float *b, int64_t n,
+                                unsigned *result, cudaStream_t s) {
+  cudaError_t err = cudaMemsetAsync(result, 0, 2 * sizeof(unsigned), s);
+  if (err != cudaSuccess)
+    return err;
+  maxDifferenceKernel<<<blocksFor(n), kThreads, 0, s>>>(a, b, n, result);
   return cudaGetLastError();
 }
 

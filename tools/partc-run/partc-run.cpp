@@ -41,6 +41,7 @@ struct Options {
   std::string precision = "tf32";
   bool keepInputs = false;
   bool graphs = true;
+  bool fuseEpilogues = true;
   bool stream = false;
   int iterations = 1, warmup = 0;
 };
@@ -59,6 +60,10 @@ void usage() {
       "GPU after the first run)\n"
       "                 [--no-graphs] (cuda: launch kernels one by one instead "
       "of replaying a CUDA graph)\n"
+      "                 [--no-fused-epilogues] (cuda: always run bias, "
+      "residual and ReLU as their\n"
+      "                  own pass after a convolution instead of choosing "
+      "fused kernels by timing)\n"
       "                 [--stream] (cuda: also run the iterations back to "
       "back, batches overlapping\n"
       "                  in pipeline stages, and print the throughput)\n"
@@ -150,6 +155,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.keepInputs = true;
     } else if (a == "--no-graphs") {
       o.graphs = false;
+    } else if (a == "--no-fused-epilogues") {
+      o.fuseEpilogues = false;
     } else if (a == "--stream") {
       o.stream = true;
     } else if (a == "-h" || a == "--help") {
@@ -480,6 +487,7 @@ int main(int argc, char **argv) {
     CudaOptions cudaOptions;
     cudaOptions.tf32 = opts.precision == "tf32";
     cudaOptions.graphs = opts.graphs;
+    cudaOptions.fuseEpilogues = opts.fuseEpilogues;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())
       return fail(s.message());
@@ -489,6 +497,9 @@ int main(int argc, char **argv) {
                    "GPU kernel exists yet: %s\n",
                    cudaExec->fallbackCount(),
                    cudaExec->fallbackSummary().c_str());
+    if (!opts.profilePath.empty() && !cudaExec->variantSummary().empty())
+      std::fprintf(stderr, "partc-run: kernels chosen by timing: %s\n",
+                   cudaExec->variantSummary().c_str());
     bool first = true;
     runPlan = [&, first](const std::vector<TensorRef> &in,
                          const std::vector<TensorRef> &out) mutable {

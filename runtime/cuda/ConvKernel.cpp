@@ -1,0 +1,528 @@
+//===- ConvKernel.cpp - Convolution with its epilogue --------------------===//
+//
+// One convolution with its epilogue, y = act(conv(x, w) + bias + z), has up
+// to three implementations:
+//  * separate: cuDNN's convolution, then one vectorized epilogue pass;
+//  * cudnn-fused: cudnnConvolutionBiasActivationForward;
+//  * gemm-fused: a 1x1, stride-1 channels-last convolution is the GEMM
+//    Y[pixels, K] = X[pixels, C] * W[K, C]^T, which cuBLASLt runs with the
+//    bias and ReLU in its epilogue and the residual as its C operand.
+// Which is fastest depends on the shape and on the library version, so
+// tune() times them on the device at load time and keeps the fastest one
+// whose result agrees with the separate one.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/LibraryStatus.h"
+#include "runtime/kernels/KernelRegistry.h"
+
+#include <cublasLt.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+enum class ConvVariant { Separate, CudnnFused, GemmFused };
+
+/// cuBLASLt's recommended workspace on Hopper.
+constexpr size_t kGemmWorkspace = size_t(32) << 20;
+
+struct ConvOperands {
+  const void *x, *w, *bias, *z;
+  void *y;
+};
+
+class ConvKernel : public GpuKernel {
+public:
+  ~ConvKernel() override;
+  Status init(const KernelArgs &a, DeviceContext &ctx);
+
+  size_t workspaceBytes() const override {
+    size_t bytes = workspace_;
+    for (const FusedAlgo &f : fusedAlgos_)
+      bytes = std::max(bytes, f.workspace);
+    if (!gemmAlgos_.empty())
+      bytes = std::max(bytes, kGemmWorkspace);
+    return bytes;
+  }
+
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return runVariant(chosen_, choice_, ctx, operands(in, out[0].data));
+  }
+
+  Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out,
+              TuneScratch &scratch) override;
+
+  const char *variant() const override {
+    switch (chosen_) {
+    case ConvVariant::Separate:
+      return "cudnn+epilogue";
+    case ConvVariant::CudnnFused:
+      return "cudnn-fused";
+    case ConvVariant::GemmFused:
+      return "cublaslt-fused";
+    }
+    return nullptr;
+  }
+
+private:
+  ConvOperands operands(const std::vector<TensorRef> &in, void *y) const {
+    return {in[0].data, in[1].data, hasBias_ ? in[2].data : nullptr,
+            hasAddend_ ? in[3].data : nullptr, y};
+  }
+  Status runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
+                    const ConvOperands &ops);
+  Status runSeparate(DeviceContext &ctx, const ConvOperands &ops);
+  Status runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,
+                       size_t index);
+  Status runGemm(DeviceContext &ctx, const ConvOperands &ops, size_t index);
+  Status initCudnnFused(DeviceContext &ctx, int nd);
+  Status initGemm(const KernelArgs &a, DeviceContext &ctx);
+
+  cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
+  cudnnFilterDescriptor_t w_ = nullptr;
+  cudnnConvolutionDescriptor_t conv_ = nullptr;
+  cudnnActivationDescriptor_t act_ = nullptr;
+  cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace_ = 0;
+  struct FusedAlgo {
+    cudnnConvolutionFwdAlgo_t algo;
+    size_t workspace;
+  };
+  std::vector<FusedAlgo> fusedAlgos_;
+  cublasLtMatmulDesc_t gemm_ = nullptr;
+  cublasLtMatrixLayout_t gemmW_ = nullptr, gemmX_ = nullptr, gemmY_ = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> gemmAlgos_;
+  ConvVariant chosen_ = ConvVariant::Separate;
+  size_t choice_ = 0;
+  bool hasBias_ = false, hasAddend_ = false, relu_ = false,
+       channelsLast_ = false;
+  int64_t m_ = 0, inner_ = 1, n_ = 0;
+};
+
+ConvKernel::~ConvKernel() {
+  if (x_)
+    cudnnDestroyTensorDescriptor(x_);
+  if (y_)
+    cudnnDestroyTensorDescriptor(y_);
+  if (bias_)
+    cudnnDestroyTensorDescriptor(bias_);
+  if (w_)
+    cudnnDestroyFilterDescriptor(w_);
+  if (conv_)
+    cudnnDestroyConvolutionDescriptor(conv_);
+  if (act_)
+    cudnnDestroyActivationDescriptor(act_);
+  if (gemm_)
+    cublasLtMatmulDescDestroy(gemm_);
+  for (cublasLtMatrixLayout_t l : {gemmW_, gemmX_, gemmY_})
+    if (l)
+      cublasLtMatrixLayoutDestroy(l);
+}
+
+Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
+  channelsLast_ = a.attrs.getInt("channels_last", 0) != 0;
+  // Descriptors take dimensions channels first; channels-last operands are
+  // described by their strides (and the filter by its format).
+  auto firstOrder = [&](const Shape &s) {
+    return channelsLast_ ? channelsFirstShape(s) : s;
+  };
+  Shape xs = firstOrder(a.inputs[0].shape), ws = firstOrder(a.inputs[1].shape),
+        ys = firstOrder(a.outputs[0].shape);
+  int spatial = static_cast<int>(xs.size()) - 2;
+  std::vector<int64_t> strides = a.attrs.getInts("strides"),
+                       pads = a.attrs.getInts("pads"),
+                       dil = a.attrs.getInts("dilations");
+  // 1-D problems become 2-D with a unit height.
+  auto dims = [&](const Shape &s) {
+    std::vector<int> d;
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (i == 2 && spatial == 1)
+        d.push_back(1);
+      d.push_back(static_cast<int>(s[i]));
+    }
+    return d;
+  };
+  std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);
+  std::vector<int> padA, strideA, dilA;
+  if (spatial == 1) {
+    padA.push_back(0);
+    strideA.push_back(1);
+    dilA.push_back(1);
+  }
+  for (int i = 0; i < spatial; ++i) {
+    padA.push_back(static_cast<int>(pads[i]));
+    strideA.push_back(static_cast<int>(strides[i]));
+    dilA.push_back(static_cast<int>(dil[i]));
+  }
+  int nd = static_cast<int>(xd.size());
+  // Element strides of dims [N, C, spatial...] stored in memory order
+  // [N, C, spatial...] or, channels last, [N, spatial..., C].
+  auto packed = [&](const std::vector<int> &d) {
+    std::vector<int> s(d.size(), 1);
+    if (!channelsLast_) {
+      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
+        s[i] = s[i + 1] * d[i + 1];
+      return s;
+    }
+    int step = d[1];
+    for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
+      s[i] = step;
+      step *= d[i];
+    }
+    s[0] = step;
+    return s;
+  };
+  PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnCreateConvolutionDescriptor(&conv_), "desc"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd,
+                                             xd.data(), packed(xd).data()),
+                  "input descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
+                                             yd.data(), packed(yd).data()),
+                  "output descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
+                                             channelsLast_ ? CUDNN_TENSOR_NHWC
+                                                           : CUDNN_TENSOR_NCHW,
+                                             nd, wd.data()),
+                  "filter descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetConvolutionNdDescriptor(
+                      conv_, nd - 2, padA.data(), strideA.data(), dilA.data(),
+                      CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT),
+                  "convolution descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetConvolutionGroupCount(
+                      conv_, static_cast<int>(a.attrs.getInt("group", 1))),
+                  "group count"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH
+                                                  : CUDNN_FMA_MATH),
+      "math type"));
+  // Pick the algorithm once, by measurement, and keep it.
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int found = 0;
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnFindConvolutionForwardAlgorithm(
+                      ctx.cudnn, x_, w_, conv_, y_, 8, &found, perf),
+                  "algorithm search"));
+  const size_t limit = size_t(1) << 30;
+  bool picked = false;
+  for (int i = 0; i < found && !picked; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= limit) {
+      algo_ = perf[i].algo;
+      workspace_ = perf[i].memory;
+      picked = true;
+    }
+  if (!picked)
+    return Status::error("cuDNN found no convolution algorithm");
+  hasBias_ = a.inputs.size() >= 3;
+  hasAddend_ = a.inputs.size() == 4;
+  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu_));
+  m_ = ws[0];
+  inner_ = 1;
+  for (size_t d = 2; d < ys.size() && !channelsLast_; ++d)
+    inner_ *= ys[d];
+  n_ = a.outputs[0].numElements();
+  if (!ctx.fuseEpilogues)
+    return Status();
+  if (hasBias_)
+    PARTC_RETURN_IF_ERROR(initCudnnFused(ctx, nd));
+  bool pointwise = channelsLast_ && a.attrs.getInt("group", 1) == 1;
+  for (int i = 0; i < spatial; ++i)
+    pointwise = pointwise && ws[2 + i] == 1 && strides[i] == 1 &&
+                pads[i] == 0 && pads[i + spatial] == 0;
+  if (pointwise)
+    PARTC_RETURN_IF_ERROR(initGemm(a, ctx));
+  return Status();
+}
+
+Status ConvKernel::initCudnnFused(DeviceContext &ctx, int nd) {
+  // The bias is a [1, K, 1, ...] tensor broadcast over the output.
+  std::vector<int> bd(nd, 1), bs(nd, 1);
+  bd[1] = static_cast<int>(m_);
+  bs[0] = static_cast<int>(m_);
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnCreateTensorDescriptor(&bias_), "desc"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetTensorNdDescriptor(bias_, CUDNN_DATA_FLOAT, nd, bd.data(),
+                                 bs.data()),
+      "bias descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnCreateActivationDescriptor(&act_), "desc"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetActivationDescriptor(act_,
+                                   relu_ ? CUDNN_ACTIVATION_RELU
+                                         : CUDNN_ACTIVATION_IDENTITY,
+                                   CUDNN_PROPAGATE_NAN, 0.0),
+      "activation descriptor"));
+  // Without ReLU cuDNN only fuses with the precomputed implicit GEMM; with
+  // it, the chosen algorithm is worth trying as well.
+  std::vector<cudnnConvolutionFwdAlgo_t> algos = {
+      CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM};
+  if (relu_ && algo_ != algos[0])
+    algos.push_back(algo_);
+  for (cudnnConvolutionFwdAlgo_t algo : algos) {
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_, w_, conv_, y_,
+                                                algo, &bytes) ==
+            CUDNN_STATUS_SUCCESS &&
+        bytes <= (size_t(1) << 30))
+      fusedAlgos_.push_back({algo, bytes});
+  }
+  return Status();
+}
+
+Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
+  if (!ctx.cublasLt)
+    return Status();
+  uint64_t channels = static_cast<uint64_t>(a.inputs[0].shape.back());
+  uint64_t pixels = static_cast<uint64_t>(n_) / static_cast<uint64_t>(m_);
+  uint64_t filters = static_cast<uint64_t>(m_);
+  // Column-major view: W is C x K (used transposed), X is C x pixels, Y and
+  // the residual are K x pixels.
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescCreate(&gemm_,
+                               ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                        : CUBLAS_COMPUTE_32F,
+                               CUDA_R_32F),
+      "cuBLASLt descriptor"));
+  cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue =
+      hasBias_ ? (relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+               : (relu_ ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_TRANSA,
+                                     &transposed, sizeof(transposed)),
+      "cuBLASLt descriptor"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_TRANSB, &plain,
+                                     sizeof(plain)),
+      "cuBLASLt descriptor"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                     &epilogue, sizeof(epilogue)),
+      "cuBLASLt descriptor"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatrixLayoutCreate(&gemmW_, CUDA_R_32F, channels, filters,
+                                 channels),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatrixLayoutCreate(&gemmX_, CUDA_R_32F, channels, pixels,
+                                 channels),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatrixLayoutCreate(&gemmY_, CUDA_R_32F, filters, pixels, filters),
+      "cuBLASLt layout"));
+  cublasLtMatmulPreference_t preference = nullptr;
+  PARTC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatmulPreferenceCreate(&preference), "preference"));
+  size_t workspace = kGemmWorkspace;
+  // Arena tensors are 64-byte aligned; ask only for algorithms that need 16.
+  uint32_t alignment = 16;
+  cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
+      sizeof(workspace));
+  for (cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(preference, attr, &alignment,
+                                         sizeof(alignment));
+  cublasLtMatmulHeuristicResult_t results[4];
+  int count = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      ctx.cublasLt, gemm_, gemmW_, gemmX_, gemmY_, gemmY_, preference, 4,
+      results, &count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  // No algorithm is not an error: the cuDNN variants remain.
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < count; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS)
+        gemmAlgos_.push_back(results[i].algo);
+  return Status();
+}
+
+Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
+                              const ConvOperands &ops) {
+  switch (v) {
+  case ConvVariant::Separate:
+    return runSeparate(ctx, ops);
+  case ConvVariant::CudnnFused:
+    return runCudnnFused(ctx, ops, index);
+  case ConvVariant::GemmFused:
+    return runGemm(ctx, ops, index);
+  }
+  return Status();
+}
+
+Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
+  float one = 1.f, zero = 0.f;
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnConvolutionForward(ctx.cudnn, &one, x_, ops.x, w_, ops.w, conv_,
+                              algo_, ctx.workspace, workspace_, &zero, y_,
+                              ops.y),
+      "cudnnConvolutionForward"));
+  float *y = static_cast<float *>(ops.y);
+  if (hasBias_ || hasAddend_)
+    return cudaStatus(launchConvEpilogue(y,
+                                         static_cast<const float *>(ops.bias),
+                                         static_cast<const float *>(ops.z), n_,
+                                         m_, inner_, relu_, ctx.stream),
+                      "conv epilogue");
+  if (relu_)
+    return cudaStatus(launchUnaryF32(UnaryCode::Relu, y, y, n_, 0, 0, 0, 0,
+                                     ctx.stream),
+                      "fused relu");
+  return Status();
+}
+
+Status ConvKernel::runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,
+                                 size_t index) {
+  const FusedAlgo &f = fusedAlgos_[index];
+  float one = 1.f, residual = ops.z ? 1.f : 0.f;
+  // Without a residual, z aliases y with a zero weight (cuDNN allows it).
+  return cudnnStatus(cudnnConvolutionBiasActivationForward(
+                         ctx.cudnn, &one, x_, ops.x, w_, ops.w, conv_, f.algo,
+                         ctx.workspace, f.workspace, &residual, y_,
+                         ops.z ? ops.z : ops.y, bias_, ops.bias, act_, y_,
+                         ops.y),
+                     "cudnnConvolutionBiasActivationForward");
+}
+
+Status ConvKernel::runGemm(DeviceContext &ctx, const ConvOperands &ops,
+                           size_t index) {
+  if (hasBias_)
+    PARTC_RETURN_IF_ERROR(cublasStatus(
+        cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                       &ops.bias, sizeof(ops.bias)),
+        "cuBLASLt bias"));
+  float one = 1.f, residual = ops.z ? 1.f : 0.f;
+  return cublasStatus(cublasLtMatmul(ctx.cublasLt, gemm_, &one, ops.w, gemmW_,
+                                     ops.x, gemmX_, &residual,
+                                     ops.z ? ops.z : ops.y, gemmY_, ops.y,
+                                     gemmY_, &gemmAlgos_[index], ctx.workspace,
+                                     kGemmWorkspace, ctx.stream),
+                      "cublasLtMatmul");
+}
+
+Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
+                        const std::vector<TensorRef> &out,
+                        TuneScratch &scratch) {
+  struct Candidate {
+    ConvVariant variant;
+    size_t index;
+  };
+  std::vector<Candidate> candidates = {{ConvVariant::Separate, 0}};
+  for (size_t i = 0; i < fusedAlgos_.size(); ++i)
+    candidates.push_back({ConvVariant::CudnnFused, i});
+  for (size_t i = 0; i < gemmAlgos_.size(); ++i)
+    candidates.push_back({ConvVariant::GemmFused, i});
+  if (candidates.size() == 1)
+    return Status();
+  // Activations come from scratch filled with a fixed pattern; the weights
+  // and bias are the real ones.
+  void *x = nullptr, *reference = nullptr, *y = nullptr, *z = nullptr;
+  size_t outBytes = out[0].type.byteSize();
+  PARTC_RETURN_IF_ERROR(scratch.buffer(0, in[0].type.byteSize(), x));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(1, outBytes, reference));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(2, outBytes, y));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      launchFillPattern(static_cast<float *>(x), in[0].type.numElements(), 1,
+                        ctx.stream),
+      "tuning"));
+  if (hasAddend_) {
+    PARTC_RETURN_IF_ERROR(scratch.buffer(3, outBytes, z));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchFillPattern(static_cast<float *>(z), n_, 2, ctx.stream),
+        "tuning"));
+  }
+  unsigned *words = nullptr;
+  PARTC_RETURN_IF_ERROR(scratch.words(words));
+  ConvOperands ops = operands(in, reference);
+  ops.x = x;
+  ops.z = z;
+  PARTC_RETURN_IF_ERROR(runSeparate(ctx, ops));
+
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&stop), "tuning"));
+  // TF32 variants round differently from each other, not by more.
+  const float tolerance = ctx.tf32 ? 1e-2f : 1e-4f;
+  constexpr int kRepeats = 3;
+  float best = INFINITY;
+  Status status;
+  for (const Candidate &c : candidates) {
+    ops.y = c.variant == ConvVariant::Separate ? reference : y;
+    if (!runVariant(c.variant, c.index, ctx, ops).ok()) {
+      cudaGetLastError(); // not supported for this shape: skip it
+      continue;
+    }
+    if (c.variant != ConvVariant::Separate) {
+      unsigned host[2] = {};
+      status = cudaStatus(
+          launchMaxDifference(static_cast<const float *>(reference),
+                              static_cast<const float *>(y), n_, words,
+                              ctx.stream),
+          "tuning");
+      if (status.ok())
+        status = cudaStatus(cudaMemcpyAsync(host, words, sizeof(host),
+                                            cudaMemcpyDeviceToHost,
+                                            ctx.stream),
+                            "tuning");
+      if (status.ok())
+        status = cudaStatus(cudaStreamSynchronize(ctx.stream), "tuning");
+      if (!status.ok())
+        break;
+      float diff, magnitude;
+      std::memcpy(&diff, &host[0], sizeof(float));
+      std::memcpy(&magnitude, &host[1], sizeof(float));
+      if (!(diff <= tolerance * std::max(magnitude, 1.f)))
+        continue;
+    }
+    cudaEventRecord(start, ctx.stream);
+    for (int r = 0; r < kRepeats && status.ok(); ++r)
+      status = runVariant(c.variant, c.index, ctx, ops);
+    cudaEventRecord(stop, ctx.stream);
+    if (status.ok())
+      status = cudaStatus(cudaEventSynchronize(stop), "tuning");
+    if (!status.ok())
+      break;
+    float msec = 0;
+    cudaEventElapsedTime(&msec, start, stop);
+    if (msec < best) {
+      best = msec;
+      chosen_ = c.variant;
+      choice_ = c.index;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return status;
+}
+
+} // namespace
+
+Status createConvKernel(const KernelArgs &a, DeviceContext &ctx,
+                        std::unique_ptr<GpuKernel> &result) {
+  auto conv = std::make_unique<ConvKernel>();
+  PARTC_RETURN_IF_ERROR(conv->init(a, ctx));
+  result = std::move(conv);
+  return Status();
+}
+
+} // namespace partc::runtime::cuda
