@@ -139,7 +139,7 @@ def main():
         out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
                   "--warmup", "3", "--iterations", "10", "--profile", table])
         for line in out.splitlines():
-            if "chosen by timing" in line or "predicted" in line:
+            if any(k in line for k in ("chosen by timing", "predicted", "event pair")):
                 print("profile at batch %d: %s" % (b, line.strip()), flush=True)
         tables.append(table)
     calibrated = ["--cost-table", ",".join(tables)]
@@ -155,6 +155,12 @@ def main():
                         ["--devices", str(n), "--strategy", "data"] + calibrated, []))
         configs.append(("partc auto, calibrated", n,
                         ["--devices", str(n)] + calibrated, []))
+        # As DistributedDataParallel is measured: every GPU keeps the batch
+        # of one GPU (weak scaling), so a step handles n times the images.
+        configs.append(("partc data-parallel, %d per GPU (batch %d)"
+                        % (args.batch, n * args.batch), n,
+                        ["--devices", str(n), "--strategy", "data", "--batch",
+                         str(n * args.batch)] + calibrated, []))
         if not args.quick:
             configs.append(("partc auto, latency objective, calibrated", n,
                             ["--devices", str(n), "--objective", "latency"]
@@ -169,6 +175,7 @@ def main():
         compile_s = time.perf_counter() - t
         chosen = re.search(r"chosen: ([^;]*);", explain).group(1)
         predicted = re.search(r"predicted step ([0-9.]+) ms.*period ([0-9.]+) ms", explain)
+        batch = int(opts[opts.index("--batch") + 1]) if "--batch" in opts else args.batch
         figures = []
         for extra in (["--keep-inputs"], [], ["--keep-inputs", "--no-graphs"]):
             out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
@@ -187,13 +194,23 @@ def main():
         got = read_output(os.path.join(outdir, "output_0.pb"))
         if reference is None:
             reference = got
-        err = float(abs(got - reference).max() / (abs(reference).max() + 1e-30))
+        err = float("nan")
+        if got.shape == reference.shape:
+            err = float(abs(got - reference).max() / (abs(reference).max() + 1e-30))
+        if n > 1 and "pipeline" in label:
+            # Where the time goes: each stage's kernels, one batch at a time.
+            out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
+                      "--iterations", "5", "--warmup", "2", "--profile",
+                      os.path.join(args.work, "stages_%s_%d.json" % (tag, n))])
+            for line in out.splitlines():
+                if "(stage" in line:
+                    print("  %s: %s" % (label, line.strip()), flush=True)
         rows.append((label, n, chosen, figures, float(predicted.group(1)),
-                     float(predicted.group(2)), err))
-        print("%s on %d GPU(s) [%s]: latency %.2f ms resident, %.2f from host, %.2f "
+                     float(predicted.group(2)), err, batch))
+        print("%s on %d GPU(s) [%s]: batch %d, latency %.2f ms resident, %.2f from host, %.2f "
               "without graphs; streamed %.2f ms/batch resident, %.2f from host; "
               "predicted step %s period %s; rel err vs 1 GPU %.1e (compile %.2f s)"
-              % (label, n, chosen, figures[0], figures[1], figures[2], figures[3],
+              % (label, n, chosen, batch, figures[0], figures[1], figures[2], figures[3],
                  figures[4], predicted.group(1), predicted.group(2), err, compile_s),
               flush=True)
 
@@ -208,12 +225,15 @@ def main():
     for k, v in torch_ms.items():
         print("| PyTorch %s | %d | | %.2f | | %.0f | %.2fx | | | | | |"
               % (k, 2 if "GPUs" in k else 1, v, args.batch / v * 1e3, eager_ms / v))
-    for label, n, chosen, f, step, period, err in rows:
+    # Ratios compare images per second (a plan may take a larger batch).
+    for label, n, chosen, f, step, period, err, batch in rows:
+        per_image = f[3] / batch
         print("| %s | %d | %s | %.2f | %.2f | %.0f | %.2fx | %.2fx | %.2f | %.2f | %.2f "
               "| %.2f / %.2f |" % (
-                  label, n, chosen, f[0], f[3], args.batch / f[3] * 1e3, eager_ms / f[3],
-                  single[3] / f[3], f[1], f[4], f[2], step, period))
-    worst = max(r[6] for r in rows)
+                  label, n, chosen, f[0], f[3], 1e3 / per_image,
+                  eager_ms / args.batch / per_image,
+                  single[3] / args.batch / per_image, f[1], f[4], f[2], step, period))
+    worst = max(r[6] for r in rows if r[6] == r[6])
     print("\nworst relative difference of any plan's streamed output from the one-GPU "
           "plan's: %.1e" % worst)
 

@@ -7,7 +7,8 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
-#include <chrono>
+#include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -64,66 +65,54 @@ private:
 /// Holds a stream until the host has queued the work behind it, so that
 /// kernels timed between events run back to back on the GPU instead of at
 /// the pace of the host's launches (which would count the launch gaps as
-/// kernel time at small batches).
+/// kernel time at small batches). The stream waits in a one-thread kernel
+/// polling a word of mapped host memory rather than in a host callback:
+/// callbacks of all streams share one thread, so one device's gate would
+/// hold back every other device.
 class LaunchGates {
 public:
-  explicit LaunchGates(cudaStream_t stream) : stream_(stream) {}
+  LaunchGates(cudaStream_t stream, volatile unsigned *word, unsigned &count)
+      : stream_(stream), word_(word), count_(count) {}
   LaunchGates(const LaunchGates &) = delete;
   LaunchGates &operator=(const LaunchGates &) = delete;
-  /// Opens every gate and waits until the stream has passed them, so that
-  /// no callback outlives this object.
-  ~LaunchGates() {
-    release();
-    cudaStreamSynchronize(stream_);
-  }
+  ~LaunchGates() { release(); }
   /// Closes the stream at this point.
   Status arm() {
     release();
-    gates_.push_back(std::make_unique<Gate>());
-    armedLaunches_ = 0;
-    return cudaStatus(
-        cudaLaunchHostFunc(stream_, &Gate::wait, gates_.back().get()),
-        "profile gate");
+    ++count_;
+    armed_ = true;
+    launches_ = 0;
+    // Bounded: should a library call block the host on this stream (an
+    // implicit synchronization), the gate opens by itself and only that
+    // stretch's timing suffers.
+    return cudaStatus(launchHostGate(const_cast<const unsigned *>(word_),
+                                     count_, kTimeoutNs, stream_),
+                      "profile gate");
   }
   /// Counts a launch; a stream only holds so many pending launches before
   /// the next one blocks the host, so long stretches are let go in parts.
   Status launched() {
-    if (++armedLaunches_ < kMaxHeldLaunches)
+    if (++launches_ < kMaxHeldLaunches)
       return Status();
     return arm();
   }
   /// Lets the stream run (before the host blocks on anything).
   void release() {
-    if (!gates_.empty())
-      gates_.back()->open();
+    if (!armed_)
+      return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *word_ = count_;
+    armed_ = false;
   }
 
 private:
-  struct Gate {
-    std::mutex mutex;
-    std::condition_variable opened;
-    bool isOpen = false;
-    static void CUDART_CB wait(void *self) {
-      Gate &g = *static_cast<Gate *>(self);
-      std::unique_lock<std::mutex> lock(g.mutex);
-      // Bounded: should a library call block the host on this stream
-      // (an implicit synchronization), the gate opens by itself and only
-      // that stretch's timing suffers.
-      g.opened.wait_for(lock, std::chrono::milliseconds(20),
-                        [&] { return g.isOpen; });
-    }
-    void open() {
-      {
-        std::lock_guard<std::mutex> lock(mutex);
-        isOpen = true;
-      }
-      opened.notify_all();
-    }
-  };
   static constexpr int kMaxHeldLaunches = 128;
+  static constexpr uint64_t kTimeoutNs = 50'000'000;
   cudaStream_t stream_;
-  std::vector<std::unique_ptr<Gate>> gates_;
-  int armedLaunches_ = 0;
+  volatile unsigned *word_;
+  unsigned &count_;
+  bool armed_ = false;
+  int launches_ = 0;
 };
 
 /// Ends the capture on `stream` and instantiates it, unless enqueueing
@@ -202,21 +191,39 @@ struct CudaExecutor::Impl {
   /// parity) on the receiver's copy stream, so a transfer overlaps the
   /// receiver's work on the previous batch; the compute stream then copies
   /// the slot into the arena. Events: slot filled, slot free again.
+  ///
+  /// The sender, in turn, copies what it sends into one of two staging
+  /// buffers of its own in stream order, so that its next batch may
+  /// overwrite the arena at once instead of waiting for the transfer (the
+  /// plan's wait_consumed then has nothing left to wait for). Events:
+  /// staged (the staging buffer holds the batch), pulled (the receiver has
+  /// copied it out).
   struct Landing {
     uint8_t *slot[2] = {nullptr, nullptr};
     cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
+    uint8_t *stage[2] = {nullptr, nullptr};
+    cudaEvent_t staged[2] = {nullptr, nullptr}, pulled[2] = {nullptr, nullptr};
   };
   std::vector<Landing> landings;         // per channel
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
   /// Reads the device-side error flags of every kernel after a run.
   Status checkKernels();
+  Status enqueueStreamSend(size_t d, size_t i, size_t batch);
   Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
   size_t runs = 0;
   // Profiling: an event pair per kernel instruction, and accumulated times.
   bool profiling = false, tracing = false;
   size_t profiledRuns = 0;
   std::vector<cudaEvent_t> runStart; // per device, when tracing
+  /// Per device, while profiling: the mapped host word its launch gates
+  /// poll, and how many gates it has armed.
+  std::vector<volatile unsigned *> gateWords;
+  std::vector<unsigned> gateCounts;
+  /// Per device: what an event pair around an empty kernel measures,
+  /// subtracted from every kernel's time (it is most of a small kernel's).
+  std::vector<double> eventOverhead;
+  Status measureEventOverhead(size_t d);
   std::vector<TraceEvent> trace;
   std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> events;
   std::vector<std::vector<double>> kernelTimes;
@@ -246,6 +253,9 @@ struct CudaExecutor::Impl {
   }
 
   ~Impl() {
+    for (volatile unsigned *w : gateWords)
+      if (w)
+        cudaFreeHost(const_cast<unsigned *>(w));
     for (cudaEvent_t e : runStart)
       if (e)
         cudaEventDestroy(e);
@@ -262,13 +272,20 @@ struct CudaExecutor::Impl {
     for (StreamGraphs &sg : streamGraphs)
       destroySegments(sg);
     for (size_t c = 0; c < landings.size(); ++c) {
+      Landing &l = landings[c];
       cudaSetDevice(devices[plan->channels[c].dstDevice].ctx.gpu);
       for (int p = 0; p < 2; ++p) {
-        cudaFree(landings[c].slot[p]);
-        if (landings[c].filled[p])
-          cudaEventDestroy(landings[c].filled[p]);
-        if (landings[c].free[p])
-          cudaEventDestroy(landings[c].free[p]);
+        cudaFree(l.slot[p]);
+        for (cudaEvent_t e : {l.filled[p], l.free[p]})
+          if (e)
+            cudaEventDestroy(e);
+      }
+      cudaSetDevice(devices[plan->channels[c].srcDevice].ctx.gpu);
+      for (int p = 0; p < 2; ++p) {
+        cudaFree(l.stage[p]);
+        for (cudaEvent_t e : {l.staged[p], l.pulled[p]})
+          if (e)
+            cudaEventDestroy(e);
       }
     }
     for (size_t d = 0; d < copyStreams.size(); ++d)
@@ -506,10 +523,20 @@ Status CudaExecutor::enableProfiling() {
   impl.profiling = true;
   impl.useGraphs = false;
   impl.events.resize(impl.devices.size());
+  impl.gateWords.assign(impl.devices.size(), nullptr);
+  impl.gateCounts.assign(impl.devices.size(), 0);
+  impl.eventOverhead.assign(impl.devices.size(), 0.0);
   impl.kernelTimes.resize(impl.devices.size());
   for (size_t d = 0; d < impl.devices.size(); ++d) {
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "profile"));
+    void *word = nullptr;
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaHostAlloc(&word, sizeof(unsigned), cudaHostAllocMapped),
+        "profile gate"));
+    impl.gateWords[d] = static_cast<volatile unsigned *>(word);
+    *impl.gateWords[d] = 0;
+    PARTC_RETURN_IF_ERROR(impl.measureEventOverhead(d));
     size_t n = impl.plan->devices[d].instructions.size();
     impl.kernelTimes[d].assign(n, 0.0);
     impl.events[d].assign(n, {nullptr, nullptr});
@@ -521,6 +548,48 @@ Status CudaExecutor::enableProfiling() {
             cudaEventCreate(&impl.events[d][i].second), "profile event"));
       }
   }
+  return Status();
+}
+
+Status CudaExecutor::Impl::measureEventOverhead(size_t d) {
+  constexpr int kPairs = 21;
+  cudaStream_t stream = devices[d].ctx.stream;
+  std::vector<cudaEvent_t> marks(2 * kPairs, nullptr);
+  Status s;
+  for (cudaEvent_t &e : marks)
+    if (s.ok())
+      s = cudaStatus(cudaEventCreate(&e), "profile event");
+  {
+    // Held until all pairs are queued, as the profiled kernels will be. A
+    // gate whose value was already reached is the empty kernel.
+    LaunchGates gates(stream, gateWords[d], gateCounts[d]);
+    if (s.ok())
+      s = gates.arm();
+    for (int i = 0; i < kPairs && s.ok(); ++i) {
+      s = cudaStatus(cudaEventRecord(marks[2 * i], stream), "profile");
+      if (s.ok())
+        s = cudaStatus(launchHostGate(const_cast<const unsigned *>(gateWords[d]),
+                                      0, 0, stream),
+                       "profile");
+      if (s.ok())
+        s = cudaStatus(cudaEventRecord(marks[2 * i + 1], stream), "profile");
+    }
+  }
+  if (s.ok())
+    s = cudaStatus(cudaStreamSynchronize(stream), "profile");
+  std::vector<float> pairs;
+  for (int i = 0; i < kPairs && s.ok(); ++i) {
+    float msec = 0;
+    s = cudaStatus(cudaEventElapsedTime(&msec, marks[2 * i], marks[2 * i + 1]),
+                   "profile");
+    pairs.push_back(msec);
+  }
+  for (cudaEvent_t e : marks)
+    if (e)
+      cudaEventDestroy(e);
+  PARTC_RETURN_IF_ERROR(s);
+  std::nth_element(pairs.begin(), pairs.begin() + kPairs / 2, pairs.end());
+  eventOverhead[d] = pairs[kPairs / 2] * 1e-3;
   return Status();
 }
 
@@ -554,6 +623,10 @@ double CudaExecutor::kernelSeconds(size_t d, size_t i) const {
   if (!impl_->profiling || !impl_->profiledRuns)
     return 0;
   return impl_->kernelTimes[d][i] / static_cast<double>(impl_->profiledRuns);
+}
+
+double CudaExecutor::eventOverheadSeconds(size_t d) const {
+  return d < impl_->eventOverhead.size() ? impl_->eventOverhead[d] : 0;
 }
 
 Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
@@ -735,7 +808,7 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "device");
   std::optional<LaunchGates> gates;
   if (s.ok() && profiling) {
-    gates.emplace(dev.ctx.stream);
+    gates.emplace(dev.ctx.stream, gateWords[d], gateCounts[d]);
     s = gates->arm();
   }
   if (s.ok() && tracing)
@@ -788,7 +861,7 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
         float msec = 0;
         if (cudaEventElapsedTime(&msec, events[d][i].first,
                                  events[d][i].second) == cudaSuccess)
-          kernelTimes[d][i] += msec * 1e-3;
+          kernelTimes[d][i] += std::max(0.0, msec * 1e-3 - eventOverhead[d]);
       }
   if (tracing) {
     std::vector<TraceEvent> local;
@@ -924,29 +997,51 @@ Status CudaExecutor::Impl::prepareLandings() {
         "copy stream"));
   }
   landings.resize(plan->channels.size());
-  for (size_t c = 0; c < plan->channels.size(); ++c) {
+  // Two buffers and two events per parity on one side of a channel.
+  auto prepare = [&](size_t c, size_t device, uint8_t *(&buffers)[2],
+                     cudaEvent_t(&first)[2], cudaEvent_t(&second)[2],
+                     const char *what) {
     const Channel &ch = plan->channels[c];
-    int gpu = devices[ch.dstDevice].ctx.gpu;
-    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpu), "landing"));
+    int gpu = devices[device].ctx.gpu;
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpu), what));
     for (int p = 0; p < 2; ++p) {
-      cudaError_t err =
-          cudaMalloc(&landings[c].slot[p], ch.bytes ? ch.bytes : 1);
+      cudaError_t err = cudaMalloc(&buffers[p], ch.bytes ? ch.bytes : 1);
       if (err != cudaSuccess)
-        return Status::error(
-            "GPU " + std::to_string(gpu) + ": out of memory allocating " +
-            std::to_string(ch.bytes) + " bytes to receive channel " +
-            std::to_string(c) + " while streaming; run without --stream");
-      PARTC_RETURN_IF_ERROR(
-          cudaStatus(cudaEventCreateWithFlags(&landings[c].filled[p],
-                                              cudaEventDisableTiming),
-                     "landing event"));
-      PARTC_RETURN_IF_ERROR(
-          cudaStatus(cudaEventCreateWithFlags(&landings[c].free[p],
-                                              cudaEventDisableTiming),
-                     "landing event"));
+        return Status::error("GPU " + std::to_string(gpu) +
+                             ": out of memory allocating " +
+                             std::to_string(ch.bytes) + " bytes to " + what +
+                             " channel " + std::to_string(c) +
+                             " while streaming; run without --stream");
+      for (cudaEvent_t *e : {&first[p], &second[p]})
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreateWithFlags(e, cudaEventDisableTiming), what));
     }
+    return Status();
+  };
+  for (size_t c = 0; c < plan->channels.size(); ++c) {
+    Landing &l = landings[c];
+    PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].dstDevice, l.slot,
+                                  l.filled, l.free, "receive"));
+    PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].srcDevice, l.stage,
+                                  l.staged, l.pulled, "send"));
   }
   return Status();
+}
+
+Status CudaExecutor::Impl::enqueueStreamSend(size_t d, size_t i, size_t batch) {
+  Device &dev = devices[d];
+  const Instruction &in = plan->devices[d].instructions[i];
+  Landing &land = landings[in.index];
+  int p = static_cast<int>(batch % 2);
+  // The staging buffer's previous batch (k - 2) must have been pulled.
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamWaitEvent(dev.ctx.stream, land.pulled[p], 0), "send wait"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaMemcpyAsync(land.stage[p], resolve(dev, in.inputs[0]),
+                      in.inputs[0].type.byteSize(), cudaMemcpyDeviceToDevice,
+                      dev.ctx.stream),
+      "staging copy"));
+  return cudaStatus(cudaEventRecord(land.staged[p], dev.ctx.stream), "send");
 }
 
 Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
@@ -954,21 +1049,20 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
   const Instruction &in = plan->devices[d].instructions[i];
   Landing &land = landings[in.index];
   int p = static_cast<int>(batch % 2);
-  auto [srcDev, srcBuf] = channelSources[in.index];
   size_t bytes = in.outputs[0].type.byteSize();
   cudaStream_t copy = copyStreams[d];
-  // Peer copy into the slot once the sender is done and the slot's last
-  // batch was moved out; the sender may then reuse its buffer.
+  // Peer copy from the sender's staging buffer into the slot once the
+  // batch is staged and the slot's last batch was moved out.
   PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaStreamWaitEvent(copy, ready[in.index], 0), "recv wait"));
+      cudaStatus(cudaStreamWaitEvent(copy, land.staged[p], 0), "recv wait"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0), "recv wait"));
   PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaMemcpyAsync(land.slot[p], resolve(devices[srcDev], srcBuf),
-                                 bytes, cudaMemcpyDefault, copy),
+      cudaStatus(cudaMemcpyAsync(land.slot[p], land.stage[p], bytes,
+                                 cudaMemcpyDefault, copy),
                  "peer copy"));
   PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaEventRecord(consumed[in.index], copy), "recv"));
+      cudaStatus(cudaEventRecord(land.pulled[p], copy), "recv"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(land.filled[p], copy), "recv"));
   // In stream order on the compute stream: the arena is not overwritten
@@ -1078,9 +1172,14 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
           ready = receivedCount[c] > k;
         if (!ready)
           break;
-        s = in.op == OpCode::Recv
-                ? impl.enqueueStreamRecv(d, pc[d], k)
-                : impl.enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+        // A wait_consumed has nothing to wait for: the sender's staging
+        // copy was made in its own stream order.
+        if (in.op == OpCode::Recv)
+          s = impl.enqueueStreamRecv(d, pc[d], k);
+        else if (in.op == OpCode::Send)
+          s = impl.enqueueStreamSend(d, pc[d], k);
+        else if (in.op != OpCode::WaitConsumed)
+          s = impl.enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok()) {
           s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                     describeInstruction(d, pc[d], in));

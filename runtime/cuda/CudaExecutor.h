@@ -65,6 +65,9 @@ public:
   /// without graphs, while profiling).
   Status enableProfiling();
   double kernelSeconds(size_t d, size_t i) const;
+  /// What an event pair around an empty kernel measured on device d; it is
+  /// subtracted from each kernel's time.
+  double eventOverheadSeconds(size_t d) const;
 
   /// Records every instruction of the following runs with CUDA events
   /// (direct launches); lastRunTrace() returns the last run's intervals,

@@ -195,6 +195,10 @@ cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);
 
+/// Holds the stream until the mapped host word `word` reaches `value` (or
+/// `timeoutNs` pass).
+cudaError_t launchHostGate(const unsigned *word, unsigned value,
+                           uint64_t timeoutNs, cudaStream_t s);
 /// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
 cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
                               cudaStream_t s);

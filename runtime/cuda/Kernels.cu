@@ -773,6 +773,18 @@ __global__ void maxDifferenceKernel(const float *a, const float *b, int64_t n,
   atomicMax(&result[1], __float_as_uint(mag));
 }
 
+__global__ void hostGateKernel(const volatile unsigned *word, unsigned value,
+                               uint64_t timeoutNs) {
+  auto now = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  uint64_t start = now();
+  while (*word < value && now() - start < timeoutNs)
+    __nanosleep(1000);
+}
+
 } // namespace
 
 bool castSupported(DType from, DType to) {
@@ -806,6 +818,12 @@ cudaError_t launchMaxDifference(const float *a, const float *b, int64_t n,
   if (err != cudaSuccess)
     return err;
   maxDifferenceKernel<<<blocksFor(n), kThreads, 0, s>>>(a, b, n, result);
+  return cudaGetLastError();
+}
+
+cudaError_t launchHostGate(const unsigned *word, unsigned value,
+                           uint64_t timeoutNs, cudaStream_t s) {
+  hostGateKernel<<<1, 1, 0, s>>>(word, value, timeoutNs);
   return cudaGetLastError();
 }
 

@@ -560,6 +560,12 @@ int main(int argc, char **argv) {
         kernelSeconds = [&](size_t d, size_t i) {
           return cudaExec->kernelSeconds(d, i);
         };
+        if (!opts.quiet)
+          std::fprintf(stderr,
+                       "partc-run: profile: an event pair around an empty "
+                       "kernel takes %.1f us on GPU 0; subtracted from each "
+                       "kernel\n",
+                       cudaExec->eventOverheadSeconds(0) * 1e6);
       }
 #endif
       if (cpuExec) {
