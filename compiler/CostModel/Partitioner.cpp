@@ -24,18 +24,35 @@ struct Prefix {
   }
 };
 
-double receiveSeconds(const ChainProblem &p, size_t cut) {
-  if (cut == 0 || cut >= p.cutBytes.size() || p.cutBytes[cut] <= 0)
+/// Bytes crossing cut `cut` between two stages (none at either end).
+double crossingBytes(const ChainProblem &p, size_t cut) {
+  if (cut == 0 || cut >= p.opSeconds.size() || cut >= p.cutBytes.size())
     return 0;
-  return p.cutBytes[cut] / p.linkBytesPerSecond + p.linkLatencySeconds;
+  return std::max(0.0, p.cutBytes[cut]);
+}
+
+double receiveSeconds(const ChainProblem &p, size_t cut) {
+  double bytes = crossingBytes(p, cut);
+  return bytes > 0 ? bytes / p.linkBytesPerSecond + p.linkLatencySeconds : 0;
+}
+
+/// Time of stage [begin, end) whose ops take `compute` seconds.
+double combine(const ChainProblem &p, size_t begin, size_t end,
+               double compute) {
+  double receive = receiveSeconds(p, begin);
+  if (!p.overlapTransfers)
+    return receive + compute;
+  double copies = 2 * (crossingBytes(p, begin) + crossingBytes(p, end)) /
+                  p.localBytesPerSecond;
+  return std::max(compute + copies, receive);
 }
 } // namespace
 
 double stageSeconds(const ChainProblem &p, size_t begin, size_t end) {
-  double s = receiveSeconds(p, begin);
+  double compute = 0;
   for (size_t i = begin; i < end; ++i)
-    s += p.opSeconds[i];
-  return s;
+    compute += p.opSeconds[i];
+  return combine(p, begin, end, compute);
 }
 
 double stageMemory(const ChainProblem &p, size_t begin, size_t end) {
@@ -65,14 +82,14 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
   for (size_t j = 0; j < n; ++j) {
     cost[j].assign(n + 1, static_cast<float>(kInf));
     double live = j < p.cutBytes.size() ? p.cutBytes[j] : 0;
-    double recv = receiveSeconds(p, j);
     for (size_t i = j + 1; i <= n; ++i) {
       live =
           std::max(live, i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
       double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
       if (mem > p.memoryBytes)
         break; // longer stages only need more
-      cost[j][i] = static_cast<float>(recv + pre.seconds[i] - pre.seconds[j]);
+      cost[j][i] =
+          static_cast<float>(combine(p, j, i, pre.seconds[i] - pre.seconds[j]));
     }
   }
   best[0][0] = 0;

@@ -4,8 +4,9 @@
 // can be property-tested against brute force. Ops are in a topological order;
 // a stage is a contiguous range of them; the time of stage [j, i) is the sum
 // of its ops' times plus the time to receive every tensor live across cut j
-// (which charges residual and branch edges that skip over stages). A stage
-// must fit its device's memory.
+// (which charges residual and branch edges that skip over stages), or, with
+// transfers overlapped, the larger of the two. A stage must fit its
+// device's memory.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTC_COMPILER_COSTMODEL_PARTITIONER_H
@@ -31,6 +32,14 @@ struct ChainProblem {
   /// Receiving a tensor across a cut: bytes / linkBytesPerSecond + latency.
   double linkBytesPerSecond = 1e11;
   double linkLatencySeconds = 0;
+  /// When batches stream through the stages, a transfer runs on a copy
+  /// engine while the stages compute: a stage then costs the larger of its
+  /// compute and what it receives, and its compute includes the two local
+  /// copies streaming adds (the sender stages what it sends, the receiver
+  /// moves what landed into place), each reading and writing every byte at
+  /// localBytesPerSecond. Otherwise a stage receives, then computes.
+  bool overlapTransfers = false;
+  double localBytesPerSecond = 1e12;
   /// Memory of each device; a stage's weights + in-flight activations must
   /// fit. Activations count `inFlight` times (micro-batches held at once).
   double memoryBytes = 1e30;

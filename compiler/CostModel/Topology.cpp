@@ -39,6 +39,9 @@ std::vector<Preset> presets() {
     d.matrixFlopsBf16 = bf16 * 0.28;
     d.vectorFlops = vector * 0.5;
     d.memoryBytesPerSecond = bw * 0.37;
+    // cudaMemcpy within an H200 moved 4.24 of its 4.8 TB/s (PyTorch,
+    // shared/bench/h200-baselines.md).
+    d.copyBytesPerSecond = bw * 0.88;
     d.launchSeconds = 6e-6;
     return d;
   };
@@ -151,6 +154,7 @@ llvm::Expected<Topology> Topology::fromJsonFile(const std::string &path) {
     num("matrix_tflops_bf16", d.matrixFlopsBf16, T);
     num("vector_tflops", d.vectorFlops, T);
     num("memory_gbps", d.memoryBytesPerSecond, 1e9);
+    num("copy_gbps", d.copyBytesPerSecond, 1e9);
     num("launch_us", d.launchSeconds, 1e-6);
     if (d.memoryBytes <= 0 || d.matrixFlopsFp32 <= 0 ||
         d.memoryBytesPerSecond <= 0)
@@ -161,6 +165,8 @@ llvm::Expected<Topology> Topology::fromJsonFile(const std::string &path) {
       d.matrixFlopsTf32 = d.matrixFlopsFp32;
     if (d.vectorFlops <= 0)
       d.vectorFlops = d.matrixFlopsFp32;
+    if (d.copyBytesPerSecond <= 0)
+      d.copyBytesPerSecond = d.memoryBytesPerSecond;
     t.devices.push_back(d);
   }
   size_t n = t.devices.size();
@@ -219,6 +225,7 @@ DeviceSpec Topology::weakest() const {
     w.vectorFlops = std::min(w.vectorFlops, d.vectorFlops);
     w.memoryBytesPerSecond =
         std::min(w.memoryBytesPerSecond, d.memoryBytesPerSecond);
+    w.copyBytesPerSecond = std::min(w.copyBytesPerSecond, d.copyBytesPerSecond);
     w.launchSeconds = std::max(w.launchSeconds, d.launchSeconds);
   }
   return w;

@@ -20,6 +20,8 @@ struct DeviceSpec {
   double vectorFlops = 0;
   /// Device memory bandwidth, bytes/s (read + write).
   double memoryBytesPerSecond = 0;
+  /// A device-to-device copy within the device, bytes/s (read + write).
+  double copyBytesPerSecond = 0;
   /// Fixed cost of one kernel launch (with CUDA graphs, the per-node cost).
   double launchSeconds = 0;
 };

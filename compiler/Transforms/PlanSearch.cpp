@@ -216,6 +216,10 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       p.linkBytesPerSecond = link.bytesPerSecond;
       p.linkLatencySeconds = link.latencySeconds;
       p.memoryBytes = topo.smallestMemory();
+      // Ranked by the streamed period, a stage's transfers overlap the
+      // stages' compute (partc-run --stream); for one batch they do not.
+      p.overlapTransfers = options.objective != "latency";
+      p.localBytesPerSecond = device.copyBytesPerSecond;
       // Double-buffered transfers keep up to two micro-batches in flight.
       p.inFlight = std::min<int64_t>(m, 2);
       lastProblem = p;
@@ -243,10 +247,19 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         c.feasible = true;
         c.cuts = cut.cuts;
         c.slowestSeconds = cut.slowest;
-        double sum = 0;
-        for (double t : cut.stageSeconds)
+        // One batch alone: every stage receives, then computes.
+        cm::ChainProblem serial = p;
+        serial.overlapTransfers = false;
+        std::vector<size_t> bounds = {0};
+        bounds.insert(bounds.end(), cut.cuts.begin(), cut.cuts.end());
+        bounds.push_back(n);
+        double sum = 0, serialSlowest = 0;
+        for (size_t k = 0; k + 1 < bounds.size(); ++k) {
+          double t = cm::stageSeconds(serial, bounds[k], bounds[k + 1]);
           sum += t;
-        c.stepSeconds = sum + (m - 1) * cut.slowest;
+          serialSlowest = std::max(serialSlowest, t);
+        }
+        c.stepSeconds = sum + (m - 1) * serialSlowest;
         // Streaming, the next batch enters stage 0 as soon as it is free:
         // every stage is busy m slowest-stage slots per batch.
         c.periodSeconds = m * cut.slowest;

@@ -57,8 +57,7 @@ public:
   }
 
   Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
-              const std::vector<TensorRef> &out,
-              TuneScratch &scratch) override;
+              const std::vector<TensorRef> &out, TuneScratch &scratch) override;
 
   const char *variant() const override {
     switch (chosen_) {
@@ -193,12 +192,11 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
       cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
                                              yd.data(), packed(yd).data()),
                   "output descriptor"));
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
-                                             channelsLast_ ? CUDNN_TENSOR_NHWC
-                                                           : CUDNN_TENSOR_NCHW,
-                                             nd, wd.data()),
-                  "filter descriptor"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetFilterNdDescriptor(
+          w_, CUDNN_DATA_FLOAT,
+          channelsLast_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd, wd.data()),
+      "filter descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetConvolutionNdDescriptor(
                       conv_, nd - 2, padA.data(), strideA.data(), dilA.data(),
@@ -208,16 +206,16 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
       cudnnStatus(cudnnSetConvolutionGroupCount(
                       conv_, static_cast<int>(a.attrs.getInt("group", 1))),
                   "group count"));
-  PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnSetConvolutionMathType(conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH
-                                                  : CUDNN_FMA_MATH),
-      "math type"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetConvolutionMathType(
+                      conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+                  "math type"));
   // Pick the algorithm once, by measurement, and keep it.
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int found = 0;
   PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnFindConvolutionForwardAlgorithm(
-                      ctx.cudnn, x_, w_, conv_, y_, 8, &found, perf),
+      cudnnStatus(cudnnFindConvolutionForwardAlgorithm(ctx.cudnn, x_, w_, conv_,
+                                                       y_, 8, &found, perf),
                   "algorithm search"));
   const size_t limit = size_t(1) << 30;
   bool picked = false;
@@ -257,17 +255,16 @@ Status ConvKernel::initCudnnFused(DeviceContext &ctx, int nd) {
   bs[0] = static_cast<int>(m_);
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnCreateTensorDescriptor(&bias_), "desc"));
-  PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnSetTensorNdDescriptor(bias_, CUDNN_DATA_FLOAT, nd, bd.data(),
-                                 bs.data()),
-      "bias descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetTensorNdDescriptor(bias_, CUDNN_DATA_FLOAT, nd,
+                                             bd.data(), bs.data()),
+                  "bias descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnCreateActivationDescriptor(&act_), "desc"));
   PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnSetActivationDescriptor(act_,
-                                   relu_ ? CUDNN_ACTIVATION_RELU
-                                         : CUDNN_ACTIVATION_IDENTITY,
-                                   CUDNN_PROPAGATE_NAN, 0.0),
+      cudnnSetActivationDescriptor(
+          act_, relu_ ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
+          CUDNN_PROPAGATE_NAN, 0.0),
       "activation descriptor"));
   // Without ReLU cuDNN only fuses with the precomputed implicit GEMM; with
   // it, the chosen algorithm is worth trying as well.
@@ -295,10 +292,9 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   // Column-major view: W is C x K (used transposed), X is C x pixels, Y and
   // the residual are K x pixels.
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatmulDescCreate(&gemm_,
-                               ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                        : CUBLAS_COMPUTE_32F,
-                               CUDA_R_32F),
+      cublasLtMatmulDescCreate(
+          &gemm_, ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          CUDA_R_32F),
       "cuBLASLt descriptor"));
   cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue =
@@ -316,14 +312,14 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
       cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                      &epilogue, sizeof(epilogue)),
       "cuBLASLt descriptor"));
-  PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatrixLayoutCreate(&gemmW_, CUDA_R_32F, channels, filters,
-                                 channels),
-      "cuBLASLt layout"));
-  PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatrixLayoutCreate(&gemmX_, CUDA_R_32F, channels, pixels,
-                                 channels),
-      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatrixLayoutCreate(&gemmW_, CUDA_R_32F, channels,
+                                              filters, channels),
+                   "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatrixLayoutCreate(&gemmX_, CUDA_R_32F, channels,
+                                              pixels, channels),
+                   "cuBLASLt layout"));
   PARTC_RETURN_IF_ERROR(cublasStatus(
       cublasLtMatrixLayoutCreate(&gemmY_, CUDA_R_32F, filters, pixels, filters),
       "cuBLASLt layout"));
@@ -333,9 +329,9 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   size_t workspace = kGemmWorkspace;
   // Arena tensors are 64-byte aligned; ask only for algorithms that need 16.
   uint32_t alignment = 16;
-  cublasLtMatmulPreferenceSetAttribute(
-      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace,
-      sizeof(workspace));
+  cublasLtMatmulPreferenceSetAttribute(preference,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
   for (cublasLtMatmulPreferenceAttributes_t attr :
        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -372,11 +368,11 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
 
 Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
   float one = 1.f, zero = 0.f;
-  PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnConvolutionForward(ctx.cudnn, &one, x_, ops.x, w_, ops.w, conv_,
-                              algo_, ctx.workspace, workspace_, &zero, y_,
-                              ops.y),
-      "cudnnConvolutionForward"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnConvolutionForward(ctx.cudnn, &one, x_, ops.x, w_, ops.w,
+                                          conv_, algo_, ctx.workspace,
+                                          workspace_, &zero, y_, ops.y),
+                  "cudnnConvolutionForward"));
   float *y = static_cast<float *>(ops.y);
   if (hasBias_ || hasAddend_)
     return cudaStatus(launchConvEpilogue(y,
@@ -385,9 +381,9 @@ Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
                                          m_, inner_, relu_, ctx.stream),
                       "conv epilogue");
   if (relu_)
-    return cudaStatus(launchUnaryF32(UnaryCode::Relu, y, y, n_, 0, 0, 0, 0,
-                                     ctx.stream),
-                      "fused relu");
+    return cudaStatus(
+        launchUnaryF32(UnaryCode::Relu, y, y, n_, 0, 0, 0, 0, ctx.stream),
+        "fused relu");
   return Status();
 }
 
@@ -441,10 +437,10 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   PARTC_RETURN_IF_ERROR(scratch.buffer(0, in[0].type.byteSize(), x));
   PARTC_RETURN_IF_ERROR(scratch.buffer(1, outBytes, reference));
   PARTC_RETURN_IF_ERROR(scratch.buffer(2, outBytes, y));
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      launchFillPattern(static_cast<float *>(x), in[0].type.numElements(), 1,
-                        ctx.stream),
-      "tuning"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(launchFillPattern(static_cast<float *>(x),
+                                   in[0].type.numElements(), 1, ctx.stream),
+                 "tuning"));
   if (hasAddend_) {
     PARTC_RETURN_IF_ERROR(scratch.buffer(3, outBytes, z));
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -474,15 +470,14 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     }
     if (c.variant != ConvVariant::Separate) {
       unsigned host[2] = {};
-      status = cudaStatus(
-          launchMaxDifference(static_cast<const float *>(reference),
-                              static_cast<const float *>(y), n_, words,
-                              ctx.stream),
-          "tuning");
+      status =
+          cudaStatus(launchMaxDifference(static_cast<const float *>(reference),
+                                         static_cast<const float *>(y), n_,
+                                         words, ctx.stream),
+                     "tuning");
       if (status.ok())
         status = cudaStatus(cudaMemcpyAsync(host, words, sizeof(host),
-                                            cudaMemcpyDeviceToHost,
-                                            ctx.stream),
+                                            cudaMemcpyDeviceToHost, ctx.stream),
                             "tuning");
       if (status.ok())
         status = cudaStatus(cudaStreamSynchronize(ctx.stream), "tuning");

@@ -196,8 +196,8 @@ struct CudaExecutor::Impl {
   /// buffers of its own in stream order, so that its next batch may
   /// overwrite the arena at once instead of waiting for the transfer (the
   /// plan's wait_consumed then has nothing left to wait for). Events:
-  /// staged (the staging buffer holds the batch), pulled (the receiver has
-  /// copied it out).
+  /// staged (the staging buffer holds the batch; the sender's), pulled (the
+  /// receiver has copied it out; the receiver's).
   struct Landing {
     uint8_t *slot[2] = {nullptr, nullptr};
     cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
@@ -276,16 +276,15 @@ struct CudaExecutor::Impl {
       cudaSetDevice(devices[plan->channels[c].dstDevice].ctx.gpu);
       for (int p = 0; p < 2; ++p) {
         cudaFree(l.slot[p]);
-        for (cudaEvent_t e : {l.filled[p], l.free[p]})
+        for (cudaEvent_t e : {l.filled[p], l.free[p], l.pulled[p]})
           if (e)
             cudaEventDestroy(e);
       }
       cudaSetDevice(devices[plan->channels[c].srcDevice].ctx.gpu);
       for (int p = 0; p < 2; ++p) {
         cudaFree(l.stage[p]);
-        for (cudaEvent_t e : {l.staged[p], l.pulled[p]})
-          if (e)
-            cudaEventDestroy(e);
+        if (l.staged[p])
+          cudaEventDestroy(l.staged[p]);
       }
     }
     for (size_t d = 0; d < copyStreams.size(); ++d)
@@ -531,9 +530,9 @@ Status CudaExecutor::enableProfiling() {
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "profile"));
     void *word = nullptr;
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaHostAlloc(&word, sizeof(unsigned), cudaHostAllocMapped),
-        "profile gate"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaHostAlloc(&word, sizeof(unsigned), cudaHostAllocMapped),
+                   "profile gate"));
     impl.gateWords[d] = static_cast<volatile unsigned *>(word);
     *impl.gateWords[d] = 0;
     PARTC_RETURN_IF_ERROR(impl.measureEventOverhead(d));
@@ -568,9 +567,10 @@ Status CudaExecutor::Impl::measureEventOverhead(size_t d) {
     for (int i = 0; i < kPairs && s.ok(); ++i) {
       s = cudaStatus(cudaEventRecord(marks[2 * i], stream), "profile");
       if (s.ok())
-        s = cudaStatus(launchHostGate(const_cast<const unsigned *>(gateWords[d]),
-                                      0, 0, stream),
-                       "profile");
+        s = cudaStatus(
+            launchHostGate(const_cast<const unsigned *>(gateWords[d]), 0, 0,
+                           stream),
+            "profile");
       if (s.ok())
         s = cudaStatus(cudaEventRecord(marks[2 * i + 1], stream), "profile");
     }
@@ -820,9 +820,9 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     // The host must never block while its stream is held: not on another
     // device's flag, nor in a host kernel or a copy from pageable memory.
     bool hostWaits = in.op == OpCode::Recv || in.op == OpCode::WaitConsumed;
-    bool hostBlocks = in.op == OpCode::LoadInput ||
-                      in.op == OpCode::StoreOutput ||
-                      (in.op == OpCode::Kernel && !dev.kernels[i]->capturable());
+    bool hostBlocks =
+        in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ||
+        (in.op == OpCode::Kernel && !dev.kernels[i]->capturable());
     if (gates && (hostWaits || hostBlocks))
       gates->release();
     if (in.op == OpCode::Recv)
@@ -997,9 +997,10 @@ Status CudaExecutor::Impl::prepareLandings() {
         "copy stream"));
   }
   landings.resize(plan->channels.size());
-  // Two buffers and two events per parity on one side of a channel.
+  // Per parity on one side of a channel: a buffer, and the events that
+  // this side records (an event belongs to the device that records it).
   auto prepare = [&](size_t c, size_t device, uint8_t *(&buffers)[2],
-                     cudaEvent_t(&first)[2], cudaEvent_t(&second)[2],
+                     std::initializer_list<cudaEvent_t *> recorded,
                      const char *what) {
     const Channel &ch = plan->channels[c];
     int gpu = devices[device].ctx.gpu;
@@ -1007,23 +1008,24 @@ Status CudaExecutor::Impl::prepareLandings() {
     for (int p = 0; p < 2; ++p) {
       cudaError_t err = cudaMalloc(&buffers[p], ch.bytes ? ch.bytes : 1);
       if (err != cudaSuccess)
-        return Status::error("GPU " + std::to_string(gpu) +
-                             ": out of memory allocating " +
-                             std::to_string(ch.bytes) + " bytes to " + what +
-                             " channel " + std::to_string(c) +
-                             " while streaming; run without --stream");
-      for (cudaEvent_t *e : {&first[p], &second[p]})
-        PARTC_RETURN_IF_ERROR(cudaStatus(
-            cudaEventCreateWithFlags(e, cudaEventDisableTiming), what));
+        return Status::error(
+            "GPU " + std::to_string(gpu) + ": out of memory allocating " +
+            std::to_string(ch.bytes) + " bytes to " + what + " channel " +
+            std::to_string(c) + " while streaming; run without --stream");
     }
+    for (cudaEvent_t *e : recorded)
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaEventCreateWithFlags(e, cudaEventDisableTiming), what));
     return Status();
   };
   for (size_t c = 0; c < plan->channels.size(); ++c) {
     Landing &l = landings[c];
     PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].dstDevice, l.slot,
-                                  l.filled, l.free, "receive"));
+                                  {&l.filled[0], &l.filled[1], &l.free[0],
+                                   &l.free[1], &l.pulled[0], &l.pulled[1]},
+                                  "receive"));
     PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].srcDevice, l.stage,
-                                  l.staged, l.pulled, "send"));
+                                  {&l.staged[0], &l.staged[1]}, "send"));
   }
   return Status();
 }
@@ -1036,11 +1038,11 @@ Status CudaExecutor::Impl::enqueueStreamSend(size_t d, size_t i, size_t batch) {
   // The staging buffer's previous batch (k - 2) must have been pulled.
   PARTC_RETURN_IF_ERROR(cudaStatus(
       cudaStreamWaitEvent(dev.ctx.stream, land.pulled[p], 0), "send wait"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      cudaMemcpyAsync(land.stage[p], resolve(dev, in.inputs[0]),
-                      in.inputs[0].type.byteSize(), cudaMemcpyDeviceToDevice,
-                      dev.ctx.stream),
-      "staging copy"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaMemcpyAsync(land.stage[p], resolve(dev, in.inputs[0]),
+                                 in.inputs[0].type.byteSize(),
+                                 cudaMemcpyDeviceToDevice, dev.ctx.stream),
+                 "staging copy"));
   return cudaStatus(cudaEventRecord(land.staged[p], dev.ctx.stream), "send");
 }
 

@@ -64,6 +64,51 @@ with open(os.path.join(out, "x_wrong_shape.pb"), "wb") as f:
 np.save(os.path.join(out, "x_wrong_type.npy"), np.zeros((4, 16), np.int64))
 np.save(os.path.join(out, "x_ok.npy"), x)
 
+# resblock.onnx: a bottleneck residual block (1x1, 3x3, 1x1 convolutions,
+# the last one's output added to the block's input, then ReLU): the shape
+# whose epilogues the GPU fuses. Reference in resblock_data/.
+def conv(x, w, b, pad):
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    y = np.zeros((n, k, h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + y.shape[2], j:j + y.shape[3]]
+            y += np.einsum("nchw,kc->nkhw", patch, w[:, :, i, j])
+    return y + b[None, :, None, None]
+
+
+cw1, cb1 = rng.standard_normal((16, 8, 1, 1)) * 0.3, rng.standard_normal(16) * 0.1
+cw2, cb2 = rng.standard_normal((16, 16, 3, 3)) * 0.1, rng.standard_normal(16) * 0.1
+cw3, cb3 = rng.standard_normal((8, 16, 1, 1)) * 0.3, rng.standard_normal(8) * 0.1
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1"),
+    helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+    helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c2"], ["r2"], name="relu2"),
+    helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], name="conv3"),
+    helper.make_node("Add", ["c3", "x"], ["s"], name="residual"),
+    helper.make_node("Relu", ["s"], ["y"], name="relu3"),
+]
+graph = helper.make_graph(
+    nodes, "resblock",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 6, 6])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, 6, 6])],
+    [init("w1", cw1), init("b1", cb1), init("w2", cw2), init("b2", cb2),
+     init("w3", cw3), init("b3", cb3)])
+save(graph, "resblock.onnx")
+xr = rng.standard_normal((2, 8, 6, 6))
+r1 = np.maximum(conv(xr, cw1, cb1, 0), 0)
+r2 = np.maximum(conv(r1, cw2, cb2, 1), 0)
+yr = np.maximum(conv(r2, cw3, cb3, 0) + xr, 0)
+data = os.path.join(out, "resblock_data")
+os.makedirs(data, exist_ok=True)
+with open(os.path.join(data, "input_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(xr.astype(np.float32), "x").SerializeToString())
+with open(os.path.join(data, "output_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(yr.astype(np.float32), "y").SerializeToString())
+
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
     [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",

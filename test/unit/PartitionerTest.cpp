@@ -42,6 +42,8 @@ ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
   p.linkBytesPerSecond = std::uniform_real_distribution<double>(5, 100)(rng);
   p.linkLatencySeconds = 0.01;
   p.inFlight = 1 + rng() % 2;
+  p.overlapTransfers = rng() % 2;
+  p.localBytesPerSecond = std::uniform_real_distribution<double>(20, 400)(rng);
   // Sometimes tight memory, so that some splits are infeasible.
   double total = 0;
   for (double w : p.opWeightBytes)
@@ -98,6 +100,27 @@ TEST(Partitioner, ChargesTransfersOfSkipEdges) {
   std::vector<StageCut> r = solveChain(p, 2);
   EXPECT_DOUBLE_EQ(r[1].slowest, 2.0);
   EXPECT_DOUBLE_EQ(r[2].slowest, 11.0);
+}
+
+TEST(Partitioner, OverlappedTransfersCostTheLargerOfTransferAndCompute) {
+  // Streaming: the 0.5 s transfer hides behind the receiving stage's 1 s of
+  // compute, which pays for two local copies of the 50 bytes (0.1 s each
+  // at 1000 B/s) instead; the sending stage pays for its staging copy.
+  ChainProblem p;
+  p.opSeconds = {1, 1};
+  p.opWeightBytes = {0, 0};
+  p.liveBytes = {50, 50};
+  p.cutBytes = {0, 50, 0};
+  p.linkBytesPerSecond = 100;
+  p.localBytesPerSecond = 1000;
+  EXPECT_DOUBLE_EQ(solveChain(p, 2)[2].slowest, 1.5);
+  p.overlapTransfers = true;
+  StageCut r = solveChain(p, 2)[2];
+  EXPECT_DOUBLE_EQ(r.stageSeconds[0], 1.1);
+  EXPECT_DOUBLE_EQ(r.stageSeconds[1], 1.1);
+  // A transfer longer than the compute is what the stage costs.
+  p.linkBytesPerSecond = 10;
+  EXPECT_DOUBLE_EQ(solveChain(p, 2)[2].slowest, 5.0);
 }
 
 TEST(Partitioner, RespectsMemory) {
