@@ -206,6 +206,46 @@ LinkSpec Topology::slowestLink(size_t first, size_t count) const {
   return slow;
 }
 
+std::vector<size_t> Topology::chainGroups(size_t groups,
+                                          size_t perGroup) const {
+  size_t count = std::min(groups * perGroup, devices.size());
+  std::vector<bool> used(count, false);
+  std::vector<size_t> order;
+  auto faster = [](const LinkSpec &a, const LinkSpec &b) {
+    return a.bytesPerSecond > b.bytesPerSecond ||
+           (a.bytesPerSecond == b.bytesPerSecond &&
+            a.latencySeconds < b.latencySeconds);
+  };
+  while (order.size() < count) {
+    size_t last = 0;
+    while (used[last])
+      ++last;
+    used[last] = true;
+    order.push_back(last);
+    for (size_t k = 1; k < perGroup && order.size() < count; ++k) {
+      size_t next = count;
+      for (size_t d = 0; d < count; ++d)
+        if (!used[d] &&
+            (next == count || faster(link(last, d), link(last, next))))
+          next = d;
+      used[next] = true;
+      order.push_back(next);
+      last = next;
+    }
+  }
+  return order;
+}
+
+LinkSpec Topology::slowestChainLink(const std::vector<size_t> &order,
+                                    size_t perGroup) const {
+  LinkSpec slow{1e30, 0};
+  for (size_t i = 0; i + 1 < order.size(); ++i)
+    if ((i + 1) % perGroup != 0 &&
+        link(order[i], order[i + 1]).bytesPerSecond < slow.bytesPerSecond)
+      slow = link(order[i], order[i + 1]);
+  return slow;
+}
+
 double Topology::smallestMemory() const {
   double m = 1e300;
   for (const DeviceSpec &d : devices)

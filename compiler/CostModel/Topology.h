@@ -46,6 +46,15 @@ public:
   }
   /// The slowest link among devices [first, first + count).
   LinkSpec slowestLink(size_t first, size_t count) const;
+  /// Devices [0, groups * perGroup) ordered so that each run of `perGroup`
+  /// is a pipeline's chain of devices over fast links: a chain starts at
+  /// the lowest free device and grows by the free device with the fastest
+  /// link from its last one (ties to the lower index), so uniform machines
+  /// keep index order.
+  std::vector<size_t> chainGroups(size_t groups, size_t perGroup) const;
+  /// The slowest link between consecutive devices of any chain of `order`.
+  LinkSpec slowestChainLink(const std::vector<size_t> &order,
+                            size_t perGroup) const;
   double smallestMemory() const;
   /// The slowest capabilities of any device: plans are costed against it,
   /// so mixed machines are modeled conservatively.

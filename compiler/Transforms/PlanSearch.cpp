@@ -9,6 +9,8 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/PlanSearch.h"
 
+#include <map>
+
 #include "compiler/CostModel/Partitioner.h"
 #include "compiler/Transforms/BatchSplit.h"
 #include "compiler/Transforms/PassUtils.h"
@@ -212,9 +214,6 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       }
       for (double b : live.cutBytes)
         p.cutBytes.push_back(b * fraction);
-      cm::LinkSpec link = topo.slowestLink(0, maxStages);
-      p.linkBytesPerSecond = link.bytesPerSecond;
-      p.linkLatencySeconds = link.latencySeconds;
       p.memoryBytes = topo.smallestMemory();
       // Ranked by the streamed period, a stage's transfers overlap the
       // stages' compute (partc-run --stream); for one batch they do not.
@@ -223,7 +222,9 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       // Double-buffered transfers keep up to two micro-batches in flight.
       p.inFlight = std::min<int64_t>(m, 2);
       lastProblem = p;
-      std::vector<cm::StageCut> cuts = cm::solveChain(p, maxStages);
+      // One solution per distinct link speed (the stage count decides which
+      // devices form each replica's chain, hence its slowest link).
+      std::map<std::pair<double, double>, std::vector<cm::StageCut>> solved;
       for (int64_t s = 1; s <= maxStages; ++s) {
         if (options.stages && s != options.stages)
           continue;
@@ -233,6 +234,15 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         c.stages = s;
         c.replicas = r;
         c.microBatches = m;
+        c.devices = topo.chainGroups(r, s);
+        cm::LinkSpec link = topo.slowestChainLink(c.devices, s);
+        p.linkBytesPerSecond = link.bytesPerSecond;
+        p.linkLatencySeconds = link.latencySeconds;
+        auto key = std::make_pair(link.bytesPerSecond, link.latencySeconds);
+        auto found = solved.find(key);
+        if (found == solved.end())
+          found = solved.emplace(key, cm::solveChain(p, maxStages)).first;
+        const std::vector<cm::StageCut> &cuts = found->second;
         if (s > static_cast<int64_t>(n)) {
           c.whyNot = "more stages than ops";
           result.candidates.push_back(c);
@@ -366,11 +376,20 @@ LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
   }
   int64_t s = plan.stages, m = plan.microBatches;
   setNumDevices(module, s * plan.replicas);
+  // Stage k of replica r runs on devices[r * S + k].
+  auto physical = [&](int64_t slot) {
+    return slot < static_cast<int64_t>(plan.devices.size())
+               ? static_cast<int64_t>(plan.devices[slot])
+               : slot;
+  };
   int64_t parts = plan.replicas * m;
-  if (parts == 1)
+  if (parts == 1) {
+    for (Operation *op : ops)
+      graph::setDevice(op, physical(*graph::getDevice(op)));
     return success();
-  auto deviceOf = [s, m](int64_t slice, Operation *op) {
-    return (slice / m) * s + *graph::getDevice(op);
+  }
+  auto deviceOf = [s, m, physical](int64_t slice, Operation *op) {
+    return physical((slice / m) * s + *graph::getDevice(op));
   };
   std::function<int64_t(int64_t)> microBatchOf;
   if (m > 1)
@@ -396,7 +415,7 @@ std::string explainText(const SearchResult &r) {
       const StageReport &st = b.stageReports[s];
       os << llvm::format(
           "  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
-          (long long)(rep * b.stages + s), (long long)s, (long long)rep,
+          (long long)b.device(rep, s), (long long)s, (long long)rep,
           st.endOp - st.firstOp, mib(st.weightBytes).c_str(),
           mib(st.memoryBytes).c_str(), ms(st.seconds).c_str(),
           mib(st.receivedBytes).c_str(), mib(st.sentBytes).c_str());
@@ -452,6 +471,10 @@ std::string explainJson(const SearchResult &r) {
                              {"received_bytes", s.receivedBytes},
                              {"sent_bytes", s.sentBytes}});
     o["stages_detail"] = std::move(stages);
+    llvm::json::Array devices;
+    for (size_t d : c.devices)
+      devices.push_back(static_cast<int64_t>(d));
+    o["devices"] = std::move(devices);
     return o;
   };
   llvm::json::Array others;

@@ -35,6 +35,14 @@ struct Candidate {
   std::string whyNot;
   std::vector<size_t> cuts;
   std::vector<StageReport> stageReports;
+  /// Stage k of replica r runs on devices[r * stages + k]: replicas are
+  /// chains of devices over the topology's fastest links.
+  std::vector<size_t> devices;
+  int64_t device(int64_t replica, int64_t stage) const {
+    size_t slot = static_cast<size_t>(replica * stages + stage);
+    return slot < devices.size() ? static_cast<int64_t>(devices[slot])
+                                 : static_cast<int64_t>(slot);
+  }
   /// stepSeconds: one batch from first input to last output (latency);
   /// periodSeconds: time per batch when batches stream through the stages
   /// (the slowest stage's micro-batches); throughput is batch / period.

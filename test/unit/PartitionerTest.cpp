@@ -1,5 +1,6 @@
 //===- PartitionerTest.cpp - DP stage split equals brute force ------------===//
 #include "compiler/CostModel/Partitioner.h"
+#include "compiler/CostModel/Topology.h"
 
 #include <gtest/gtest.h>
 
@@ -134,6 +135,33 @@ TEST(Partitioner, RespectsMemory) {
   EXPECT_FALSE(r[1].feasible);
   EXPECT_FALSE(r[2].feasible);
   EXPECT_TRUE(r[3].feasible);
+}
+
+/// Four devices, every link slow except the given pairs.
+Topology withFastLinks(std::vector<std::pair<size_t, size_t>> fast) {
+  Topology t;
+  t.devices.resize(4);
+  t.links.assign(16, LinkSpec{10e9, 1e-5});
+  for (auto [a, b] : fast)
+    t.links[a * 4 + b] = t.links[b * 4 + a] = LinkSpec{400e9, 1e-5};
+  return t;
+}
+
+TEST(Topology, ChainsFollowFastLinks) {
+  // Fast pairs 0-2 and 1-3: two 2-stage replicas are {0, 2} and {1, 3}.
+  Topology t = withFastLinks({{0, 2}, {1, 3}});
+  EXPECT_EQ(t.chainGroups(2, 2), (std::vector<size_t>{0, 2, 1, 3}));
+  EXPECT_DOUBLE_EQ(t.slowestChainLink(t.chainGroups(2, 2), 2).bytesPerSecond,
+                   400e9);
+  // Index order would pair 0 with 1 over a slow link.
+  EXPECT_DOUBLE_EQ(t.slowestChainLink({0, 1, 2, 3}, 2).bytesPerSecond, 10e9);
+  // One stage per replica needs no links; uniform machines keep index order.
+  EXPECT_EQ(t.chainGroups(4, 1), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(withFastLinks({}).chainGroups(1, 4),
+            (std::vector<size_t>{0, 1, 2, 3}));
+  // A path 0-2-1-3 is followed by one 4-stage chain.
+  EXPECT_EQ(withFastLinks({{0, 2}, {2, 1}, {1, 3}}).chainGroups(1, 4),
+            (std::vector<size_t>{0, 2, 1, 3}));
 }
 
 } // namespace

@@ -380,13 +380,20 @@ void printStageComparison(
   };
   size_t stages = std::max<size_t>(1, meta("stages", predicted.size()));
   size_t microBatches = std::max<size_t>(1, meta("micro_batches", 1));
+  std::vector<size_t> stageOf;
+  if (auto it = plan.metadata.find("device_stages");
+      it != plan.metadata.end()) {
+    std::stringstream items(it->second);
+    for (std::string item; std::getline(items, item, ',');)
+      stageOf.push_back(static_cast<size_t>(std::atoll(item.c_str())));
+  }
   std::printf("per device, kernels only: predicted vs measured ms per batch\n");
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     double measured = 0;
     for (size_t i = 0; i < plan.devices[d].instructions.size(); ++i)
       if (plan.devices[d].instructions[i].op == OpCode::Kernel)
         measured += seconds(d, i);
-    size_t stage = d % stages;
+    size_t stage = d < stageOf.size() ? stageOf[d] : d % stages;
     double want = stage < predicted.size()
                       ? predicted[stage] * static_cast<double>(microBatches)
                       : 0;

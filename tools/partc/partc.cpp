@@ -307,6 +307,18 @@ int compile() {
     for (const auto &st : searched->best.stageReports)
       stages += (stages.empty() ? "" : ",") + std::to_string(st.seconds * 1e3);
     plan.metadata["predicted_stage_ms"] = stages;
+    // Which stage each plan device runs (replicas are chains of devices
+    // over fast links, not necessarily consecutive indices).
+    const auto &best = searched->best;
+    std::vector<int64_t> stageOf(best.stages * best.replicas, 0);
+    for (int64_t r = 0; r < best.replicas; ++r)
+      for (int64_t k = 0; k < best.stages; ++k)
+        if (best.device(r, k) < static_cast<int64_t>(stageOf.size()))
+          stageOf[best.device(r, k)] = k;
+    std::string deviceStages;
+    for (int64_t k : stageOf)
+      deviceStages += (deviceStages.empty() ? "" : ",") + std::to_string(k);
+    plan.metadata["device_stages"] = deviceStages;
     plan.metadata["topology"] = searched->topology;
   }
   ::partc::runtime::Status s =
