@@ -4,20 +4,31 @@
 #include <algorithm>
 #include <functional>
 #include <limits>
+#include <map>
 
 namespace partc::costmodel {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
+/// Device class of the `stage`-th stage: 0 for the default devices, c + 1
+/// for ChainProblem class c.
+size_t classKey(const ChainProblem &p, size_t stage) {
+  return stage < p.stageClass.size() ? p.stageClass[stage] + 1 : 0;
+}
+
+const std::vector<double> &opSecondsOf(const ChainProblem &p, size_t key) {
+  return key ? p.classOpSeconds[key - 1] : p.opSeconds;
+}
+
 struct Prefix {
   std::vector<double> seconds, weights;
-  explicit Prefix(const ChainProblem &p) {
-    size_t n = p.opSeconds.size();
+  Prefix(const ChainProblem &p, const std::vector<double> &ops) {
+    size_t n = ops.size();
     seconds.assign(n + 1, 0);
     weights.assign(n + 1, 0);
     for (size_t i = 0; i < n; ++i) {
-      seconds[i + 1] = seconds[i] + p.opSeconds[i];
+      seconds[i + 1] = seconds[i] + ops[i];
       weights[i + 1] =
           weights[i] + (i < p.opWeightBytes.size() ? p.opWeightBytes[i] : 0);
     }
@@ -48,11 +59,18 @@ double combine(const ChainProblem &p, size_t begin, size_t end,
 }
 } // namespace
 
-double stageSeconds(const ChainProblem &p, size_t begin, size_t end) {
+double stageSeconds(const ChainProblem &p, size_t begin, size_t end,
+                    size_t stage) {
+  const std::vector<double> &ops = opSecondsOf(p, classKey(p, stage));
   double compute = 0;
   for (size_t i = begin; i < end; ++i)
-    compute += p.opSeconds[i];
+    compute += ops[i];
   return combine(p, begin, end, compute);
+}
+
+double stageCapacity(const ChainProblem &p, size_t stage) {
+  size_t key = classKey(p, stage);
+  return key ? p.classMemoryBytes[key - 1] : p.memoryBytes;
 }
 
 double stageMemory(const ChainProblem &p, size_t begin, size_t end) {
@@ -66,8 +84,6 @@ double stageMemory(const ChainProblem &p, size_t begin, size_t end) {
 
 std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
   size_t n = p.opSeconds.size();
-  Prefix pre(p);
-  // Peak live bytes of [j, i) for all j <= i, computed incrementally below.
   std::vector<StageCut> result(maxStages + 1);
   if (n == 0)
     return result;
@@ -77,23 +93,35 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
                                         std::vector<double>(n + 1, kInf));
   std::vector<std::vector<uint32_t>> from(S + 1,
                                           std::vector<uint32_t>(n + 1, 0));
-  // Stage cost and feasibility of [j, i), cached per (j, i).
-  std::vector<std::vector<float>> cost(n + 1);
-  for (size_t j = 0; j < n; ++j) {
-    cost[j].assign(n + 1, static_cast<float>(kInf));
-    double live = j < p.cutBytes.size() ? p.cutBytes[j] : 0;
-    for (size_t i = j + 1; i <= n; ++i) {
-      live =
-          std::max(live, i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
-      double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
-      if (mem > p.memoryBytes)
-        break; // longer stages only need more
-      cost[j][i] =
-          static_cast<float>(combine(p, j, i, pre.seconds[i] - pre.seconds[j]));
+  // Stage cost and feasibility of [j, i) on each class of device that some
+  // stage runs on, cached per (j, i).
+  using Costs = std::vector<std::vector<float>>;
+  std::map<size_t, Costs> costs;
+  for (size_t k = 0; k < S; ++k) {
+    size_t key = classKey(p, k);
+    if (costs.count(key))
+      continue;
+    Costs &cost = costs[key];
+    Prefix pre(p, opSecondsOf(p, key));
+    double capacity = stageCapacity(p, k);
+    cost.resize(n + 1);
+    for (size_t j = 0; j < n; ++j) {
+      cost[j].assign(n + 1, static_cast<float>(kInf));
+      double live = j < p.cutBytes.size() ? p.cutBytes[j] : 0;
+      for (size_t i = j + 1; i <= n; ++i) {
+        live = std::max(live,
+                        i - 1 < p.liveBytes.size() ? p.liveBytes[i - 1] : 0.0);
+        double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
+        if (mem > capacity)
+          break; // longer stages only need more
+        cost[j][i] = static_cast<float>(
+            combine(p, j, i, pre.seconds[i] - pre.seconds[j]));
+      }
     }
   }
   best[0][0] = 0;
-  for (size_t k = 1; k <= S; ++k)
+  for (size_t k = 1; k <= S; ++k) {
+    const Costs &cost = costs[classKey(p, k - 1)];
     for (size_t i = k; i <= n; ++i) {
       double b = kInf;
       uint32_t arg = 0;
@@ -110,6 +138,7 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
       best[k][i] = b;
       from[k][i] = arg;
     }
+  }
   for (size_t k = 1; k <= S; ++k) {
     StageCut &r = result[k];
     if (best[k][n] == kInf)
@@ -124,7 +153,7 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
     std::reverse(starts.begin(), starts.end());
     for (size_t s = 0; s < starts.size(); ++s) {
       size_t end = s + 1 < starts.size() ? starts[s + 1] : n;
-      r.stageSeconds.push_back(stageSeconds(p, starts[s], end));
+      r.stageSeconds.push_back(stageSeconds(p, starts[s], end, s));
       if (s > 0)
         r.cuts.push_back(starts[s]);
     }
@@ -147,9 +176,9 @@ StageCut bruteForceChain(const ChainProblem &p, size_t stages) {
       c.feasible = true;
       for (size_t s = 0; s < starts.size(); ++s) {
         size_t end = s + 1 < starts.size() ? starts[s + 1] : n;
-        if (stageMemory(p, starts[s], end) > p.memoryBytes)
+        if (stageMemory(p, starts[s], end) > stageCapacity(p, s))
           c.feasible = false;
-        c.stageSeconds.push_back(stageSeconds(p, starts[s], end));
+        c.stageSeconds.push_back(stageSeconds(p, starts[s], end, s));
       }
       c.slowest =
           *std::max_element(c.stageSeconds.begin(), c.stageSeconds.end());

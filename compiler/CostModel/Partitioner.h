@@ -44,6 +44,13 @@ struct ChainProblem {
   /// fit. Activations count `inFlight` times (micro-batches held at once).
   double memoryBytes = 1e30;
   double inFlight = 1;
+  /// Mixed machines: stage k runs on a device of class stageClass[k], whose
+  /// ops take classOpSeconds[c][i] and whose memory is classMemoryBytes[c].
+  /// Stages past the end of stageClass (all of them when it is empty) run
+  /// on devices like opSeconds and memoryBytes.
+  std::vector<size_t> stageClass;
+  std::vector<std::vector<double>> classOpSeconds;
+  std::vector<double> classMemoryBytes;
 };
 
 struct StageCut {
@@ -55,10 +62,13 @@ struct StageCut {
   bool feasible = false;
 };
 
-/// Time of stage [begin, end) (its ops plus what it receives at `begin`).
-double stageSeconds(const ChainProblem &p, size_t begin, size_t end);
-/// Memory of stage [begin, end).
+/// Time of stage [begin, end) (its ops plus what it receives at `begin`)
+/// when it is the `stage`-th stage (which picks its device's class).
+double stageSeconds(const ChainProblem &p, size_t begin, size_t end,
+                    size_t stage = 0);
+/// Memory of stage [begin, end), and what the `stage`-th device holds.
 double stageMemory(const ChainProblem &p, size_t begin, size_t end);
+double stageCapacity(const ChainProblem &p, size_t stage);
 
 /// For every stage count 1..maxStages, the partition minimizing the slowest
 /// stage subject to memory (exact dynamic programming, O(maxStages * n^2)).

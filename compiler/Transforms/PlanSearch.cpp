@@ -132,6 +132,16 @@ size_t minimalStagesForMemory(const cm::ChainProblem &p, double &heaviestOp) {
   return stages;
 }
 
+bool sameDevice(const cm::DeviceSpec &a, const cm::DeviceSpec &b) {
+  return a.memoryBytes == b.memoryBytes &&
+         a.matrixFlopsFp32 == b.matrixFlopsFp32 &&
+         a.matrixFlopsTf32 == b.matrixFlopsTf32 &&
+         a.matrixFlopsBf16 == b.matrixFlopsBf16 &&
+         a.vectorFlops == b.vectorFlops &&
+         a.memoryBytesPerSecond == b.memoryBytesPerSecond &&
+         a.launchSeconds == b.launchSeconds;
+}
+
 } // namespace
 
 FailureOr<SearchResult> searchPlan(func::FuncOp func,
@@ -150,7 +160,12 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   for (Operation *op : ops)
     work.push_back(cm::analyzeOp(op, batchInfo.batchedOps.contains(op)));
   Liveness live = analyzeLiveness(ops);
+  // Replicated plans are costed by the weakest device (their slices are
+  // equal); a single pipeline on a mixed machine by each stage's device.
   const cm::DeviceSpec device = topo.weakest();
+  bool mixed = false;
+  for (const cm::DeviceSpec &d : topo.devices)
+    mixed = mixed || !sameDevice(d, topo.devices[0]);
 
   // Requests that cannot be met get their own message.
   if (options.stages > static_cast<int64_t>(std::max<size_t>(n, 1)) &&
@@ -238,11 +253,40 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         cm::LinkSpec link = topo.slowestChainLink(c.devices, s);
         p.linkBytesPerSecond = link.bytesPerSecond;
         p.linkLatencySeconds = link.latencySeconds;
+        std::vector<cm::StageCut> mixedCuts;
+        cm::ChainProblem q;
+        if (r == 1 && s > 1 && mixed) {
+          // One chain of unlike devices: each stage is costed, and its
+          // memory bounded, by the device it runs on.
+          q = p;
+          std::vector<size_t> classOf;
+          for (int64_t k = 0; k < s; ++k) {
+            const cm::DeviceSpec &spec = topo.devices[c.devices[k]];
+            size_t cls = 0;
+            while (cls < classOf.size() &&
+                   !sameDevice(topo.devices[c.devices[classOf[cls]]], spec))
+              ++cls;
+            if (cls == classOf.size()) {
+              classOf.push_back(static_cast<size_t>(k));
+              std::vector<double> seconds;
+              for (size_t i = 0; i < n; ++i)
+                seconds.push_back(
+                    cm::predictSeconds(work[i], fraction, spec, topo.tf32,
+                                       options.costTable, batch, slice));
+              q.classOpSeconds.push_back(std::move(seconds));
+              q.classMemoryBytes.push_back(spec.memoryBytes);
+            }
+            q.stageClass.push_back(cls);
+          }
+          mixedCuts = cm::solveChain(q, static_cast<size_t>(s));
+        }
+        const cm::ChainProblem &used = mixedCuts.empty() ? p : q;
         auto key = std::make_pair(link.bytesPerSecond, link.latencySeconds);
         auto found = solved.find(key);
-        if (found == solved.end())
+        if (mixedCuts.empty() && found == solved.end())
           found = solved.emplace(key, cm::solveChain(p, maxStages)).first;
-        const std::vector<cm::StageCut> &cuts = found->second;
+        const std::vector<cm::StageCut> &cuts =
+            mixedCuts.empty() ? found->second : mixedCuts;
         if (s > static_cast<int64_t>(n)) {
           c.whyNot = "more stages than ops";
           result.candidates.push_back(c);
@@ -258,14 +302,14 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         c.cuts = cut.cuts;
         c.slowestSeconds = cut.slowest;
         // One batch alone: every stage receives, then computes.
-        cm::ChainProblem serial = p;
+        cm::ChainProblem serial = used;
         serial.overlapTransfers = false;
         std::vector<size_t> bounds = {0};
         bounds.insert(bounds.end(), cut.cuts.begin(), cut.cuts.end());
         bounds.push_back(n);
         double sum = 0, serialSlowest = 0;
         for (size_t k = 0; k + 1 < bounds.size(); ++k) {
-          double t = cm::stageSeconds(serial, bounds[k], bounds[k + 1]);
+          double t = cm::stageSeconds(serial, bounds[k], bounds[k + 1], k);
           sum += t;
           serialSlowest = std::max(serialSlowest, t);
         }

@@ -2,6 +2,8 @@
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=PIPE-IR
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 objective=latency" 2>&1 >/dev/null | FileCheck %s --check-prefix=LATENCY
+// RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.json
+// RUN: partc-opt %s --split-input-file --partc-search-plan="topology=%t.json stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED
 
 // Tests that two heavy, independent-per-sample matmuls on two devices are
 // replicated (no transfers, no bubble) rather than pipelined, and that a
@@ -46,5 +48,29 @@ module {
     %a = graph.matmul %x, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
     %b = graph.softmax %a {axis = 0 : i64} : (tensor<4096x1024xf32>) -> tensor<4096x1024xf32>
     return %b : tensor<4096x1024xf32>
+  }
+}
+
+// -----
+
+// Tests that a pipeline over unlike devices gives each stage work in
+// proportion to its device: an H200 runs three of four equal matmuls and an
+// A100 (a third of its TF32 rate) one. Costed as two equal devices, the
+// split would be even.
+// CHECK-LABEL: func @main
+// CHECK-COUNT-2: graph.matmul {{.*}}graph.device = 0
+// CHECK-COUNT-2: graph.matmul {{.*}}graph.device = 1
+// PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [2]
+// MIXED: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [3]
+// LATENCY: plan: 1 stage x 2 replicas, cuts before ops []
+// expected-remark@below {{plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [2]}}
+module {
+  func.func @main(%x: tensor<4096x1024xf32>) -> tensor<4096x1024xf32> {
+    %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
+    %a = graph.matmul %x, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    %b = graph.matmul %a, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    %c = graph.matmul %b, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    %d = graph.matmul %c, %w : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
+    return %d : tensor<4096x1024xf32>
   }
 }

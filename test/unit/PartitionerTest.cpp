@@ -50,6 +50,23 @@ ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
   for (double w : p.opWeightBytes)
     total += w;
   p.memoryBytes = rng() % 2 ? 1e30 : total / (1 + rng() % 3) + 200;
+  // Sometimes a mixed machine: a second class of device, slower or faster
+  // per op and with its own memory, at some of the stage positions.
+  if (rng() % 2) {
+    std::vector<double> other;
+    for (double t : p.opSeconds)
+      other.push_back(t * std::uniform_real_distribution<double>(0.3, 3)(rng));
+    p.classOpSeconds.push_back(other);
+    p.classMemoryBytes.push_back(rng() % 2 ? 1e30 : total / 2 + 100);
+    for (size_t k = 0; k < 5; ++k)
+      p.stageClass.push_back(rng() % 2);
+    // Class indices refer to classOpSeconds; 1 means "like the default".
+    for (size_t &c : p.stageClass)
+      if (c == 1) {
+        p.classOpSeconds.resize(2, p.opSeconds);
+        p.classMemoryBytes.resize(2, p.memoryBytes);
+      }
+  }
   return p;
 }
 
@@ -70,8 +87,8 @@ void expectOptimal(const ChainProblem &p, size_t maxStages) {
     for (size_t k = 0; k < starts.size(); ++k) {
       size_t end = k + 1 < starts.size() ? starts[k + 1] : p.opSeconds.size();
       ASSERT_LT(starts[k], end);
-      EXPECT_LE(stageMemory(p, starts[k], end), p.memoryBytes);
-      slowest = std::max(slowest, stageSeconds(p, starts[k], end));
+      EXPECT_LE(stageMemory(p, starts[k], end), stageCapacity(p, k));
+      slowest = std::max(slowest, stageSeconds(p, starts[k], end, k));
     }
     EXPECT_NEAR(slowest, dp[s].slowest, 1e-9 * slowest);
   }
@@ -122,6 +139,26 @@ TEST(Partitioner, OverlappedTransfersCostTheLargerOfTransferAndCompute) {
   // A transfer longer than the compute is what the stage costs.
   p.linkBytesPerSecond = 10;
   EXPECT_DOUBLE_EQ(solveChain(p, 2)[2].slowest, 5.0);
+}
+
+TEST(Partitioner, GivesTheSmallDeviceLessWork) {
+  // Four equal ops; the second device is three times slower and holds the
+  // weights of one op only: it gets the last op.
+  ChainProblem p;
+  p.opSeconds = {1, 1, 1, 1};
+  p.opWeightBytes = {10, 10, 10, 10};
+  p.liveBytes = {0, 0, 0, 0};
+  p.cutBytes = {0, 0, 0, 0, 0};
+  p.classOpSeconds = {{1, 1, 1, 1}, {3, 3, 3, 3}};
+  p.classMemoryBytes = {100, 10};
+  p.stageClass = {0, 1};
+  StageCut r = solveChain(p, 2)[2];
+  ASSERT_TRUE(r.feasible);
+  EXPECT_EQ(r.cuts, (std::vector<size_t>{3}));
+  EXPECT_DOUBLE_EQ(r.slowest, 3.0);
+  // Costed as two equal devices, the split would be even.
+  p.stageClass.clear();
+  EXPECT_EQ(solveChain(p, 2)[2].cuts, (std::vector<size_t>{2}));
 }
 
 TEST(Partitioner, RespectsMemory) {
