@@ -53,9 +53,10 @@ double combine(const ChainProblem &p, size_t begin, size_t end,
   double receive = receiveSeconds(p, begin);
   if (!p.overlapTransfers)
     return receive + compute;
-  double copies = 2 * (crossingBytes(p, begin) + crossingBytes(p, end)) /
-                  p.localBytesPerSecond;
-  return std::max(compute + copies, receive);
+  double in = crossingBytes(p, begin), out = crossingBytes(p, end);
+  double copies = 2 * (in + out) / p.localBytesPerSecond;
+  double fixed = p.cutOverheadSeconds * ((in > 0) + (out > 0));
+  return std::max(compute + copies + fixed, receive);
 }
 } // namespace
 

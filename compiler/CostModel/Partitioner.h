@@ -40,6 +40,10 @@ struct ChainProblem {
   /// localBytesPerSecond. Otherwise a stage receives, then computes.
   bool overlapTransfers = false;
   double localBytesPerSecond = 1e12;
+  /// With overlapped transfers, a fixed cost per cut a stage sends or
+  /// receives across (the streamed runtime's synchronization and graph
+  /// boundaries, measured rather than derived).
+  double cutOverheadSeconds = 0;
   /// Memory of each device; a stage's weights + in-flight activations must
   /// fit. Activations count `inFlight` times (micro-batches held at once).
   double memoryBytes = 1e30;

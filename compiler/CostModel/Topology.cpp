@@ -21,10 +21,11 @@ struct Preset {
 };
 
 /// Peak figures from NVIDIA's data sheets (dense, no sparsity), derated to
-/// what partc's kernels sustain. The factors (matrix 28% of peak, memory
-/// 37%, vector 50%, 6 us per launch) were fitted to partc's own ResNet-50
-/// batch-64 run on an H200 on 2026-11-22 (11.4 ms measured); they rise as
-/// the kernels improve, and --cost-table replaces them with measurements.
+/// what partc's kernels sustain. The factors (matrix 44% of peak, memory
+/// 58%, vector 79%, 8 us per op) were fitted to partc's own ResNet-50 on an
+/// H200 on 2026-11-22, session 3 (4.04 ms at batch 64, 1.36 ms at batch 16,
+/// fused epilogues): the two runs give the per-op fixed cost and one scale
+/// of the rates. --cost-table replaces them with measurements.
 /// Links: NVLink 4 at 450 GB/s per direction (measured 385 GB/s device to
 /// device with PyTorch on the H200 machines), PCIe 5 x16 at 64 GB/s (about
 /// 50 GB/s achieved).
@@ -34,15 +35,15 @@ std::vector<Preset> presets() {
     DeviceSpec d;
     d.name = name;
     d.memoryBytes = memGiB * GiB;
-    d.matrixFlopsFp32 = fp32 * 0.28;
-    d.matrixFlopsTf32 = tf32 * 0.28;
-    d.matrixFlopsBf16 = bf16 * 0.28;
-    d.vectorFlops = vector * 0.5;
-    d.memoryBytesPerSecond = bw * 0.37;
+    d.matrixFlopsFp32 = fp32 * 0.44;
+    d.matrixFlopsTf32 = tf32 * 0.44;
+    d.matrixFlopsBf16 = bf16 * 0.44;
+    d.vectorFlops = vector * 0.79;
+    d.memoryBytesPerSecond = bw * 0.58;
     // cudaMemcpy within an H200 moved 4.24 of its 4.8 TB/s (PyTorch,
     // shared/bench/h200-baselines.md).
     d.copyBytesPerSecond = bw * 0.88;
-    d.launchSeconds = 6e-6;
+    d.launchSeconds = 8e-6;
     return d;
   };
   LinkSpec nvlink4{385e9, 5e-6}, nvlink3{250e9, 5e-6}, pcie5{50e9, 10e-6},

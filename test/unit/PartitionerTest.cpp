@@ -45,6 +45,7 @@ ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
   p.inFlight = 1 + rng() % 2;
   p.overlapTransfers = rng() % 2;
   p.localBytesPerSecond = std::uniform_real_distribution<double>(20, 400)(rng);
+  p.cutOverheadSeconds = rng() % 2 ? 0.05 : 0;
   // Sometimes tight memory, so that some splits are infeasible.
   double total = 0;
   for (double w : p.opWeightBytes)
@@ -136,6 +137,10 @@ TEST(Partitioner, OverlappedTransfersCostTheLargerOfTransferAndCompute) {
   StageCut r = solveChain(p, 2)[2];
   EXPECT_DOUBLE_EQ(r.stageSeconds[0], 1.1);
   EXPECT_DOUBLE_EQ(r.stageSeconds[1], 1.1);
+  // A fixed cost per cut side, as measured for the streamed runtime.
+  p.cutOverheadSeconds = 0.05;
+  EXPECT_DOUBLE_EQ(solveChain(p, 2)[2].slowest, 1.15);
+  p.cutOverheadSeconds = 0;
   // A transfer longer than the compute is what the stage costs.
   p.linkBytesPerSecond = 10;
   EXPECT_DOUBLE_EQ(solveChain(p, 2)[2].slowest, 5.0);
