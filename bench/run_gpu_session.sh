@@ -22,6 +22,10 @@ if [[ $what == *smoke* ]]; then
   $B/partc compile $W/ex/mlp.onnx -o $W/mlp1.plan --batch 4 --quiet
   t $B/partc-run $W/mlp1.plan --backend cuda --precision fp32 --check $W/ex/mlp_data
   t $B/partc-run $W/mlp1.plan --backend cuda --check $W/ex/mlp_data --rtol 1e-2 --atol 1e-4 --iterations 3
+  # Convolution epilogues, fused (chosen by timing) and unfused, against numpy.
+  $B/partc compile $W/ex/resblock.onnx -o $W/resblock.plan --batch 2 --quiet
+  t $B/partc-run $W/resblock.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --profile $OUT/resblock-profile.json
+  t $B/partc-run $W/resblock.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --no-fused-epilogues
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
