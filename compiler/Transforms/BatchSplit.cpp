@@ -201,7 +201,8 @@ BatchInfo analyzeBatch(func::FuncOp func) {
 LogicalResult
 splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
-           std::function<int64_t(int64_t slice)> microBatchOf) {
+           std::function<int64_t(int64_t slice)> microBatchOf,
+           ArrayRef<int64_t> sliceSizes) {
   Block &body = func.getBody().front();
   if (parts < 1)
     return func.emitError()
@@ -226,6 +227,17 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            << onnxNodeName(info.failedOp->getLoc())
            << "') cannot be split along the batch: " << info.reason
            << "; use the single or pipeline strategy with one micro-batch";
+  if (!sliceSizes.empty()) {
+    int64_t total = 0;
+    for (int64_t size : sliceSizes)
+      total += size;
+    if (static_cast<int64_t>(sliceSizes.size()) != parts || total != batch ||
+        llvm::any_of(sliceSizes, [](int64_t size) { return size < 1; }))
+      return func.emitError()
+             << purpose << ": " << sliceSizes.size() << " slices totalling "
+             << total << " do not split batch " << batch << " into " << parts
+             << " non-empty parts";
+  }
   DenseSet<Value> &batched = info.batchedValues;
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
@@ -238,7 +250,9 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
   SmallVector<SmallVector<Value>> partResults(returnOp.getNumOperands());
   int64_t offset = 0;
   for (int64_t p = 0; p < parts; ++p) {
-    int64_t size = batch / parts + (p < batch % parts ? 1 : 0);
+    int64_t size = sliceSizes.empty()
+                       ? batch / parts + (p < batch % parts ? 1 : 0)
+                       : sliceSizes[p];
     IRMapping map;
     for (BlockArgument arg : body.getArguments()) {
       if (!batched.contains(arg))

@@ -14,10 +14,13 @@ namespace mlir::partc {
 /// gives the device of the clone of `op` for a slice. Slices of inputs and
 /// concatenations of outputs are host ops (device -1). Ops that mix samples
 /// of the batch (reducing or reshaping across dimension 0) are reported.
+/// Slices are equal (the first ones one larger where the batch does not
+/// divide) unless `sliceSizes` gives each one's size.
 LogicalResult
 splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
-           std::function<int64_t(int64_t slice)> microBatchOf = nullptr);
+           std::function<int64_t(int64_t slice)> microBatchOf = nullptr,
+           ArrayRef<int64_t> sliceSizes = {});
 
 /// The batch size of `func` (dimension 0 of its first ranked input) and
 /// whether every op keeps samples apart; on failure `why` names the op.

@@ -35,6 +35,11 @@ std::string Candidate::label() const {
   if (stages > 1)
     s += ", " + std::to_string(microBatches) +
          (microBatches == 1 ? " micro-batch" : " micro-batches");
+  if (!slices.empty()) {
+    s += ", slices ";
+    for (size_t k = 0; k < slices.size(); ++k)
+      s += (k ? "/" : "") + std::to_string(slices[k]);
+  }
   return s;
 }
 
@@ -160,12 +165,64 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   for (Operation *op : ops)
     work.push_back(cm::analyzeOp(op, batchInfo.batchedOps.contains(op)));
   Liveness live = analyzeLiveness(ops);
-  // Replicated plans are costed by the weakest device (their slices are
-  // equal); a single pipeline on a mixed machine by each stage's device.
+  // Plans are costed by the weakest device, except a single pipeline on a
+  // mixed machine (each stage on its device) and replicas on one (below).
   const cm::DeviceSpec device = topo.weakest();
   bool mixed = false;
   for (const cm::DeviceSpec &d : topo.devices)
     mixed = mixed || !sameDevice(d, topo.devices[0]);
+  // Replicas on unlike devices: a faster device takes more images. Each
+  // replica's time is close to linear in its images (fixed costs plus a
+  // per-image cost), so images go one at a time to the replica that would
+  // finish soonest; the result is then costed exactly and kept if it beats
+  // equal slices (and fits every device's memory).
+  double fullLive = 0, weights = 0;
+  for (double bytes : live.liveBytes)
+    fullLive = std::max(fullLive, bytes);
+  for (const cm::OpWork &w : work)
+    weights += w.weightBytes;
+  auto replicaSeconds = [&](const cm::DeviceSpec &spec, int64_t images) {
+    double t = 0;
+    for (size_t i = 0; i < work.size(); ++i)
+      t +=
+          cm::predictSeconds(work[i], static_cast<double>(images) / batch, spec,
+                             topo.tf32, options.costTable, batch, images);
+    return t;
+  };
+  auto balanceReplicas = [&](Candidate &c) {
+    size_t r = static_cast<size_t>(c.replicas);
+    std::vector<double> fixed(r), perImage(r);
+    std::vector<int64_t> sizes(r, 1);
+    for (size_t k = 0; k < r; ++k) {
+      const cm::DeviceSpec &spec = topo.devices[c.device(k, 0)];
+      double one = replicaSeconds(spec, 1), all = replicaSeconds(spec, batch);
+      perImage[k] = batch > 1 ? (all - one) / (batch - 1) : all;
+      fixed[k] = one - perImage[k];
+    }
+    for (int64_t left = batch - static_cast<int64_t>(r); left > 0; --left) {
+      size_t pick = 0;
+      for (size_t k = 1; k < r; ++k)
+        if (fixed[k] + perImage[k] * (sizes[k] + 1) <
+            fixed[pick] + perImage[pick] * (sizes[pick] + 1))
+          pick = k;
+      ++sizes[pick];
+    }
+    std::vector<double> seconds;
+    double slowest = 0;
+    for (size_t k = 0; k < r; ++k) {
+      const cm::DeviceSpec &spec = topo.devices[c.device(k, 0)];
+      if (weights + fullLive * sizes[k] / batch > spec.memoryBytes)
+        return;
+      seconds.push_back(replicaSeconds(spec, sizes[k]));
+      slowest = std::max(slowest, seconds.back());
+    }
+    if (slowest >= c.periodSeconds)
+      return;
+    c.slices = sizes;
+    c.replicaSeconds = seconds;
+    c.stepSeconds = c.periodSeconds = c.slowestSeconds = slowest;
+    c.throughput = batch / slowest;
+  };
 
   // Requests that cannot be met get their own message.
   if (options.stages > static_cast<int64_t>(std::max<size_t>(n, 1)) &&
@@ -341,6 +398,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
               rep.sentBytes += live.sizes[v] * fraction * m;
           c.stageReports.push_back(rep);
         }
+        if (mixed && s == 1 && r > 1 && m == 1)
+          balanceReplicas(c);
         result.candidates.push_back(c);
       }
     }
@@ -441,7 +500,8 @@ LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
   std::function<int64_t(int64_t)> microBatchOf;
   if (m > 1)
     microBatchOf = [m](int64_t slice) { return slice % m; };
-  return splitBatch(func, parts, "the chosen plan", deviceOf, microBatchOf);
+  return splitBatch(func, parts, "the chosen plan", deviceOf, microBatchOf,
+                    plan.slices);
 }
 
 std::string explainText(const SearchResult &r) {
@@ -464,7 +524,11 @@ std::string explainText(const SearchResult &r) {
           "  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
           (long long)b.device(rep, s), (long long)s, (long long)rep,
           st.endOp - st.firstOp, mib(st.weightBytes).c_str(),
-          mib(st.memoryBytes).c_str(), ms(st.seconds).c_str(),
+          mib(st.memoryBytes).c_str(),
+          ms(rep < static_cast<int64_t>(b.replicaSeconds.size())
+                 ? b.replicaSeconds[rep]
+                 : st.seconds)
+              .c_str(),
           mib(st.receivedBytes).c_str(), mib(st.sentBytes).c_str());
     }
   os << "runner-up plans:\n";
@@ -522,6 +586,12 @@ std::string explainJson(const SearchResult &r) {
     for (size_t d : c.devices)
       devices.push_back(static_cast<int64_t>(d));
     o["devices"] = std::move(devices);
+    if (!c.slices.empty()) {
+      llvm::json::Array slices;
+      for (int64_t n : c.slices)
+        slices.push_back(n);
+      o["slices"] = std::move(slices);
+    }
     return o;
   };
   llvm::json::Array others;
