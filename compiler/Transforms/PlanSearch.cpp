@@ -100,9 +100,13 @@ Liveness analyzeLiveness(ArrayRef<Operation *> ops) {
   return l;
 }
 
+/// GiB, or MiB below one GiB (so that small models' errors say something).
 std::string gib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / GiB);
+  if (bytes >= GiB)
+    std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / GiB);
+  else
+    std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
   return buf;
 }
 

@@ -3,7 +3,7 @@
 // Tests that a model whose weights exceed every split says how many devices
 // would do: 4 MiB per weight, 5 MiB per device.
 module {
-  // expected-error@below {{the model does not fit: split over 2 device(s), the heaviest stage needs 0.0 GiB but each device has 0.0 GiB; use --devices 4 or more}}
+  // expected-error@below {{the model does not fit: split over 2 device(s), the heaviest stage needs 8.0 MiB but each device has 5.1 MiB; use --devices 4 or more}}
   func.func @main(%x: tensor<8x1024xf32>) -> tensor<8x1024xf32> {
     %w = graph.constant {value = dense<0.5> : tensor<1024x1024xf32>} : () -> tensor<1024x1024xf32>
     %a = graph.matmul %x, %w : (tensor<8x1024xf32>, tensor<1024x1024xf32>) -> tensor<8x1024xf32>
@@ -21,7 +21,7 @@ module {
 
 // Tests that one op larger than a device cannot be placed at all.
 module {
-  // expected-error@below {{one op needs 0.0 GiB but each device has 0.0 GiB; no split across devices can fit this model}}
+  // expected-error@below {{one op needs 16.0 MiB but each device has 5.1 MiB; no split across devices can fit this model}}
   func.func @main(%x: tensor<8x2048xf32>) -> tensor<8x2048xf32> {
     %w = graph.constant {value = dense<0.5> : tensor<2048x2048xf32>} : () -> tensor<2048x2048xf32>
     %a = graph.matmul %x, %w : (tensor<8x2048xf32>, tensor<2048x2048xf32>) -> tensor<8x2048xf32>
