@@ -211,11 +211,12 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
           pick = k;
       ++sizes[pick];
     }
-    std::vector<double> seconds;
+    std::vector<double> seconds, memory;
     double slowest = 0;
     for (size_t k = 0; k < r; ++k) {
       const cm::DeviceSpec &spec = topo.devices[c.device(k, 0)];
-      if (weights + fullLive * sizes[k] / batch > spec.memoryBytes)
+      memory.push_back(weights + fullLive * sizes[k] / batch);
+      if (memory.back() > spec.memoryBytes)
         return;
       seconds.push_back(replicaSeconds(spec, sizes[k]));
       slowest = std::max(slowest, seconds.back());
@@ -224,6 +225,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       return;
     c.slices = sizes;
     c.replicaSeconds = seconds;
+    c.replicaMemoryBytes = memory;
     c.stepSeconds = c.periodSeconds = c.slowestSeconds = slowest;
     c.throughput = batch / slowest;
   };
@@ -528,7 +530,10 @@ std::string explainText(const SearchResult &r) {
           "  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
           (long long)b.device(rep, s), (long long)s, (long long)rep,
           st.endOp - st.firstOp, mib(st.weightBytes).c_str(),
-          mib(st.memoryBytes).c_str(),
+          mib(rep < static_cast<int64_t>(b.replicaMemoryBytes.size())
+                  ? b.replicaMemoryBytes[rep]
+                  : st.memoryBytes)
+              .c_str(),
           ms(rep < static_cast<int64_t>(b.replicaSeconds.size())
                  ? b.replicaSeconds[rep]
                  : st.seconds)

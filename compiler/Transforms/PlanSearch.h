@@ -41,7 +41,7 @@ struct Candidate {
   /// Replicas on unlike devices: the images each replica takes (faster
   /// devices more) and its predicted seconds. Empty: equal slices.
   std::vector<int64_t> slices;
-  std::vector<double> replicaSeconds;
+  std::vector<double> replicaSeconds, replicaMemoryBytes;
   int64_t device(int64_t replica, int64_t stage) const {
     size_t slot = static_cast<size_t>(replica * stages + stage);
     return slot < devices.size() ? static_cast<int64_t>(devices[slot])
