@@ -148,6 +148,7 @@ bool sameDevice(const cm::DeviceSpec &a, const cm::DeviceSpec &b) {
          a.matrixFlopsBf16 == b.matrixFlopsBf16 &&
          a.vectorFlops == b.vectorFlops &&
          a.memoryBytesPerSecond == b.memoryBytesPerSecond &&
+         a.copyBytesPerSecond == b.copyBytesPerSecond &&
          a.launchSeconds == b.launchSeconds;
 }
 
@@ -185,12 +186,19 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
     fullLive = std::max(fullLive, bytes);
   for (const cm::OpWork &w : work)
     weights += w.weightBytes;
+  // Each op's seconds on `spec` for a slice of `images` of the batch.
+  auto opSecondsOn = [&](const cm::DeviceSpec &spec, int64_t images) {
+    std::vector<double> seconds;
+    for (const cm::OpWork &w : work)
+      seconds.push_back(
+          cm::predictSeconds(w, static_cast<double>(images) / batch, spec,
+                             topo.tf32, options.costTable, batch, images));
+    return seconds;
+  };
   auto replicaSeconds = [&](const cm::DeviceSpec &spec, int64_t images) {
     double t = 0;
-    for (size_t i = 0; i < work.size(); ++i)
-      t +=
-          cm::predictSeconds(work[i], static_cast<double>(images) / batch, spec,
-                             topo.tf32, options.costTable, batch, images);
+    for (double seconds : opSecondsOn(spec, images))
+      t += seconds;
     return t;
   };
   auto balanceReplicas = [&](Candidate &c) {
@@ -283,10 +291,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       int64_t slice = (batch + r * m - 1) / (r * m);
       double fraction = static_cast<double>(slice) / batch;
       cm::ChainProblem p;
+      p.opSeconds = opSecondsOn(device, slice);
       for (size_t i = 0; i < n; ++i) {
-        p.opSeconds.push_back(cm::predictSeconds(work[i], fraction, device,
-                                                 topo.tf32, options.costTable,
-                                                 batch, slice));
         p.opWeightBytes.push_back(work[i].weightBytes);
         p.liveBytes.push_back(live.liveBytes[i] * fraction);
       }
@@ -334,12 +340,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
               ++cls;
             if (cls == classOf.size()) {
               classOf.push_back(static_cast<size_t>(k));
-              std::vector<double> seconds;
-              for (size_t i = 0; i < n; ++i)
-                seconds.push_back(
-                    cm::predictSeconds(work[i], fraction, spec, topo.tf32,
-                                       options.costTable, batch, slice));
-              q.classOpSeconds.push_back(std::move(seconds));
+              q.classOpSeconds.push_back(opSecondsOn(spec, slice));
               q.classMemoryBytes.push_back(spec.memoryBytes);
             }
             q.stageClass.push_back(cls);

@@ -321,6 +321,14 @@ struct CudaExecutor::Impl {
   void *resolve(Device &dev, const BufferRef &b) {
     return (b.space == MemorySpace::Arena ? dev.arena : dev.weights) + b.offset;
   }
+  /// A kernel instruction's operands in device memory.
+  void operands(Device &dev, const Instruction &in, std::vector<TensorRef> &ins,
+                std::vector<TensorRef> &outs) {
+    for (const BufferRef &b : in.inputs)
+      ins.push_back({resolve(dev, b), b.type});
+    for (const BufferRef &b : in.outputs)
+      outs.push_back({resolve(dev, b), b.type});
+  }
 };
 
 int CudaExecutor::deviceCount(std::string *why) {
@@ -463,10 +471,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         continue;
       const Instruction &in = prog.instructions[i];
       std::vector<TensorRef> ins, outs;
-      for (const BufferRef &b : in.inputs)
-        ins.push_back({impl.resolve(dev, b), b.type});
-      for (const BufferRef &b : in.outputs)
-        outs.push_back({impl.resolve(dev, b), b.type});
+      impl.operands(dev, in, ins, outs);
       Status s = dev.kernels[i]->tune(ctx, ins, outs, scratch);
       if (!s.ok())
         return s.prepend(where + " tuning " + describeInstruction(d, i, in));
@@ -706,10 +711,7 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   switch (in.op) {
   case OpCode::Kernel: {
     std::vector<TensorRef> ins, outs;
-    for (const BufferRef &b : in.inputs)
-      ins.push_back({resolve(dev, b), b.type});
-    for (const BufferRef &b : in.outputs)
-      outs.push_back({resolve(dev, b), b.type});
+    operands(dev, in, ins, outs);
     return dev.kernels[i]->run(dev.ctx, ins, outs);
   }
   case OpCode::LoadInput:

@@ -600,28 +600,22 @@ const std::map<std::string, Factory> &factories() {
           x = channelsFirstShape(x);
           y = channelsFirstShape(y);
         }
-        size_t spatial = x.size() - 2, off = 3 - spatial;
-        std::vector<int64_t> ks = a.attrs.getInts("kernel_shape"),
-                             st = a.attrs.getInts("strides"),
-                             pads = a.attrs.getInts("pads"),
-                             dil = a.attrs.getInts("dilations");
+        Window w;
+        PARTC_RETURN_IF_ERROR(
+            makeWindow(a.attrs, x, y, a.attrs.getInts("kernel_shape"), w));
         PoolParams p{};
         p.planes = x[0] * x[1];
         p.channelsLast = channelsLast ? x[1] : 0;
         p.isMax = isMax;
         p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
         for (int i = 0; i < 3; ++i) {
-          p.in[i] = p.out[i] = p.kernel[i] = p.stride[i] = p.dilation[i] = 1;
-          p.padBegin[i] = p.padEnd[i] = 0;
-        }
-        for (size_t i = 0; i < spatial; ++i) {
-          p.in[off + i] = x[2 + i];
-          p.out[off + i] = y[2 + i];
-          p.kernel[off + i] = ks[i];
-          p.stride[off + i] = st.empty() ? 1 : st[i];
-          p.dilation[off + i] = dil.empty() ? 1 : dil[i];
-          p.padBegin[off + i] = pads.empty() ? 0 : pads[i];
-          p.padEnd[off + i] = pads.empty() ? 0 : pads[i + spatial];
+          p.in[i] = w.in[i];
+          p.out[i] = w.out[i];
+          p.kernel[i] = w.kernel[i];
+          p.stride[i] = w.stride[i];
+          p.dilation[i] = w.dilation[i];
+          p.padBegin[i] = w.padBegin[i];
+          p.padEnd[i] = w.padEnd[i];
         }
         k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out) {

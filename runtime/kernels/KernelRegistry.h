@@ -42,6 +42,24 @@ bool isFloatType(DType t);
 /// Reads the optional fused `activation` parameter ("" or "relu").
 Status fusedRelu(const AttrMap &attrs, bool &relu);
 
+/// Spatial geometry of convolution and pooling, always as 3-D (D, H, W): 1-D
+/// and 2-D problems get leading unit dimensions so one loop nest serves all.
+struct Window {
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, padBegin[3] = {0, 0, 0}, padEnd[3] = {0, 0, 0},
+          dilation[3] = {1, 1, 1};
+
+  int64_t inSize() const { return in[0] * in[1] * in[2]; }
+  int64_t outSize() const { return out[0] * out[1] * out[2]; }
+  int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
+};
+
+/// Reads the window attributes of an op over `spatial` dims (1..3) of
+/// channels-first shapes.
+Status makeWindow(const AttrMap &attrs, const Shape &inShape,
+                  const Shape &outShape, const std::vector<int64_t> &kernel,
+                  Window &w);
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_KERNELS_KERNELREGISTRY_H
