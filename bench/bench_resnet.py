@@ -83,6 +83,32 @@ def read_output(path):
     return numpy_helper.to_array(t)
 
 
+def stream_summary(path, skip=5):
+    """Per device of a streamed trace (partc-run --stream --trace): the
+    period, what keeps the compute stream busy, and how long it idles."""
+    import json
+    events = [e for e in json.load(open(path))["traceEvents"] if e["ph"] == "X"]
+    lines = []
+    for dev in sorted({e["pid"] for e in events}):
+        mine = [e for e in events if e["pid"] == dev and e["args"]["batch"] >= skip]
+        batches = sorted({e["args"]["batch"] for e in mine})
+        if len(batches) < 2:
+            continue
+        first = {b: min(e["ts"] for e in mine if e["args"]["batch"] == b and e["tid"] == 0)
+                 for b in batches}
+        count = len(batches) - 1
+        period = (first[batches[-1]] - first[batches[0]]) / count
+        spans = [e for e in mine if e["args"]["batch"] < batches[-1]]
+        compute = sum(e["dur"] for e in spans if e["tid"] == 0 and e["cat"] == "kernel") / count
+        local = sum(e["dur"] for e in spans if e["tid"] == 0 and e["cat"] != "kernel") / count
+        peer = sum(e["dur"] for e in spans if e["tid"] == 1) / count
+        lines.append("device %d: period %.3f ms; compute stream: graphs %.3f, local copies "
+                     "%.3f, idle %.3f; peer copies %.3f ms per batch"
+                     % (dev, period / 1e3, compute / 1e3, local / 1e3,
+                        (period - compute - local) / 1e3, peer / 1e3))
+    return lines
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -151,6 +177,13 @@ def main():
             configs.append(("partc pipeline mb=%d, calibrated" % mb, n,
                             ["--devices", str(n), "--strategy", "pipeline",
                              "--micro-batches", str(mb)] + calibrated, []))
+            if mb == 1 and not args.quick:
+                # Staging and landing copies of their own, as before the
+                # kernels wrote and read the transferred buffers.
+                configs.append(("partc pipeline mb=1, calibrated, --no-direct-transfers",
+                                n, ["--devices", str(n), "--strategy", "pipeline",
+                                    "--micro-batches", "1"] + calibrated,
+                                ["--no-direct-transfers"]))
         configs.append(("partc data-parallel, calibrated", n,
                         ["--devices", str(n), "--strategy", "data"] + calibrated, []))
         configs.append(("partc auto, calibrated", n,
@@ -198,6 +231,13 @@ def main():
         if got.shape == reference.shape:
             err = float(abs(got - reference).max() / (abs(reference).max() + 1e-30))
         if n > 1 and "pipeline" in label:
+            # Where a streamed batch's time goes, per device.
+            trace = os.path.join(args.work, "trace_%s_%d.json" % (tag, n))
+            sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda", "--quiet",
+                "--iterations", "30", "--stream", "--keep-inputs", "--trace", trace]
+               + run_opts)
+            for line in stream_summary(trace):
+                print("  %s, streamed: %s" % (label, line), flush=True)
             # Where the time goes: each stage's kernels, one batch at a time.
             out = sh([os.path.join(args.bin, "partc-run"), plan, "--backend", "cuda",
                       "--iterations", "5", "--warmup", "2", "--profile",

@@ -32,7 +32,13 @@ if [[ $what == *smoke* ]]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2s.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --no-graphs --quiet
+    t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --no-direct-transfers --quiet
+    $B/partc compile $W/ex/resblock.onnx -o $W/resblock2.plan --batch 2 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+    t $B/partc-run $W/resblock2.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 20 --stream --quiet
+    t $B/partc-run $W/resblock2.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 20 --stream --no-graphs --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --iterations 3 --profile $OUT/mlp-profile.json --quiet
+    t $B/partc-run $W/mlp2s.plan --backend cuda --iterations 6 --stream --trace $OUT/stream-trace.json --quiet
+    python3 -c "import json; ev=[e for e in json.load(open('$OUT/stream-trace.json'))['traceEvents'] if e['ph']=='X']; print('stream trace:', len(ev), 'spans; devices', sorted({e['pid'] for e in ev}), 'peer-copy batches', sorted({e['args']['batch'] for e in ev if e['tid']==1}))"
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2p.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2p.plan --backend cuda --iterations 2 --trace $OUT/trace-cuda.json --quiet
     python3 -c "import json; ev=json.load(open('$OUT/trace-cuda.json'))['traceEvents']; x=[e for e in ev if e['ph']=='X']; print('cuda trace:', len(x), 'events on devices', sorted({e['pid'] for e in x}), sorted({e['cat'] for e in x}))"
@@ -68,9 +74,11 @@ fi
 if [[ $what == *quick* ]]; then
   echo "== quick bench"
   timeout 300 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt
+  cp $W/bench/profile_*.json $W/bench/trace_*.json $OUT/ 2>/dev/null
 fi
 if [[ $what == *bench* ]]; then
   echo "== bench"
   timeout 480 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
   timeout 120 python3 .device/torch_baselines.py infer 2>&1 | tail -3 | tee -a $OUT/bench.txt
+  cp $W/bench/profile_*.json $W/bench/trace_*.json $OUT/ 2>/dev/null
 fi

@@ -84,7 +84,7 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
   double f = w.batched ? fraction : 1.0;
   if (table && w.batched && slice > 0 && slice != batch)
     if (const double *measured = table->lookup(w.signatureAt(batch, slice)))
-      return *measured;
+      return *measured + d.kernelGapSeconds;
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
   double rate = w.cls == OpClass::Matrix
@@ -98,7 +98,8 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
   // cost bounds it from below, so tiny micro-batches never look free.
   if (table)
     if (const double *measured = table->lookup(w.signature))
-      return f < 1.0 ? std::max(*measured * f, roofline) : *measured;
+      return f < 1.0 ? std::max(*measured * f + d.kernelGapSeconds, roofline)
+                     : *measured + d.kernelGapSeconds;
   return roofline;
 }
 

@@ -54,9 +54,8 @@ double combine(const ChainProblem &p, size_t begin, size_t end,
   if (!p.overlapTransfers)
     return receive + compute;
   double in = crossingBytes(p, begin), out = crossingBytes(p, end);
-  double copies = 2 * (in + out) / p.localBytesPerSecond;
-  double fixed = p.cutOverheadSeconds * ((in > 0) + (out > 0));
-  return std::max(compute + copies + fixed, receive);
+  double copies = (in + out) / p.localBytesPerSecond;
+  return std::max(compute + copies, receive);
 }
 } // namespace
 

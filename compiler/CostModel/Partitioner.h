@@ -34,16 +34,13 @@ struct ChainProblem {
   double linkLatencySeconds = 0;
   /// When batches stream through the stages, a transfer runs on a copy
   /// engine while the stages compute: a stage then costs the larger of its
-  /// compute and what it receives, and its compute includes the two local
-  /// copies streaming adds (the sender stages what it sends, the receiver
-  /// moves what landed into place), each reading and writing every byte at
-  /// localBytesPerSecond. Otherwise a stage receives, then computes.
+  /// compute and what it receives, and its compute includes the memory
+  /// traffic the peer copies add beside its kernels, at
+  /// localBytesPerSecond: what it sends is read once and what it receives
+  /// written once (the runtime's kernels write and read the copied buffers
+  /// themselves). Otherwise a stage receives, then computes.
   bool overlapTransfers = false;
   double localBytesPerSecond = 1e12;
-  /// With overlapped transfers, a fixed cost per cut a stage sends or
-  /// receives across (the streamed runtime's synchronization and graph
-  /// boundaries, measured rather than derived).
-  double cutOverheadSeconds = 0;
   /// Memory of each device; a stage's weights + in-flight activations must
   /// fit. Activations count `inFlight` times (micro-batches held at once).
   double memoryBytes = 1e30;

@@ -40,10 +40,13 @@ std::vector<Preset> presets() {
     d.matrixFlopsBf16 = bf16 * 0.44;
     d.vectorFlops = vector * 0.79;
     d.memoryBytesPerSecond = bw * 0.58;
-    // cudaMemcpy within an H200 moved 4.24 of its 4.8 TB/s (PyTorch,
-    // shared/bench/h200-baselines.md).
-    d.copyBytesPerSecond = bw * 0.88;
+    // Streamed pipelines' local copies on the H200s moved 0.75 of peak
+    // (3.6 TB/s, several per batch, beside kernels), and graphs ran 2.5 us
+    // per kernel beyond the kernels' own times (ResNet-50, 2 and 4 stages,
+    // traces of 2026-11-22).
+    d.copyBytesPerSecond = bw * 0.75;
     d.launchSeconds = 8e-6;
+    d.kernelGapSeconds = 2.5e-6;
     return d;
   };
   LinkSpec nvlink4{385e9, 5e-6}, nvlink3{250e9, 5e-6}, pcie5{50e9, 10e-6},
@@ -157,6 +160,7 @@ llvm::Expected<Topology> Topology::fromJsonFile(const std::string &path) {
     num("memory_gbps", d.memoryBytesPerSecond, 1e9);
     num("copy_gbps", d.copyBytesPerSecond, 1e9);
     num("launch_us", d.launchSeconds, 1e-6);
+    num("kernel_gap_us", d.kernelGapSeconds, 1e-6);
     if (d.memoryBytes <= 0 || d.matrixFlopsFp32 <= 0 ||
         d.memoryBytesPerSecond <= 0)
       return fail("device '" + d.name +
@@ -268,6 +272,7 @@ DeviceSpec Topology::weakest() const {
         std::min(w.memoryBytesPerSecond, d.memoryBytesPerSecond);
     w.copyBytesPerSecond = std::min(w.copyBytesPerSecond, d.copyBytesPerSecond);
     w.launchSeconds = std::max(w.launchSeconds, d.launchSeconds);
+    w.kernelGapSeconds = std::max(w.kernelGapSeconds, d.kernelGapSeconds);
   }
   return w;
 }

@@ -24,6 +24,10 @@ struct DeviceSpec {
   double copyBytesPerSecond = 0;
   /// Fixed cost of one kernel launch (with CUDA graphs, the per-node cost).
   double launchSeconds = 0;
+  /// The gap between two kernels of a CUDA graph, added to a kernel time
+  /// measured in isolation (a cost table's); launchSeconds already holds
+  /// it for analytic estimates.
+  double kernelGapSeconds = 0;
 };
 
 struct LinkSpec {

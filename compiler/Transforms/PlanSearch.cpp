@@ -303,9 +303,6 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       // stages' compute (partc-run --stream); for one batch they do not.
       p.overlapTransfers = options.objective != "latency";
       p.localBytesPerSecond = device.copyBytesPerSecond;
-      // Streamed ResNet-50 pipelines on H200s ran 0.1 ms per cut side
-      // slower than their kernels and copies (2 and 4 stages, 2026-11-22).
-      p.cutOverheadSeconds = 100e-6;
       // Double-buffered transfers keep up to two micro-batches in flight.
       p.inFlight = std::min<int64_t>(m, 2);
       lastProblem = p;

@@ -6,7 +6,11 @@
 //  * cudnn-fused: cudnnConvolutionBiasActivationForward;
 //  * gemm-fused: a 1x1, stride-1 channels-last convolution is the GEMM
 //    Y[pixels, K] = X[pixels, C] * W[K, C]^T, which cuBLASLt runs with the
-//    bias and ReLU in its epilogue and the residual as its C operand.
+//    bias and ReLU in its epilogue and the residual as its C operand;
+//  * widened (separate or fused): a channels-last input whose channel count
+//    is not a multiple of four (an image's three colours) keeps cuDNN off
+//    its tensor-core kernels, so the input is first copied into channels
+//    padded with zeros, against a filter padded the same way.
 // Which is fastest depends on the shape and on the library version, so
 // tune() times them on the device at load time and keeps the fastest one
 // whose result agrees with the separate one.
@@ -27,7 +31,13 @@ namespace partc::runtime::cuda {
 
 namespace {
 
-enum class ConvVariant { Separate, CudnnFused, GemmFused };
+enum class ConvVariant {
+  Separate,
+  CudnnFused,
+  GemmFused,
+  WidenedSeparate,
+  WidenedFused
+};
 
 /// cuBLASLt's recommended workspace on Hopper.
 constexpr size_t kGemmWorkspace = size_t(32) << 20;
@@ -48,6 +58,12 @@ public:
       bytes = std::max(bytes, f.workspace);
     if (!gemmAlgos_.empty())
       bytes = std::max(bytes, kGemmWorkspace);
+    if (wide_.x) {
+      size_t inner = wide_.workspace;
+      for (const FusedAlgo &f : wide_.fused)
+        inner = std::max(inner, f.workspace);
+      bytes = std::max(bytes, wide_.inputBytes + inner);
+    }
     return bytes;
   }
 
@@ -67,6 +83,10 @@ public:
       return "cudnn-fused";
     case ConvVariant::GemmFused:
       return "cublaslt-fused";
+    case ConvVariant::WidenedSeparate:
+      return "cudnn-widened+epilogue";
+    case ConvVariant::WidenedFused:
+      return "cudnn-widened-fused";
     }
     return nullptr;
   }
@@ -79,11 +99,17 @@ private:
   Status runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
                     const ConvOperands &ops);
   Status runSeparate(DeviceContext &ctx, const ConvOperands &ops);
+  Status runEpilogue(DeviceContext &ctx, const ConvOperands &ops);
   Status runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,
                        size_t index);
   Status runGemm(DeviceContext &ctx, const ConvOperands &ops, size_t index);
+  Status runWidened(DeviceContext &ctx, const ConvOperands &ops, bool fused,
+                    size_t index);
   Status initCudnnFused(DeviceContext &ctx, int nd);
   Status initGemm(const KernelArgs &a, DeviceContext &ctx);
+  Status initWidened(DeviceContext &ctx, std::vector<int> xd,
+                     std::vector<int> wd, const std::vector<int> &xStrides);
+  Status widenWeights(DeviceContext &ctx, const void *weights);
 
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr, bias_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
@@ -96,6 +122,24 @@ private:
     size_t workspace;
   };
   std::vector<FusedAlgo> fusedAlgos_;
+  /// The algorithms cudnnConvolutionBiasActivationForward may use with
+  /// these input and filter descriptors.
+  std::vector<FusedAlgo> fusedAlgosFor(DeviceContext &ctx,
+                                       cudnnTensorDescriptor_t x,
+                                       cudnnFilterDescriptor_t w,
+                                       cudnnConvolutionFwdAlgo_t chosen) const;
+  /// The widened variants' descriptors, algorithms and filter; the widened
+  /// input goes at the start of the workspace, cuDNN's after it.
+  struct Widened {
+    cudnnTensorDescriptor_t x = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    size_t workspace = 0, inputBytes = 0;
+    std::vector<FusedAlgo> fused;
+    float *weights = nullptr;
+    int channels = 0, padded = 0;
+    int64_t pixels = 0, filterRows = 0;
+  } wide_;
   cublasLtMatmulDesc_t gemm_ = nullptr;
   cublasLtMatrixLayout_t gemmW_ = nullptr, gemmX_ = nullptr, gemmY_ = nullptr;
   std::vector<cublasLtMatmulAlgo_t> gemmAlgos_;
@@ -124,6 +168,12 @@ ConvKernel::~ConvKernel() {
   for (cublasLtMatrixLayout_t l : {gemmW_, gemmX_, gemmY_})
     if (l)
       cublasLtMatrixLayoutDestroy(l);
+  if (wide_.x)
+    cudnnDestroyTensorDescriptor(wide_.x);
+  if (wide_.w)
+    cudnnDestroyFilterDescriptor(wide_.w);
+  if (wide_.weights)
+    cudaFree(wide_.weights);
 }
 
 Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
@@ -245,7 +295,84 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
                 pads[i] == 0 && pads[i + spatial] == 0;
   if (pointwise)
     PARTC_RETURN_IF_ERROR(initGemm(a, ctx));
+  if (channelsLast_ && a.attrs.getInt("group", 1) == 1 && xd[1] % 4 != 0)
+    PARTC_RETURN_IF_ERROR(initWidened(ctx, xd, wd, packed(xd)));
   return Status();
+}
+
+Status ConvKernel::initWidened(DeviceContext &ctx, std::vector<int> xd,
+                               std::vector<int> wd,
+                               const std::vector<int> &xStrides) {
+  int nd = static_cast<int>(xd.size());
+  wide_.channels = xd[1];
+  wide_.padded = (xd[1] + 3) / 4 * 4;
+  xd[1] = wd[1] = wide_.padded;
+  // Channels last: every stride but the channel's grows by padded/channels.
+  std::vector<int> strides(xStrides);
+  for (int i = 0; i < nd; ++i)
+    if (i != 1)
+      strides[i] = strides[i] / wide_.channels * wide_.padded;
+  wide_.pixels = 1;
+  for (int i = 0; i < nd; ++i)
+    if (i != 1)
+      wide_.pixels *= xd[i];
+  wide_.filterRows = 1;
+  for (int i = 0; i < nd; ++i)
+    if (i != 1)
+      wide_.filterRows *= wd[i];
+  wide_.inputBytes =
+      (static_cast<size_t>(wide_.pixels) * wide_.padded * sizeof(float) + 255) /
+      256 * 256;
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnCreateTensorDescriptor(&wide_.x), "desc"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnCreateFilterDescriptor(&wide_.w), "desc"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetTensorNdDescriptor(wide_.x, CUDNN_DATA_FLOAT, nd,
+                                             xd.data(), strides.data()),
+                  "widened input descriptor"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetFilterNdDescriptor(wide_.w, CUDNN_DATA_FLOAT,
+                                             CUDNN_TENSOR_NHWC, nd, wd.data()),
+                  "widened filter descriptor"));
+  cudnnConvolutionFwdAlgoPerf_t perf[8];
+  int found = 0;
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnFindConvolutionForwardAlgorithm(
+                      ctx.cudnn, wide_.x, wide_.w, conv_, y_, 8, &found, perf),
+                  "widened algorithm search"));
+  bool picked = false;
+  for (int i = 0; i < found && !picked; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        perf[i].memory <= (size_t(1) << 30)) {
+      wide_.algo = perf[i].algo;
+      wide_.workspace = perf[i].memory;
+      picked = true;
+    }
+  if (!picked) {
+    // Not an error: the other variants remain.
+    cudnnDestroyTensorDescriptor(wide_.x);
+    cudnnDestroyFilterDescriptor(wide_.w);
+    wide_.x = nullptr;
+    wide_.w = nullptr;
+    return Status();
+  }
+  if (bias_)
+    wide_.fused = fusedAlgosFor(ctx, wide_.x, wide_.w, wide_.algo);
+  return Status();
+}
+
+Status ConvKernel::widenWeights(DeviceContext &ctx, const void *weights) {
+  if (wide_.weights)
+    return Status();
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaMalloc(&wide_.weights, static_cast<size_t>(wide_.filterRows) *
+                                     wide_.padded * sizeof(float)),
+      "widened filter"));
+  return cudaStatus(launchPadChannels(static_cast<const float *>(weights),
+                                      wide_.weights, wide_.filterRows,
+                                      wide_.channels, wide_.padded, ctx.stream),
+                    "widened filter");
 }
 
 Status ConvKernel::initCudnnFused(DeviceContext &ctx, int nd) {
@@ -266,21 +393,29 @@ Status ConvKernel::initCudnnFused(DeviceContext &ctx, int nd) {
           act_, relu_ ? CUDNN_ACTIVATION_RELU : CUDNN_ACTIVATION_IDENTITY,
           CUDNN_PROPAGATE_NAN, 0.0),
       "activation descriptor"));
+  fusedAlgos_ = fusedAlgosFor(ctx, x_, w_, algo_);
+  return Status();
+}
+
+std::vector<ConvKernel::FusedAlgo>
+ConvKernel::fusedAlgosFor(DeviceContext &ctx, cudnnTensorDescriptor_t x,
+                          cudnnFilterDescriptor_t w,
+                          cudnnConvolutionFwdAlgo_t chosen) const {
   // Without ReLU cuDNN only fuses with the precomputed implicit GEMM; with
   // it, the chosen algorithm is worth trying as well.
   std::vector<cudnnConvolutionFwdAlgo_t> algos = {
       CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM};
-  if (relu_ && algo_ != algos[0])
-    algos.push_back(algo_);
+  if (relu_ && chosen != algos[0])
+    algos.push_back(chosen);
+  std::vector<FusedAlgo> result;
   for (cudnnConvolutionFwdAlgo_t algo : algos) {
     size_t bytes = 0;
-    if (cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, x_, w_, conv_, y_,
-                                                algo, &bytes) ==
-            CUDNN_STATUS_SUCCESS &&
+    if (cudnnGetConvolutionForwardWorkspaceSize(
+            ctx.cudnn, x, w, conv_, y_, algo, &bytes) == CUDNN_STATUS_SUCCESS &&
         bytes <= (size_t(1) << 30))
-      fusedAlgos_.push_back({algo, bytes});
+      result.push_back({algo, bytes});
   }
-  return Status();
+  return result;
 }
 
 Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
@@ -362,8 +497,39 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
     return runCudnnFused(ctx, ops, index);
   case ConvVariant::GemmFused:
     return runGemm(ctx, ops, index);
+  case ConvVariant::WidenedSeparate:
+    return runWidened(ctx, ops, false, index);
+  case ConvVariant::WidenedFused:
+    return runWidened(ctx, ops, true, index);
   }
   return Status();
+}
+
+Status ConvKernel::runWidened(DeviceContext &ctx, const ConvOperands &ops,
+                              bool fused, size_t index) {
+  float *input = static_cast<float *>(ctx.workspace);
+  void *workspace = static_cast<uint8_t *>(ctx.workspace) + wide_.inputBytes;
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      launchPadChannels(static_cast<const float *>(ops.x), input, wide_.pixels,
+                        wide_.channels, wide_.padded, ctx.stream),
+      "widen input"));
+  float one = 1.f, zero = 0.f;
+  if (fused) {
+    const FusedAlgo &f = wide_.fused[index];
+    float residual = ops.z ? 1.f : 0.f;
+    return cudnnStatus(cudnnConvolutionBiasActivationForward(
+                           ctx.cudnn, &one, wide_.x, input, wide_.w,
+                           wide_.weights, conv_, f.algo, workspace, f.workspace,
+                           &residual, y_, ops.z ? ops.z : ops.y, bias_,
+                           ops.bias, act_, y_, ops.y),
+                       "cudnnConvolutionBiasActivationForward (widened)");
+  }
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnConvolutionForward(ctx.cudnn, &one, wide_.x, input, wide_.w,
+                              wide_.weights, conv_, wide_.algo, workspace,
+                              wide_.workspace, &zero, y_, ops.y),
+      "cudnnConvolutionForward (widened)"));
+  return runEpilogue(ctx, ops);
 }
 
 Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
@@ -373,6 +539,10 @@ Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
                                           conv_, algo_, ctx.workspace,
                                           workspace_, &zero, y_, ops.y),
                   "cudnnConvolutionForward"));
+  return runEpilogue(ctx, ops);
+}
+
+Status ConvKernel::runEpilogue(DeviceContext &ctx, const ConvOperands &ops) {
   float *y = static_cast<float *>(ops.y);
   if (hasBias_ || hasAddend_)
     return cudaStatus(launchConvEpilogue(y,
@@ -428,6 +598,12 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     candidates.push_back({ConvVariant::CudnnFused, i});
   for (size_t i = 0; i < gemmAlgos_.size(); ++i)
     candidates.push_back({ConvVariant::GemmFused, i});
+  if (wide_.x) {
+    PARTC_RETURN_IF_ERROR(widenWeights(ctx, in[1].data));
+    candidates.push_back({ConvVariant::WidenedSeparate, 0});
+    for (size_t i = 0; i < wide_.fused.size(); ++i)
+      candidates.push_back({ConvVariant::WidenedFused, i});
+  }
   if (candidates.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -177,9 +179,11 @@ struct CudaExecutor::Impl {
   bool useGraphs = false;
   /// Streaming: each device's schedule as segments of instructions that
   /// need no other device, each replayed as a graph (when graphs are used).
+  /// A run of local instructions between transfers; its graph per batch
+  /// parity (the same one twice unless a redirect falls in the run).
   struct Segment {
     size_t begin, end;
-    cudaGraphExec_t exec = nullptr;
+    cudaGraphExec_t exec[2] = {nullptr, nullptr};
   };
   struct StreamGraphs {
     std::vector<std::vector<Segment>> segments; // per device
@@ -198,19 +202,75 @@ struct CudaExecutor::Impl {
   /// plan's wait_consumed then has nothing left to wait for). Events:
   /// staged (the staging buffer holds the batch; the sender's), pulled (the
   /// receiver has copied it out; the receiver's).
+  ///
+  /// Where the memory plan keeps a channel's value in one arena range for
+  /// a window of instructions, the streamed graphs of batch parity p
+  /// address stage[p] (sender) or slot[p] (receiver) in its place: the
+  /// sender's kernels then write straight into what the peer copy reads and
+  /// the receiver's read what it wrote, with no local copy (direct). The
+  /// sender waits for pulled[p] as its batch starts; the receiver records
+  /// free[p] as its batch ends.
   struct Landing {
     uint8_t *slot[2] = {nullptr, nullptr};
     cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
     uint8_t *stage[2] = {nullptr, nullptr};
     cudaEvent_t staged[2] = {nullptr, nullptr}, pulled[2] = {nullptr, nullptr};
+    bool directSend = false, directRecv = false;
   };
-  std::vector<Landing> landings;         // per channel
+  std::vector<Landing> landings; // per channel
+  struct Redirect {
+    uint64_t begin, end; // arena bytes
+    size_t first, last;  // instruction window
+    uint8_t *target[2];
+  };
+  std::vector<std::vector<Redirect>> redirects; // per device
+  /// The batch parity being enqueued or captured while streaming, else -1.
+  int streamParity = -1;
+  bool directTransfers = true;
+  /// The window in which `region` of device d's arena holds the value that
+  /// instruction `anchor` writes (a receive) or that a send at `anchor`
+  /// reads, or false where the plan's use of the range is not that simple.
+  bool redirectWindow(size_t d, size_t anchor, uint64_t begin, uint64_t end,
+                      bool sender, size_t &first, size_t &last) const;
+  void planRedirects();
+  void *resolveAt(size_t d, size_t i, const BufferRef &b) {
+    if (streamParity >= 0 && b.space == MemorySpace::Arena &&
+        d < redirects.size())
+      for (const Redirect &r : redirects[d])
+        if (i >= r.first && i <= r.last && b.offset >= r.begin &&
+            b.offset + b.type.byteSize() <= r.end)
+          return r.target[streamParity] + (b.offset - r.begin);
+    return resolve(devices[d], b);
+  }
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
   /// Reads the device-side error flags of every kernel after a run.
   Status checkKernels();
   Status enqueueStreamSend(size_t d, size_t i, size_t batch);
   Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
+  /// Streamed tracing: spans between two timing events from a pool per
+  /// device that grows as needed and is reused by the next traced run.
+  struct Span {
+    size_t device, index;
+    cudaEvent_t begin, end;
+    std::string name;
+    const char *category;
+    int track;
+    size_t batch;
+  };
+  bool streamTracing = false;
+  std::vector<Span> spans;
+  std::vector<std::vector<cudaEvent_t>> spanPool;
+  std::vector<size_t> spanPoolUsed;
+  std::vector<cudaEvent_t> streamStart; // per device, with its host time
+  std::vector<double> streamStartHostUs;
+  Status pooledEvent(size_t d, cudaEvent_t &e);
+  /// Runs `body` (which enqueues on `stream` of device d) and, while
+  /// tracing, records it as a span.
+  Status traced(size_t d, cudaStream_t stream, size_t index, std::string name,
+                const char *category, int track, size_t batch,
+                const std::function<Status()> &body);
+  void collectSpans();
   size_t runs = 0;
   // Profiling: an event pair per kernel instruction, and accumulated times.
   bool profiling = false, tracing = false;
@@ -245,9 +305,12 @@ struct CudaExecutor::Impl {
                        bool skipInputLoads);
   void destroySegments(StreamGraphs &sg) {
     for (auto &perDevice : sg.segments)
-      for (Segment &seg : perDevice)
-        if (seg.exec)
-          cudaGraphExecDestroy(seg.exec);
+      for (Segment &seg : perDevice) {
+        if (seg.exec[1] && seg.exec[1] != seg.exec[0])
+          cudaGraphExecDestroy(seg.exec[1]);
+        if (seg.exec[0])
+          cudaGraphExecDestroy(seg.exec[0]);
+      }
     sg.segments.clear();
     sg.built = false;
   }
@@ -258,6 +321,12 @@ struct CudaExecutor::Impl {
         cudaFreeHost(const_cast<unsigned *>(w));
     for (cudaEvent_t e : runStart)
       if (e)
+        cudaEventDestroy(e);
+    for (cudaEvent_t e : streamStart)
+      if (e)
+        cudaEventDestroy(e);
+    for (auto &pool : spanPool)
+      for (cudaEvent_t e : pool)
         cudaEventDestroy(e);
     for (auto &perDevice : events)
       for (auto &[a, b] : perDevice) {
@@ -321,13 +390,14 @@ struct CudaExecutor::Impl {
   void *resolve(Device &dev, const BufferRef &b) {
     return (b.space == MemorySpace::Arena ? dev.arena : dev.weights) + b.offset;
   }
-  /// A kernel instruction's operands in device memory.
-  void operands(Device &dev, const Instruction &in, std::vector<TensorRef> &ins,
+  /// Instruction i of device d's operands in device memory.
+  void operands(size_t d, size_t i, std::vector<TensorRef> &ins,
                 std::vector<TensorRef> &outs) {
+    const Instruction &in = plan->devices[d].instructions[i];
     for (const BufferRef &b : in.inputs)
-      ins.push_back({resolve(dev, b), b.type});
+      ins.push_back({resolveAt(d, i, b), b.type});
     for (const BufferRef &b : in.outputs)
-      outs.push_back({resolve(dev, b), b.type});
+      outs.push_back({resolveAt(d, i, b), b.type});
   }
 };
 
@@ -382,6 +452,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.gpu = options.firstGpu + static_cast<int>(d);
     ctx.tf32 = options.tf32;
     ctx.fuseEpilogues = options.fuseEpilogues;
+    impl.directTransfers = options.directTransfers;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));
@@ -471,7 +542,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         continue;
       const Instruction &in = prog.instructions[i];
       std::vector<TensorRef> ins, outs;
-      impl.operands(dev, in, ins, outs);
+      impl.operands(d, i, ins, outs);
       Status s = dev.kernels[i]->tune(ctx, ins, outs, scratch);
       if (!s.ok())
         return s.prepend(where + " tuning " + describeInstruction(d, i, in));
@@ -711,7 +782,7 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   switch (in.op) {
   case OpCode::Kernel: {
     std::vector<TensorRef> ins, outs;
-    operands(dev, in, ins, outs);
+    operands(d, i, ins, outs);
     return dev.kernels[i]->run(dev.ctx, ins, outs);
   }
   case OpCode::LoadInput:
@@ -719,7 +790,7 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
       return Status();
     return cudaStatus(
         cudaMemcpyAsync(
-            resolve(dev, in.outputs[0]),
+            resolveAt(d, i, in.outputs[0]),
             static_cast<const uint8_t *>(inputs[in.index].data) + in.hostOffset,
             in.outputs[0].type.byteSize(), cudaMemcpyHostToDevice, stream),
         "input copy");
@@ -727,7 +798,7 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
     return cudaStatus(
         cudaMemcpyAsync(
             static_cast<uint8_t *>(outputs[in.index].data) + in.hostOffset,
-            resolve(dev, in.inputs[0]), in.inputs[0].type.byteSize(),
+            resolveAt(d, i, in.inputs[0]), in.inputs[0].type.byteSize(),
             cudaMemcpyDeviceToHost, stream),
         "output copy");
   case OpCode::Send:
@@ -966,7 +1037,7 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
       size_t end = i;
       while (end < instrs.size() && local(end))
         ++end;
-      sg.segments[d].push_back({i, end, nullptr});
+      sg.segments[d].push_back({i, end});
       i = end;
     }
     if (!useGraphs)
@@ -974,17 +1045,139 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
     Device &dev = devices[d];
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "capture"));
     for (Segment &seg : sg.segments[d]) {
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          cudaStreamBeginCapture(dev.ctx.stream, cudaStreamCaptureModeRelaxed),
-          "begin capture"));
-      Status s;
-      for (size_t i = seg.begin; i < seg.end && s.ok(); ++i)
-        s = enqueue(d, i, inputs, outputs, skipInputLoads);
-      PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec));
+      bool redirected = false;
+      for (size_t k = 0; d < redirects.size() && k < redirects[d].size(); ++k)
+        redirected = redirected || (redirects[d][k].first < seg.end &&
+                                    redirects[d][k].last >= seg.begin);
+      for (int parity = 0; parity < 2; ++parity) {
+        if (parity == 1 && !redirected) {
+          seg.exec[1] = seg.exec[0];
+          break;
+        }
+        streamParity = parity;
+        PARTC_RETURN_IF_ERROR(
+            cudaStatus(cudaStreamBeginCapture(dev.ctx.stream,
+                                              cudaStreamCaptureModeRelaxed),
+                       "begin capture"));
+        Status s;
+        for (size_t i = seg.begin; i < seg.end && s.ok(); ++i)
+          s = enqueue(d, i, inputs, outputs, skipInputLoads);
+        streamParity = -1;
+        PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec[parity]));
+      }
     }
   }
   sg.built = true;
   return Status();
+}
+
+bool CudaExecutor::Impl::redirectWindow(size_t d, size_t anchor, uint64_t begin,
+                                        uint64_t end, bool sender,
+                                        size_t &first, size_t &last) const {
+  const auto &instrs = plan->devices[d].instructions;
+  // Whether operand b touches the range, and whether it lies inside it.
+  auto touches = [&](const BufferRef &b) {
+    return b.space == MemorySpace::Arena && b.offset < end &&
+           b.offset + b.type.byteSize() > begin;
+  };
+  auto inside = [&](const BufferRef &b) {
+    return b.offset >= begin && b.offset + b.type.byteSize() <= end;
+  };
+  auto reads = [&](const Instruction &in, bool &ok) {
+    bool any = false;
+    for (const BufferRef &b : in.inputs)
+      if (touches(b)) {
+        any = true;
+        ok = ok && inside(b);
+      }
+    return any;
+  };
+  auto writes = [&](const Instruction &in, bool &ok) {
+    bool any = false;
+    for (const BufferRef &b : in.outputs)
+      if (touches(b)) {
+        any = true;
+        ok = ok && inside(b);
+      }
+    return any;
+  };
+  bool ok = true;
+  first = anchor;
+  if (sender) {
+    // The nearest earlier writer must produce exactly the sent value.
+    size_t i = anchor;
+    bool found = false;
+    while (i-- > 0 && !found) {
+      const Instruction &in = instrs[i];
+      if (!writes(in, ok))
+        continue;
+      found = true;
+      first = i;
+      // (Not an input load: --keep-inputs skips those.)
+      if (in.op != OpCode::Kernel || in.outputs.size() != 1 ||
+          in.outputs[0].offset != begin ||
+          in.outputs[0].type.byteSize() != end - begin)
+        return false;
+      bool clean = true;
+      if (reads(in, clean))
+        return false; // in place
+    }
+    if (!found || !ok)
+      return false;
+  }
+  last = anchor;
+  for (size_t i = anchor + 1; i < instrs.size(); ++i) {
+    const Instruction &in = instrs[i];
+    bool r = reads(in, ok), w = writes(in, ok);
+    if (!ok || (r && w))
+      return false;
+    if (w)
+      break; // the range holds another value from here on
+    if (r) {
+      if (in.op != OpCode::Kernel && in.op != OpCode::StoreOutput &&
+          in.op != OpCode::Send)
+        return false;
+      last = i;
+    }
+  }
+  return ok;
+}
+
+void CudaExecutor::Impl::planRedirects() {
+  redirects.assign(devices.size(), {});
+  for (size_t c = 0; c < plan->channels.size(); ++c) {
+    const Channel &ch = plan->channels[c];
+    Landing &l = landings[c];
+    for (bool sender : {true, false}) {
+      size_t d = sender ? ch.srcDevice : ch.dstDevice;
+      const auto &instrs = plan->devices[d].instructions;
+      for (size_t i = 0; i < instrs.size(); ++i) {
+        const Instruction &in = instrs[i];
+        if (in.index != c || in.op != (sender ? OpCode::Send : OpCode::Recv))
+          continue;
+        const BufferRef &b = sender ? in.inputs[0] : in.outputs[0];
+        if (b.space != MemorySpace::Arena || b.type.byteSize() > ch.bytes)
+          break;
+        uint64_t begin = b.offset, end = b.offset + b.type.byteSize();
+        size_t first = 0, last = 0;
+        if (!redirectWindow(d, i, begin, end, sender, first, last))
+          break;
+        // Two redirects may share a range only at different times.
+        bool clash = false;
+        for (const Redirect &r : redirects[d])
+          clash = clash || (r.begin < end && begin < r.end && r.first <= last &&
+                            first <= r.last);
+        if (clash)
+          break;
+        Redirect r{begin, end, first, last, {}};
+        for (int p = 0; p < 2; ++p)
+          r.target[p] = sender ? l.stage[p] : l.slot[p];
+        redirects[d].push_back(r);
+        (sender ? l.directSend : l.directRecv) = true;
+        break;
+      }
+    }
+  }
 }
 
 Status CudaExecutor::Impl::prepareLandings() {
@@ -1029,7 +1222,63 @@ Status CudaExecutor::Impl::prepareLandings() {
     PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].srcDevice, l.stage,
                                   {&l.staged[0], &l.staged[1]}, "send"));
   }
+  if (directTransfers)
+    planRedirects();
   return Status();
+}
+
+void CudaExecutor::enableStreamTracing() { impl_->streamTracing = true; }
+
+Status CudaExecutor::Impl::pooledEvent(size_t d, cudaEvent_t &e) {
+  if (spanPoolUsed[d] == spanPool[d].size()) {
+    cudaEvent_t fresh;
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventCreate(&fresh), "stream trace event"));
+    spanPool[d].push_back(fresh);
+  }
+  e = spanPool[d][spanPoolUsed[d]++];
+  return Status();
+}
+
+Status CudaExecutor::Impl::traced(size_t d, cudaStream_t stream, size_t index,
+                                  std::string name, const char *category,
+                                  int track, size_t batch,
+                                  const std::function<Status()> &body) {
+  if (!streamTracing)
+    return body();
+  Span span{d,        index, nullptr, nullptr, std::move(name),
+            category, track, batch};
+  PARTC_RETURN_IF_ERROR(pooledEvent(d, span.begin));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaEventRecord(span.begin, stream), "stream trace"));
+  PARTC_RETURN_IF_ERROR(body());
+  PARTC_RETURN_IF_ERROR(pooledEvent(d, span.end));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaEventRecord(span.end, stream), "stream trace"));
+  spans.push_back(std::move(span));
+  return Status();
+}
+
+void CudaExecutor::Impl::collectSpans() {
+  trace.clear();
+  for (const Span &span : spans) {
+    float begin = 0, duration = 0;
+    if (cudaEventElapsedTime(&begin, streamStart[span.device], span.begin) !=
+            cudaSuccess ||
+        cudaEventElapsedTime(&duration, span.begin, span.end) != cudaSuccess)
+      continue;
+    TraceEvent e;
+    e.device = span.device;
+    e.index = span.index;
+    e.startUs = streamStartHostUs[span.device] + begin * 1e3;
+    e.durationUs = duration * 1e3;
+    e.name = span.name;
+    e.category = span.category;
+    e.track = span.track;
+    e.batch = static_cast<int64_t>(span.batch);
+    trace.push_back(std::move(e));
+  }
+  spans.clear();
 }
 
 Status CudaExecutor::Impl::enqueueStreamSend(size_t d, size_t i, size_t batch) {
@@ -1037,14 +1286,22 @@ Status CudaExecutor::Impl::enqueueStreamSend(size_t d, size_t i, size_t batch) {
   const Instruction &in = plan->devices[d].instructions[i];
   Landing &land = landings[in.index];
   int p = static_cast<int>(batch % 2);
+  // Direct: this batch's kernels wrote the value into stage[p] (after
+  // waiting, as the batch began, for batch k - 2 to be pulled from it).
+  if (land.directSend)
+    return cudaStatus(cudaEventRecord(land.staged[p], dev.ctx.stream), "send");
   // The staging buffer's previous batch (k - 2) must have been pulled.
   PARTC_RETURN_IF_ERROR(cudaStatus(
       cudaStreamWaitEvent(dev.ctx.stream, land.pulled[p], 0), "send wait"));
   PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaMemcpyAsync(land.stage[p], resolve(dev, in.inputs[0]),
-                                 in.inputs[0].type.byteSize(),
-                                 cudaMemcpyDeviceToDevice, dev.ctx.stream),
-                 "staging copy"));
+      traced(d, dev.ctx.stream, i, "staging copy #" + std::to_string(in.index),
+             "transfer", 0, batch, [&] {
+               return cudaStatus(
+                   cudaMemcpyAsync(land.stage[p], resolveAt(d, i, in.inputs[0]),
+                                   in.inputs[0].type.byteSize(),
+                                   cudaMemcpyDeviceToDevice, dev.ctx.stream),
+                   "staging copy");
+             }));
   return cudaStatus(cudaEventRecord(land.staged[p], dev.ctx.stream), "send");
 }
 
@@ -1061,22 +1318,33 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
       cudaStatus(cudaStreamWaitEvent(copy, land.staged[p], 0), "recv wait"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0), "recv wait"));
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaMemcpyAsync(land.slot[p], land.stage[p], bytes,
-                                 cudaMemcpyDefault, copy),
-                 "peer copy"));
+  PARTC_RETURN_IF_ERROR(traced(
+      d, copy, i, "peer copy #" + std::to_string(in.index), "transfer", 1,
+      batch, [&] {
+        return cudaStatus(cudaMemcpyAsync(land.slot[p], land.stage[p], bytes,
+                                          cudaMemcpyDefault, copy),
+                          "peer copy");
+      }));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(land.pulled[p], copy), "recv"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(land.filled[p], copy), "recv"));
-  // In stream order on the compute stream: the arena is not overwritten
-  // while this device's earlier work still reads it.
   PARTC_RETURN_IF_ERROR(cudaStatus(
       cudaStreamWaitEvent(dev.ctx.stream, land.filled[p], 0), "recv wait"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(
-      cudaMemcpyAsync(resolve(dev, in.outputs[0]), land.slot[p], bytes,
-                      cudaMemcpyDeviceToDevice, dev.ctx.stream),
-      "landing copy"));
+  // Direct: this batch's kernels read slot[p] itself; free[p] is recorded
+  // as the batch ends.
+  if (land.directRecv)
+    return Status();
+  // In stream order on the compute stream: the arena is not overwritten
+  // while this device's earlier work still reads it.
+  PARTC_RETURN_IF_ERROR(traced(
+      d, dev.ctx.stream, i, "landing copy #" + std::to_string(in.index),
+      "transfer", 0, batch, [&] {
+        return cudaStatus(
+            cudaMemcpyAsync(resolveAt(d, i, in.outputs[0]), land.slot[p], bytes,
+                            cudaMemcpyDeviceToDevice, dev.ctx.stream),
+            "landing copy");
+      }));
   return cudaStatus(cudaEventRecord(land.free[p], dev.ctx.stream), "recv");
 }
 
@@ -1125,7 +1393,51 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
         awaited[in.index] = true;
   // Per device: position in its instruction list and batch number.
   std::vector<size_t> pc(n, 0), batch(n, 0), segment(n, 0);
+  std::vector<bool> begun(n, false);
+  // Direct transfers' per-batch events (see Landing).
+  auto beginBatch = [&](size_t d, size_t k) -> Status {
+    int p = static_cast<int>(k % 2);
+    for (size_t c = 0; c < channels; ++c)
+      if (impl.landings[c].directSend && plan.channels[c].srcDevice == d)
+        PARTC_RETURN_IF_ERROR(
+            cudaStatus(cudaStreamWaitEvent(impl.devices[d].ctx.stream,
+                                           impl.landings[c].pulled[p], 0),
+                       "send wait"));
+    return Status();
+  };
+  auto endBatch = [&](size_t d, size_t k) -> Status {
+    int p = static_cast<int>(k % 2);
+    for (size_t c = 0; c < channels; ++c)
+      if (impl.landings[c].directRecv && plan.channels[c].dstDevice == d)
+        PARTC_RETURN_IF_ERROR(
+            cudaStatus(cudaEventRecord(impl.landings[c].free[p],
+                                       impl.devices[d].ctx.stream),
+                       "recv"));
+    return Status();
+  };
   Status s;
+  if (impl.streamTracing) {
+    // Every stream is idle here, so each start event completes as it is
+    // recorded; the host's clock puts the devices on one time line.
+    impl.spans.clear();
+    impl.spanPool.resize(n);
+    impl.spanPoolUsed.assign(n, 0);
+    impl.streamStart.resize(n, nullptr);
+    impl.streamStartHostUs.assign(n, 0);
+    auto origin = std::chrono::steady_clock::now();
+    for (size_t d = 0; d < n && s.ok(); ++d) {
+      s = cudaStatus(cudaSetDevice(impl.devices[d].ctx.gpu), "stream trace");
+      if (s.ok() && !impl.streamStart[d])
+        s = cudaStatus(cudaEventCreate(&impl.streamStart[d]), "stream trace");
+      if (s.ok())
+        s = cudaStatus(
+            cudaEventRecord(impl.streamStart[d], impl.devices[d].ctx.stream),
+            "stream trace");
+      impl.streamStartHostUs[d] = std::chrono::duration<double, std::micro>(
+                                      std::chrono::steady_clock::now() - origin)
+                                      .count();
+    }
+  }
   size_t finished = 0;
   while (finished < n && s.ok()) {
     bool progress = false;
@@ -1137,7 +1449,17 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
       s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "stream");
       while (s.ok() && batch[d] < iterations) {
         size_t k = batch[d];
+        if (!begun[d]) {
+          s = beginBatch(d, k);
+          begun[d] = true;
+          if (!s.ok())
+            break;
+        }
         if (pc[d] == instrs.size()) {
+          s = endBatch(d, k);
+          if (!s.ok())
+            break;
+          begun[d] = false;
           pc[d] = 0;
           segment[d] = 0;
           if (++batch[d] == iterations)
@@ -1151,17 +1473,24 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
         auto &segs = sg.segments[d];
         if (segment[d] < segs.size() && segs[segment[d]].begin == pc[d]) {
           Impl::Segment &seg = segs[segment[d]++];
-          if (seg.exec) {
-            s = cudaStatus(cudaGraphLaunch(seg.exec, dev.ctx.stream),
-                           "graph launch");
-          } else {
-            for (size_t i = seg.begin; i < seg.end && s.ok(); ++i) {
-              s = impl.enqueue(d, i, inputs, outputs, skipInputLoads);
-              if (!s.ok())
-                s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
-                          describeInstruction(d, i, instrs[i]));
-            }
-          }
+          std::string name = "instructions " + std::to_string(seg.begin) +
+                             ".." + std::to_string(seg.end - 1);
+          s = impl.traced(
+              d, dev.ctx.stream, seg.begin, name, "kernel", 0, k, [&] {
+                if (cudaGraphExec_t exec = seg.exec[k % 2])
+                  return cudaStatus(cudaGraphLaunch(exec, dev.ctx.stream),
+                                    "graph launch");
+                Status r;
+                impl.streamParity = static_cast<int>(k % 2);
+                for (size_t i = seg.begin; i < seg.end && r.ok(); ++i) {
+                  r = impl.enqueue(d, i, inputs, outputs, skipInputLoads);
+                  if (!r.ok())
+                    r.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
+                              describeInstruction(d, i, instrs[i]));
+                }
+                impl.streamParity = -1;
+                return r;
+              });
           pc[d] = seg.end;
           progress = true;
           continue;
@@ -1178,12 +1507,14 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
           break;
         // A wait_consumed has nothing to wait for: the sender's staging
         // copy was made in its own stream order.
+        impl.streamParity = static_cast<int>(k % 2);
         if (in.op == OpCode::Recv)
           s = impl.enqueueStreamRecv(d, pc[d], k);
         else if (in.op == OpCode::Send)
           s = impl.enqueueStreamSend(d, pc[d], k);
         else if (in.op != OpCode::WaitConsumed)
           s = impl.enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+        impl.streamParity = -1;
         if (!s.ok()) {
           s.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                     describeInstruction(d, pc[d], in));
@@ -1212,6 +1543,8 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   }
   if (!s.ok())
     return s;
+  if (impl.streamTracing)
+    impl.collectSpans();
   impl.runs += iterations;
   return impl.checkKernels();
 }

@@ -28,6 +28,10 @@ struct CudaOptions {
   /// Let kernels pick, by timing at load, implementations that fuse their
   /// epilogue (cuBLASLt for 1x1 convolutions, cuDNN's fused convolution).
   bool fuseEpilogues = true;
+  /// Streaming: let the sender's kernels write a transferred value straight
+  /// into the buffer the peer copy reads, and the receiver's read the one
+  /// it lands in, where the memory plan allows (no staging or landing copy).
+  bool directTransfers = true;
 };
 
 class CudaExecutor {
@@ -75,6 +79,11 @@ public:
   /// host's launch skew of each other).
   Status enableTracing();
   std::vector<TraceEvent> lastRunTrace() const;
+  /// Records the following streamed runs (runStream) as spans: each graph
+  /// segment and staging copy on the compute stream, each peer copy on the
+  /// copy stream, one span per batch; lastRunTrace() returns them on one
+  /// clock (devices aligned by the host's clock, to a few microseconds).
+  void enableStreamTracing();
   /// Why graph capture was abandoned, if it was.
   const std::string &graphFailure() const { return graphFailure_; }
 

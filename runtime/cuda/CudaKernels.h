@@ -199,6 +199,11 @@ cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
 /// `timeoutNs` pass).
 cudaError_t launchHostGate(const unsigned *word, unsigned value,
                            uint64_t timeoutNs, cudaStream_t s);
+/// y[r, 0..padded) = x[r, 0..channels) followed by zeros, for `rows` rows
+/// (channels-last activations or filters widened to a vector-friendly
+/// channel count).
+cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
+                              int channels, int padded, cudaStream_t s);
 /// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
 cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
                               cudaStream_t s);

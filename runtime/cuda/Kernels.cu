@@ -21,9 +21,27 @@ int blocksFor(int64_t n) {
   return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
 }
 
-/// Offset into input `k` of output element `i`.
-__device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i) {
+/// Whether every index below `n` fits 32 bits, so that kernels may divide
+/// in 32 bits (GPUs emulate 64-bit division at several times the cost).
+__host__ __device__ inline bool narrowIndex(int64_t n) {
+  return n <= INT32_MAX;
+}
+
+/// Offset into input `k` of output element `i`; `narrow` when every shape
+/// extent and `i` fit 32 bits.
+__device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i,
+                                   bool narrow) {
   int64_t off = 0;
+  if (narrow) {
+    uint32_t j = static_cast<uint32_t>(i);
+    for (int d = st.rank - 1; d >= 0; --d) {
+      uint32_t extent = static_cast<uint32_t>(st.shape[d]);
+      uint32_t c = j % extent;
+      j /= extent;
+      off += int64_t(c) * st.stride[k][d];
+    }
+    return off;
+  }
   for (int d = st.rank - 1; d >= 0; --d) {
     int64_t c = i % st.shape[d];
     i /= st.shape[d];
@@ -156,18 +174,21 @@ __global__ void binarySameKernel4(BinaryCode op, const float4 *a,
 
 __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
                              float *y, int64_t n, Strides st, bool relu) {
+  bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = maybeRelu(binaryOp(op, a[offsetOf(st, 0, i)], b[offsetOf(st, 1, i)]),
+    y[i] = maybeRelu(binaryOp(op, a[offsetOf(st, 0, i, narrow)],
+                              b[offsetOf(st, 1, i, narrow)]),
                      relu);
 }
 
 template <typename T>
 __global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strides st,
                                   int64_t base) {
+  bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = in[base + offsetOf(st, 0, i)];
+    out[i] = in[base + offsetOf(st, 0, i, narrow)];
 }
 
 // Per-channel kernels: blockIdx.y walks the (image, channel) planes so that
@@ -233,64 +254,88 @@ dim3 planeGrid(int64_t planes, int64_t inner) {
               static_cast<unsigned>(planes));
 }
 
+// Pooling accumulates one float, or four channels at once (float4).
+__device__ inline float splat(float v, float) { return v; }
+__device__ inline float4 splat(float v, float4) {
+  return make_float4(v, v, v, v);
+}
+__device__ inline float combine(bool isMax, float a, float v) {
+  return isMax ? fmaxf(a, v) : a + v;
+}
+__device__ inline float4 combine(bool isMax, float4 a, float4 v) {
+  return make_float4(combine(isMax, a.x, v.x), combine(isMax, a.y, v.y),
+                     combine(isMax, a.z, v.z), combine(isMax, a.w, v.w));
+}
+__device__ inline float scaled(float a, float s) { return a * s; }
+__device__ inline float4 scaled(float4 a, float s) {
+  return make_float4(a.x * s, a.y * s, a.z * s, a.w * s);
+}
+
 /// One pooling window: `x` points at the window's plane (channels first) or
-/// at its channel (channels last); spatial neighbours are `step` apart.
-__device__ float poolWindow(const float *x, int64_t step, const PoolParams &p,
-                            int64_t od, int64_t oh, int64_t ow) {
-  float acc = p.isMax ? -FLT_MAX : 0.f;
+/// at its channel group (channels last); spatial neighbours are `step`
+/// apart. `I` is the index type: 32 bits where the tensors allow.
+template <bool IsMax, typename I, typename V>
+__device__ V poolWindow(const V *x, I step, const PoolParams &p, I od, I oh,
+                        I ow) {
+  V acc = splat(IsMax ? -FLT_MAX : 0.f, V());
   bool any = false;
-  int64_t count = 0, padCount = 0;
-  for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
-    int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
-    for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
-      int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
-      for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-        int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
-        if (id < 0 || ih < 0 || iw < 0 || id >= p.in[0] || ih >= p.in[1] ||
-            iw >= p.in[2]) {
-          if (id >= -p.padBegin[0] && ih >= -p.padBegin[1] &&
-              iw >= -p.padBegin[2] && id < p.in[0] + p.padEnd[0] &&
-              ih < p.in[1] + p.padEnd[1] && iw < p.in[2] + p.padEnd[2])
+  I count = 0, padCount = 0;
+  const I inD = I(p.in[0]), inH = I(p.in[1]), inW = I(p.in[2]);
+  for (I kd = 0; kd < I(p.kernel[0]); ++kd) {
+    I id = od * I(p.stride[0]) - I(p.padBegin[0]) + kd * I(p.dilation[0]);
+    for (I kh = 0; kh < I(p.kernel[1]); ++kh) {
+      I ih = oh * I(p.stride[1]) - I(p.padBegin[1]) + kh * I(p.dilation[1]);
+      for (I kw = 0; kw < I(p.kernel[2]); ++kw) {
+        I iw = ow * I(p.stride[2]) - I(p.padBegin[2]) + kw * I(p.dilation[2]);
+        if (id < 0 || ih < 0 || iw < 0 || id >= inD || ih >= inH ||
+            iw >= inW) {
+          if (!IsMax && id >= -I(p.padBegin[0]) && ih >= -I(p.padBegin[1]) &&
+              iw >= -I(p.padBegin[2]) && id < inD + I(p.padEnd[0]) &&
+              ih < inH + I(p.padEnd[1]) && iw < inW + I(p.padEnd[2]))
             ++padCount;
           continue;
         }
-        float v = x[((id * p.in[1] + ih) * p.in[2] + iw) * step];
-        acc = p.isMax ? fmaxf(acc, v) : acc + v;
+        acc = combine(IsMax, acc, x[((id * inH + ih) * inW + iw) * step]);
         any = true;
         ++count;
       }
     }
   }
-  if (p.isMax)
-    return any ? acc : -INFINITY;
-  int64_t div = p.countIncludePad ? count + padCount : count;
-  return div ? acc / float(div) : 0.f;
+  if (IsMax)
+    return any ? acc : splat(-INFINITY, V());
+  I div = p.countIncludePad ? count + padCount : count;
+  return div ? scaled(acc, 1.f / float(div)) : splat(0.f, V());
 }
 
+/// Channels first: one thread per output element.
+template <bool IsMax, typename I>
 __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ow = i % p.out[2], oh = (i / p.out[2]) % p.out[1],
-            od = (i / (p.out[2] * p.out[1])) % p.out[0],
-            plane = i / (p.out[2] * p.out[1] * p.out[0]);
-    y[i] =
-        poolWindow(x + plane * p.in[0] * p.in[1] * p.in[2], 1, p, od, oh, ow);
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I ow = i % outW, oh = (i / outW) % outH, od = (i / (outW * outH)) % outD,
+      plane = i / (outW * outH * outD);
+    y[i] = poolWindow<IsMax, I, float>(
+        x + plane * I(p.in[0] * p.in[1] * p.in[2]), I(1), p, od, oh, ow);
   }
 }
 
-/// Channels last: consecutive threads take consecutive channels of one
-/// output position, so reads and writes are coalesced.
-__global__ void poolLastKernel(const float *x, float *y, PoolParams p,
+/// Channels last: consecutive threads take consecutive channels (or groups
+/// of four) of one output position, so reads and writes are coalesced.
+template <bool IsMax, typename I, typename V>
+__global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
                                int64_t n) {
-  int64_t c = p.channelsLast;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ch = i % c, pos = i / c;
-    int64_t ow = pos % p.out[2], oh = (pos / p.out[2]) % p.out[1],
-            od = (pos / (p.out[2] * p.out[1])) % p.out[0],
-            b = pos / (p.out[2] * p.out[1] * p.out[0]);
-    y[i] = poolWindow(x + b * p.in[0] * p.in[1] * p.in[2] * c + ch, c, p, od,
-                      oh, ow);
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I ch = i % groups, pos = i / groups;
+    I ow = pos % outW, oh = (pos / outW) % outH, od = (pos / (outW * outH)) % outD,
+      b = pos / (outW * outH * outD);
+    y[i] = poolWindow<IsMax, I, V>(
+        x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch, groups, p, od,
+        oh, ow);
   }
 }
 
@@ -393,12 +438,13 @@ __global__ void gatherKernel(const char *data, const void *indices, bool idx64,
 __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
                              Strides keep, Strides reduced, int64_t reduceCount,
                              int op) {
+  bool narrowKeep = narrowIndex(outCount), narrowReduced = narrowIndex(reduceCount);
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < outCount;
        o += int64_t(gridDim.x) * blockDim.x) {
-    int64_t base = offsetOf(keep, 0, o);
+    int64_t base = offsetOf(keep, 0, o, narrowKeep);
     float acc = op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
     for (int64_t r = 0; r < reduceCount; ++r) {
-      float v = x[base + offsetOf(reduced, 0, r)];
+      float v = x[base + offsetOf(reduced, 0, r, narrowReduced)];
       switch (op) {
       case 0:
       case 1:
@@ -422,9 +468,10 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
 template <typename T>
 __global__ void compareKernel(int op, const T *a, const T *b, bool *y,
                               int64_t n, Strides st) {
+  bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    T u = a[offsetOf(st, 0, i)], v = b[offsetOf(st, 1, i)];
+    T u = a[offsetOf(st, 0, i, narrow)], v = b[offsetOf(st, 1, i, narrow)];
     bool r = false;
     switch (op) {
     case 0:
@@ -450,10 +497,12 @@ __global__ void compareKernel(int op, const T *a, const T *b, bool *y,
 template <typename T>
 __global__ void whereKernel(const bool *c, const T *x, const T *y, T *out,
                             int64_t n, Strides st) {
+  bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     out[i] =
-        c[offsetOf(st, 0, i)] ? x[offsetOf(st, 1, i)] : y[offsetOf(st, 2, i)];
+        c[offsetOf(st, 0, i, narrow)] ? x[offsetOf(st, 1, i, narrow)]
+                                     : y[offsetOf(st, 2, i, narrow)];
 }
 
 template <typename From, typename To> __device__ inline To convert(From v) {
@@ -602,13 +651,35 @@ cudaError_t launchConvEpilogue(float *y, const float *bias, const float *z,
   return cudaGetLastError();
 }
 
+template <bool IsMax, typename I>
+void launchPoolAs(const float *x, float *y, const PoolParams &p, int64_t n,
+                  cudaStream_t s) {
+  int64_t c = p.channelsLast;
+  if (!c) {
+    poolKernel<IsMax, I><<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  } else if (c % 4 == 0 && aligned16(x) && aligned16(y)) {
+    poolLastKernel<IsMax, I, float4><<<blocksFor(n / 4), kThreads, 0, s>>>(
+        reinterpret_cast<const float4 *>(x), reinterpret_cast<float4 *>(y), p,
+        I(c / 4), n / 4);
+  } else {
+    poolLastKernel<IsMax, I, float>
+        <<<blocksFor(n), kThreads, 0, s>>>(x, y, p, I(c), n);
+  }
+}
+
 cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s) {
   int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
-  if (p.channelsLast)
-    poolLastKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
+  bool narrow = narrowIndex(n) && narrowIndex(inputs);
+  if (p.isMax && narrow)
+    launchPoolAs<true, int32_t>(x, y, p, n, s);
+  else if (p.isMax)
+    launchPoolAs<true, int64_t>(x, y, p, n, s);
+  else if (narrow)
+    launchPoolAs<false, int32_t>(x, y, p, n, s);
   else
-    poolKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+    launchPoolAs<false, int64_t>(x, y, p, n, s);
   return cudaGetLastError();
 }
 
@@ -803,6 +874,33 @@ cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
 cudaError_t launchPadF32(const float *x, float *y, int64_t n,
                          const PadParams &p, float value, cudaStream_t s) {
   padKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, p, value);
+  return cudaGetLastError();
+}
+
+__global__ void padChannelsKernel(const float *x, float *y, int64_t n,
+                                  int channels, int padded) {
+  bool narrow = narrowIndex(n);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row, ch;
+    if (narrow) {
+      row = uint32_t(i) / uint32_t(padded);
+      ch = uint32_t(i) % uint32_t(padded);
+    } else {
+      row = i / padded;
+      ch = i % padded;
+    }
+    y[i] = ch < channels ? x[row * channels + ch] : 0.f;
+  }
+}
+
+cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
+                              int channels, int padded, cudaStream_t s) {
+  int64_t n = rows * padded;
+  if (n == 0)
+    return cudaSuccess;
+  padChannelsKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, channels,
+                                                      padded);
   return cudaGetLastError();
 }
 

@@ -116,6 +116,12 @@ struct Plan {
 struct TraceEvent {
   size_t device = 0, index = 0;
   double startUs = 0, durationUs = 0;
+  /// Streamed runs trace spans rather than instructions: a graph segment or
+  /// a copy, named here (empty: named after instruction `index`), on track
+  /// 0 (compute stream) or 1 (copy stream), for batch `batch`.
+  std::string name, category;
+  int track = 0;
+  int64_t batch = -1;
 };
 
 /// Writes a Chrome/Perfetto trace (one track per device) of `events`.

@@ -42,23 +42,29 @@ Status writeTrace(const std::string &path, const Plan &plan,
   }
   for (const TraceEvent &e : events) {
     const Instruction &in = plan.devices[e.device].instructions[e.index];
-    std::string name =
-        in.op == OpCode::Kernel ? in.kernel : std::string(opCodeName(in.op));
-    if (in.op == OpCode::Send || in.op == OpCode::Recv ||
-        in.op == OpCode::WaitConsumed)
-      name += " #" + std::to_string(in.index);
-    const char *cat =
-        in.op == OpCode::Kernel                                      ? "kernel"
-        : in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ? "io"
-        : in.op == OpCode::WaitConsumed                              ? "wait"
-                                        : "transfer";
+    std::string name = e.name;
+    if (name.empty()) {
+      name =
+          in.op == OpCode::Kernel ? in.kernel : std::string(opCodeName(in.op));
+      if (in.op == OpCode::Send || in.op == OpCode::Recv ||
+          in.op == OpCode::WaitConsumed)
+        name += " #" + std::to_string(in.index);
+    }
+    std::string cat = e.category;
+    if (cat.empty())
+      cat = in.op == OpCode::Kernel ? "kernel"
+            : in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ? "io"
+            : in.op == OpCode::WaitConsumed ? "wait"
+                                            : "transfer";
     sep();
     std::fprintf(f,
                  "{\"name\": %s, \"cat\": \"%s\", \"ph\": \"X\", "
-                 "\"pid\": %zu, \"tid\": 0, \"ts\": %.3f, \"dur\": %.3f, "
-                 "\"args\": {\"node\": %s, \"micro_batch\": %d}}",
-                 jsonString(name).c_str(), cat, e.device, e.startUs,
-                 e.durationUs, jsonString(in.location).c_str(), in.microBatch);
+                 "\"pid\": %zu, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
+                 "\"args\": {\"node\": %s, \"micro_batch\": %d, \"batch\": "
+                 "%lld}}",
+                 jsonString(name).c_str(), cat.c_str(), e.device, e.track,
+                 e.startUs, e.durationUs, jsonString(in.location).c_str(),
+                 in.microBatch, static_cast<long long>(e.batch));
   }
   std::fprintf(f, "\n]}\n");
   std::fclose(f);

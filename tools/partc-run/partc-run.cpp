@@ -42,6 +42,7 @@ struct Options {
   bool keepInputs = false;
   bool graphs = true;
   bool fuseEpilogues = true;
+  bool directTransfers = true;
   bool stream = false;
   int iterations = 1, warmup = 0;
 };
@@ -64,13 +65,20 @@ void usage() {
       "residual and ReLU as their\n"
       "                  own pass after a convolution instead of choosing "
       "fused kernels by timing)\n"
+      "                 [--no-direct-transfers] (cuda, --stream: stage every "
+      "transfer through\n"
+      "                  copies of its own instead of letting kernels write "
+      "and "
+      "read the copied buffers)\n"
       "                 [--stream] (cuda: also run the iterations back to "
       "back, batches overlapping\n"
       "                  in pipeline stages, and print the throughput)\n"
       "                 [--profile FILE] (time every kernel after the warm-up "
       "runs; a cost table for partc compile --cost-table)\n"
       "                 [--trace FILE.json] (Chrome/Perfetto trace of the last "
-      "run, one track per device)\n"
+      "run, one track per device;\n"
+      "                 with --stream: graph segments and copies of every "
+      "batch)\n"
       "Inputs and outputs are ONNX TensorProto .pb or .npy files. Inputs not\n"
       "given are filled with seeded random data; --check compares with a\n"
       "test_data_set_N directory (and takes its inputs from there).\n");
@@ -157,6 +165,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.graphs = false;
     } else if (a == "--no-fused-epilogues") {
       o.fuseEpilogues = false;
+    } else if (a == "--no-direct-transfers") {
+      o.directTransfers = false;
     } else if (a == "--stream") {
       o.stream = true;
     } else if (a == "-h" || a == "--help") {
@@ -495,6 +505,7 @@ int main(int argc, char **argv) {
     cudaOptions.tf32 = opts.precision == "tf32";
     cudaOptions.graphs = opts.graphs;
     cudaOptions.fuseEpilogues = opts.fuseEpilogues;
+    cudaOptions.directTransfers = opts.directTransfers;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())
       return fail(s.message());
@@ -553,8 +564,9 @@ int main(int argc, char **argv) {
   if (opts.stream && opts.backend != "cuda")
     return fail("--stream needs --backend cuda (the CPU reference runs one "
                 "batch at a time)");
-  if (opts.stream && (!opts.profilePath.empty() || !opts.tracePath.empty()))
-    return fail("--stream cannot be combined with --profile or --trace");
+  if (opts.stream && !opts.profilePath.empty())
+    return fail("--stream cannot be combined with --profile (profile one "
+                "batch at a time; --trace shows a streamed run)");
   std::vector<double> times;
   std::function<double(size_t, size_t)> kernelSeconds;
   for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
@@ -583,7 +595,7 @@ int main(int argc, char **argv) {
       }
     }
     bool last = it + 1 == opts.warmup + opts.iterations;
-    if (last && !opts.tracePath.empty()) {
+    if (last && !opts.tracePath.empty() && !opts.stream) {
 #ifdef PARTC_HAVE_CUDA
       if (cudaExec)
         if (Status ts = cudaExec->enableTracing(); !ts.ok())
@@ -641,6 +653,14 @@ int main(int argc, char **argv) {
       std::printf("predicted period %.3f ms, measured %.3f ms\n",
                   std::atof(period->second.c_str()),
                   ms / static_cast<double>(n));
+    if (!opts.tracePath.empty()) {
+      // A separate run, so that the timing events do not touch the figure
+      // above.
+      cudaExec->enableStreamTracing();
+      s = cudaExec->runStream(inRefs, outRefs, n, opts.keepInputs);
+      if (!s.ok())
+        return fail(s.message());
+    }
   }
 #endif
 
