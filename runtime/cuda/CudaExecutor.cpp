@@ -227,11 +227,6 @@ struct CudaExecutor::Impl {
   /// The batch parity being enqueued or captured while streaming, else -1.
   int streamParity = -1;
   bool directTransfers = true;
-  /// The window in which `region` of device d's arena holds the value that
-  /// instruction `anchor` writes (a receive) or that a send at `anchor`
-  /// reads, or false where the plan's use of the range is not that simple.
-  bool redirectWindow(size_t d, size_t anchor, uint64_t begin, uint64_t end,
-                      bool sender, size_t &first, size_t &last) const;
   void planRedirects();
   void *resolveAt(size_t d, size_t i, const BufferRef &b) {
     if (streamParity >= 0 && b.space == MemorySpace::Arena &&
@@ -1071,78 +1066,6 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
   return Status();
 }
 
-bool CudaExecutor::Impl::redirectWindow(size_t d, size_t anchor, uint64_t begin,
-                                        uint64_t end, bool sender,
-                                        size_t &first, size_t &last) const {
-  const auto &instrs = plan->devices[d].instructions;
-  // Whether operand b touches the range, and whether it lies inside it.
-  auto touches = [&](const BufferRef &b) {
-    return b.space == MemorySpace::Arena && b.offset < end &&
-           b.offset + b.type.byteSize() > begin;
-  };
-  auto inside = [&](const BufferRef &b) {
-    return b.offset >= begin && b.offset + b.type.byteSize() <= end;
-  };
-  auto reads = [&](const Instruction &in, bool &ok) {
-    bool any = false;
-    for (const BufferRef &b : in.inputs)
-      if (touches(b)) {
-        any = true;
-        ok = ok && inside(b);
-      }
-    return any;
-  };
-  auto writes = [&](const Instruction &in, bool &ok) {
-    bool any = false;
-    for (const BufferRef &b : in.outputs)
-      if (touches(b)) {
-        any = true;
-        ok = ok && inside(b);
-      }
-    return any;
-  };
-  bool ok = true;
-  first = anchor;
-  if (sender) {
-    // The nearest earlier writer must produce exactly the sent value.
-    size_t i = anchor;
-    bool found = false;
-    while (i-- > 0 && !found) {
-      const Instruction &in = instrs[i];
-      if (!writes(in, ok))
-        continue;
-      found = true;
-      first = i;
-      // (Not an input load: --keep-inputs skips those.)
-      if (in.op != OpCode::Kernel || in.outputs.size() != 1 ||
-          in.outputs[0].offset != begin ||
-          in.outputs[0].type.byteSize() != end - begin)
-        return false;
-      bool clean = true;
-      if (reads(in, clean))
-        return false; // in place
-    }
-    if (!found || !ok)
-      return false;
-  }
-  last = anchor;
-  for (size_t i = anchor + 1; i < instrs.size(); ++i) {
-    const Instruction &in = instrs[i];
-    bool r = reads(in, ok), w = writes(in, ok);
-    if (!ok || (r && w))
-      return false;
-    if (w)
-      break; // the range holds another value from here on
-    if (r) {
-      if (in.op != OpCode::Kernel && in.op != OpCode::StoreOutput &&
-          in.op != OpCode::Send)
-        return false;
-      last = i;
-    }
-  }
-  return ok;
-}
-
 void CudaExecutor::Impl::planRedirects() {
   redirects.assign(devices.size(), {});
   for (size_t c = 0; c < plan->channels.size(); ++c) {
@@ -1160,7 +1083,7 @@ void CudaExecutor::Impl::planRedirects() {
           break;
         uint64_t begin = b.offset, end = b.offset + b.type.byteSize();
         size_t first = 0, last = 0;
-        if (!redirectWindow(d, i, begin, end, sender, first, last))
+        if (!findTransferWindow(plan->devices[d], i, first, last))
           break;
         // Two redirects may share a range only at different times.
         bool clash = false;

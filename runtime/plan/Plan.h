@@ -149,6 +149,19 @@ void instructionTypes(const Instruction &instruction,
 /// is not just another device giving up because of it.
 Status rootCause(const std::vector<Status> &results);
 
+/// Where a streamed transfer's value lives in the arena: the instructions
+/// [first, last] of `program` during which the arena range of the value
+/// that its send at `anchor` reads (or its receive at `anchor` writes)
+/// holds that value and nothing else. For a send, `first` is the kernel
+/// that produces exactly that value; `last` is the last instruction that
+/// reads it before the range is written again. False where the plan uses
+/// the range less simply (a value written in place, partly overlapping
+/// operands, a reader that is not a kernel, output store or send, a value
+/// that is not a kernel's whole output): a backend then copies instead of
+/// redirecting the range to a buffer of its own.
+bool findTransferWindow(const DeviceProgram &program, size_t anchor,
+                        size_t &first, size_t &last);
+
 /// Checks everything a backend relies on: bounds of every buffer, channel
 /// pairing, full coverage of outputs and that the schedule cannot deadlock.
 Status verifyPlan(const Plan &plan);
