@@ -11,10 +11,22 @@ namespace partc::costmodel {
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-/// Device class of the `stage`-th stage: 0 for the default devices, c + 1
-/// for ChainProblem class c.
-size_t classKey(const ChainProblem &p, size_t stage) {
-  return stage < p.stageClass.size() ? p.stageClass[stage] + 1 : 0;
+/// Device classes of the `stage`-th stage's devices, sorted and unique: 0
+/// for the default devices, c + 1 for ChainProblem class c.
+std::vector<size_t> classKeys(const ChainProblem &p, size_t stage) {
+  std::vector<size_t> keys;
+  if (!p.stageClasses.empty()) {
+    if (stage < p.stageClasses.size())
+      for (size_t c : p.stageClasses[stage])
+        keys.push_back(c + 1);
+  } else if (stage < p.stageClass.size()) {
+    keys.push_back(p.stageClass[stage] + 1);
+  }
+  if (keys.empty())
+    keys.push_back(0);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
 }
 
 const std::vector<double> &opSecondsOf(const ChainProblem &p, size_t key) {
@@ -61,16 +73,23 @@ double combine(const ChainProblem &p, size_t begin, size_t end,
 
 double stageSeconds(const ChainProblem &p, size_t begin, size_t end,
                     size_t stage) {
-  const std::vector<double> &ops = opSecondsOf(p, classKey(p, stage));
   double compute = 0;
-  for (size_t i = begin; i < end; ++i)
-    compute += ops[i];
+  for (size_t key : classKeys(p, stage)) {
+    const std::vector<double> &ops = opSecondsOf(p, key);
+    double sum = 0;
+    for (size_t i = begin; i < end; ++i)
+      sum += ops[i];
+    compute = std::max(compute, sum);
+  }
   return combine(p, begin, end, compute);
 }
 
 double stageCapacity(const ChainProblem &p, size_t stage) {
-  size_t key = classKey(p, stage);
-  return key ? p.classMemoryBytes[key - 1] : p.memoryBytes;
+  double capacity = std::numeric_limits<double>::infinity();
+  for (size_t key : classKeys(p, stage))
+    capacity =
+        std::min(capacity, key ? p.classMemoryBytes[key - 1] : p.memoryBytes);
+  return capacity;
 }
 
 double stageMemory(const ChainProblem &p, size_t begin, size_t end) {
@@ -93,16 +112,20 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
                                         std::vector<double>(n + 1, kInf));
   std::vector<std::vector<uint32_t>> from(S + 1,
                                           std::vector<uint32_t>(n + 1, 0));
-  // Stage cost and feasibility of [j, i) on each class of device that some
-  // stage runs on, cached per (j, i).
+  // Stage cost and feasibility of [j, i) on each set of device classes that
+  // some stage runs on, cached per (j, i).
   using Costs = std::vector<std::vector<float>>;
-  std::map<size_t, Costs> costs;
+  std::map<std::vector<size_t>, Costs> costs;
   for (size_t k = 0; k < S; ++k) {
-    size_t key = classKey(p, k);
-    if (costs.count(key))
+    std::vector<size_t> keys = classKeys(p, k);
+    if (costs.count(keys))
       continue;
-    Costs &cost = costs[key];
-    Prefix pre(p, opSecondsOf(p, key));
+    Costs &cost = costs[keys];
+    std::vector<Prefix> pres;
+    for (size_t key : keys)
+      pres.emplace_back(p, opSecondsOf(p, key));
+    // Weights are the same on every class.
+    const Prefix &pre = pres.front();
     double capacity = stageCapacity(p, k);
     cost.resize(n + 1);
     for (size_t j = 0; j < n; ++j) {
@@ -114,14 +137,16 @@ std::vector<StageCut> solveChain(const ChainProblem &p, size_t maxStages) {
         double mem = pre.weights[i] - pre.weights[j] + live * p.inFlight;
         if (mem > capacity)
           break; // longer stages only need more
-        cost[j][i] = static_cast<float>(
-            combine(p, j, i, pre.seconds[i] - pre.seconds[j]));
+        double compute = 0;
+        for (const Prefix &q : pres)
+          compute = std::max(compute, q.seconds[i] - q.seconds[j]);
+        cost[j][i] = static_cast<float>(combine(p, j, i, compute));
       }
     }
   }
   best[0][0] = 0;
   for (size_t k = 1; k <= S; ++k) {
-    const Costs &cost = costs[classKey(p, k - 1)];
+    const Costs &cost = costs[classKeys(p, k - 1)];
     for (size_t i = k; i <= n; ++i) {
       double b = kInf;
       uint32_t arg = 0;

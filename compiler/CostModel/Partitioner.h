@@ -50,6 +50,11 @@ struct ChainProblem {
   /// Stages past the end of stageClass (all of them when it is empty) run
   /// on devices like opSeconds and memoryBytes.
   std::vector<size_t> stageClass;
+  /// Several replicas of the pipeline share its cuts: where given, stage k
+  /// runs on one device of each class in stageClasses[k] (one per replica)
+  /// and costs what the slowest of them takes, within the smallest one's
+  /// memory. Overrides stageClass.
+  std::vector<std::vector<size_t>> stageClasses;
   std::vector<std::vector<double>> classOpSeconds;
   std::vector<double> classMemoryBytes;
 };

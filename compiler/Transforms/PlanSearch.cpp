@@ -170,8 +170,9 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   for (Operation *op : ops)
     work.push_back(cm::analyzeOp(op, batchInfo.batchedOps.contains(op)));
   Liveness live = analyzeLiveness(ops);
-  // Plans are costed by the weakest device, except a single pipeline on a
-  // mixed machine (each stage on its device) and replicas on one (below).
+  // Plans are costed by the weakest device, except pipelines on a mixed
+  // machine (each stage by the slowest of its devices) and pure replicas on
+  // one (unequal slices, below).
   const cm::DeviceSpec device = topo.weakest();
   bool mixed = false;
   for (const cm::DeviceSpec &d : topo.devices)
@@ -251,10 +252,10 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   if (parts > 1 && !batchInfo.splittable)
     return func.emitError()
                << (options.replicas > 1 ? "data parallelism" : "pipelining")
-               << " needs ops that treat samples independently, but "
+               << " needs ops that treat samples independently; "
                << batchInfo.why
-               << " cannot be split along the batch; use the single or "
-                  "pipeline strategy with one micro-batch",
+               << ", so the model cannot be split along the batch; use the "
+                  "single or pipeline strategy with one micro-batch",
            failure();
   if (parts > batch)
     return func.emitError() << "batch " << batch << " is smaller than " << parts
@@ -324,24 +325,28 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         p.linkLatencySeconds = link.latencySeconds;
         std::vector<cm::StageCut> mixedCuts;
         cm::ChainProblem q;
-        if (r == 1 && s > 1 && mixed) {
-          // One chain of unlike devices: each stage is costed, and its
-          // memory bounded, by the device it runs on.
+        if (s > 1 && mixed) {
+          // Chains of unlike devices: each stage is costed by the slowest
+          // of the devices it runs on (one per replica) and its memory
+          // bounded by the smallest.
           q = p;
-          std::vector<size_t> classOf;
-          for (int64_t k = 0; k < s; ++k) {
-            const cm::DeviceSpec &spec = topo.devices[c.devices[k]];
-            size_t cls = 0;
-            while (cls < classOf.size() &&
-                   !sameDevice(topo.devices[c.devices[classOf[cls]]], spec))
-              ++cls;
-            if (cls == classOf.size()) {
-              classOf.push_back(static_cast<size_t>(k));
-              q.classOpSeconds.push_back(opSecondsOn(spec, slice));
-              q.classMemoryBytes.push_back(spec.memoryBytes);
+          std::vector<size_t> classDevice; // a device of each class
+          q.stageClasses.resize(static_cast<size_t>(s));
+          for (int64_t rep = 0; rep < r; ++rep)
+            for (int64_t k = 0; k < s; ++k) {
+              size_t device = c.devices[rep * s + k];
+              const cm::DeviceSpec &spec = topo.devices[device];
+              size_t cls = 0;
+              while (cls < classDevice.size() &&
+                     !sameDevice(topo.devices[classDevice[cls]], spec))
+                ++cls;
+              if (cls == classDevice.size()) {
+                classDevice.push_back(device);
+                q.classOpSeconds.push_back(opSecondsOn(spec, slice));
+                q.classMemoryBytes.push_back(spec.memoryBytes);
+              }
+              q.stageClasses[k].push_back(cls);
             }
-            q.stageClass.push_back(cls);
-          }
           mixedCuts = cm::solveChain(q, static_cast<size_t>(s));
         }
         const cm::ChainProblem &used = mixedCuts.empty() ? p : q;

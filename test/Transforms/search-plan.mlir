@@ -4,6 +4,11 @@
 // RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 objective=latency" 2>&1 >/dev/null | FileCheck %s --check-prefix=LATENCY
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.json
 // RUN: partc-opt %s --split-input-file --partc-search-plan="topology=%t.json stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED
+// RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}, {"preset": "h200"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.4.json
+// The softmax case cannot have replicas, hence `not`.
+// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED-REPLICAS
+// RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}, {"preset": "a100"}, {"preset": "h200"}], "default_link": {"gbps": 10000}}' > %t.4b.json
+// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4b.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=CROSSED-REPLICAS
 
 // Tests that two heavy, independent-per-sample matmuls on two devices are
 // replicated (no transfers, no bubble) rather than pipelined, and that a
@@ -65,6 +70,12 @@ module {
 // CHECK-COUNT-2: graph.matmul {{.*}}graph.device = 1
 // PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [2]
 // MIXED: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [3]
+// Two replicas of that pipeline, each an H200 then an A100, split the same
+// way; when the second replica runs the other way round (A100 then H200),
+// every stage has an A100 and the split is even.
+// MIXED-REPLICAS: error: data parallelism needs ops that treat samples independently; 'graph.softmax' (ONNX node ''): it normalizes over the batch dimension, so the model cannot be split along the batch; use
+// MIXED-REPLICAS: plan: 2 stages x 2 replicas, 1 micro-batch, cuts before ops [3]
+// CROSSED-REPLICAS: plan: 2 stages x 2 replicas, 1 micro-batch, cuts before ops [2]
 // LATENCY: plan: 1 stage x 2 replicas, cuts before ops []
 // expected-remark@below {{plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [2]}}
 module {

@@ -66,6 +66,14 @@ ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
         p.classOpSeconds.resize(2, p.opSeconds);
         p.classMemoryBytes.resize(2, p.memoryBytes);
       }
+    // Sometimes two replicas share the cuts: each stage on one device of
+    // each replica's class.
+    if (rng() % 2) {
+      p.classOpSeconds.resize(2, p.opSeconds);
+      p.classMemoryBytes.resize(2, p.memoryBytes);
+      for (size_t k = 0; k < 5; ++k)
+        p.stageClasses.push_back({p.stageClass[k], size_t(rng() % 2)});
+    }
   }
   return p;
 }
@@ -202,3 +210,24 @@ TEST(Topology, ChainsFollowFastLinks) {
 }
 
 } // namespace
+
+TEST(Partitioner, ReplicasOfUnlikeChainsCostTheirSlowerDevice) {
+  // Two replicas, each a chain of one fast and one slow device, in opposite
+  // order: every stage has a slow device, so the cut is even. With both
+  // replicas fast first, the slow second stage gets one op.
+  ChainProblem p;
+  p.opSeconds = {1, 1, 1, 1};
+  p.opWeightBytes = {0, 0, 0, 0};
+  p.liveBytes = {0, 0, 0, 0};
+  p.cutBytes = {0, 0, 0, 0, 0};
+  p.classOpSeconds = {{1, 1, 1, 1}, {3, 3, 3, 3}};
+  p.classMemoryBytes = {1e30, 1e30};
+  p.stageClasses = {{0, 1}, {1, 0}};
+  StageCut r = solveChain(p, 2)[2];
+  EXPECT_EQ(r.cuts, std::vector<size_t>({2}));
+  EXPECT_DOUBLE_EQ(r.slowest, 6.0);
+  p.stageClasses = {{0, 0}, {1, 1}};
+  r = solveChain(p, 2)[2];
+  EXPECT_EQ(r.cuts, std::vector<size_t>({3}));
+  EXPECT_DOUBLE_EQ(r.slowest, 3.0);
+}
