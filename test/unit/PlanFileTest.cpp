@@ -141,3 +141,40 @@ TEST(PlanVerify, RejectsPartiallyWrittenOutput) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Trace, NamesInstructionsOrSpans) {
+  std::vector<float> weights;
+  Plan p = twoDevicePlan(weights);
+  std::vector<TraceEvent> events(2);
+  events[0].device = 0;
+  events[0].index = 1; // the relu kernel, named after its instruction
+  events[0].startUs = 1;
+  events[0].durationUs = 2;
+  events[1].device = 1;
+  events[1].index = 0; // a streamed peer copy on the copy-stream track
+  events[1].startUs = 3;
+  events[1].durationUs = 4;
+  events[1].name = "peer copy #0";
+  events[1].category = "transfer";
+  events[1].track = 1;
+  events[1].batch = 7;
+  std::string path = tempPath("trace.json");
+  ASSERT_TRUE(writeTrace(path, p, "cuda", events).ok());
+  std::vector<char> bytes = readBytes(path);
+  std::string text(bytes.begin(), bytes.end());
+  EXPECT_NE(text.find("\"name\": \"relu\", \"cat\": \"kernel\", \"ph\": \"X\", "
+                      "\"pid\": 0, \"tid\": 0"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"name\": \"peer copy #0\", \"cat\": \"transfer\", "
+                      "\"ph\": \"X\", \"pid\": 1, \"tid\": 1"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"batch\": 7"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"batch\": -1"), std::string::npos) << text;
+  std::remove(path.c_str());
+}
+
+} // namespace
