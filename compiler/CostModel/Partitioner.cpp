@@ -15,13 +15,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 /// for the default devices, c + 1 for ChainProblem class c.
 std::vector<size_t> classKeys(const ChainProblem &p, size_t stage) {
   std::vector<size_t> keys;
-  if (!p.stageClasses.empty()) {
-    if (stage < p.stageClasses.size())
-      for (size_t c : p.stageClasses[stage])
-        keys.push_back(c + 1);
-  } else if (stage < p.stageClass.size()) {
-    keys.push_back(p.stageClass[stage] + 1);
-  }
+  if (stage < p.stageClasses.size())
+    for (size_t c : p.stageClasses[stage])
+      keys.push_back(c + 1);
   if (keys.empty())
     keys.push_back(0);
   std::sort(keys.begin(), keys.end());

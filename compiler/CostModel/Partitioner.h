@@ -45,15 +45,12 @@ struct ChainProblem {
   /// fit. Activations count `inFlight` times (micro-batches held at once).
   double memoryBytes = 1e30;
   double inFlight = 1;
-  /// Mixed machines: stage k runs on a device of class stageClass[k], whose
-  /// ops take classOpSeconds[c][i] and whose memory is classMemoryBytes[c].
-  /// Stages past the end of stageClass (all of them when it is empty) run
-  /// on devices like opSeconds and memoryBytes.
-  std::vector<size_t> stageClass;
-  /// Several replicas of the pipeline share its cuts: where given, stage k
-  /// runs on one device of each class in stageClasses[k] (one per replica)
-  /// and costs what the slowest of them takes, within the smallest one's
-  /// memory. Overrides stageClass.
+  /// Mixed machines: stage k runs on one device of each class c in
+  /// stageClasses[k] (one per replica of the pipeline, which share its
+  /// cuts), whose ops take classOpSeconds[c][i] and whose memory is
+  /// classMemoryBytes[c]; it costs what the slowest of them takes and must
+  /// fit the smallest. Stages past the end of stageClasses (all of them
+  /// when it is empty) run on devices like opSeconds and memoryBytes.
   std::vector<std::vector<size_t>> stageClasses;
   std::vector<std::vector<double>> classOpSeconds;
   std::vector<double> classMemoryBytes;

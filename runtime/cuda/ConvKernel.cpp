@@ -47,6 +47,22 @@ struct ConvOperands {
   void *y;
 };
 
+/// An algorithm cudnnConvolutionBiasActivationForward may use, and its
+/// workspace.
+struct FusedAlgo {
+  cudnnConvolutionFwdAlgo_t algo;
+  size_t workspace;
+};
+
+/// What cuDNN convolves: the operands as given, or the widened copies.
+struct CudnnInput {
+  cudnnTensorDescriptor_t xDesc;
+  const void *x;
+  cudnnFilterDescriptor_t wDesc;
+  const void *w;
+  void *workspace;
+};
+
 class ConvKernel : public GpuKernel {
 public:
   ~ConvKernel() override;
@@ -98,10 +114,15 @@ private:
   }
   Status runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
                     const ConvOperands &ops);
-  Status runSeparate(DeviceContext &ctx, const ConvOperands &ops);
+  CudnnInput given(DeviceContext &ctx, const ConvOperands &ops) const {
+    return {x_, ops.x, w_, ops.w, ctx.workspace};
+  }
+  Status runSeparate(DeviceContext &ctx, const ConvOperands &ops,
+                     const CudnnInput &in, cudnnConvolutionFwdAlgo_t algo,
+                     size_t workspaceBytes);
   Status runEpilogue(DeviceContext &ctx, const ConvOperands &ops);
   Status runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,
-                       size_t index);
+                       const CudnnInput &in, const FusedAlgo &f);
   Status runGemm(DeviceContext &ctx, const ConvOperands &ops, size_t index);
   Status runWidened(DeviceContext &ctx, const ConvOperands &ops, bool fused,
                     size_t index);
@@ -117,10 +138,6 @@ private:
   cudnnActivationDescriptor_t act_ = nullptr;
   cudnnConvolutionFwdAlgo_t algo_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace_ = 0;
-  struct FusedAlgo {
-    cudnnConvolutionFwdAlgo_t algo;
-    size_t workspace;
-  };
   std::vector<FusedAlgo> fusedAlgos_;
   /// The algorithms cudnnConvolutionBiasActivationForward may use with
   /// these input and filter descriptors.
@@ -397,7 +414,7 @@ Status ConvKernel::initCudnnFused(DeviceContext &ctx, int nd) {
   return Status();
 }
 
-std::vector<ConvKernel::FusedAlgo>
+std::vector<FusedAlgo>
 ConvKernel::fusedAlgosFor(DeviceContext &ctx, cudnnTensorDescriptor_t x,
                           cudnnFilterDescriptor_t w,
                           cudnnConvolutionFwdAlgo_t chosen) const {
@@ -492,9 +509,9 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
                               const ConvOperands &ops) {
   switch (v) {
   case ConvVariant::Separate:
-    return runSeparate(ctx, ops);
+    return runSeparate(ctx, ops, given(ctx, ops), algo_, workspace_);
   case ConvVariant::CudnnFused:
-    return runCudnnFused(ctx, ops, index);
+    return runCudnnFused(ctx, ops, given(ctx, ops), fusedAlgos_[index]);
   case ConvVariant::GemmFused:
     return runGemm(ctx, ops, index);
   case ConvVariant::WidenedSeparate:
@@ -508,37 +525,27 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
 Status ConvKernel::runWidened(DeviceContext &ctx, const ConvOperands &ops,
                               bool fused, size_t index) {
   float *input = static_cast<float *>(ctx.workspace);
-  void *workspace = static_cast<uint8_t *>(ctx.workspace) + wide_.inputBytes;
   PARTC_RETURN_IF_ERROR(cudaStatus(
       launchPadChannels(static_cast<const float *>(ops.x), input, wide_.pixels,
                         wide_.channels, wide_.padded, ctx.stream),
       "widen input"));
-  float one = 1.f, zero = 0.f;
-  if (fused) {
-    const FusedAlgo &f = wide_.fused[index];
-    float residual = ops.z ? 1.f : 0.f;
-    return cudnnStatus(cudnnConvolutionBiasActivationForward(
-                           ctx.cudnn, &one, wide_.x, input, wide_.w,
-                           wide_.weights, conv_, f.algo, workspace, f.workspace,
-                           &residual, y_, ops.z ? ops.z : ops.y, bias_,
-                           ops.bias, act_, y_, ops.y),
-                       "cudnnConvolutionBiasActivationForward (widened)");
-  }
-  PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnConvolutionForward(ctx.cudnn, &one, wide_.x, input, wide_.w,
-                              wide_.weights, conv_, wide_.algo, workspace,
-                              wide_.workspace, &zero, y_, ops.y),
-      "cudnnConvolutionForward (widened)"));
-  return runEpilogue(ctx, ops);
+  CudnnInput in{wide_.x, input, wide_.w, wide_.weights,
+                static_cast<uint8_t *>(ctx.workspace) + wide_.inputBytes};
+  if (fused)
+    return runCudnnFused(ctx, ops, in, wide_.fused[index]);
+  return runSeparate(ctx, ops, in, wide_.algo, wide_.workspace);
 }
 
-Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops) {
+Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops,
+                               const CudnnInput &in,
+                               cudnnConvolutionFwdAlgo_t algo,
+                               size_t workspaceBytes) {
   float one = 1.f, zero = 0.f;
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnConvolutionForward(ctx.cudnn, &one, x_, ops.x, w_, ops.w,
-                                          conv_, algo_, ctx.workspace,
-                                          workspace_, &zero, y_, ops.y),
-                  "cudnnConvolutionForward"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnConvolutionForward(ctx.cudnn, &one, in.xDesc, in.x, in.wDesc, in.w,
+                              conv_, algo, in.workspace, workspaceBytes, &zero,
+                              y_, ops.y),
+      "cudnnConvolutionForward"));
   return runEpilogue(ctx, ops);
 }
 
@@ -558,13 +565,12 @@ Status ConvKernel::runEpilogue(DeviceContext &ctx, const ConvOperands &ops) {
 }
 
 Status ConvKernel::runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,
-                                 size_t index) {
-  const FusedAlgo &f = fusedAlgos_[index];
+                                 const CudnnInput &in, const FusedAlgo &f) {
   float one = 1.f, residual = ops.z ? 1.f : 0.f;
   // Without a residual, z aliases y with a zero weight (cuDNN allows it).
   return cudnnStatus(cudnnConvolutionBiasActivationForward(
-                         ctx.cudnn, &one, x_, ops.x, w_, ops.w, conv_, f.algo,
-                         ctx.workspace, f.workspace, &residual, y_,
+                         ctx.cudnn, &one, in.xDesc, in.x, in.wDesc, in.w, conv_,
+                         f.algo, in.workspace, f.workspace, &residual, y_,
                          ops.z ? ops.z : ops.y, bias_, ops.bias, act_, y_,
                          ops.y),
                      "cudnnConvolutionBiasActivationForward");
@@ -628,7 +634,8 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   ConvOperands ops = operands(in, reference);
   ops.x = x;
   ops.z = z;
-  PARTC_RETURN_IF_ERROR(runSeparate(ctx, ops));
+  PARTC_RETURN_IF_ERROR(
+      runSeparate(ctx, ops, given(ctx, ops), algo_, workspace_));
 
   cudaEvent_t start = nullptr, stop = nullptr;
   PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));

@@ -229,8 +229,7 @@ struct CudaExecutor::Impl {
   bool directTransfers = true;
   void planRedirects();
   void *resolveAt(size_t d, size_t i, const BufferRef &b) {
-    if (streamParity >= 0 && b.space == MemorySpace::Arena &&
-        d < redirects.size())
+    if (streamParity >= 0 && b.space == MemorySpace::Arena)
       for (const Redirect &r : redirects[d])
         if (i >= r.first && i <= r.last && b.offset >= r.begin &&
             b.offset + b.type.byteSize() <= r.end)
@@ -245,10 +244,14 @@ struct CudaExecutor::Impl {
   Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
   /// Streamed tracing: spans between two timing events from a pool per
   /// device that grows as needed and is reused by the next traced run.
+  /// A span is named when the trace is collected, not on the enqueue path:
+  /// "what #detail" (a copy of channel `detail`), or without `what`,
+  /// "instructions index..detail" (a graph segment).
   struct Span {
     size_t device, index;
     cudaEvent_t begin, end;
-    std::string name;
+    const char *what;
+    size_t detail;
     const char *category;
     int track;
     size_t batch;
@@ -262,8 +265,8 @@ struct CudaExecutor::Impl {
   Status pooledEvent(size_t d, cudaEvent_t &e);
   /// Runs `body` (which enqueues on `stream` of device d) and, while
   /// tracing, records it as a span.
-  Status traced(size_t d, cudaStream_t stream, size_t index, std::string name,
-                const char *category, int track, size_t batch,
+  Status traced(size_t d, cudaStream_t stream, size_t index, const char *what,
+                size_t detail, const char *category, int track, size_t batch,
                 const std::function<Status()> &body);
   void collectSpans();
   size_t runs = 0;
@@ -439,6 +442,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   Impl &impl = *exec->impl_;
   impl.plan = &plan;
   impl.devices.resize(needed);
+  impl.redirects.resize(needed);
   impl.channelSources.resize(plan.channels.size());
 
   for (size_t d = 0; d < needed; ++d) {
@@ -1041,9 +1045,8 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "capture"));
     for (Segment &seg : sg.segments[d]) {
       bool redirected = false;
-      for (size_t k = 0; d < redirects.size() && k < redirects[d].size(); ++k)
-        redirected = redirected || (redirects[d][k].first < seg.end &&
-                                    redirects[d][k].last >= seg.begin);
+      for (const Redirect &r : redirects[d])
+        redirected = redirected || (r.first < seg.end && r.last >= seg.begin);
       for (int parity = 0; parity < 2; ++parity) {
         if (parity == 1 && !redirected) {
           seg.exec[1] = seg.exec[0];
@@ -1164,13 +1167,12 @@ Status CudaExecutor::Impl::pooledEvent(size_t d, cudaEvent_t &e) {
 }
 
 Status CudaExecutor::Impl::traced(size_t d, cudaStream_t stream, size_t index,
-                                  std::string name, const char *category,
-                                  int track, size_t batch,
+                                  const char *what, size_t detail,
+                                  const char *category, int track, size_t batch,
                                   const std::function<Status()> &body) {
   if (!streamTracing)
     return body();
-  Span span{d,        index, nullptr, nullptr, std::move(name),
-            category, track, batch};
+  Span span{d, index, nullptr, nullptr, what, detail, category, track, batch};
   PARTC_RETURN_IF_ERROR(pooledEvent(d, span.begin));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(span.begin, stream), "stream trace"));
@@ -1178,7 +1180,7 @@ Status CudaExecutor::Impl::traced(size_t d, cudaStream_t stream, size_t index,
   PARTC_RETURN_IF_ERROR(pooledEvent(d, span.end));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(span.end, stream), "stream trace"));
-  spans.push_back(std::move(span));
+  spans.push_back(span);
   return Status();
 }
 
@@ -1195,7 +1197,10 @@ void CudaExecutor::Impl::collectSpans() {
     e.index = span.index;
     e.startUs = streamStartHostUs[span.device] + begin * 1e3;
     e.durationUs = duration * 1e3;
-    e.name = span.name;
+    e.name = span.what
+                 ? std::string(span.what) + " #" + std::to_string(span.detail)
+                 : "instructions " + std::to_string(span.index) + ".." +
+                       std::to_string(span.detail);
     e.category = span.category;
     e.track = span.track;
     e.batch = static_cast<int64_t>(span.batch);
@@ -1217,8 +1222,8 @@ Status CudaExecutor::Impl::enqueueStreamSend(size_t d, size_t i, size_t batch) {
   PARTC_RETURN_IF_ERROR(cudaStatus(
       cudaStreamWaitEvent(dev.ctx.stream, land.pulled[p], 0), "send wait"));
   PARTC_RETURN_IF_ERROR(
-      traced(d, dev.ctx.stream, i, "staging copy #" + std::to_string(in.index),
-             "transfer", 0, batch, [&] {
+      traced(d, dev.ctx.stream, i, "staging copy", in.index, "transfer", 0,
+             batch, [&] {
                return cudaStatus(
                    cudaMemcpyAsync(land.stage[p], resolveAt(d, i, in.inputs[0]),
                                    in.inputs[0].type.byteSize(),
@@ -1241,9 +1246,8 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
       cudaStatus(cudaStreamWaitEvent(copy, land.staged[p], 0), "recv wait"));
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0), "recv wait"));
-  PARTC_RETURN_IF_ERROR(traced(
-      d, copy, i, "peer copy #" + std::to_string(in.index), "transfer", 1,
-      batch, [&] {
+  PARTC_RETURN_IF_ERROR(
+      traced(d, copy, i, "peer copy", in.index, "transfer", 1, batch, [&] {
         return cudaStatus(cudaMemcpyAsync(land.slot[p], land.stage[p], bytes,
                                           cudaMemcpyDefault, copy),
                           "peer copy");
@@ -1261,8 +1265,8 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
   // In stream order on the compute stream: the arena is not overwritten
   // while this device's earlier work still reads it.
   PARTC_RETURN_IF_ERROR(traced(
-      d, dev.ctx.stream, i, "landing copy #" + std::to_string(in.index),
-      "transfer", 0, batch, [&] {
+      d, dev.ctx.stream, i, "landing copy", in.index, "transfer", 0, batch,
+      [&] {
         return cudaStatus(
             cudaMemcpyAsync(resolveAt(d, i, in.outputs[0]), land.slot[p], bytes,
                             cudaMemcpyDeviceToDevice, dev.ctx.stream),
@@ -1396,10 +1400,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
         auto &segs = sg.segments[d];
         if (segment[d] < segs.size() && segs[segment[d]].begin == pc[d]) {
           Impl::Segment &seg = segs[segment[d]++];
-          std::string name = "instructions " + std::to_string(seg.begin) +
-                             ".." + std::to_string(seg.end - 1);
           s = impl.traced(
-              d, dev.ctx.stream, seg.begin, name, "kernel", 0, k, [&] {
+              d, dev.ctx.stream, seg.begin, nullptr, seg.end - 1, "kernel", 0,
+              k, [&] {
                 if (cudaGraphExec_t exec = seg.exec[k % 2])
                   return cudaStatus(cudaGraphLaunch(exec, dev.ctx.stream),
                                     "graph launch");

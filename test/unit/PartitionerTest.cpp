@@ -58,21 +58,16 @@ ChainProblem randomProblem(std::mt19937 &rng, size_t n, bool dag) {
       other.push_back(t * std::uniform_real_distribution<double>(0.3, 3)(rng));
     p.classOpSeconds.push_back(other);
     p.classMemoryBytes.push_back(rng() % 2 ? 1e30 : total / 2 + 100);
-    for (size_t k = 0; k < 5; ++k)
-      p.stageClass.push_back(rng() % 2);
     // Class indices refer to classOpSeconds; 1 means "like the default".
-    for (size_t &c : p.stageClass)
-      if (c == 1) {
-        p.classOpSeconds.resize(2, p.opSeconds);
-        p.classMemoryBytes.resize(2, p.memoryBytes);
-      }
+    p.classOpSeconds.push_back(p.opSeconds);
+    p.classMemoryBytes.push_back(p.memoryBytes);
     // Sometimes two replicas share the cuts: each stage on one device of
     // each replica's class.
-    if (rng() % 2) {
-      p.classOpSeconds.resize(2, p.opSeconds);
-      p.classMemoryBytes.resize(2, p.memoryBytes);
-      for (size_t k = 0; k < 5; ++k)
-        p.stageClasses.push_back({p.stageClass[k], size_t(rng() % 2)});
+    bool replicas = rng() % 2;
+    for (size_t k = 0; k < 5; ++k) {
+      p.stageClasses.push_back({size_t(rng() % 2)});
+      if (replicas)
+        p.stageClasses.back().push_back(rng() % 2);
     }
   }
   return p;
@@ -159,13 +154,13 @@ TEST(Partitioner, GivesTheSmallDeviceLessWork) {
   p.cutBytes = {0, 0, 0, 0, 0};
   p.classOpSeconds = {{1, 1, 1, 1}, {3, 3, 3, 3}};
   p.classMemoryBytes = {100, 10};
-  p.stageClass = {0, 1};
+  p.stageClasses = {{0}, {1}};
   StageCut r = solveChain(p, 2)[2];
   ASSERT_TRUE(r.feasible);
   EXPECT_EQ(r.cuts, (std::vector<size_t>{3}));
   EXPECT_DOUBLE_EQ(r.slowest, 3.0);
   // Costed as two equal devices, the split would be even.
-  p.stageClass.clear();
+  p.stageClasses.clear();
   EXPECT_EQ(solveChain(p, 2)[2].cuts, (std::vector<size_t>{2}));
 }
 
