@@ -106,6 +106,8 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         else
           ok = batched[0] && lr >= 2 &&
                (lr == 2 || rr < lr || dim0(op->getOperand(1)) == 1);
+        // A fused bias is one value per column, never per sample.
+        ok = ok && (op->getNumOperands() < 3 || !batched[2]);
         if (!ok)
           why = "it contracts over the batch dimension";
       })

@@ -18,7 +18,8 @@ struct FuseActivationsPass
     for (graph::ReluOp relu : relus) {
       Operation *producer = relu.getInput().getDefiningOp();
       if (!producer ||
-          !isa<graph::ConvOp, graph::GemmOp, graph::AddOp>(producer))
+          !isa<graph::ConvOp, graph::GemmOp, graph::MatMulOp, graph::AddOp>(
+              producer))
         continue;
       // The producer's other users must keep seeing the value before ReLU,
       // and the pair must run on one device.
@@ -38,7 +39,42 @@ struct FuseActivationsPass
     SmallVector<graph::AddOp> adds;
     getOperation().walk([&](graph::AddOp add) { adds.push_back(add); });
     for (graph::AddOp add : adds)
-      fuseResidual(add);
+      if (!fuseMatMulBias(add))
+        fuseResidual(add);
+  }
+
+  /// add(matmul(x, w), b) -> matmul(x, w, bias = b) for a b that holds one
+  /// value per column, keeping the add's activation.
+  static bool fuseMatMulBias(graph::AddOp add) {
+    for (unsigned k = 0; k < 2; ++k) {
+      auto matmul = add->getOperand(k).getDefiningOp<graph::MatMulOp>();
+      Value bias = add->getOperand(1 - k);
+      if (!matmul || !matmul->getResult(0).hasOneUse() ||
+          matmul.getActivation() || matmul.getBias() ||
+          add.getType() != matmul.getType() ||
+          graph::getDevice(matmul) != graph::getDevice(add))
+        continue;
+      auto result = cast<RankedTensorType>(matmul.getType());
+      auto biasType = cast<RankedTensorType>(bias.getType());
+      ArrayRef<int64_t> shape = biasType.getShape();
+      // A vector right operand has no columns to add a bias to.
+      if (cast<RankedTensorType>(matmul.getRhs().getType()).getRank() < 2 ||
+          result.getRank() == 0 || shape.empty() ||
+          shape.back() != result.getShape().back() ||
+          llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
+        continue;
+      // The bias may be computed after the matmul: run the matmul at the add.
+      matmul->moveBefore(add);
+      matmul.getBiasMutable().assign(bias);
+      if (auto activation = add.getActivationAttr())
+        matmul.setActivationAttr(activation);
+      matmul->setLoc(FusedLoc::get(matmul->getContext(),
+                                   {matmul->getLoc(), add.getLoc()}));
+      add.getResult().replaceAllUsesWith(matmul.getResult());
+      add.erase();
+      return true;
+    }
+    return false;
   }
 
   /// add(conv(x), z) -> conv(x, addend = z), keeping the add's activation.

@@ -26,15 +26,17 @@ def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
 }
 
 def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
-  let summary = "Folds ReLUs and residual adds into their producers";
+  let summary = "Folds ReLUs, biases and residual adds into their producers";
   let description = [{
-    When a graph.relu is the only user of a graph.conv, graph.gemm or
-    graph.add on the same device, the producer gets `activation = "relu"`
-    and applies it in its epilogue. Then a graph.add of a convolution's
-    result (its only use) and another tensor of the same type becomes the
-    convolution's `addend`, added in the same epilogue with the add's
-    activation: the residual connection of ResNet blocks costs no pass over
-    memory of its own.
+    When a graph.relu is the only user of a graph.conv, graph.gemm,
+    graph.matmul or graph.add on the same device, the producer gets
+    `activation = "relu"` and applies it in its epilogue. Then a graph.add
+    of a matmul's result (its only use) and a tensor with one value per
+    column becomes the matmul's `bias`, as ONNX exporters write a linear
+    layer; and a graph.add of a convolution's result (its only use) and
+    another tensor of the same type becomes the convolution's `addend`.
+    Both keep the add's activation, so a linear layer's bias and a ResNet
+    block's residual connection cost no pass over memory of their own.
   }];
 }
 

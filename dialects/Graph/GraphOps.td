@@ -194,7 +194,15 @@ def Graph_ExpandOp : Graph_ComputeOp<"expand"> {
 def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "numpy.matmul (batched, broadcasting)";
-  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs);
+  let description = [{
+    An optional `bias` of the result's last extent (rank 1, or leading
+    extents of 1) is added to every row, and the optional activation after
+    it; partc-fuse-activations moves both here from an `add` and a `relu`
+    so that GEMM libraries run them in their epilogue.
+  }];
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
+                       Optional<Graph_Tensor>:$bias,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
 }
 

@@ -298,7 +298,7 @@ INFER_SIGNATURE(CastOp) {
 }
 
 INFER_SIGNATURE(MatMulOp) {
-  if (failed(requireOperands(loc, operands, 2, 2)))
+  if (failed(requireOperands(loc, operands, 2, 3)))
     return failure();
   auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
   if (a.getElementType() != b.getElementType())
@@ -323,6 +323,17 @@ INFER_SIGNATURE(MatMulOp) {
     batch.push_back(as[as.size() - 2]);
   if (!bVec)
     batch.push_back(bs.back());
+  if (operands.size() == 3) {
+    // A bias is one value per result column.
+    auto bias = tensorOf(operands[2]);
+    ArrayRef<int64_t> shape = bias.getShape();
+    if (bVec || bias.getElementType() != a.getElementType() || shape.empty() ||
+        shape.back() != bs.back() ||
+        llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
+      return fail(loc, "bias " + shapeStr(shape) +
+                           " must hold one value per result column (" +
+                           Twine(bVec ? 1 : bs.back()) + ")");
+  }
   types.push_back(RankedTensorType::get(batch, a.getElementType()));
   return success();
 }

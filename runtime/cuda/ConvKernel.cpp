@@ -24,8 +24,6 @@
 #include <cudnn.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
 namespace partc::runtime::cuda {
 
@@ -629,68 +627,21 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
         launchFillPattern(static_cast<float *>(z), n_, 2, ctx.stream),
         "tuning"));
   }
-  unsigned *words = nullptr;
-  PARTC_RETURN_IF_ERROR(scratch.words(words));
   ConvOperands ops = operands(in, reference);
   ops.x = x;
   ops.z = z;
-  PARTC_RETURN_IF_ERROR(
-      runSeparate(ctx, ops, given(ctx, ops), algo_, workspace_));
-
-  cudaEvent_t start = nullptr, stop = nullptr;
-  PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));
-  PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&stop), "tuning"));
-  // TF32 variants round differently from each other, not by more.
-  const float tolerance = ctx.tf32 ? 1e-2f : 1e-4f;
-  constexpr int kRepeats = 3;
-  float best = INFINITY;
-  Status status;
-  for (const Candidate &c : candidates) {
-    ops.y = c.variant == ConvVariant::Separate ? reference : y;
-    if (!runVariant(c.variant, c.index, ctx, ops).ok()) {
-      cudaGetLastError(); // not supported for this shape: skip it
-      continue;
-    }
-    if (c.variant != ConvVariant::Separate) {
-      unsigned host[2] = {};
-      status =
-          cudaStatus(launchMaxDifference(static_cast<const float *>(reference),
-                                         static_cast<const float *>(y), n_,
-                                         words, ctx.stream),
-                     "tuning");
-      if (status.ok())
-        status = cudaStatus(cudaMemcpyAsync(host, words, sizeof(host),
-                                            cudaMemcpyDeviceToHost, ctx.stream),
-                            "tuning");
-      if (status.ok())
-        status = cudaStatus(cudaStreamSynchronize(ctx.stream), "tuning");
-      if (!status.ok())
-        break;
-      float diff, magnitude;
-      std::memcpy(&diff, &host[0], sizeof(float));
-      std::memcpy(&magnitude, &host[1], sizeof(float));
-      if (!(diff <= tolerance * std::max(magnitude, 1.f)))
-        continue;
-    }
-    cudaEventRecord(start, ctx.stream);
-    for (int r = 0; r < kRepeats && status.ok(); ++r)
-      status = runVariant(c.variant, c.index, ctx, ops);
-    cudaEventRecord(stop, ctx.stream);
-    if (status.ok())
-      status = cudaStatus(cudaEventSynchronize(stop), "tuning");
-    if (!status.ok())
-      break;
-    float msec = 0;
-    cudaEventElapsedTime(&msec, start, stop);
-    if (msec < best) {
-      best = msec;
-      chosen_ = c.variant;
-      choice_ = c.index;
-    }
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return status;
+  size_t best = 0;
+  PARTC_RETURN_IF_ERROR(pickFastest(
+      ctx, scratch, candidates.size(),
+      [&](size_t index, void *result) {
+        ops.y = result;
+        return runVariant(candidates[index].variant, candidates[index].index,
+                          ctx, ops);
+      },
+      reference, y, n_, best));
+  chosen_ = candidates[best].variant;
+  choice_ = candidates[best].index;
+  return Status();
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 #include "runtime/kernels/Attrs.h"
 
 #include <cuda_runtime.h>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -81,6 +82,15 @@ public:
   virtual const char *variant() const { return nullptr; }
 };
 
+/// For GpuKernel::tune: runs candidate 0, the reference implementation,
+/// into `reference` and each other candidate into `trial`; drops those that
+/// fail to run or whose `n` results differ from the reference's by more
+/// than the precision explains, times the rest and sets `chosen` to the
+/// fastest.
+Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
+                   const std::function<Status(size_t, void *)> &run,
+                   void *reference, void *trial, int64_t n, size_t &chosen);
+
 /// Creates a GPU kernel, or leaves `result` empty when none exists for this
 /// name and these types (the executor then falls back to the CPU kernel).
 Status createGpuKernel(const std::string &name, const AttrMap &attrs,
@@ -93,6 +103,11 @@ Status cudaStatus(cudaError_t err, const char *what);
 /// Convolution with its fused epilogue (ConvKernel.cpp).
 Status createConvKernel(const KernelArgs &args, DeviceContext &ctx,
                         std::unique_ptr<GpuKernel> &result);
+/// Gemm and MatMul with their bias and ReLU (GemmKernel.cpp), f32.
+Status createGemmKernel(const KernelArgs &args, DeviceContext &ctx,
+                        std::unique_ptr<GpuKernel> &result);
+Status createMatMulKernel(const KernelArgs &args, DeviceContext &ctx,
+                          std::unique_ptr<GpuKernel> &result);
 
 /// Shape and strides passed to kernels by value (rank <= kMaxRank).
 constexpr int kMaxRank = 8;
@@ -101,6 +116,8 @@ struct Strides {
   int64_t shape[kMaxRank] = {};
   int64_t stride[3][kMaxRank] = {}; // per input, in elements
 };
+/// Strides of up to three inputs broadcast to `out`.
+Strides makeStrides(const Shape &out, const std::vector<Shape> &ins);
 
 // Launchers implemented in .cu files.
 enum class UnaryCode : int {

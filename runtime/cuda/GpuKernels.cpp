@@ -7,6 +7,9 @@
 #include <cublas_v2.h>
 #include <cudnn.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <map>
@@ -69,7 +72,66 @@ Status cudnnStatus(cudnnStatus_t s, const char *what) {
                        cudnnGetErrorString(s));
 }
 
-namespace {
+Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
+                   const std::function<Status(size_t, void *)> &run,
+                   void *reference, void *trial, int64_t n, size_t &chosen) {
+  unsigned *words = nullptr;
+  PARTC_RETURN_IF_ERROR(scratch.words(words));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));
+  Status status = cudaStatus(cudaEventCreate(&stop), "tuning");
+  // TF32 candidates round differently from each other, not by more.
+  const float tolerance = ctx.tf32 ? 1e-2f : 1e-4f;
+  constexpr int kRepeats = 3;
+  float best = INFINITY;
+  for (size_t c = 0; c < count && status.ok(); ++c) {
+    void *result = c == 0 ? reference : trial;
+    if (!run(c, result).ok()) {
+      cudaGetLastError(); // not supported for this shape: skip it
+      if (c == 0)
+        status = Status::error("the reference implementation failed");
+      continue;
+    }
+    if (c != 0) {
+      unsigned host[2] = {};
+      status =
+          cudaStatus(launchMaxDifference(static_cast<const float *>(reference),
+                                         static_cast<const float *>(trial), n,
+                                         words, ctx.stream),
+                     "tuning");
+      if (status.ok())
+        status = cudaStatus(cudaMemcpyAsync(host, words, sizeof(host),
+                                            cudaMemcpyDeviceToHost, ctx.stream),
+                            "tuning");
+      if (status.ok())
+        status = cudaStatus(cudaStreamSynchronize(ctx.stream), "tuning");
+      if (!status.ok())
+        break;
+      float diff, magnitude;
+      std::memcpy(&diff, &host[0], sizeof(float));
+      std::memcpy(&magnitude, &host[1], sizeof(float));
+      if (!(diff <= tolerance * std::max(magnitude, 1.f)))
+        continue;
+    }
+    cudaEventRecord(start, ctx.stream);
+    for (int r = 0; r < kRepeats && status.ok(); ++r)
+      status = run(c, result);
+    cudaEventRecord(stop, ctx.stream);
+    if (status.ok())
+      status = cudaStatus(cudaEventSynchronize(stop), "tuning");
+    float msec = 0;
+    if (status.ok() &&
+        cudaEventElapsedTime(&msec, start, stop) == cudaSuccess &&
+        msec < best) {
+      best = msec;
+      chosen = c;
+    }
+  }
+  cudaEventDestroy(start);
+  if (stop)
+    cudaEventDestroy(stop);
+  return status;
+}
 
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
   Strides st;
@@ -83,6 +145,8 @@ Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
   }
   return st;
 }
+
+namespace {
 
 bool allF32(const KernelArgs &a) {
   for (const TensorType &t : a.inputs)
@@ -136,13 +200,6 @@ private:
   Strides st_;
   bool same_, relu_;
 };
-
-Status reluInPlace(DeviceContext &ctx, const TensorRef &t) {
-  return cudaStatus(launchUnaryF32(UnaryCode::Relu, t.as<float>(),
-                                   t.as<float>(), t.type.numElements(), 0, 0, 0,
-                                   0, ctx.stream),
-                    "fused relu");
-}
 
 class StridedCopyKernel : public GpuKernel {
 public:
@@ -208,79 +265,6 @@ private:
   std::vector<size_t> chunks_;
   size_t row_ = 0;
   bool split_;
-};
-
-//===----------------------------------------------------------------------===//
-// GEMM through cuBLAS (row-major via C^T = B^T A^T)
-//===----------------------------------------------------------------------===//
-
-struct GemmCall {
-  bool transA, transB;
-  int64_t m, n, k;
-};
-
-Status gemm(DeviceContext &ctx, const GemmCall &g, float alpha, const float *a,
-            const float *b, float beta, float *c) {
-  cublasOperation_t opB = g.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t opA = g.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  int64_t ldb = g.transB ? g.k : g.n, lda = g.transA ? g.m : g.k;
-  cublasComputeType_t compute =
-      ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  return cublasStatus(cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g.n),
-                                   static_cast<int>(g.m), static_cast<int>(g.k),
-                                   &alpha, b, CUDA_R_32F, static_cast<int>(ldb),
-                                   a, CUDA_R_32F, static_cast<int>(lda), &beta,
-                                   c, CUDA_R_32F, static_cast<int>(g.n),
-                                   compute, CUBLAS_GEMM_DEFAULT),
-                      "cublasGemmEx");
-}
-
-class MatMulKernel : public GpuKernel {
-public:
-  MatMulKernel(GemmCall g, std::vector<int64_t> aOff, std::vector<int64_t> bOff)
-      : g_(g), aOff_(std::move(aOff)), bOff_(std::move(bOff)) {}
-  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
-             const std::vector<TensorRef> &out) override {
-    const float *a = in[0].as<float>(), *b = in[1].as<float>();
-    float *c = out[0].as<float>();
-    for (size_t i = 0; i < aOff_.size(); ++i)
-      PARTC_RETURN_IF_ERROR(gemm(ctx, g_, 1.f, a + aOff_[i], b + bOff_[i], 0.f,
-                                 c + i * g_.m * g_.n));
-    return Status();
-  }
-
-private:
-  GemmCall g_;
-  std::vector<int64_t> aOff_, bOff_;
-};
-
-class GemmKernel : public GpuKernel {
-public:
-  GemmKernel(GemmCall g, float alpha, float beta, bool hasC, Strides cSt,
-             bool relu)
-      : g_(g), alpha_(alpha), beta_(beta), hasC_(hasC), cSt_(cSt), relu_(relu) {
-  }
-  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
-             const std::vector<TensorRef> &out) override {
-    float *y = out[0].as<float>();
-    float beta = 0.f;
-    if (hasC_ && beta_ != 0.f) {
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          launchStridedCopy(in[2].data, y, g_.m * g_.n, cSt_, 0, 4, ctx.stream),
-          "gemm bias"));
-      beta = beta_;
-    }
-    PARTC_RETURN_IF_ERROR(
-        gemm(ctx, g_, alpha_, in[0].as<float>(), in[1].as<float>(), beta, y));
-    return relu_ ? reluInPlace(ctx, out[0]) : Status();
-  }
-
-private:
-  GemmCall g_;
-  float alpha_, beta_;
-  bool hasC_;
-  Strides cSt_;
-  bool relu_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -510,53 +494,13 @@ const std::map<std::string, Factory> &factories() {
       return Status();
     };
 
-    t["matmul"] = [](const KernelArgs &a, DeviceContext &,
+    t["matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
                      std::unique_ptr<GpuKernel> &k) -> Status {
-      if (!allF32(a))
-        return Status();
-      Shape aa = a.inputs[0].shape, bb = a.inputs[1].shape;
-      if (aa.size() == 1)
-        aa.insert(aa.begin(), 1);
-      if (bb.size() == 1)
-        bb.push_back(1);
-      GemmCall g{false, false, aa[aa.size() - 2], bb.back(), aa.back()};
-      Shape aBatch(aa.begin(), aa.end() - 2), bBatch(bb.begin(), bb.end() - 2);
-      std::vector<int64_t> aOff, bOff;
-      if (numElements(bBatch) == 1) {
-        // A weight matrix: fold A's batch into its rows, one GEMM.
-        g.m *= numElements(aBatch);
-        aOff = {0};
-        bOff = {0};
-      } else {
-        Shape batch;
-        broadcastShapes(aBatch, bBatch, batch);
-        std::array<std::vector<int64_t>, 2> strides{
-            broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)};
-        broadcastLoop<2>(batch, strides, [&](int64_t, const auto &idx) {
-          aOff.push_back(idx[0] * g.m * g.k);
-          bOff.push_back(idx[1] * g.k * g.n);
-        });
-      }
-      k = std::make_unique<MatMulKernel>(g, aOff, bOff);
-      return Status();
+      return allF32(a) ? createMatMulKernel(a, ctx, k) : Status();
     };
-    t["gemm"] = [](const KernelArgs &a, DeviceContext &,
+    t["gemm"] = [](const KernelArgs &a, DeviceContext &ctx,
                    std::unique_ptr<GpuKernel> &k) -> Status {
-      if (!allF32(a))
-        return Status();
-      bool ta = a.attrs.getInt("trans_a", 0), tb = a.attrs.getInt("trans_b", 0);
-      const Shape &x = a.inputs[0].shape, &y = a.inputs[1].shape;
-      GemmCall g{ta, tb, ta ? x[1] : x[0], tb ? y[0] : y[1], ta ? x[0] : x[1]};
-      Strides cSt;
-      bool hasC = a.inputs.size() == 3;
-      if (hasC)
-        cSt = makeStrides({g.m, g.n}, {a.inputs[2].shape});
-      bool relu;
-      PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-      k = std::make_unique<GemmKernel>(
-          g, static_cast<float>(a.attrs.getFloat("alpha", 1.0)),
-          static_cast<float>(a.attrs.getFloat("beta", 1.0)), hasC, cSt, relu);
-      return Status();
+      return allF32(a) ? createGemmKernel(a, ctx, k) : Status();
     };
     t["conv"] = [](const KernelArgs &a, DeviceContext &ctx,
                    std::unique_ptr<GpuKernel> &k) -> Status {

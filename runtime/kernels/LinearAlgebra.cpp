@@ -36,7 +36,9 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
 /// numpy.matmul: 1-D operands are promoted, batch dimensions broadcast.
 class MatMulKernel : public Kernel {
 public:
-  MatMulKernel(const Shape &a, const Shape &b, const Shape &out) : out_(out) {
+  MatMulKernel(const Shape &a, const Shape &b, const Shape &out, bool hasBias,
+               bool relu)
+      : out_(out), hasBias_(hasBias), relu_(relu) {
     Shape aa = a, bb = b;
     if (aa.size() == 1)
       aa.insert(aa.begin(), 1);
@@ -70,6 +72,15 @@ public:
         for (size_t i = 0; i < aOffsets_.size(); ++i)
           gemm<T>(false, false, m_, n_, k_, T(1), a + aOffsets_[i], k_,
                   b + bOffsets_[i], n_, T(0), c + i * m_ * n_, n_);
+        int64_t total = out[0].type.numElements();
+        if (hasBias_) {
+          const T *bias = in[2].as<T>();
+          for (int64_t i = 0; i < total; ++i)
+            c[i] += bias[i % n_];
+        }
+        if (relu_)
+          for (int64_t i = 0; i < total; ++i)
+            c[i] = c[i] > T(0) ? c[i] : T(0);
       }
     });
     return Status();
@@ -77,6 +88,7 @@ public:
 
 private:
   Shape out_, batch_;
+  bool hasBias_, relu_;
   int64_t m_, n_, k_;
   std::vector<int64_t> aOffsets_, bOffsets_;
 };
@@ -135,7 +147,7 @@ bool isMatrixType(DType t) {
 
 void registerLinearAlgebraKernels(KernelTable &t) {
   t["matmul"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
     const TensorType &x = a.inputs[0], &y = a.inputs[1], &z = a.outputs[0];
     if (x.dtype != y.dtype || x.dtype != z.dtype || !isMatrixType(x.dtype))
       return Status::error("unsupported operand types " + x.str() + ", " +
@@ -163,7 +175,15 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     if (expect != z.shape)
       return Status::error("result " + z.str() + " should have shape " +
                            shapeToString(expect));
-    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape);
+    bool hasBias = a.inputs.size() == 3;
+    if (hasBias && (bVec || a.inputs[2].dtype != x.dtype ||
+                    a.inputs[2].numElements() != bb.back()))
+      return Status::error("bias " + a.inputs[2].str() +
+                           " must hold one value per result column");
+    bool relu;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias,
+                                       relu);
     return Status();
   };
   t["gemm"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

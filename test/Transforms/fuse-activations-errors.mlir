@@ -6,3 +6,4 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = graph.add %x, %x {activation = "gelu"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+

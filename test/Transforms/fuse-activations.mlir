@@ -71,3 +71,44 @@ func.func @main(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>, %s: tensor<1x2
   %b = graph.add %d, %s : (tensor<1x2x4x4xf32>, tensor<1x2x1x1xf32>) -> tensor<1x2x4x4xf32>
   return %u, %b : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// Tests that a linear layer as exporters write it, matmul then add of one
+// value per column, then ReLU, becomes one matmul with a bias and an
+// activation, for a folded batch and a 1 x N bias alike.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>, %c: tensor<1x5xf32>) -> (tensor<2x3x5xf32>, tensor<2x3x5xf32>) {
+  // CHECK: graph.matmul %arg0, %arg1, %arg2 {activation = "relu"}
+  // CHECK: graph.matmul %arg0, %arg1, %arg3 :
+  // CHECK-NOT: graph.add
+  // CHECK-NOT: graph.relu
+  %m = graph.matmul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %a = graph.add %b, %m : (tensor<5xf32>, tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %r = graph.relu %a : (tensor<2x3x5xf32>) -> tensor<2x3x5xf32>
+  %n = graph.matmul %x, %w : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %e = graph.add %n, %c : (tensor<2x3x5xf32>, tensor<1x5xf32>) -> tensor<2x3x5xf32>
+  return %r, %e : tensor<2x3x5xf32>, tensor<2x3x5xf32>
+}
+
+// -----
+
+// Tests that an add which is not a bias (one value per row, a full tensor)
+// or whose matmul result is used again stays separate.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>, %r: tensor<3x1xf32>, %f: tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) {
+  // CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1 :
+  // CHECK: graph.add %[[M]], %arg2
+  // CHECK: %[[N:.*]] = graph.matmul %arg0, %arg1 :
+  // CHECK: graph.add %[[N]], %arg3
+  // CHECK: %[[P:.*]] = graph.matmul %arg0, %arg1 :
+  // CHECK: graph.add %[[P]], %arg3
+  %m = graph.matmul %x, %w : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %a = graph.add %m, %r : (tensor<3x3xf32>, tensor<3x1xf32>) -> tensor<3x3xf32>
+  %n = graph.matmul %x, %w : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %b = graph.add %n, %f : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  %p = graph.matmul %x, %w : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  %c = graph.add %p, %f : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  %u = graph.mul %c, %p : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
+  return %a, %b, %u : tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
+}

@@ -63,6 +63,17 @@ TEST(Kernels, MatMulBroadcastsBatch) {
   EXPECT_EQ(y, a);
 }
 
+TEST(Kernels, MatMulAddsBiasPerColumnThenRelu) {
+  AttrMap attrs;
+  attrs.set("activation", AttrValue::ofString("relu"));
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}; // 3x2, a batch of rows
+  std::vector<float> b = {1, 0, 0, 1};       // 2x2 identity
+  std::vector<float> bias = {-2, 10};
+  auto y = runF32("matmul", attrs, {{{3, 2}, a}, {{2, 2}, b}, {{1, 2}, bias}},
+                  {3, 2});
+  EXPECT_EQ(y, (std::vector<float>{0, 12, 1, 14, 3, 16}));
+}
+
 TEST(Kernels, SliceWithNegativeStep) {
   AttrMap a;
   a.set("starts", AttrValue::ofInts({3}));

@@ -74,3 +74,13 @@ func.func @slice_bounds(%x: tensor<4xf32>) -> tensor<2xf32> {
   %0 = graph.slice %x {starts = array<i64: 3>, ends = array<i64: 5>, steps = array<i64: 1>} : (tensor<4xf32>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+// Tests that a matmul's fused bias must hold one value per result column.
+func.func @matmul_row_bias(%x: tensor<3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<3x1xf32>) -> tensor<3x5xf32> {
+  // expected-error@+2 {{bias [3,1] must hold one value per result column (5)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %m = graph.matmul %x, %w, %b : (tensor<3x4xf32>, tensor<4x5xf32>, tensor<3x1xf32>) -> tensor<3x5xf32>
+  return %m : tensor<3x5xf32>
+}

@@ -1,0 +1,342 @@
+//===- GemmKernel.cpp - Gemm and MatMul with their epilogue ---------------===//
+//
+// Row-major C[m, n] = alpha * op(A) * op(B), then one of: beta * C0 (Gemm's
+// C, full or broadcast), a bias of one value per column (Gemm's C of shape
+// [n] or [1, n], or MatMul's fused bias), and an optional ReLU.
+//
+// Two implementations of a single GEMM:
+//  * cublas: cublasGemmEx, then one vectorized pass for the bias and ReLU
+//    (a broadcast C is copied into the result first and scaled by beta);
+//  * cublaslt: cublasLtMatmul with the bias and ReLU in its epilogue, or a
+//    full C as its C operand; one candidate per algorithm its heuristic
+//    offers.
+// tune() times them at load time and keeps the fastest whose result agrees
+// with the cublas one. Batched MatMuls (a batch on the right operand) run
+// one cublas GEMM per matrix, then the epilogue pass.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/LibraryStatus.h"
+#include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/KernelRegistry.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+/// cuBLASLt's recommended workspace on Hopper.
+constexpr size_t kLtWorkspace = size_t(32) << 20;
+
+struct GemmShape {
+  bool transA = false, transB = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+
+/// What is added to alpha * op(A) * op(B).
+enum class Addend { None, ColumnBias, Matrix, Broadcast };
+
+struct GemmOperands {
+  const float *a, *b, *c;
+  float *y;
+};
+
+class LinearKernel : public GpuKernel {
+public:
+  LinearKernel(GemmShape g, float alpha, float beta, Addend addend,
+               Strides cStrides, bool relu, std::vector<int64_t> aOffsets,
+               std::vector<int64_t> bOffsets)
+      : g_(g), alpha_(alpha), beta_(beta), addend_(addend), cStrides_(cStrides),
+        relu_(relu), aOffsets_(std::move(aOffsets)),
+        bOffsets_(std::move(bOffsets)) {}
+  ~LinearKernel() override;
+  Status initLt(DeviceContext &ctx);
+
+  size_t workspaceBytes() const override {
+    return algos_.empty() ? 0 : kLtWorkspace;
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return runCandidate(chosen_, ctx, operands(in, out[0].data));
+  }
+  Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out, TuneScratch &scratch) override;
+  const char *variant() const override {
+    return algos_.empty() ? nullptr : chosen_ ? "cublaslt-fused" : "cublas";
+  }
+
+private:
+  GemmOperands operands(const std::vector<TensorRef> &in, void *y) const {
+    return {in[0].as<float>(), in[1].as<float>(),
+            addend_ == Addend::None ? nullptr : in[2].as<float>(),
+            static_cast<float *>(y)};
+  }
+  int64_t elements() const {
+    return g_.m * g_.n * static_cast<int64_t>(aOffsets_.size());
+  }
+  /// Candidate 0 is cuBLAS plus the epilogue pass, i > 0 cuBLASLt's
+  /// algorithm i - 1.
+  Status runCandidate(size_t index, DeviceContext &ctx,
+                      const GemmOperands &ops) {
+    return index ? runLt(ctx, ops, algos_[index - 1]) : runSeparate(ctx, ops);
+  }
+  Status runSeparate(DeviceContext &ctx, const GemmOperands &ops);
+  Status runLt(DeviceContext &ctx, const GemmOperands &ops,
+               const cublasLtMatmulAlgo_t &algo);
+
+  GemmShape g_;
+  float alpha_, beta_;
+  Addend addend_;
+  Strides cStrides_;
+  bool relu_;
+  std::vector<int64_t> aOffsets_, bOffsets_;
+  cublasLtMatmulDesc_t desc_ = nullptr;
+  cublasLtMatrixLayout_t aLayout_ = nullptr, bLayout_ = nullptr,
+                         yLayout_ = nullptr;
+  std::vector<cublasLtMatmulAlgo_t> algos_;
+  size_t chosen_ = 0;
+};
+
+LinearKernel::~LinearKernel() {
+  if (desc_)
+    cublasLtMatmulDescDestroy(desc_);
+  for (cublasLtMatrixLayout_t l : {aLayout_, bLayout_, yLayout_})
+    if (l)
+      cublasLtMatrixLayoutDestroy(l);
+}
+
+Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
+  // Row-major C = A B is column-major C^T = B^T A^T: cuBLAS gets B first.
+  cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  int64_t ldb = g_.transB ? g_.k : g_.n, lda = g_.transA ? g_.m : g_.k;
+  cublasComputeType_t compute =
+      ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  float beta = 0.f;
+  if (addend_ == Addend::Matrix || addend_ == Addend::Broadcast) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(launchStridedCopy(ops.c, ops.y, elements(), cStrides_, 0, 4,
+                                     ctx.stream),
+                   "gemm addend"));
+    beta = beta_;
+  }
+  for (size_t i = 0; i < aOffsets_.size(); ++i)
+    PARTC_RETURN_IF_ERROR(cublasStatus(
+        cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g_.n),
+                     static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
+                     ops.b + bOffsets_[i], CUDA_R_32F, static_cast<int>(ldb),
+                     ops.a + aOffsets_[i], CUDA_R_32F, static_cast<int>(lda),
+                     &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
+                     static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx"));
+  if (addend_ == Addend::ColumnBias)
+    return cudaStatus(launchConvEpilogue(ops.y, ops.c, nullptr, elements(),
+                                         g_.n, 1, relu_, ctx.stream),
+                      "gemm bias");
+  if (relu_)
+    return cudaStatus(launchUnaryF32(UnaryCode::Relu, ops.y, ops.y, elements(),
+                                     0, 0, 0, 0, ctx.stream),
+                      "fused relu");
+  return Status();
+}
+
+Status LinearKernel::initLt(DeviceContext &ctx) {
+  // One GEMM whose addend cuBLASLt can take: none, a bias, or a full C.
+  if (!ctx.cublasLt || !ctx.fuseEpilogues || aOffsets_.size() != 1 ||
+      addend_ == Addend::Broadcast)
+    return Status();
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescCreate(
+          &desc_, ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+          CUDA_R_32F),
+      "cuBLASLt descriptor"));
+  // Column-major view: D^T[n, m] = op(B)^T[n, k] * op(A)^T[k, m]; the bias
+  // has one value per row of D^T, that is per column of the result.
+  cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue =
+      addend_ == Addend::ColumnBias
+          ? (relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+          : (relu_ ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_DESC_TRANSA, &opB},
+                             std::pair{CUBLASLT_MATMUL_DESC_TRANSB, &opA}})
+    PARTC_RETURN_IF_ERROR(
+        cublasStatus(cublasLtMatmulDescSetAttribute(desc_, attr, value,
+                                                    sizeof(cublasOperation_t)),
+                     "cuBLASLt descriptor"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                     &epilogue, sizeof(epilogue)),
+      "cuBLASLt descriptor"));
+  uint64_t m = g_.m, n = g_.n, k = g_.k;
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      g_.transB ? cublasLtMatrixLayoutCreate(&bLayout_, CUDA_R_32F, k, n, k)
+                : cublasLtMatrixLayoutCreate(&bLayout_, CUDA_R_32F, n, k, n),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      g_.transA ? cublasLtMatrixLayoutCreate(&aLayout_, CUDA_R_32F, m, k, m)
+                : cublasLtMatrixLayoutCreate(&aLayout_, CUDA_R_32F, k, m, k),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatrixLayoutCreate(&yLayout_, CUDA_R_32F, n, m, n),
+                   "cuBLASLt layout"));
+  cublasLtMatmulPreference_t preference = nullptr;
+  PARTC_RETURN_IF_ERROR(
+      cublasStatus(cublasLtMatmulPreferenceCreate(&preference), "preference"));
+  size_t workspace = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(preference,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
+  // Arena tensors and weights start 64-byte aligned; rows of a folded
+  // batch need not, so ask for algorithms that need only 16 bytes.
+  uint32_t alignment = 16;
+  for (cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(preference, attr, &alignment,
+                                         sizeof(alignment));
+  cublasLtMatmulHeuristicResult_t results[8];
+  int count = 0;
+  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      ctx.cublasLt, desc_, bLayout_, aLayout_, yLayout_, yLayout_, preference,
+      8, results, &count);
+  cublasLtMatmulPreferenceDestroy(preference);
+  // No algorithm is not an error: cuBLAS and the epilogue pass remain.
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < count; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS)
+        algos_.push_back(results[i].algo);
+  return Status();
+}
+
+Status LinearKernel::runLt(DeviceContext &ctx, const GemmOperands &ops,
+                           const cublasLtMatmulAlgo_t &algo) {
+  if (addend_ == Addend::ColumnBias)
+    PARTC_RETURN_IF_ERROR(cublasStatus(
+        cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                       &ops.c, sizeof(ops.c)),
+        "cuBLASLt bias"));
+  bool matrix = addend_ == Addend::Matrix;
+  float beta = matrix ? beta_ : 0.f;
+  return cublasStatus(
+      cublasLtMatmul(ctx.cublasLt, desc_, &alpha_, ops.b, bLayout_, ops.a,
+                     aLayout_, &beta, matrix ? ops.c : ops.y, yLayout_, ops.y,
+                     yLayout_, &algo, ctx.workspace, kLtWorkspace, ctx.stream),
+      "cublasLtMatmul");
+}
+
+Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
+                          const std::vector<TensorRef> &out,
+                          TuneScratch &scratch) {
+  if (algos_.empty())
+    return Status();
+  // Every operand comes from scratch filled with a fixed pattern: which of
+  // them are weights is not known here, and the arena holds no values yet.
+  // Slot 3 holds B, then the addend.
+  size_t bBytes = (in[1].type.byteSize() + 255) / 256 * 256;
+  size_t cBytes = addend_ == Addend::None ? 0 : in[2].type.byteSize();
+  void *a = nullptr, *b = nullptr, *reference = nullptr, *y = nullptr;
+  PARTC_RETURN_IF_ERROR(scratch.buffer(0, in[0].type.byteSize(), a));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(3, bBytes + cBytes, b));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(1, out[0].type.byteSize(), reference));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(2, out[0].type.byteSize(), y));
+  float *c = addend_ == Addend::None
+                 ? nullptr
+                 : reinterpret_cast<float *>(static_cast<char *>(b) + bBytes);
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(launchFillPattern(static_cast<float *>(a),
+                                   in[0].type.numElements(), 1, ctx.stream),
+                 "tuning"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(launchFillPattern(static_cast<float *>(b),
+                                   in[1].type.numElements(), 2, ctx.stream),
+                 "tuning"));
+  if (c)
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchFillPattern(c, in[2].type.numElements(), 3, ctx.stream),
+        "tuning"));
+  GemmOperands ops{static_cast<const float *>(a), static_cast<const float *>(b),
+                   c, nullptr};
+  return pickFastest(
+      ctx, scratch, algos_.size() + 1,
+      [&](size_t index, void *result) {
+        ops.y = static_cast<float *>(result);
+        return runCandidate(index, ctx, ops);
+      },
+      reference, y, elements(), chosen_);
+}
+
+/// The addend of a Gemm's C operand of shape `c` for a result [m, n].
+Addend gemmAddend(const Shape &c, int64_t m, int64_t n, float beta) {
+  if (numElements(c) == n && (c.size() <= 1 || c[0] == 1) && beta == 1.f)
+    return Addend::ColumnBias;
+  if (c.size() == 2 && c[0] == m && c[1] == n)
+    return Addend::Matrix;
+  return Addend::Broadcast;
+}
+
+} // namespace
+
+Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
+                        std::unique_ptr<GpuKernel> &result) {
+  bool ta = a.attrs.getInt("trans_a", 0), tb = a.attrs.getInt("trans_b", 0);
+  const Shape &x = a.inputs[0].shape, &w = a.inputs[1].shape;
+  GemmShape g{ta, tb, ta ? x[1] : x[0], tb ? w[0] : w[1], ta ? x[0] : x[1]};
+  float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
+  float beta = static_cast<float>(a.attrs.getFloat("beta", 1.0));
+  Addend addend = Addend::None;
+  Strides cStrides;
+  if (a.inputs.size() == 3 && beta != 0.f) {
+    addend = gemmAddend(a.inputs[2].shape, g.m, g.n, beta);
+    cStrides = makeStrides({g.m, g.n}, {a.inputs[2].shape});
+  }
+  bool relu;
+  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  auto kernel = std::make_unique<LinearKernel>(g, alpha, beta, addend, cStrides,
+                                               relu, std::vector<int64_t>{0},
+                                               std::vector<int64_t>{0});
+  PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
+  result = std::move(kernel);
+  return Status();
+}
+
+Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
+                          std::unique_ptr<GpuKernel> &result) {
+  Shape aa = a.inputs[0].shape, bb = a.inputs[1].shape;
+  if (aa.size() == 1)
+    aa.insert(aa.begin(), 1);
+  if (bb.size() == 1)
+    bb.push_back(1);
+  GemmShape g{false, false, aa[aa.size() - 2], bb.back(), aa.back()};
+  Shape aBatch(aa.begin(), aa.end() - 2), bBatch(bb.begin(), bb.end() - 2);
+  std::vector<int64_t> aOffsets, bOffsets;
+  if (numElements(bBatch) == 1) {
+    // A weight matrix: fold A's batch into its rows, one GEMM.
+    g.m *= numElements(aBatch);
+    aOffsets = {0};
+    bOffsets = {0};
+  } else {
+    Shape batch;
+    broadcastShapes(aBatch, bBatch, batch);
+    std::array<std::vector<int64_t>, 2> strides{
+        broadcastStrides(aBatch, batch), broadcastStrides(bBatch, batch)};
+    broadcastLoop<2>(batch, strides, [&](int64_t, const auto &idx) {
+      aOffsets.push_back(idx[0] * g.m * g.k);
+      bOffsets.push_back(idx[1] * g.k * g.n);
+    });
+  }
+  bool relu;
+  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  auto kernel = std::make_unique<LinearKernel>(
+      g, 1.f, 1.f, a.inputs.size() == 3 ? Addend::ColumnBias : Addend::None,
+      Strides(), relu, std::move(aOffsets), std::move(bOffsets));
+  PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
+  result = std::move(kernel);
+  return Status();
+}
+
+} // namespace partc::runtime::cuda
