@@ -140,7 +140,8 @@ def main():
         print("PyTorch %s: %.2f ms" % (k, v), flush=True)
     # (label, GPUs, compile options, partc-run options)
     configs = [("partc single", 1, [], []),
-               ("partc single, epilogues unfused", 1, [], ["--no-fused-epilogues"])]
+               ("partc single, epilogues unfused", 1, [], ["--no-fused-epilogues"]),
+               ("partc single, legacy cuDNN API only", 1, [], ["--no-cudnn-graph"])]
     if not args.quick:
         configs.append(("partc single, NCHW layout", 1, ["--layout", "nchw"], []))
     pipelines = {2: (1, 2), 4: (1,)}

@@ -26,6 +26,13 @@ if [[ $what == *smoke* ]]; then
   $B/partc compile $W/ex/resblock.onnx -o $W/resblock.plan --batch 2 --quiet
   t $B/partc-run $W/resblock.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --profile $OUT/resblock-profile.json
   t $B/partc-run $W/resblock.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --no-fused-epilogues
+  t $B/partc-run $W/resblock.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --no-cudnn-graph
+  t $B/partc-run $W/resblock.plan --backend cuda --check $W/ex/resblock_data --rtol 1e-2 --atol 1e-3
+  # Linear layers: MatMul with its bias and ReLU fused (cuBLASLt epilogue).
+  $B/partc compile $W/ex/linear.onnx -o $W/linear.plan --batch 4 --quiet
+  t $B/partc-run $W/linear.plan --backend cuda --precision fp32 --check $W/ex/linear_data
+  t $B/partc-run $W/linear.plan --backend cuda --check $W/ex/linear_data --rtol 1e-2 --atol 1e-3
+  t $B/partc-run $W/linear.plan --backend cuda --precision fp32 --check $W/ex/linear_data --no-fused-epilogues
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3

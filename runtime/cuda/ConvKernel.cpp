@@ -10,13 +10,16 @@
 //  * widened (separate or fused): a channels-last input whose channel count
 //    is not a multiple of four (an image's three colours) keeps cuDNN off
 //    its tensor-core kernels, so the input is first copied into channels
-//    padded with zeros, against a filter padded the same way.
+//    padded with zeros, against a filter padded the same way;
+//  * graph: an execution plan of cuDNN's graph API (CudnnGraphConv.h), the
+//    convolution alone then the epilogue pass, or all of it in one plan.
 // Which is fastest depends on the shape and on the library version, so
 // tune() times them on the device at load time and keeps the fastest one
 // whose result agrees with the separate one.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/CudnnGraphConv.h"
 #include "runtime/cuda/LibraryStatus.h"
 #include "runtime/kernels/KernelRegistry.h"
 
@@ -34,7 +37,8 @@ enum class ConvVariant {
   CudnnFused,
   GemmFused,
   WidenedSeparate,
-  WidenedFused
+  WidenedFused,
+  Graph
 };
 
 /// cuBLASLt's recommended workspace on Hopper.
@@ -78,6 +82,8 @@ public:
         inner = std::max(inner, f.workspace);
       bytes = std::max(bytes, wide_.inputBytes + inner);
     }
+    if (graph_)
+      bytes = std::max(bytes, graph_->workspaceBytes());
     return bytes;
   }
 
@@ -101,6 +107,9 @@ public:
       return "cudnn-widened+epilogue";
     case ConvVariant::WidenedFused:
       return "cudnn-widened-fused";
+    case ConvVariant::Graph:
+      return graph_->fusesEpilogue(choice_) ? "cudnn-graph-fused"
+                                            : "cudnn-graph+epilogue";
     }
     return nullptr;
   }
@@ -155,6 +164,7 @@ private:
     int channels = 0, padded = 0;
     int64_t pixels = 0, filterRows = 0;
   } wide_;
+  std::unique_ptr<CudnnGraphConv> graph_;
   cublasLtMatmulDesc_t gemm_ = nullptr;
   cublasLtMatrixLayout_t gemmW_ = nullptr, gemmX_ = nullptr, gemmY_ = nullptr;
   std::vector<cublasLtMatmulAlgo_t> gemmAlgos_;
@@ -300,6 +310,19 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
   for (size_t d = 2; d < ys.size() && !channelsLast_; ++d)
     inner_ *= ys[d];
   n_ = a.outputs[0].numElements();
+  if (ctx.cudnnGraph) {
+    auto wide = [](const std::vector<int> &v) {
+      return std::vector<int64_t>(v.begin(), v.end());
+    };
+    ConvGeometry geometry{wide(xd),         wide(packed(xd)), wide(wd),
+                          wide(packed(wd)), wide(yd),         wide(packed(yd)),
+                          wide(padA),       wide(strideA),    wide(dilA)};
+    graph_ = std::make_unique<CudnnGraphConv>();
+    graph_->init(ctx, geometry, hasBias_ && ctx.fuseEpilogues,
+                 hasAddend_ && ctx.fuseEpilogues, relu_ && ctx.fuseEpilogues);
+    if (!graph_->size())
+      graph_.reset();
+  }
   if (!ctx.fuseEpilogues)
     return Status();
   if (hasBias_)
@@ -516,6 +539,10 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
     return runWidened(ctx, ops, false, index);
   case ConvVariant::WidenedFused:
     return runWidened(ctx, ops, true, index);
+  case ConvVariant::Graph:
+    PARTC_RETURN_IF_ERROR(
+        graph_->run(ctx, index, ops.x, ops.w, ops.bias, ops.z, ops.y));
+    return graph_->fusesEpilogue(index) ? Status() : runEpilogue(ctx, ops);
   }
   return Status();
 }
@@ -608,6 +635,8 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     for (size_t i = 0; i < wide_.fused.size(); ++i)
       candidates.push_back({ConvVariant::WidenedFused, i});
   }
+  for (size_t i = 0; graph_ && i < graph_->size(); ++i)
+    candidates.push_back({ConvVariant::Graph, i});
   if (candidates.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

@@ -451,6 +451,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.gpu = options.firstGpu + static_cast<int>(d);
     ctx.tf32 = options.tf32;
     ctx.fuseEpilogues = options.fuseEpilogues;
+    ctx.cudnnGraph = options.cudnnGraph;
     impl.directTransfers = options.directTransfers;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";

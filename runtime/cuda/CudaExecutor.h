@@ -28,6 +28,9 @@ struct CudaOptions {
   /// Let kernels pick, by timing at load, implementations that fuse their
   /// epilogue (cuBLASLt for 1x1 convolutions, cuDNN's fused convolution).
   bool fuseEpilogues = true;
+  /// Let convolutions also time the engine configurations of cuDNN's graph
+  /// API (CudnnGraphConv.h) beside the legacy API's algorithms.
+  bool cudnnGraph = true;
   /// Streaming: let the sender's kernels write a transferred value straight
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).

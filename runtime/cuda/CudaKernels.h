@@ -32,6 +32,8 @@ struct DeviceContext {
   /// Let kernels choose, by measurement, implementations that fuse their
   /// epilogue (bias, residual add, ReLU) into the main computation.
   bool fuseEpilogues = true;
+  /// Let convolutions time cuDNN graph-API plans as well.
+  bool cudnnGraph = true;
   /// Scratch shared by the device's kernels (they run in stream order).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;

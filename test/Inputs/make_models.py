@@ -109,6 +109,33 @@ with open(os.path.join(data, "input_0.pb"), "wb") as f:
 with open(os.path.join(data, "output_0.pb"), "wb") as f:
     f.write(numpy_helper.from_array(yr.astype(np.float32), "y").SerializeToString())
 
+# linear.onnx: two linear layers as PyTorch exports them for a 3-D input
+# (MatMul, then Add of the bias), the first followed by ReLU; the bias is
+# the Add's first operand in one and second in the other.
+lw1, lb1 = rng.standard_normal((16, 24)) * 0.3, rng.standard_normal(24) * 0.1
+lw2, lb2 = rng.standard_normal((24, 8)) * 0.3, rng.standard_normal(8) * 0.1
+nodes = [
+    helper.make_node("MatMul", ["x", "w1"], ["m1"], name="fc1"),
+    helper.make_node("Add", ["b1", "m1"], ["h1"], name="fc1_bias"),
+    helper.make_node("Relu", ["h1"], ["a1"], name="relu1"),
+    helper.make_node("MatMul", ["a1", "w2"], ["m2"], name="fc2"),
+    helper.make_node("Add", ["m2", "b2"], ["y"], name="fc2_bias"),
+]
+graph = helper.make_graph(
+    nodes, "linear",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5, 8])],
+    [init("w1", lw1), init("b1", lb1), init("w2", lw2), init("b2", lb2)])
+save(graph, "linear.onnx")
+xl = rng.standard_normal((4, 5, 16))
+yl = np.maximum(xl @ lw1 + lb1, 0) @ lw2 + lb2
+data = os.path.join(out, "linear_data")
+os.makedirs(data, exist_ok=True)
+with open(os.path.join(data, "input_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(xl.astype(np.float32), "x").SerializeToString())
+with open(os.path.join(data, "output_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(yl.astype(np.float32), "y").SerializeToString())
+
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
     [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",

@@ -42,6 +42,7 @@ struct Options {
   bool keepInputs = false;
   bool graphs = true;
   bool fuseEpilogues = true;
+  bool cudnnGraph = true;
   bool directTransfers = true;
   bool stream = false;
   int iterations = 1, warmup = 0;
@@ -65,6 +66,10 @@ void usage() {
       "residual and ReLU as their\n"
       "                  own pass after a convolution instead of choosing "
       "fused kernels by timing)\n"
+      "                 [--no-cudnn-graph] (cuda: choose convolutions among "
+      "the legacy cuDNN API's\n"
+      "                  algorithms only, not also among its graph API's "
+      "engine configurations)\n"
       "                 [--no-direct-transfers] (cuda, --stream: stage every "
       "transfer through\n"
       "                  copies of its own instead of letting kernels write "
@@ -165,6 +170,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.graphs = false;
     } else if (a == "--no-fused-epilogues") {
       o.fuseEpilogues = false;
+    } else if (a == "--no-cudnn-graph") {
+      o.cudnnGraph = false;
     } else if (a == "--no-direct-transfers") {
       o.directTransfers = false;
     } else if (a == "--stream") {
@@ -505,6 +512,7 @@ int main(int argc, char **argv) {
     cudaOptions.tf32 = opts.precision == "tf32";
     cudaOptions.graphs = opts.graphs;
     cudaOptions.fuseEpilogues = opts.fuseEpilogues;
+    cudaOptions.cudnnGraph = opts.cudnnGraph;
     cudaOptions.directTransfers = opts.directTransfers;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())

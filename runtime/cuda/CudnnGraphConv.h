@@ -1,0 +1,77 @@
+//===- CudnnGraphConv.h - Convolutions through cuDNN's graph API -*- C++
+//-*-===//
+//
+// The legacy cuDNN API offers eight convolution algorithms, each with knobs
+// cuDNN picks; the graph (backend) API exposes the engine configurations
+// behind them (tile sizes, split-K and the like), ranked by cuDNN's
+// heuristics, and fuses a bias, residual add and ReLU into the convolution
+// where an engine supports it. ConvKernel times these plans beside its
+// other variants.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_CUDA_CUDNNGRAPHCONV_H
+#define PARTC_RUNTIME_CUDA_CUDNNGRAPHCONV_H
+
+#include "runtime/cuda/CudaKernels.h"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+typedef void *cudnnBackendDescriptor_t;
+
+namespace partc::runtime::cuda {
+
+/// A convolution as cuDNN's descriptors take it: dimensions channels first
+/// ([N, C, spatial...], filter [K, C / group, spatial...]) with the strides
+/// of the layout in memory.
+struct ConvGeometry {
+  std::vector<int64_t> xDims, xStrides, wDims, wStrides, yDims, yStrides;
+  std::vector<int64_t> pads, strides, dilations;
+};
+
+class CudnnGraphConv {
+public:
+  CudnnGraphConv() = default;
+  CudnnGraphConv(const CudnnGraphConv &) = delete;
+  CudnnGraphConv &operator=(const CudnnGraphConv &) = delete;
+  ~CudnnGraphConv();
+
+  /// Builds the execution plans heuristics offer for the convolution alone
+  /// and, when it has an epilogue, for the convolution with it. A graph or
+  /// engine cuDNN rejects only leaves fewer plans.
+  void init(DeviceContext &ctx, const ConvGeometry &geometry, bool bias,
+            bool addend, bool relu);
+
+  size_t size() const { return plans_.size(); }
+  /// Whether plan `i` applies the bias, addend and ReLU itself.
+  bool fusesEpilogue(size_t i) const { return plans_[i].fused; }
+  size_t workspaceBytes() const;
+
+  Status run(DeviceContext &ctx, size_t i, const void *x, const void *w,
+             const void *bias, const void *z, void *y);
+
+private:
+  struct Plan {
+    cudnnBackendDescriptor_t plan = nullptr;
+    bool fused = false;
+    size_t workspace = 0;
+    /// The variant pack of the last call and the pointers it holds (x, w,
+    /// y, bias, addend, workspace): reused while they stay the same.
+    cudnnBackendDescriptor_t pack = nullptr;
+    std::array<const void *, 6> packed{};
+  };
+  /// Builds one operation graph and appends the plans for it.
+  void addPlans(DeviceContext &ctx, const ConvGeometry &geometry, bool bias,
+                bool addend, bool relu, bool fused);
+  cudnnBackendDescriptor_t create(int type);
+
+  std::vector<Plan> plans_;
+  /// Every descriptor made, destroyed with this object: plans refer to the
+  /// graphs and tensors they were made from.
+  std::vector<cudnnBackendDescriptor_t> owned_;
+};
+
+} // namespace partc::runtime::cuda
+
+#endif // PARTC_RUNTIME_CUDA_CUDNNGRAPHCONV_H
