@@ -51,14 +51,17 @@ if [[ $what == *smoke* ]]; then
     python3 -c "import json; ev=json.load(open('$OUT/trace-cuda.json'))['traceEvents']; x=[e for e in ev if e['ph']=='X']; print('cuda trace:', len(x), 'events on devices', sorted({e['pid'] for e in x}), sorted({e['cat'] for e in x}))"
   fi
   # Profiling holds the stream while launching; a kernel that runs on the
-  # host (reflect pad has no GPU kernel) must not deadlock against it.
+  # host (max pooling with indices has no GPU kernel) must not deadlock
+  # against it. Reflect padding runs on the GPU.
   python3 - $W/pad.onnx <<'PY'
 import sys, onnx
 from onnx import helper as h, TensorProto as T
 n = [h.make_node("Relu", ["x"], ["r"]),
-     h.make_node("Pad", ["r", "p"], ["y"], mode="reflect")]
+     h.make_node("Pad", ["r", "p"], ["q"], mode="reflect"),
+     h.make_node("MaxPool", ["q"], ["y", "i"], kernel_shape=[2, 2], strides=[2, 2])]
 g = h.make_graph(n, "pad", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 8, 8])],
-                 [h.make_tensor_value_info("y", T.FLOAT, [2, 3, 10, 10])],
+                 [h.make_tensor_value_info("y", T.FLOAT, [2, 3, 5, 5]),
+                  h.make_tensor_value_info("i", T.INT64, [2, 3, 5, 5])],
                  [h.make_tensor("p", T.INT64, [8], [0, 0, 1, 1, 0, 0, 1, 1])])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), sys.argv[1])
 PY

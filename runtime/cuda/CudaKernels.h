@@ -201,9 +201,13 @@ cudaError_t launchWhere(const bool *c, const void *x, const void *y, void *out,
 cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
                        cudaStream_t s);
 bool castSupported(DType from, DType to);
-/// Constant-mode pad of f32: out[i] = in[source] or value.
+/// Pad of f32: out[i] = in[source], where a source outside the input is
+/// `value` (constant), the nearest edge element (edge) or mirrored about it
+/// (reflect).
+enum class PadMode : int { Constant, Reflect, Edge };
 struct PadParams {
   int rank;
+  PadMode mode;
   int64_t outShape[kMaxRank], inShape[kMaxRank], inStride[kMaxRank],
       begin[kMaxRank];
 };

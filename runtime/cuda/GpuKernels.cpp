@@ -734,13 +734,22 @@ const std::map<std::string, Factory> &factories() {
     t["pad"] = [](const KernelArgs &a, DeviceContext &,
                   std::unique_ptr<GpuKernel> &k) -> Status {
       const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
-      if (!allF32(a) || a.attrs.getString("mode", "constant") != "constant" ||
-          in.size() > static_cast<size_t>(kMaxRank))
+      std::string mode = a.attrs.getString("mode", "constant");
+      if (!allF32(a) || in.size() > static_cast<size_t>(kMaxRank) ||
+          (mode != "constant" && mode != "reflect" && mode != "edge"))
         return Status();
       std::vector<int64_t> pads = a.attrs.getInts("pads");
       std::vector<int64_t> strides = contiguousStrides(in);
       PadParams p{};
       p.rank = static_cast<int>(in.size());
+      p.mode = mode == "reflect" ? PadMode::Reflect
+               : mode == "edge"  ? PadMode::Edge
+                                 : PadMode::Constant;
+      // Only the CPU kernel checks shapes: an empty dimension cannot be
+      // padded from its edge.
+      for (int d = 0; d < p.rank; ++d)
+        if (p.mode != PadMode::Constant && in[d] == 0 && out[d] > 0)
+          return Status();
       for (int d = 0; d < p.rank; ++d) {
         p.outShape[d] = out[d];
         p.inShape[d] = in[d];

@@ -435,34 +435,48 @@ __global__ void gatherKernel(const char *data, const void *indices, bool idx64,
   }
 }
 
+__device__ inline float reduceInit(int op) {
+  return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
+}
+
+__device__ inline float reduceStep(int op, float acc, float v) {
+  switch (op) {
+  case 2:
+    return fmaxf(acc, v);
+  case 3:
+    return fminf(acc, v);
+  case 4:
+    return acc * v;
+  default:
+    return acc + v;
+  }
+}
+
+/// Threads x of a block take consecutive outputs (consecutive addresses
+/// where the kept dimensions are innermost); threads y split each output's
+/// reduction, so that few outputs with long reductions (a global average
+/// pool at a small batch) still fill the GPU, and combine in shared memory.
 __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
                              Strides keep, Strides reduced, int64_t reduceCount,
                              int op) {
-  bool narrowKeep = narrowIndex(outCount), narrowReduced = narrowIndex(reduceCount);
-  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < outCount;
-       o += int64_t(gridDim.x) * blockDim.x) {
+  extern __shared__ float partial[];
+  bool narrowKeep = narrowIndex(outCount),
+       narrowReduced = narrowIndex(reduceCount);
+  int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  float acc = reduceInit(op);
+  if (o < outCount) {
     int64_t base = offsetOf(keep, 0, o, narrowKeep);
-    float acc = op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
-    for (int64_t r = 0; r < reduceCount; ++r) {
-      float v = x[base + offsetOf(reduced, 0, r, narrowReduced)];
-      switch (op) {
-      case 0:
-      case 1:
-        acc += v;
-        break;
-      case 2:
-        acc = fmaxf(acc, v);
-        break;
-      case 3:
-        acc = fminf(acc, v);
-        break;
-      case 4:
-        acc *= v;
-        break;
-      }
-    }
-    y[o] = op == 1 ? acc / float(reduceCount) : acc;
+    for (int64_t r = threadIdx.y; r < reduceCount; r += blockDim.y)
+      acc = reduceStep(op, acc,
+                       x[base + offsetOf(reduced, 0, r, narrowReduced)]);
   }
+  partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || o >= outCount)
+    return;
+  for (unsigned k = 1; k < blockDim.y; ++k)
+    acc = reduceStep(op, acc, partial[k * blockDim.x + threadIdx.x]);
+  y[o] = op == 1 ? acc / float(reduceCount) : acc;
 }
 
 template <typename T>
@@ -538,10 +552,21 @@ __global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
     int64_t rem = i, src = 0;
     bool inside = true;
     for (int d = p.rank - 1; d >= 0; --d) {
-      int64_t c = rem % p.outShape[d] - p.begin[d];
+      int64_t c = rem % p.outShape[d] - p.begin[d], size = p.inShape[d];
       rem /= p.outShape[d];
-      if (c < 0 || c >= p.inShape[d])
-        inside = false;
+      if (c < 0 || c >= size) {
+        if (p.mode == PadMode::Edge) {
+          c = c < 0 ? 0 : size - 1;
+        } else if (p.mode == PadMode::Reflect) {
+          // Mirrored about the edge elements, which are not repeated.
+          int64_t period = 2 * (size - 1);
+          c = period ? ((c % period) + period) % period : 0;
+          if (c >= size)
+            c = period - c;
+        } else {
+          inside = false;
+        }
+      }
       src += c * p.inStride[d];
     }
     y[i] = inside ? x[src] : value;
@@ -724,8 +749,17 @@ cudaError_t launchGather(const void *data, const void *indices, bool idx64,
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s) {
-  reduceKernel<<<blocksFor(outCount), kThreads, 0, s>>>(
-      x, y, outCount, keep, reduced, reduceCount, op);
+  // Split each reduction over up to 16 threads while the outputs alone
+  // would leave most of the GPU idle (about 64K threads keep it busy).
+  unsigned split = 1;
+  while (split < 16 && outCount * split < (int64_t(1) << 16) &&
+         reduceCount >= 4 * int64_t(split))
+    split *= 2;
+  dim3 block(kThreads / split, split);
+  int64_t blocks = (outCount + block.x - 1) / block.x;
+  reduceKernel<<<static_cast<unsigned>(blocks), block,
+                 kThreads * sizeof(float), s>>>(x, y, outCount, keep, reduced,
+                                                reduceCount, op);
   return cudaGetLastError();
 }
 
