@@ -287,8 +287,7 @@ __device__ V poolWindow(const V *x, I step, const PoolParams &p, I od, I oh,
       I ih = oh * I(p.stride[1]) - I(p.padBegin[1]) + kh * I(p.dilation[1]);
       for (I kw = 0; kw < I(p.kernel[2]); ++kw) {
         I iw = ow * I(p.stride[2]) - I(p.padBegin[2]) + kw * I(p.dilation[2]);
-        if (id < 0 || ih < 0 || iw < 0 || id >= inD || ih >= inH ||
-            iw >= inW) {
+        if (id < 0 || ih < 0 || iw < 0 || id >= inD || ih >= inH || iw >= inW) {
           if (!IsMax && id >= -I(p.padBegin[0]) && ih >= -I(p.padBegin[1]) &&
               iw >= -I(p.padBegin[2]) && id < inD + I(p.padEnd[0]) &&
               ih < inH + I(p.padEnd[1]) && iw < inW + I(p.padEnd[2]))
@@ -331,11 +330,11 @@ __global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
        k += int64_t(gridDim.x) * blockDim.x) {
     I i = I(k);
     I ch = i % groups, pos = i / groups;
-    I ow = pos % outW, oh = (pos / outW) % outH, od = (pos / (outW * outH)) % outD,
-      b = pos / (outW * outH * outD);
+    I ow = pos % outW, oh = (pos / outW) % outH,
+      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
     y[i] = poolWindow<IsMax, I, V>(
-        x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch, groups, p, od,
-        oh, ow);
+        x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch, groups, p, od, oh,
+        ow);
   }
 }
 
@@ -467,8 +466,8 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
   if (o < outCount) {
     int64_t base = offsetOf(keep, 0, o, narrowKeep);
     for (int64_t r = threadIdx.y; r < reduceCount; r += blockDim.y)
-      acc = reduceStep(op, acc,
-                       x[base + offsetOf(reduced, 0, r, narrowReduced)]);
+      acc =
+          reduceStep(op, acc, x[base + offsetOf(reduced, 0, r, narrowReduced)]);
   }
   partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
   __syncthreads();
@@ -514,9 +513,8 @@ __global__ void whereKernel(const bool *c, const T *x, const T *y, T *out,
   bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] =
-        c[offsetOf(st, 0, i, narrow)] ? x[offsetOf(st, 1, i, narrow)]
-                                     : y[offsetOf(st, 2, i, narrow)];
+    out[i] = c[offsetOf(st, 0, i, narrow)] ? x[offsetOf(st, 1, i, narrow)]
+                                           : y[offsetOf(st, 2, i, narrow)];
 }
 
 template <typename From, typename To> __device__ inline To convert(From v) {
@@ -757,9 +755,8 @@ cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
     split *= 2;
   dim3 block(kThreads / split, split);
   int64_t blocks = (outCount + block.x - 1) / block.x;
-  reduceKernel<<<static_cast<unsigned>(blocks), block,
-                 kThreads * sizeof(float), s>>>(x, y, outCount, keep, reduced,
-                                                reduceCount, op);
+  reduceKernel<<<static_cast<unsigned>(blocks), block, kThreads * sizeof(float),
+                 s>>>(x, y, outCount, keep, reduced, reduceCount, op);
   return cudaGetLastError();
 }
 
