@@ -21,11 +21,12 @@ struct Preset {
 };
 
 /// Peak figures from NVIDIA's data sheets (dense, no sparsity), derated to
-/// what partc's kernels sustain. The factors (matrix 44% of peak, memory
-/// 58%, vector 79%, 8 us per op) were fitted to partc's own ResNet-50 on an
-/// H200 on 2026-11-22, session 3 (4.04 ms at batch 64, 1.36 ms at batch 16,
-/// fused epilogues): the two runs give the per-op fixed cost and one scale
-/// of the rates. --cost-table replaces them with measurements.
+/// what partc's kernels sustain. The factors (matrix 53% of peak, memory
+/// 70%, vector 95%, 7 us per op) were fitted to partc's own ResNet-50 on an
+/// H200 on 2026-11-22, session 5 (kernels of 3.26 ms at batch 64 and
+/// 1.02 ms at batch 16, plus 2.5 us between each of the 57 kernels in a
+/// graph): the two runs give the per-op fixed cost and one scale of the
+/// rates. --cost-table replaces them with measurements.
 /// Links: NVLink 4 at 450 GB/s per direction (measured 385 GB/s device to
 /// device with PyTorch on the H200 machines), PCIe 5 x16 at 64 GB/s (about
 /// 50 GB/s achieved).
@@ -35,17 +36,17 @@ std::vector<Preset> presets() {
     DeviceSpec d;
     d.name = name;
     d.memoryBytes = memGiB * GiB;
-    d.matrixFlopsFp32 = fp32 * 0.44;
-    d.matrixFlopsTf32 = tf32 * 0.44;
-    d.matrixFlopsBf16 = bf16 * 0.44;
-    d.vectorFlops = vector * 0.79;
-    d.memoryBytesPerSecond = bw * 0.58;
+    d.matrixFlopsFp32 = fp32 * 0.53;
+    d.matrixFlopsTf32 = tf32 * 0.53;
+    d.matrixFlopsBf16 = bf16 * 0.53;
+    d.vectorFlops = vector * 0.95;
+    d.memoryBytesPerSecond = bw * 0.70;
     // Streamed pipelines' local copies on the H200s moved 0.75 of peak
     // (3.6 TB/s, several per batch, beside kernels), and graphs ran 2.5 us
     // per kernel beyond the kernels' own times (ResNet-50, 2 and 4 stages,
     // traces of 2026-11-22).
     d.copyBytesPerSecond = bw * 0.75;
-    d.launchSeconds = 8e-6;
+    d.launchSeconds = 7e-6;
     d.kernelGapSeconds = 2.5e-6;
     return d;
   };
