@@ -147,7 +147,10 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
           plan_.channels.resize(in.index + 1);
         plan_.channels[in.index] = {static_cast<uint32_t>(device.getId()),
                                     static_cast<uint32_t>(send.getTarget()),
-                                    in.inputs[0].type.byteSize()};
+                                    in.inputs[0].type.byteSize(),
+                                    send.getTransport()
+                                        ? rt::Transport::Nccl
+                                        : rt::Transport::PeerCopy};
       } else if (auto recv = dyn_cast<plan::RecvOp>(op)) {
         in.op = rt::OpCode::Recv;
         in.index = recv.getChannel();

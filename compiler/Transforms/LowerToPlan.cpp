@@ -37,9 +37,11 @@ DictionaryAttr kernelParams(Operation *op) {
 
 class Lowering {
 public:
-  Lowering(ModuleOp module, func::FuncOp func, StringRef strategy)
+  /// `transport` is set on every send (null: device-to-device copies).
+  Lowering(ModuleOp module, func::FuncOp func, StringRef strategy,
+           StringAttr transport)
       : module_(module), func_(func), strategy_(strategy),
-        builder_(module.getContext()) {}
+        builder_(module.getContext()), transport_(transport) {}
 
   LogicalResult run();
 
@@ -64,6 +66,7 @@ private:
   func::FuncOp func_;
   StringRef strategy_;
   OpBuilder builder_;
+  StringAttr transport_;
   plan::ProgramOp program_;
   DenseMap<Operation *, FlatSymbolRefAttr> weights_;
   SmallVector<FlatSymbolRefAttr> inputs_, outputs_;
@@ -155,7 +158,8 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
               builder_.getI64IntegerAttr(pending->second));
         plan::SendOp::create(builder_, op.getLoc(), *src,
                              builder_.getI64IntegerAttr(channel),
-                             builder_.getI64IntegerAttr(target));
+                             builder_.getI64IntegerAttr(target),
+                             transport_);
         dev.pendingWait[target] = channel;
       } else if (target == d) {
         Value buffer = alloc(op.getResult(0).getType(), op.getLoc());
@@ -313,7 +317,16 @@ struct LowerToPlanPass : public impl::LowerToPlanBase<LowerToPlanPass> {
     auto func = getMainFunction(getOperation());
     if (failed(func))
       return signalPassFailure();
-    Lowering lowering(getOperation(), *func, strategy);
+    StringAttr transportAttr;
+    if (transport == "nccl") {
+      transportAttr = StringAttr::get(&getContext(), transport);
+    } else if (transport != "p2p") {
+      getOperation().emitError()
+          << "unknown transport '" << transport
+          << "'; expected p2p (device-to-device copies) or nccl";
+      return signalPassFailure();
+    }
+    Lowering lowering(getOperation(), *func, strategy, transportAttr);
     if (failed(lowering.run()))
       signalPassFailure();
   }

@@ -107,14 +107,18 @@ def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
     plan.weight, each device gets a plan.device region with its ops in
     graph order as plan.kernel over plan.alloc buffers, reshapes become
     plan.view, transfers become send/recv pairs with a wait_consumed before
-    the source's next send to the same device. Checks that a CPU kernel
-    exists for every op and its types.
+    the source's next send to the same device (with `transport=nccl`, sends
+    say that NCCL moves them). Checks that a CPU kernel exists for every op
+    and its types.
   }];
   let dependentDialects = ["::mlir::partc::plan::PlanDialect",
                            "::mlir::memref::MemRefDialect"];
   let options = [
     Option<"strategy", "strategy", "std::string", "\"single\"",
            "Strategy name recorded in the plan metadata">,
+    Option<"transport", "transport", "std::string", "\"p2p\"",
+           "How transfers move between GPUs: p2p (device-to-device copies) "
+           "or nccl (NCCL send/receive)">,
   ];
 }
 

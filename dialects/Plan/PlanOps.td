@@ -115,9 +115,18 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"DeviceOp">,
   }];
 }
 
+def Plan_TransportAttr : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"nccl\"">,
+    "a transport other than peer copies (nccl)">]>;
+
 def Plan_SendOp : Plan_Op<"send", [HasParent<"DeviceOp">]> {
   let summary = "Marks a buffer ready for channel `channel` to device `target`";
-  let arguments = (ins Plan_Buffer:$source, I64Attr:$channel, I64Attr:$target);
+  let description = [{
+    The channel's bytes move by a device-to-device copy unless `transport`
+    says "nccl": a NCCL send and receive pair.
+  }];
+  let arguments = (ins Plan_Buffer:$source, I64Attr:$channel, I64Attr:$target,
+                       OptionalAttr<Plan_TransportAttr>:$transport);
   let assemblyFormat = "$source `to` $target `channel` $channel attr-dict `:` type($source)";
 }
 

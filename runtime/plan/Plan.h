@@ -29,7 +29,8 @@
 namespace partc::runtime {
 
 constexpr char kPlanMagic[8] = {'P', 'A', 'R', 'T', 'C', 'P', 'L', 'N'};
-constexpr uint32_t kPlanFormatVersion = 1;
+/// Version 2: channels say how they move (Transport).
+constexpr uint32_t kPlanFormatVersion = 2;
 /// Weights start at this alignment in the file so that they can be mapped.
 constexpr uint64_t kWeightAlignment = 4096;
 
@@ -85,10 +86,21 @@ struct WeightDecl {
   uint64_t offset = 0; // within the weights section
 };
 
+/// How a channel's bytes move between GPUs. The CPU backend copies either
+/// way.
+enum class Transport : uint8_t {
+  /// A device-to-device copy (NVLink or PCIe peer access, or staged by the
+  /// driver where the GPUs cannot reach each other).
+  PeerCopy = 0,
+  /// A NCCL send and receive pair.
+  Nccl = 1,
+};
+
 struct Channel {
   uint32_t srcDevice = 0;
   uint32_t dstDevice = 0;
   uint64_t bytes = 0;
+  Transport transport = Transport::PeerCopy;
 };
 
 struct Plan {

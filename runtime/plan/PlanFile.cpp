@@ -243,6 +243,7 @@ std::vector<uint8_t> encodeMetadata(const Plan &plan) {
     w.u32(c.srcDevice);
     w.u32(c.dstDevice);
     w.u64(c.bytes);
+    w.u8(static_cast<uint8_t>(c.transport));
   }
   w.u64(plan.devices.size());
   for (const DeviceProgram &dev : plan.devices) {
@@ -293,11 +294,15 @@ Status decodeMetadata(const uint8_t *p, size_t n, Plan &plan) {
       return fail("weights");
     d.offset = r.u64();
   }
-  plan.channels.resize(r.count(16));
+  plan.channels.resize(r.count(17));
   for (Channel &c : plan.channels) {
     c.srcDevice = r.u32();
     c.dstDevice = r.u32();
     c.bytes = r.u64();
+    uint8_t transport = r.u8();
+    if (transport > static_cast<uint8_t>(Transport::Nccl))
+      return fail("channel transport");
+    c.transport = static_cast<Transport>(transport);
   }
   plan.devices.resize(r.count(16));
   for (DeviceProgram &dev : plan.devices) {

@@ -242,7 +242,13 @@ std::string summarizePlan(const Plan &plan) {
       os << ", " << key << "=" << it->second;
   }
   os << ", " << plan.weights.size() << " weights (" << plan.weightBytes
-     << " bytes), " << plan.channels.size() << " transfers\n";
+     << " bytes), " << plan.channels.size() << " transfers";
+  size_t nccl = 0;
+  for (const Channel &c : plan.channels)
+    nccl += c.transport == Transport::Nccl;
+  if (nccl)
+    os << " (" << nccl << " through NCCL)";
+  os << "\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
     size_t kernels = 0, sends = 0, recvs = 0;

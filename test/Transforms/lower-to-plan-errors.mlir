@@ -1,4 +1,7 @@
 // RUN: partc-opt %s --partc-lower-to-plan --split-input-file --verify-diagnostics
+// An unknown transport is rejected, naming the choices, before any lowering.
+// RUN: not partc-opt %s --partc-lower-to-plan="transport=pigeon" --split-input-file 2>&1 | FileCheck %s --check-prefix=TRANSPORT
+// TRANSPORT: error: unknown transport 'pigeon'; expected p2p (device-to-device copies) or nccl
 
 // Tests that unplaced ops are rejected.
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {

@@ -1,4 +1,5 @@
 // RUN: partc-opt %s --partc-lower-to-plan --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-lower-to-plan="transport=nccl" --split-input-file | FileCheck %s --check-prefix=NCCL
 
 // Tests the lowering of a two-stage graph: weights become plan.weight,
 // inputs are loaded where used, reshapes become views, the transfer becomes
@@ -15,7 +16,10 @@
 // CHECK:   %[[A:.*]] = plan.alloc : memref<2x4xf32>
 // CHECK:   plan.kernel "mul"(%[[IN]], %[[W]]) -> (%[[A]]) {params = {}}
 // CHECK:   %[[V:.*]] = plan.view %[[A]] : memref<2x4xf32> to memref<8xf32>
-// CHECK:   plan.send %[[V]] to 1 channel 0
+// CHECK:   plan.send %[[V]] to 1 channel 0 :
+// With transport=nccl, the send says that NCCL moves the channel.
+// NCCL-LABEL: plan.program
+// NCCL: plan.send %{{.*}} to 1 channel 0 {transport = "nccl"}
 // CHECK:   plan.wait_consumed 0
 // CHECK: plan.device 1 {
 // CHECK:   %[[R:.*]] = plan.alloc : memref<8xf32>

@@ -52,6 +52,12 @@ static cl::opt<std::string>
                       "pipeline | data"),
              cl::init("auto"));
 static cl::opt<std::string>
+    transfers("transfers",
+              cl::desc("How transfers move between GPUs: p2p (default: "
+                       "device-to-device copies over NVLink or PCIe) or nccl "
+                       "(NCCL send/receive)"),
+              cl::init("p2p"));
+static cl::opt<std::string>
     objective("objective", cl::desc("throughput (default) or latency"),
               cl::init("throughput"));
 static cl::opt<int64_t>
@@ -167,6 +173,9 @@ int compile() {
                 llvm::Twine(numDevices));
   if (!splitAt.empty() && strat != "pipeline")
     return fail("--split-at applies to --strategy pipeline only");
+  if (transfers != "p2p" && transfers != "nccl")
+    return fail("unknown --transfers '" + transfers +
+                "'; expected p2p (device-to-device copies) or nccl");
   if (objective != "throughput" && objective != "latency")
     return fail("--objective must be throughput or latency, got '" + objective +
                 "'");
@@ -271,7 +280,7 @@ int compile() {
   pm.addPass(mlir::partc::createInsertTransfers());
   pm.addPass(mlir::partc::createVerifyPlacement());
   if (emit != "graph") {
-    pm.addPass(mlir::partc::createLowerToPlan({planLabel}));
+    pm.addPass(mlir::partc::createLowerToPlan({planLabel, transfers}));
     pm.addPass(mlir::partc::createPlanMemory());
   }
   if (failed(pm.run(*module)))

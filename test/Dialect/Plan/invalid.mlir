@@ -23,3 +23,14 @@ plan.program attributes {num_devices = 1 : i64} {
   // expected-error@+1 {{expects parent op 'plan.device'}}
   %a = plan.alloc : memref<4xf32>
 }
+
+// -----
+
+// Tests that a send names a known transport.
+plan.program attributes {num_devices = 2 : i64} {
+  plan.device 0 {
+    %a = plan.alloc : memref<4xf32>
+    // expected-error@+1 {{attribute 'transport' failed to satisfy constraint: string attribute a transport other than peer copies (nccl)}}
+    plan.send %a to 1 channel 0 {transport = "pigeon"} : memref<4xf32>
+  }
+}
