@@ -43,6 +43,14 @@ if [[ $what == *smoke* ]]; then
     $B/partc compile $W/ex/resblock.onnx -o $W/resblock2.plan --batch 2 --devices 2 --strategy pipeline --micro-batches 2 --quiet
     t $B/partc-run $W/resblock2.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 20 --stream --quiet
     t $B/partc-run $W/resblock2.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 20 --stream --no-graphs --quiet
+    # Transfers through NCCL (not streamed yet: a clear error, not a hang).
+    $B/partc compile $W/ex/resblock.onnx -o $W/resblock2n.plan --batch 2 --devices 2 --strategy pipeline --micro-batches 2 --transfers nccl --quiet
+    t $B/partc-run $W/resblock2n.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 5
+    $B/partc compile $W/ex/mlp.onnx -o $W/mlp2n.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --transfers nccl --quiet
+    t $B/partc-run $W/mlp2n.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
+    t $B/partc-run $W/mlp2n.plan --backend cuda --iterations 3 --trace $OUT/trace-nccl.json --quiet
+    t $B/partc-run $W/mlp2n.plan --backend cuda --iterations 3 --profile $OUT/nccl-profile.json --quiet
+    timeout 60 $B/partc-run $W/resblock2n.plan --backend cuda --iterations 5 --stream --quiet; echo "streamed NCCL plan: exit $? (expected 1, with a message)"
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --iterations 3 --profile $OUT/mlp-profile.json --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --iterations 6 --stream --trace $OUT/stream-trace.json --quiet
     python3 -c "import json; ev=[e for e in json.load(open('$OUT/stream-trace.json'))['traceEvents'] if e['ph']=='X']; print('stream trace:', len(ev), 'spans; devices', sorted({e['pid'] for e in ev}), 'peer-copy batches', sorted({e['args']['batch'] for e in ev if e['tid']==1}))"

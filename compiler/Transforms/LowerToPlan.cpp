@@ -158,8 +158,7 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
               builder_.getI64IntegerAttr(pending->second));
         plan::SendOp::create(builder_, op.getLoc(), *src,
                              builder_.getI64IntegerAttr(channel),
-                             builder_.getI64IntegerAttr(target),
-                             transport_);
+                             builder_.getI64IntegerAttr(target), transport_);
         dev.pendingWait[target] = channel;
       } else if (target == d) {
         Value buffer = alloc(op.getResult(0).getType(), op.getLoc());

@@ -6,6 +6,9 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cudnn.h>
+#ifdef PARTC_HAVE_NCCL
+#include <nccl.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -238,6 +241,18 @@ struct CudaExecutor::Impl {
   }
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
+  /// NCCL channels: one communicator and one sending stream per device
+  /// (plan device d is rank d). The receiver enqueues both halves of a
+  /// transfer, the send on the source's sending stream after the value is
+  /// ready, under a lock, because communicators are not thread-safe.
+  bool usesNccl = false;
+#ifdef PARTC_HAVE_NCCL
+  std::vector<ncclComm_t> comms;
+  std::vector<cudaStream_t> ncclStreams;
+  std::mutex ncclMutex;
+#endif
+  Status initNccl();
+  Status enqueueNcclTransfer(size_t d, const Instruction &recv);
   /// Reads the device-side error flags of every kernel after a run.
   Status checkKernels();
   Status enqueueStreamSend(size_t d, size_t i, size_t batch);
@@ -359,6 +374,16 @@ struct CudaExecutor::Impl {
         cudaSetDevice(devices[d].ctx.gpu);
         cudaStreamDestroy(copyStreams[d]);
       }
+#ifdef PARTC_HAVE_NCCL
+    for (ncclComm_t c : comms)
+      if (c)
+        ncclCommDestroy(c);
+    for (size_t d = 0; d < ncclStreams.size(); ++d)
+      if (ncclStreams[d]) {
+        cudaSetDevice(devices[d].ctx.gpu);
+        cudaStreamDestroy(ncclStreams[d]);
+      }
+#endif
     if (fork)
       cudaEventDestroy(fork);
     for (cudaEvent_t e : joins)
@@ -552,6 +577,10 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
   }
+  for (const Channel &c : plan.channels)
+    impl.usesNccl = impl.usesNccl || c.transport == Transport::Nccl;
+  if (impl.usesNccl)
+    PARTC_RETURN_IF_ERROR(impl.initNccl());
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     cudaEvent_t r, k;
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -559,16 +588,22 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaEventCreateWithFlags(&r, cudaEventDisableTiming), "event"));
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaSetDevice(impl.devices[plan.channels[c].dstDevice].ctx.gpu),
-        "event"));
+    // "Consumed" is recorded where the copy runs: on the receiver's stream
+    // for a peer copy, on the source's sending stream for NCCL.
+    bool nccl = plan.channels[c].transport == Transport::Nccl;
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(impl.devices[nccl ? plan.channels[c].srcDevice
+                                                   : plan.channels[c].dstDevice]
+                                     .ctx.gpu),
+                   "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaEventCreateWithFlags(&k, cudaEventDisableTiming), "event"));
     impl.ready.push_back(r);
     impl.consumed.push_back(k);
   }
-  // Graphs need every kernel to only enqueue work.
-  impl.useGraphs = options.graphs;
+  // Graphs need every kernel to only enqueue work; NCCL transfers are not
+  // captured yet.
+  impl.useGraphs = options.graphs && !impl.usesNccl;
   for (auto &dev : impl.devices)
     for (auto &k : dev.kernels)
       if (k && !k->capturable())
@@ -804,6 +839,8 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   case OpCode::Send:
     return cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
   case OpCode::Recv: {
+    if (plan->channels[in.index].transport == Transport::Nccl)
+      return enqueueNcclTransfer(d, in);
     auto [srcDev, srcBuf] = channelSources[in.index];
     Device &src = devices[srcDev];
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -823,6 +860,84 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
                       "wait");
   }
   return Status();
+}
+
+Status CudaExecutor::Impl::initNccl() {
+#ifdef PARTC_HAVE_NCCL
+  // Point-to-point transfers need no NVLink multicast (NVLS), and setting
+  // it up on shared NVSwitch machines can harm other users: off unless the
+  // user asked for it.
+  setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/0);
+  int count = static_cast<int>(devices.size());
+  std::vector<int> gpus;
+  for (Device &dev : devices)
+    gpus.push_back(dev.ctx.gpu);
+  comms.assign(devices.size(), nullptr);
+  ncclResult_t r = ncclCommInitAll(comms.data(), count, gpus.data());
+  if (r != ncclSuccess) {
+    comms.clear();
+    return Status::error("NCCL could not set up communicators for GPUs " +
+                         std::to_string(gpus.front()) + ".." +
+                         std::to_string(gpus.back()) + ": " +
+                         ncclGetErrorString(r) +
+                         "; compile with --transfers p2p to copy instead");
+  }
+  ncclStreams.assign(devices.size(), nullptr);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpus[d]), "NCCL stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamCreateWithFlags(&ncclStreams[d], cudaStreamNonBlocking),
+        "NCCL stream"));
+  }
+  return Status();
+#else
+  return Status::error("the plan moves transfers through NCCL, but this "
+                       "partc-run was built without NCCL; compile with "
+                       "--transfers p2p, or rebuild with NCCL found next to "
+                       "the CUDA toolkit");
+#endif
+}
+
+Status CudaExecutor::Impl::enqueueNcclTransfer(size_t d,
+                                               const Instruction &recv) {
+#ifdef PARTC_HAVE_NCCL
+  size_t c = recv.index;
+  auto [srcDev, srcBuf] = channelSources[c];
+  Device &dst = devices[d], &src = devices[srcDev];
+  cudaStream_t sending = ncclStreams[srcDev];
+  size_t bytes = recv.outputs[0].type.byteSize();
+  std::lock_guard<std::mutex> lock(ncclMutex);
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(src.ctx.gpu), "NCCL send"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamWaitEvent(sending, ready[c], 0), "NCCL send wait"));
+  auto nccl = [&](ncclResult_t r, const char *what) {
+    return r == ncclSuccess ? Status()
+                            : Status::error(std::string(what) + ": " +
+                                            ncclGetErrorString(r));
+  };
+  // Both halves in one group: a thread that drives several GPUs must not
+  // wait in one of them for the other.
+  Status s = nccl(ncclGroupStart(), "ncclGroupStart");
+  if (s.ok())
+    s = nccl(ncclSend(resolve(src, srcBuf), bytes, ncclUint8,
+                      static_cast<int>(d), comms[srcDev], sending),
+             "ncclSend");
+  if (s.ok())
+    s = nccl(ncclRecv(resolve(dst, recv.outputs[0]), bytes, ncclUint8,
+                      static_cast<int>(srcDev), comms[d], dst.ctx.stream),
+             "ncclRecv");
+  Status end = nccl(ncclGroupEnd(), "ncclGroupEnd");
+  if (s.ok())
+    s = end;
+  if (s.ok())
+    s = cudaStatus(cudaEventRecord(consumed[c], sending), "NCCL send");
+  Status back = cudaStatus(cudaSetDevice(dst.ctx.gpu), "NCCL receive");
+  return s.ok() ? back : s;
+#else
+  (void)d;
+  (void)recv;
+  return Status::error("built without NCCL");
+#endif
 }
 
 Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
@@ -1283,6 +1398,10 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   if (impl.profiling)
     return Status::error("streaming runs cannot be profiled or traced; "
                          "profile without --stream");
+  if (impl.usesNccl)
+    return Status::error("the plan moves transfers through NCCL, which "
+                         "streamed runs do not do yet; run without --stream "
+                         "or compile with --transfers p2p");
   if (impl.runs == 0) {
     // A first, direct run finds cuDNN's lazily loaded kernels before any
     // capture and leaves the inputs in place for skipInputLoads.

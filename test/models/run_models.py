@@ -156,6 +156,11 @@ def main():
             configs.append(("pipeline-%d-mb%d" % (n, n), ["--devices", str(n), "--strategy",
                                                          "pipeline", "--micro-batches", str(n)]))
             configs.append(("data-%d" % n, ["--devices", str(n), "--strategy", "data"]))
+        if args.max_devices >= 2:
+            # The same micro-batched pipeline with its transfers through NCCL.
+            configs.append(("pipeline-2-mb2-nccl", ["--devices", "2", "--strategy", "pipeline",
+                                                    "--micro-batches", "2", "--transfers",
+                                                    "nccl"]))
         if cut and args.max_devices >= 2:
             configs.append(("pipeline-2-split-at-layer3",
                             ["--devices", "2", "--strategy", "pipeline", "--split-at", cut]))
