@@ -21,9 +21,9 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/CudnnGraphConv.h"
 #include "runtime/cuda/LibraryStatus.h"
+#include "runtime/cuda/LtHeuristics.h"
 #include "runtime/kernels/KernelRegistry.h"
 
-#include <cublasLt.h>
 #include <cudnn.h>
 
 #include <algorithm>
@@ -40,9 +40,6 @@ enum class ConvVariant {
   WidenedFused,
   Graph
 };
-
-/// cuBLASLt's recommended workspace on Hopper.
-constexpr size_t kGemmWorkspace = size_t(32) << 20;
 
 struct ConvOperands {
   const void *x, *w, *bias, *z;
@@ -75,7 +72,7 @@ public:
     for (const FusedAlgo &f : fusedAlgos_)
       bytes = std::max(bytes, f.workspace);
     if (!gemmAlgos_.empty())
-      bytes = std::max(bytes, kGemmWorkspace);
+      bytes = std::max(bytes, kLtWorkspace);
     if (wide_.x) {
       size_t inner = wide_.workspace;
       for (const FusedAlgo &f : wide_.fused)
@@ -470,9 +467,7 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
           CUDA_R_32F),
       "cuBLASLt descriptor"));
   cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue =
-      hasBias_ ? (relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-               : (relu_ ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  cublasLtEpilogue_t epilogue = ltEpilogue(hasBias_, relu_);
   PARTC_RETURN_IF_ERROR(cublasStatus(
       cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_TRANSA,
                                      &transposed, sizeof(transposed)),
@@ -496,33 +491,8 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   PARTC_RETURN_IF_ERROR(cublasStatus(
       cublasLtMatrixLayoutCreate(&gemmY_, CUDA_R_32F, filters, pixels, filters),
       "cuBLASLt layout"));
-  cublasLtMatmulPreference_t preference = nullptr;
-  PARTC_RETURN_IF_ERROR(
-      cublasStatus(cublasLtMatmulPreferenceCreate(&preference), "preference"));
-  size_t workspace = kGemmWorkspace;
-  // Arena tensors are 64-byte aligned; ask only for algorithms that need 16.
-  uint32_t alignment = 16;
-  cublasLtMatmulPreferenceSetAttribute(preference,
-                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &workspace, sizeof(workspace));
-  for (cublasLtMatmulPreferenceAttributes_t attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(preference, attr, &alignment,
-                                         sizeof(alignment));
-  cublasLtMatmulHeuristicResult_t results[4];
-  int count = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      ctx.cublasLt, gemm_, gemmW_, gemmX_, gemmY_, gemmY_, preference, 4,
-      results, &count);
-  cublasLtMatmulPreferenceDestroy(preference);
   // No algorithm is not an error: the cuDNN variants remain.
-  if (st == CUBLAS_STATUS_SUCCESS)
-    for (int i = 0; i < count; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS)
-        gemmAlgos_.push_back(results[i].algo);
+  gemmAlgos_ = ltAlgorithms(ctx.cublasLt, gemm_, gemmW_, gemmX_, gemmY_, 4);
   return Status();
 }
 
@@ -613,7 +583,7 @@ Status ConvKernel::runGemm(DeviceContext &ctx, const ConvOperands &ops,
                                      ops.x, gemmX_, &residual,
                                      ops.z ? ops.z : ops.y, gemmY_, ops.y,
                                      gemmY_, &gemmAlgos_[index], ctx.workspace,
-                                     kGemmWorkspace, ctx.stream),
+                                     kLtWorkspace, ctx.stream),
                       "cublasLtMatmul");
 }
 

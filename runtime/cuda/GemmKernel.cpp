@@ -17,18 +17,15 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/LibraryStatus.h"
+#include "runtime/cuda/LtHeuristics.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/KernelRegistry.h"
 
-#include <cublasLt.h>
 #include <cublas_v2.h>
 
 namespace partc::runtime::cuda {
 
 namespace {
-
-/// cuBLASLt's recommended workspace on Hopper.
-constexpr size_t kLtWorkspace = size_t(32) << 20;
 
 struct GemmShape {
   bool transA = false, transB = false;
@@ -157,9 +154,7 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
   cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue =
-      addend_ == Addend::ColumnBias
-          ? (relu_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-          : (relu_ ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+      ltEpilogue(addend_ == Addend::ColumnBias, relu_);
   for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_DESC_TRANSA, &opB},
                              std::pair{CUBLASLT_MATMUL_DESC_TRANSB, &opA}})
     PARTC_RETURN_IF_ERROR(
@@ -182,34 +177,7 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
   PARTC_RETURN_IF_ERROR(
       cublasStatus(cublasLtMatrixLayoutCreate(&yLayout_, CUDA_R_32F, n, m, n),
                    "cuBLASLt layout"));
-  cublasLtMatmulPreference_t preference = nullptr;
-  PARTC_RETURN_IF_ERROR(
-      cublasStatus(cublasLtMatmulPreferenceCreate(&preference), "preference"));
-  size_t workspace = kLtWorkspace;
-  cublasLtMatmulPreferenceSetAttribute(preference,
-                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                       &workspace, sizeof(workspace));
-  // Arena tensors and weights start 64-byte aligned; rows of a folded
-  // batch need not, so ask for algorithms that need only 16 bytes.
-  uint32_t alignment = 16;
-  for (cublasLtMatmulPreferenceAttributes_t attr :
-       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-    cublasLtMatmulPreferenceSetAttribute(preference, attr, &alignment,
-                                         sizeof(alignment));
-  cublasLtMatmulHeuristicResult_t results[8];
-  int count = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      ctx.cublasLt, desc_, bLayout_, aLayout_, yLayout_, yLayout_, preference,
-      8, results, &count);
-  cublasLtMatmulPreferenceDestroy(preference);
-  // No algorithm is not an error: cuBLAS and the epilogue pass remain.
-  if (st == CUBLAS_STATUS_SUCCESS)
-    for (int i = 0; i < count; ++i)
-      if (results[i].state == CUBLAS_STATUS_SUCCESS)
-        algos_.push_back(results[i].algo);
+  algos_ = ltAlgorithms(ctx.cublasLt, desc_, bLayout_, aLayout_, yLayout_, 8);
   return Status();
 }
 
@@ -280,6 +248,43 @@ Addend gemmAddend(const Shape &c, int64_t m, int64_t n, float beta) {
 }
 
 } // namespace
+
+cublasLtEpilogue_t ltEpilogue(bool bias, bool relu) {
+  return bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+              : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+}
+
+std::vector<cublasLtMatmulAlgo_t>
+ltAlgorithms(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+             cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+             cublasLtMatrixLayout_t d, int most) {
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  cublasLtMatmulPreference_t preference = nullptr;
+  if (cublasLtMatmulPreferenceCreate(&preference) != CUBLAS_STATUS_SUCCESS)
+    return algos;
+  size_t workspace = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(preference,
+                                       CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                       &workspace, sizeof(workspace));
+  uint32_t alignment = 16;
+  for (cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    cublasLtMatmulPreferenceSetAttribute(preference, attr, &alignment,
+                                         sizeof(alignment));
+  std::vector<cublasLtMatmulHeuristicResult_t> results(most);
+  int count = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(handle, desc, a, b, d, d, preference, most,
+                                     results.data(),
+                                     &count) == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < count; ++i)
+      if (results[i].state == CUBLAS_STATUS_SUCCESS)
+        algos.push_back(results[i].algo);
+  cublasLtMatmulPreferenceDestroy(preference);
+  return algos;
+}
 
 Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
                         std::unique_ptr<GpuKernel> &result) {

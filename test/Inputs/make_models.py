@@ -25,6 +25,16 @@ def init(name, array):
     return numpy_helper.from_array(array.astype(np.float32), name)
 
 
+def write_data_set(name, x, y):
+    """A test_data_set directory: input x and expected output y (f32)."""
+    data = os.path.join(out, name)
+    os.makedirs(data, exist_ok=True)
+    for file, value, tensor in (("input_0.pb", x, "x"), ("output_0.pb", y, "y")):
+        with open(os.path.join(data, file), "wb") as f:
+            f.write(numpy_helper.from_array(value.astype(np.float32),
+                                            tensor).SerializeToString())
+
+
 # mlp.onnx: three Gemm layers with a residual Add that skips the middle one.
 w1, b1 = rng.standard_normal((16, 32)) * 0.3, rng.standard_normal(32) * 0.1
 w2, b2 = rng.standard_normal((32, 32)) * 0.3, rng.standard_normal(32) * 0.1
@@ -52,12 +62,7 @@ r = np.maximum(a1 @ w2 + b2, 0) + a1
 h3 = r @ w3 + b3
 e = np.exp(h3 - h3.max(axis=1, keepdims=True))
 y = (e / e.sum(axis=1, keepdims=True)).astype(np.float32)
-data = os.path.join(out, "mlp_data")
-os.makedirs(data, exist_ok=True)
-with open(os.path.join(data, "input_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(x, "x").SerializeToString())
-with open(os.path.join(data, "output_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(y, "y").SerializeToString())
+write_data_set("mlp_data", x, y)
 # An input of the wrong shape and one of the wrong type.
 with open(os.path.join(out, "x_wrong_shape.pb"), "wb") as f:
     f.write(numpy_helper.from_array(np.zeros((4, 15), np.float32), "x").SerializeToString())
@@ -102,12 +107,7 @@ xr = rng.standard_normal((2, 8, 6, 6))
 r1 = np.maximum(conv(xr, cw1, cb1, 0), 0)
 r2 = np.maximum(conv(r1, cw2, cb2, 1), 0)
 yr = np.maximum(conv(r2, cw3, cb3, 0) + xr, 0)
-data = os.path.join(out, "resblock_data")
-os.makedirs(data, exist_ok=True)
-with open(os.path.join(data, "input_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(xr.astype(np.float32), "x").SerializeToString())
-with open(os.path.join(data, "output_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(yr.astype(np.float32), "y").SerializeToString())
+write_data_set("resblock_data", xr, yr)
 
 # linear.onnx: two linear layers as PyTorch exports them for a 3-D input
 # (MatMul, then Add of the bias), the first followed by ReLU; the bias is
@@ -129,12 +129,7 @@ graph = helper.make_graph(
 save(graph, "linear.onnx")
 xl = rng.standard_normal((4, 5, 16))
 yl = np.maximum(xl @ lw1 + lb1, 0) @ lw2 + lb2
-data = os.path.join(out, "linear_data")
-os.makedirs(data, exist_ok=True)
-with open(os.path.join(data, "input_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(xl.astype(np.float32), "x").SerializeToString())
-with open(os.path.join(data, "output_0.pb"), "wb") as f:
-    f.write(numpy_helper.from_array(yl.astype(np.float32), "y").SerializeToString())
+write_data_set("linear_data", xl, yl)
 
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
