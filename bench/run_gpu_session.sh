@@ -74,6 +74,9 @@ g = h.make_graph(n, "pad", [h.make_tensor_value_info("x", T.FLOAT, [2, 3, 8, 8])
 onnx.save(h.make_model(g, opset_imports=[h.make_opsetid("", 18)]), sys.argv[1])
 PY
   $B/partc compile $W/pad.onnx -o $W/pad.plan --quiet
+  # Reflect padding on the GPU (and the host kernel) against the CPU backend.
+  $B/partc-run $W/pad.plan --backend cpu --output-dir $W/pad_ref --quiet
+  t $B/partc-run $W/pad.plan --backend cuda --precision fp32 --check $W/pad_ref
   timeout 60 $B/partc-run $W/pad.plan --backend cuda --iterations 3 --profile $OUT/pad-profile.json --quiet \
     && echo "profile with a host kernel: ok" || echo "profile with a host kernel: FAILED ($?)"
 fi

@@ -43,35 +43,51 @@ struct FuseActivationsPass
         fuseResidual(add);
   }
 
+  /// Operand k of `add` if an Op produced it that can take the add into
+  /// its epilogue: the add is its only use, on the same device, of the same
+  /// type, and it has no activation yet.
+  template <typename Op>
+  static Op absorbableProducer(graph::AddOp add, unsigned k) {
+    auto producer = add->getOperand(k).getDefiningOp<Op>();
+    if (!producer || !producer->getResult(0).hasOneUse() ||
+        producer.getActivation() || add.getType() != producer.getType() ||
+        graph::getDevice(producer) != graph::getDevice(add))
+      return nullptr;
+    return producer;
+  }
+
+  /// Replaces `add` by `producer`, which now adds the other operand itself:
+  /// it runs at the add (that operand may be computed after it) and takes
+  /// the add's activation and, for diagnostics, its location.
+  static void absorbAdd(Operation *producer, graph::AddOp add) {
+    producer->moveBefore(add);
+    if (auto activation = add.getActivationAttr())
+      producer->setAttr("activation", activation);
+    producer->setLoc(FusedLoc::get(producer->getContext(),
+                                   {producer->getLoc(), add.getLoc()}));
+    add.getResult().replaceAllUsesWith(producer->getResult(0));
+    add.erase();
+  }
+
   /// add(matmul(x, w), b) -> matmul(x, w, bias = b) for a b that holds one
   /// value per column, keeping the add's activation.
   static bool fuseMatMulBias(graph::AddOp add) {
     for (unsigned k = 0; k < 2; ++k) {
-      auto matmul = add->getOperand(k).getDefiningOp<graph::MatMulOp>();
-      Value bias = add->getOperand(1 - k);
-      if (!matmul || !matmul->getResult(0).hasOneUse() ||
-          matmul.getActivation() || matmul.getBias() ||
-          add.getType() != matmul.getType() ||
-          graph::getDevice(matmul) != graph::getDevice(add))
+      auto matmul = absorbableProducer<graph::MatMulOp>(add, k);
+      if (!matmul || matmul.getBias())
         continue;
+      Value bias = add->getOperand(1 - k);
       auto result = cast<RankedTensorType>(matmul.getType());
-      auto biasType = cast<RankedTensorType>(bias.getType());
-      ArrayRef<int64_t> shape = biasType.getShape();
+      ArrayRef<int64_t> shape =
+          cast<RankedTensorType>(bias.getType()).getShape();
       // A vector right operand has no columns to add a bias to.
       if (cast<RankedTensorType>(matmul.getRhs().getType()).getRank() < 2 ||
           result.getRank() == 0 || shape.empty() ||
           shape.back() != result.getShape().back() ||
           llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
         continue;
-      // The bias may be computed after the matmul: run the matmul at the add.
-      matmul->moveBefore(add);
       matmul.getBiasMutable().assign(bias);
-      if (auto activation = add.getActivationAttr())
-        matmul.setActivationAttr(activation);
-      matmul->setLoc(FusedLoc::get(matmul->getContext(),
-                                   {matmul->getLoc(), add.getLoc()}));
-      add.getResult().replaceAllUsesWith(matmul.getResult());
-      add.erase();
+      absorbAdd(matmul, add);
       return true;
     }
     return false;
@@ -80,16 +96,13 @@ struct FuseActivationsPass
   /// add(conv(x), z) -> conv(x, addend = z), keeping the add's activation.
   static void fuseResidual(graph::AddOp add) {
     for (unsigned k = 0; k < 2; ++k) {
-      auto conv = add->getOperand(k).getDefiningOp<graph::ConvOp>();
+      auto conv = absorbableProducer<graph::ConvOp>(add, k);
       Value other = add->getOperand(1 - k);
-      if (!conv || !conv->getResult(0).hasOneUse() || conv.getActivation() ||
-          conv.getAddend() || other.getType() != conv.getType() ||
-          add.getType() != conv.getType() ||
-          graph::getDevice(conv) != graph::getDevice(add))
+      if (!conv || conv.getAddend() || other.getType() != conv.getType())
         continue;
-      OpBuilder builder(conv);
       if (!conv.getBias()) {
         // The epilogue takes the addend after a bias: give it a zero one.
+        OpBuilder builder(conv);
         auto type = cast<RankedTensorType>(conv.getType());
         int64_t channels = conv.getChannelsLast() ? type.getShape().back()
                                                   : type.getDimSize(1);
@@ -101,15 +114,8 @@ struct FuseActivationsPass
                                    builder.getZeroAttr(type.getElementType())));
         conv.getEpilogueMutable().append(zero.getResult());
       }
-      // The addend may be computed after the conv: run the conv at the add.
-      conv->moveBefore(add);
       conv.getEpilogueMutable().append(other);
-      if (auto activation = add.getActivationAttr())
-        conv.setActivationAttr(activation);
-      conv->setLoc(
-          FusedLoc::get(conv->getContext(), {conv->getLoc(), add.getLoc()}));
-      add.getResult().replaceAllUsesWith(conv.getResult());
-      add.erase();
+      absorbAdd(conv, add);
       return;
     }
   }

@@ -240,7 +240,8 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
     }
     }
     if (tracing_)
-      trace_[d].push_back({d, i, started, micros() - started});
+      trace_[d].push_back(
+          TraceEvent::ofInstruction(d, i, started, micros() - started));
   }
   return Status();
 }

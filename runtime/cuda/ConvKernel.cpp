@@ -545,18 +545,11 @@ Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops,
 }
 
 Status ConvKernel::runEpilogue(DeviceContext &ctx, const ConvOperands &ops) {
-  float *y = static_cast<float *>(ops.y);
-  if (hasBias_ || hasAddend_)
-    return cudaStatus(launchConvEpilogue(y,
-                                         static_cast<const float *>(ops.bias),
-                                         static_cast<const float *>(ops.z), n_,
-                                         m_, inner_, relu_, ctx.stream),
-                      "conv epilogue");
-  if (relu_)
-    return cudaStatus(
-        launchUnaryF32(UnaryCode::Relu, y, y, n_, 0, 0, 0, 0, ctx.stream),
-        "fused relu");
-  return Status();
+  return cudaStatus(launchEpilogue(static_cast<float *>(ops.y),
+                                   static_cast<const float *>(ops.bias),
+                                   static_cast<const float *>(ops.z), n_, m_,
+                                   inner_, relu_, ctx.stream),
+                    "conv epilogue");
 }
 
 Status ConvKernel::runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,

@@ -1059,7 +1059,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
               cudaSuccess &&
           cudaEventElapsedTime(&duration, events[d][i].first,
                                events[d][i].second) == cudaSuccess)
-        local.push_back({d, i, begin * 1e3, duration * 1e3});
+        local.push_back(
+            TraceEvent::ofInstruction(d, i, begin * 1e3, duration * 1e3));
     }
     std::lock_guard<std::mutex> lock(mutex);
     trace.insert(trace.end(), local.begin(), local.end());

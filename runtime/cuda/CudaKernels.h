@@ -162,12 +162,13 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *bias, const float *mean,
                             const float *var, float *y, int64_t n, int64_t c,
                             int64_t inner, float eps, cudaStream_t s);
-/// y = act(y + bias[channel] + z) for a convolution result with `c`
-/// channels and `inner` elements per channel plane (1 when channels last);
-/// `bias` and `z` may be null.
-cudaError_t launchConvEpilogue(float *y, const float *bias, const float *z,
-                               int64_t n, int64_t c, int64_t inner, bool relu,
-                               cudaStream_t s);
+/// y = act(y + bias[channel] + z) in place for a result with `c` channels
+/// and `inner` elements per channel plane (1 when channels last, or for a
+/// GEMM's columns); `bias` and `z` may be null, and with neither nor ReLU
+/// nothing runs.
+cudaError_t launchEpilogue(float *y, const float *bias, const float *z,
+                           int64_t n, int64_t c, int64_t inner, bool relu,
+                           cudaStream_t s);
 struct PoolParams {
   /// planes = batch x channels; channelsLast = channels when the layout is
   /// [N, D, H, W, C], else 0.
@@ -204,7 +205,6 @@ bool castSupported(DType from, DType to);
 /// Pad of f32: out[i] = in[source], where a source outside the input is
 /// `value` (constant), the nearest edge element (edge) or mirrored about it
 /// (reflect).
-enum class PadMode : int { Constant, Reflect, Edge };
 struct PadParams {
   int rank;
   PadMode mode;

@@ -128,15 +128,10 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
                      &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
                      static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmEx"));
-  if (addend_ == Addend::ColumnBias)
-    return cudaStatus(launchConvEpilogue(ops.y, ops.c, nullptr, elements(),
-                                         g_.n, 1, relu_, ctx.stream),
-                      "gemm bias");
-  if (relu_)
-    return cudaStatus(launchUnaryF32(UnaryCode::Relu, ops.y, ops.y, elements(),
-                                     0, 0, 0, 0, ctx.stream),
-                      "fused relu");
-  return Status();
+  return cudaStatus(
+      launchEpilogue(ops.y, addend_ == Addend::ColumnBias ? ops.c : nullptr,
+                     nullptr, elements(), g_.n, 1, relu_, ctx.stream),
+      "gemm epilogue");
 }
 
 Status LinearKernel::initLt(DeviceContext &ctx) {

@@ -734,17 +734,13 @@ const std::map<std::string, Factory> &factories() {
     t["pad"] = [](const KernelArgs &a, DeviceContext &,
                   std::unique_ptr<GpuKernel> &k) -> Status {
       const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
-      std::string mode = a.attrs.getString("mode", "constant");
-      if (!allF32(a) || in.size() > static_cast<size_t>(kMaxRank) ||
-          (mode != "constant" && mode != "reflect" && mode != "edge"))
+      if (!allF32(a) || in.size() > static_cast<size_t>(kMaxRank))
         return Status();
       std::vector<int64_t> pads = a.attrs.getInts("pads");
       std::vector<int64_t> strides = contiguousStrides(in);
       PadParams p{};
       p.rank = static_cast<int>(in.size());
-      p.mode = mode == "reflect" ? PadMode::Reflect
-               : mode == "edge"  ? PadMode::Edge
-                                 : PadMode::Constant;
+      p.mode = padModeOf(a.attrs);
       // Only the CPU kernel checks shapes: an empty dimension cannot be
       // padded from its edge.
       for (int d = 0; d < p.rank; ++d)

@@ -65,6 +65,16 @@ private:
   std::map<std::string, AttrValue> map_;
 };
 
+/// The `mode` of a pad kernel (the importer admits only these), shared by
+/// the CPU and GPU kernels.
+enum class PadMode : int { Constant, Reflect, Edge };
+inline PadMode padModeOf(const AttrMap &attrs) {
+  std::string mode = attrs.getString("mode", "constant");
+  return mode == "reflect" ? PadMode::Reflect
+         : mode == "edge"  ? PadMode::Edge
+                           : PadMode::Constant;
+}
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_KERNELS_ATTRS_H

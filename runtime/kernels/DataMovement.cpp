@@ -139,8 +139,6 @@ private:
   size_t innerBytes_;
 };
 
-enum class PadMode { Constant, Reflect, Edge };
-
 class PadKernel : public Kernel {
 public:
   PadKernel(const Shape &in, const Shape &out, std::vector<int64_t> begin,
@@ -316,14 +314,12 @@ void registerDataMovementKernels(KernelTable &t) {
       if (pads[d] < 0 || pads[d + in.size()] < 0 ||
           in[d] + pads[d] + pads[d + in.size()] != out[d])
         return Status::error("pads do not match the result shape");
-    std::string mode = a.attrs.getString("mode", "constant");
-    PadMode m = mode == "reflect" ? PadMode::Reflect
-                : mode == "edge"  ? PadMode::Edge
-                                  : PadMode::Constant;
+    PadMode m = padModeOf(a.attrs);
     if (m != PadMode::Constant)
       for (size_t d = 0; d < in.size(); ++d)
         if (in[d] == 0 && out[d] > 0)
-          return Status::error("cannot pad an empty dimension in mode " + mode);
+          return Status::error("cannot pad an empty dimension in mode " +
+                               a.attrs.getString("mode", "constant"));
     k = std::make_unique<PadKernel>(
         in, out, std::vector<int64_t>(pads.begin(), pads.begin() + in.size()),
         m, a.attrs.getFloat("value", 0.0));

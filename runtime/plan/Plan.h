@@ -134,6 +134,17 @@ struct TraceEvent {
   std::string name, category;
   int track = 0;
   int64_t batch = -1;
+
+  /// Instruction `index` of `device` in a run that is not streamed.
+  static TraceEvent ofInstruction(size_t device, size_t index, double startUs,
+                                  double durationUs) {
+    TraceEvent e;
+    e.device = device;
+    e.index = index;
+    e.startUs = startUs;
+    e.durationUs = durationUs;
+    return e;
+  }
 };
 
 /// Writes a Chrome/Perfetto trace (one track per device) of `events`.
