@@ -40,6 +40,20 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {
+  let summary = "Runs chains of f32 element-wise ops as one kernel";
+  let description = [{
+    Groups connected element-wise ops (unary ops, add, sub, mul, div, pow,
+    min, max) whose results share one f32 type and whose intermediate
+    results are used only inside the group into a graph.fused_elementwise,
+    so that, for example, an exported Gelu (div, erf, add, mul, mul) reads
+    and writes memory once instead of five times. Runs after
+    partc-fuse-activations, which folds what it can into convolutions and
+    GEMMs first. Groups stay within the limits the runtime's kernels take
+    (FusedElementwise.h) and on one device.
+  }];
+}
+
 def AssignDevices : Pass<"partc-assign-devices", "mlir::ModuleOp"> {
   let summary = "Places every op on a pipeline stage (one device per stage)";
   let description = [{

@@ -114,6 +114,14 @@ rt::AttrMap toKernelAttrs(DictionaryAttr attrs) {
       map.set(name.str(), rt::AttrValue::ofString(s.str()));
     else if (isa<UnitAttr>(a))
       map.set(name.str(), rt::AttrValue::ofInts({1}));
+    else if (auto list = dyn_cast<ArrayAttr>(a)) {
+      // A list of strings (a fused chain's steps) travels comma-separated.
+      std::string joined;
+      for (Attribute item : list)
+        if (auto str = dyn_cast<StringAttr>(item))
+          joined += (joined.empty() ? "" : ",") + str.str();
+      map.set(name.str(), rt::AttrValue::ofString(joined));
+    }
   }
   return map;
 }

@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "runtime/kernels/FusedElementwise.h"
 
 using namespace mlir;
 using namespace mlir::partc::graph;
@@ -70,6 +71,30 @@ LogicalResult TransferOp::verify() {
                          << " but targets device " << getTarget()
                          << "; a transfer runs on its target";
   return success();
+}
+
+LogicalResult FusedElementwiseOp::verify() {
+  std::string steps;
+  for (Attribute a : getSteps())
+    steps += (steps.empty() ? "" : ",") + cast<StringAttr>(a).str();
+  namespace fused = ::partc::runtime::fused;
+  fused::Program program;
+  ::partc::runtime::Status s =
+      fused::parseProgram(steps, {getArgs().begin(), getArgs().end()},
+                          static_cast<int>(getInputs().size()), program);
+  if (!s.ok())
+    return emitOpError() << "has an invalid program: " << s.message()
+                         << "; args lists each step's operands (k >= 0: "
+                            "operand k, k < 0: step -k-1)";
+  if (cast<ShapedType>(getType()).getRank() > fused::kMaxRank)
+    return emitOpError() << "has rank " << cast<ShapedType>(getType()).getRank()
+                         << "; fused chains support rank <= "
+                         << fused::kMaxRank;
+  return success();
+}
+
+int64_t FusedElementwiseOp::estimateFlops() {
+  return static_cast<int64_t>(getSteps().size()) * elementCount(getType());
 }
 
 int64_t ConvOp::estimateFlops() {

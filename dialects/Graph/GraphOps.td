@@ -169,6 +169,32 @@ def Graph_AndOp : Graph_BinaryOp<"and", "Logical and">;
 def Graph_OrOp : Graph_BinaryOp<"or", "Logical or">;
 def Graph_XorOp : Graph_BinaryOp<"xor", "Logical xor">;
 
+def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
+  let summary = "A chain of f32 element-wise ops run as one kernel";
+  let description = [{
+    Made by partc-fuse-elementwise. `steps` names each step's operation (a
+    unary or binary op's mnemonic, or `gelu_tanh`); `args` lists every
+    step's operands in order: k >= 0 is the op's operand k, k < 0 the
+    result of step -k-1. The last step's result is the op's. Operands
+    broadcast numpy-style to the result's shape, so one pass over memory
+    replaces one per step.
+
+    ```mlir
+    // 0.5 * x * (1 + erf(x / sqrt(2)))
+    %y = graph.fused_elementwise %x, %sqrt2, %one, %half
+           {steps = ["div", "erf", "add", "mul", "mul"],
+            args = array<i64: 0, 1, -1, -2, 2, 0, -3, -4, 3>}
+           : (tensor<8x128xf32>, tensor<f32>, tensor<f32>, tensor<f32>)
+             -> tensor<8x128xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, StrArrayAttr:$steps,
+                       DenseI64ArrayAttr:$args);
+  let results = (outs Graph_Tensor:$output);
+  let hasVerifier = 1;
+}
+
 def Graph_WhereOp : Graph_ComputeOp<"where"> {
   let summary = "cond ? x : y with broadcasting";
   let arguments = (ins Graph_Tensor:$condition, Graph_Tensor:$x, Graph_Tensor:$y);

@@ -10,6 +10,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "runtime/Support.h"
+#include "runtime/kernels/FusedElementwise.h"
 
 #include <algorithm>
 
@@ -283,6 +284,27 @@ INFER_SIGNATURE(WhereOp) {
       !broadcast(s1, y.getShape(), s2))
     return fail(loc, "operands do not broadcast");
   types.push_back(RankedTensorType::get(s2, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(FusedElementwiseOp) {
+  if (failed(requireOperands(loc, operands, 1,
+                             ::partc::runtime::fused::kMaxInputs)))
+    return failure();
+  SmallVector<int64_t> shape;
+  for (Value v : operands) {
+    auto t = tensorOf(v);
+    if (!t.getElementType().isF32())
+      return fail(loc, "fuses f32 tensors only, got " + shapeStr(t.getShape()) +
+                           " of another type");
+    SmallVector<int64_t> next;
+    if (!broadcast(shape, t.getShape(), next))
+      return fail(loc, "operand shapes " + shapeStr(shape) + " and " +
+                           shapeStr(t.getShape()) + " do not broadcast");
+    shape = next;
+  }
+  types.push_back(
+      RankedTensorType::get(shape, tensorOf(operands[0]).getElementType()));
   return success();
 }
 

@@ -11,6 +11,7 @@
 #endif
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -159,9 +160,28 @@ struct CudaExecutor::Impl {
     std::vector<std::unique_ptr<GpuKernel>> kernels;
   };
   std::vector<Device> devices;
-  /// Per channel: recorded on the source after its send, and on the
-  /// destination after its copy.
+  /// Per channel: recorded on the source after its send, and where the
+  /// source's buffer has been read (after the copy, see Route).
   std::vector<cudaEvent_t> ready, consumed;
+  /// How a channel's bytes move: one device-to-device copy by the receiver
+  /// where the GPUs reach each other; where they cannot (or with
+  /// CudaOptions::hostStaging), a copy into page-locked host memory on the
+  /// source's sending stream and one out of it on the receiver's; through
+  /// NCCL where the plan says so. "consumed" is recorded on the receiver's
+  /// stream for a peer copy and on the source's sending stream otherwise.
+  enum class Route { Peer, Host, Nccl };
+  std::vector<Route> routes;
+  /// Host route: page-locked buffers per channel, one per batch parity
+  /// (a single run uses the first).
+  std::vector<std::array<void *, 2>> bounce;
+  /// Per device: the stream on which host-staged and NCCL transfers out of
+  /// it run, so they need not wait behind its later kernels, and the event
+  /// that joins that stream back into a graph capture.
+  std::vector<cudaStream_t> sendStreams;
+  std::vector<cudaEvent_t> sendJoins;
+  std::mutex sendMutex;
+  /// Why the host route was taken, for the summary.
+  std::string hostReason;
   std::vector<std::pair<size_t, BufferRef>> channelSources;
   std::map<std::string, size_t> fallbackKinds;
   /// Implementations chosen by tuning, e.g. "conv cublaslt-fused" -> 32.
@@ -218,6 +238,8 @@ struct CudaExecutor::Impl {
     cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
     uint8_t *stage[2] = {nullptr, nullptr};
     cudaEvent_t staged[2] = {nullptr, nullptr}, pulled[2] = {nullptr, nullptr};
+    /// Host route: the copy into host memory is done (the sender's).
+    cudaEvent_t bounced[2] = {nullptr, nullptr};
     bool directSend = false, directRecv = false;
   };
   std::vector<Landing> landings; // per channel
@@ -241,18 +263,24 @@ struct CudaExecutor::Impl {
   }
   std::vector<cudaStream_t> copyStreams; // per device
   Status prepareLandings();
-  /// NCCL channels: one communicator and one sending stream per device
-  /// (plan device d is rank d). The receiver enqueues both halves of a
-  /// transfer, the send on the source's sending stream after the value is
-  /// ready, under a lock, because communicators are not thread-safe.
+  /// NCCL channels: one communicator per device (plan device d is rank d).
+  /// The receiver enqueues both halves of a transfer, the send on the
+  /// source's sending stream after the value is ready, under sendMutex,
+  /// because communicators are not thread-safe.
   bool usesNccl = false;
 #ifdef PARTC_HAVE_NCCL
   std::vector<ncclComm_t> comms;
-  std::vector<cudaStream_t> ncclStreams;
-  std::mutex ncclMutex;
 #endif
   Status initNccl();
+  Status createSendStreams();
+  /// Enqueues `bytes` from `from` on device `srcDev` to `to` on device
+  /// `dstDev` through NCCL: the send on `sending` (the source's), the
+  /// receive on `receiving` (the destination's).
+  Status ncclTransfer(size_t srcDev, const void *from, cudaStream_t sending,
+                      size_t dstDev, void *to, cudaStream_t receiving,
+                      size_t bytes);
   Status enqueueNcclTransfer(size_t d, const Instruction &recv);
+  Status enqueueHostTransfer(size_t d, const Instruction &recv);
   /// Reads the device-side error flags of every kernel after a run.
   Status checkKernels();
   Status enqueueStreamSend(size_t d, size_t i, size_t batch);
@@ -358,15 +386,16 @@ struct CudaExecutor::Impl {
       cudaSetDevice(devices[plan->channels[c].dstDevice].ctx.gpu);
       for (int p = 0; p < 2; ++p) {
         cudaFree(l.slot[p]);
-        for (cudaEvent_t e : {l.filled[p], l.free[p], l.pulled[p]})
+        for (cudaEvent_t e : {l.filled[p], l.free[p]})
           if (e)
             cudaEventDestroy(e);
       }
       cudaSetDevice(devices[plan->channels[c].srcDevice].ctx.gpu);
       for (int p = 0; p < 2; ++p) {
         cudaFree(l.stage[p]);
-        if (l.staged[p])
-          cudaEventDestroy(l.staged[p]);
+        for (cudaEvent_t e : {l.staged[p], l.pulled[p], l.bounced[p]})
+          if (e)
+            cudaEventDestroy(e);
       }
     }
     for (size_t d = 0; d < copyStreams.size(); ++d)
@@ -378,12 +407,18 @@ struct CudaExecutor::Impl {
     for (ncclComm_t c : comms)
       if (c)
         ncclCommDestroy(c);
-    for (size_t d = 0; d < ncclStreams.size(); ++d)
-      if (ncclStreams[d]) {
-        cudaSetDevice(devices[d].ctx.gpu);
-        cudaStreamDestroy(ncclStreams[d]);
-      }
 #endif
+    for (size_t d = 0; d < sendStreams.size(); ++d) {
+      cudaSetDevice(devices[d].ctx.gpu);
+      if (sendStreams[d])
+        cudaStreamDestroy(sendStreams[d]);
+      if (sendJoins[d])
+        cudaEventDestroy(sendJoins[d]);
+    }
+    for (auto &buffers : bounce)
+      for (void *b : buffers)
+        if (b)
+          cudaFreeHost(b);
     if (fork)
       cudaEventDestroy(fork);
     for (cudaEvent_t e : joins)
@@ -451,6 +486,30 @@ std::string CudaExecutor::variantSummary() const {
   return os.str();
 }
 
+std::string CudaExecutor::transferSummary() const {
+  size_t counts[3] = {0, 0, 0};
+  for (Impl::Route r : impl_->routes)
+    ++counts[static_cast<int>(r)];
+  std::ostringstream os;
+  os << impl_->routes.size() << " transfer(s):";
+  const char *names[3] = {"device-to-device", "through host memory",
+                          "through NCCL"};
+  const char *sep = " ";
+  for (int r = 0; r < 3; ++r)
+    if (counts[r]) {
+      os << sep << counts[r] << " " << names[r];
+      if (r == static_cast<int>(Impl::Route::Host))
+        os << " (" << impl_->hostReason << ")";
+      sep = ", ";
+    }
+  return os.str();
+}
+
+size_t CudaExecutor::hostStagedCount() const {
+  return std::count(impl_->routes.begin(), impl_->routes.end(),
+                    Impl::Route::Host);
+}
+
 Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
                             std::unique_ptr<CudaExecutor> &result) {
   std::string why;
@@ -469,6 +528,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   impl.devices.resize(needed);
   impl.redirects.resize(needed);
   impl.channelSources.resize(plan.channels.size());
+  // reach[d][e]: device d can read and write device e's memory.
+  std::vector<std::vector<bool>> reach(needed, std::vector<bool>(needed));
 
   for (size_t d = 0; d < needed; ++d) {
     Impl::Device &dev = impl.devices[d];
@@ -492,7 +553,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
       return Status::error(where + ": cannot create a cuDNN handle");
     if (cublasLtCreate(&ctx.cublasLt) != CUBLAS_STATUS_SUCCESS)
       return Status::error(where + ": cannot create a cuBLASLt handle");
-    // Peer access where the hardware allows; copies work without it too.
+    // Peer access where the hardware allows; transfers between GPUs that
+    // lack it are staged through host memory (Impl::Route).
     for (size_t e = 0; e < needed; ++e) {
       int peer = options.firstGpu + static_cast<int>(e), can = 0;
       if (peer != ctx.gpu &&
@@ -503,6 +565,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         else if (err != cudaSuccess)
           return cudaStatus(err, where.c_str());
       }
+      reach[d][e] = peer == ctx.gpu || can;
     }
     auto allocate = [&](uint8_t *&ptr, size_t bytes, const char *what) {
       if (!bytes)
@@ -577,10 +640,42 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
   }
-  for (const Channel &c : plan.channels)
-    impl.usesNccl = impl.usesNccl || c.transport == Transport::Nccl;
+  using Route = Impl::Route;
+  impl.routes.assign(plan.channels.size(), Route::Peer);
+  impl.bounce.assign(plan.channels.size(), {nullptr, nullptr});
+  for (size_t c = 0; c < plan.channels.size(); ++c) {
+    const Channel &ch = plan.channels[c];
+    if (ch.transport == Transport::Nccl) {
+      impl.routes[c] = Route::Nccl;
+      impl.usesNccl = true;
+      continue;
+    }
+    if (!options.hostStaging && reach[ch.srcDevice][ch.dstDevice] &&
+        reach[ch.dstDevice][ch.srcDevice])
+      continue;
+    impl.routes[c] = Route::Host;
+    if (impl.hostReason.empty())
+      impl.hostReason =
+          options.hostStaging
+              ? "--host-staging"
+              : "GPU " + std::to_string(impl.devices[ch.srcDevice].ctx.gpu) +
+                    " -> " +
+                    std::to_string(impl.devices[ch.dstDevice].ctx.gpu) +
+                    ": no peer access";
+    for (void *&b : impl.bounce[c]) {
+      // Portable: both GPUs' copies may use it.
+      cudaError_t err = cudaHostAlloc(&b, std::max<size_t>(ch.bytes, 1),
+                                      cudaHostAllocPortable);
+      if (err != cudaSuccess)
+        return Status::error("cannot page-lock " + std::to_string(ch.bytes) +
+                             " bytes of host memory to stage channel " +
+                             std::to_string(c) +
+                             " between GPUs: " + cudaGetErrorString(err));
+    }
+  }
   if (impl.usesNccl)
     PARTC_RETURN_IF_ERROR(impl.initNccl());
+  PARTC_RETURN_IF_ERROR(impl.createSendStreams());
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     cudaEvent_t r, k;
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -588,12 +683,11 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaEventCreateWithFlags(&r, cudaEventDisableTiming), "event"));
-    // "Consumed" is recorded where the copy runs: on the receiver's stream
-    // for a peer copy, on the source's sending stream for NCCL.
-    bool nccl = plan.channels[c].transport == Transport::Nccl;
+    // "Consumed" belongs to the device whose stream records it (Route).
+    bool peer = impl.routes[c] == Route::Peer;
     PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaSetDevice(impl.devices[nccl ? plan.channels[c].srcDevice
-                                                   : plan.channels[c].dstDevice]
+        cudaStatus(cudaSetDevice(impl.devices[peer ? plan.channels[c].dstDevice
+                                                   : plan.channels[c].srcDevice]
                                      .ctx.gpu),
                    "event"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -601,9 +695,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     impl.ready.push_back(r);
     impl.consumed.push_back(k);
   }
-  // Graphs need every kernel to only enqueue work; NCCL transfers are not
-  // captured yet.
-  impl.useGraphs = options.graphs && !impl.usesNccl;
+  // Graphs need every kernel to only enqueue work.
+  impl.useGraphs = options.graphs;
   for (auto &dev : impl.devices)
     for (auto &k : dev.kernels)
       if (k && !k->capturable())
@@ -839,8 +932,10 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   case OpCode::Send:
     return cudaStatus(cudaEventRecord(ready[in.index], stream), "send");
   case OpCode::Recv: {
-    if (plan->channels[in.index].transport == Transport::Nccl)
+    if (routes[in.index] == Route::Nccl)
       return enqueueNcclTransfer(d, in);
+    if (routes[in.index] == Route::Host)
+      return enqueueHostTransfer(d, in);
     auto [srcDev, srcBuf] = channelSources[in.index];
     Device &src = devices[srcDev];
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -882,13 +977,6 @@ Status CudaExecutor::Impl::initNccl() {
                          ncclGetErrorString(r) +
                          "; compile with --transfers p2p to copy instead");
   }
-  ncclStreams.assign(devices.size(), nullptr);
-  for (size_t d = 0; d < devices.size(); ++d) {
-    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(gpus[d]), "NCCL stream"));
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaStreamCreateWithFlags(&ncclStreams[d], cudaStreamNonBlocking),
-        "NCCL stream"));
-  }
   return Status();
 #else
   return Status::error("the plan moves transfers through NCCL, but this "
@@ -898,18 +986,30 @@ Status CudaExecutor::Impl::initNccl() {
 #endif
 }
 
-Status CudaExecutor::Impl::enqueueNcclTransfer(size_t d,
-                                               const Instruction &recv) {
+Status CudaExecutor::Impl::createSendStreams() {
+  sendStreams.assign(devices.size(), nullptr);
+  sendJoins.assign(devices.size(), nullptr);
+  for (size_t c = 0; c < routes.size(); ++c) {
+    size_t d = plan->channels[c].srcDevice;
+    if (routes[c] == Route::Peer || sendStreams[d])
+      continue;
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "sending stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamCreateWithFlags(&sendStreams[d], cudaStreamNonBlocking),
+        "sending stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaEventCreateWithFlags(&sendJoins[d], cudaEventDisableTiming),
+        "sending stream"));
+  }
+  return Status();
+}
+
+Status CudaExecutor::Impl::ncclTransfer(size_t srcDev, const void *from,
+                                        cudaStream_t sending, size_t dstDev,
+                                        void *to, cudaStream_t receiving,
+                                        size_t bytes) {
 #ifdef PARTC_HAVE_NCCL
-  size_t c = recv.index;
-  auto [srcDev, srcBuf] = channelSources[c];
-  Device &dst = devices[d], &src = devices[srcDev];
-  cudaStream_t sending = ncclStreams[srcDev];
-  size_t bytes = recv.outputs[0].type.byteSize();
-  std::lock_guard<std::mutex> lock(ncclMutex);
-  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(src.ctx.gpu), "NCCL send"));
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaStreamWaitEvent(sending, ready[c], 0), "NCCL send wait"));
   auto nccl = [&](ncclResult_t r, const char *what) {
     return r == ncclSuccess ? Status()
                             : Status::error(std::string(what) + ": " +
@@ -919,25 +1019,69 @@ Status CudaExecutor::Impl::enqueueNcclTransfer(size_t d,
   // wait in one of them for the other.
   Status s = nccl(ncclGroupStart(), "ncclGroupStart");
   if (s.ok())
-    s = nccl(ncclSend(resolve(src, srcBuf), bytes, ncclUint8,
-                      static_cast<int>(d), comms[srcDev], sending),
+    s = nccl(ncclSend(from, bytes, ncclUint8, static_cast<int>(dstDev),
+                      comms[srcDev], sending),
              "ncclSend");
   if (s.ok())
-    s = nccl(ncclRecv(resolve(dst, recv.outputs[0]), bytes, ncclUint8,
-                      static_cast<int>(srcDev), comms[d], dst.ctx.stream),
+    s = nccl(ncclRecv(to, bytes, ncclUint8, static_cast<int>(srcDev),
+                      comms[dstDev], receiving),
              "ncclRecv");
   Status end = nccl(ncclGroupEnd(), "ncclGroupEnd");
-  if (s.ok())
-    s = end;
+  return s.ok() ? end : s;
+#else
+  (void)srcDev, (void)from, (void)sending, (void)dstDev, (void)to,
+      (void)receiving, (void)bytes;
+  return Status::error("built without NCCL");
+#endif
+}
+
+Status CudaExecutor::Impl::enqueueNcclTransfer(size_t d,
+                                               const Instruction &recv) {
+  size_t c = recv.index;
+  auto [srcDev, srcBuf] = channelSources[c];
+  Device &dst = devices[d], &src = devices[srcDev];
+  cudaStream_t sending = sendStreams[srcDev];
+  std::lock_guard<std::mutex> lock(sendMutex);
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(src.ctx.gpu), "NCCL send"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamWaitEvent(sending, ready[c], 0), "NCCL send wait"));
+  Status s = ncclTransfer(srcDev, resolve(src, srcBuf), sending, d,
+                          resolve(dst, recv.outputs[0]), dst.ctx.stream,
+                          recv.outputs[0].type.byteSize());
   if (s.ok())
     s = cudaStatus(cudaEventRecord(consumed[c], sending), "NCCL send");
   Status back = cudaStatus(cudaSetDevice(dst.ctx.gpu), "NCCL receive");
   return s.ok() ? back : s;
-#else
-  (void)d;
-  (void)recv;
-  return Status::error("built without NCCL");
-#endif
+}
+
+Status CudaExecutor::Impl::enqueueHostTransfer(size_t d,
+                                               const Instruction &recv) {
+  size_t c = recv.index;
+  auto [srcDev, srcBuf] = channelSources[c];
+  Device &dst = devices[d], &src = devices[srcDev];
+  cudaStream_t sending = sendStreams[srcDev];
+  size_t bytes = recv.outputs[0].type.byteSize();
+  {
+    // Several receivers may stage from one source at once; keep each
+    // wait, copy and record together on its sending stream.
+    std::lock_guard<std::mutex> lock(sendMutex);
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(src.ctx.gpu), "staging"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamWaitEvent(sending, ready[c], 0), "staging wait"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMemcpyAsync(bounce[c][0], resolve(src, srcBuf), bytes,
+                                   cudaMemcpyDeviceToHost, sending),
+                   "copy to host memory"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(consumed[c], sending), "staging"));
+  }
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dst.ctx.gpu), "staging"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamWaitEvent(dst.ctx.stream, consumed[c], 0), "staging wait"));
+  return cudaStatus(cudaMemcpyAsync(resolve(dst, recv.outputs[0]), bounce[c][0],
+                                    bytes, cudaMemcpyHostToDevice,
+                                    dst.ctx.stream),
+                    "copy from host memory");
 }
 
 Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
@@ -1128,6 +1272,22 @@ Status CudaExecutor::Impl::capture(Graph &g,
       s = cudaStatus(cudaStreamWaitEvent(origin.ctx.stream, joins[d], 0),
                      "join");
   }
+  // Sending streams joined the capture by waiting on a send's event; each
+  // must join back, even where a receiver already waited on its tail.
+  for (size_t d = 0; d < sendStreams.size() && s.ok(); ++d) {
+    if (!sendStreams[d])
+      continue;
+    cudaStreamCaptureStatus joined = cudaStreamCaptureStatusNone;
+    s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");
+    if (s.ok())
+      s = cudaStatus(cudaStreamIsCapturing(sendStreams[d], &joined), "join");
+    if (s.ok() && joined == cudaStreamCaptureStatusActive) {
+      s = cudaStatus(cudaEventRecord(sendJoins[d], sendStreams[d]), "join");
+      if (s.ok())
+        s = cudaStatus(cudaStreamWaitEvent(origin.ctx.stream, sendJoins[d], 0),
+                       "join");
+    }
+  }
   cudaSetDevice(origin.ctx.gpu);
   return endCapture(origin.ctx.stream, s, g.exec);
 }
@@ -1238,7 +1398,7 @@ Status CudaExecutor::Impl::prepareLandings() {
   // Per parity on one side of a channel: a buffer, and the events that
   // this side records (an event belongs to the device that records it).
   auto prepare = [&](size_t c, size_t device, uint8_t *(&buffers)[2],
-                     std::initializer_list<cudaEvent_t *> recorded,
+                     const std::vector<cudaEvent_t *> &recorded,
                      const char *what) {
     const Channel &ch = plan->channels[c];
     int gpu = devices[device].ctx.gpu;
@@ -1258,12 +1418,21 @@ Status CudaExecutor::Impl::prepareLandings() {
   };
   for (size_t c = 0; c < plan->channels.size(); ++c) {
     Landing &l = landings[c];
+    // "Pulled" is recorded where the staging buffer is last read: by the
+    // receiver's peer or host copy, on the source's sending stream for NCCL.
+    bool pulledBySender = routes[c] == Route::Nccl;
+    std::vector<cudaEvent_t *> receiverEvents = {&l.filled[0], &l.filled[1],
+                                                 &l.free[0], &l.free[1]};
+    std::vector<cudaEvent_t *> senderEvents = {&l.staged[0], &l.staged[1]};
+    for (int p = 0; p < 2; ++p) {
+      (pulledBySender ? senderEvents : receiverEvents).push_back(&l.pulled[p]);
+      if (routes[c] == Route::Host)
+        senderEvents.push_back(&l.bounced[p]);
+    }
     PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].dstDevice, l.slot,
-                                  {&l.filled[0], &l.filled[1], &l.free[0],
-                                   &l.free[1], &l.pulled[0], &l.pulled[1]},
-                                  "receive"));
-    PARTC_RETURN_IF_ERROR(prepare(c, plan->channels[c].srcDevice, l.stage,
-                                  {&l.staged[0], &l.staged[1]}, "send"));
+                                  receiverEvents, "receive"));
+    PARTC_RETURN_IF_ERROR(
+        prepare(c, plan->channels[c].srcDevice, l.stage, senderEvents, "send"));
   }
   if (directTransfers)
     planRedirects();
@@ -1357,20 +1526,70 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
   int p = static_cast<int>(batch % 2);
   size_t bytes = in.outputs[0].type.byteSize();
   cudaStream_t copy = copyStreams[d];
-  // Peer copy from the sender's staging buffer into the slot once the
-  // batch is staged and the slot's last batch was moved out.
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaStreamWaitEvent(copy, land.staged[p], 0), "recv wait"));
+  size_t srcDev = plan->channels[in.index].srcDevice;
+  Route route = routes[in.index];
+  // Host route: the sender's copy stream moves the staged batch into host
+  // memory. The buffer of parity p is free again: the sender staged this
+  // batch only after batch k - 2 was pulled, i.e. copied out of it.
+  if (route == Route::Host) {
+    cudaStream_t out = copyStreams[srcDev];
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[srcDev].ctx.gpu), "staging"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamWaitEvent(out, land.staged[p], 0), "recv wait"));
+    PARTC_RETURN_IF_ERROR(traced(
+        srcDev, out, i, "copy to host", in.index, "transfer", 1, batch, [&] {
+          return cudaStatus(cudaMemcpyAsync(bounce[in.index][p], land.stage[p],
+                                            bytes, cudaMemcpyDeviceToHost, out),
+                            "copy to host memory");
+        }));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(land.bounced[p], out), "staging"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "staging"));
+  }
+  // The slot's last batch must have been moved out before it is refilled.
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaStreamWaitEvent(copy, land.free[p], 0), "recv wait"));
-  PARTC_RETURN_IF_ERROR(
-      traced(d, copy, i, "peer copy", in.index, "transfer", 1, batch, [&] {
-        return cudaStatus(cudaMemcpyAsync(land.slot[p], land.stage[p], bytes,
-                                          cudaMemcpyDefault, copy),
-                          "peer copy");
-      }));
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(cudaEventRecord(land.pulled[p], copy), "recv"));
+  if (route == Route::Nccl) {
+    // Sent from the staging buffer on the source's sending stream, which
+    // then also records that the buffer was read.
+    cudaStream_t sending = sendStreams[srcDev];
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[srcDev].ctx.gpu), "NCCL send"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamWaitEvent(sending, land.staged[p], 0), "NCCL send wait"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(dev.ctx.gpu), "NCCL receive"));
+    PARTC_RETURN_IF_ERROR(traced(
+        d, copy, i, "NCCL transfer", in.index, "transfer", 1, batch, [&] {
+          return ncclTransfer(srcDev, land.stage[p], sending, d, land.slot[p],
+                              copy, bytes);
+        }));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[srcDev].ctx.gpu), "NCCL send"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(land.pulled[p], sending), "NCCL send"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(dev.ctx.gpu), "NCCL receive"));
+  } else {
+    bool peer = route == Route::Peer;
+    const void *from =
+        peer ? static_cast<const void *>(land.stage[p]) : bounce[in.index][p];
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamWaitEvent(copy, peer ? land.staged[p] : land.bounced[p], 0),
+        "recv wait"));
+    PARTC_RETURN_IF_ERROR(traced(
+        d, copy, i, peer ? "peer copy" : "copy from host", in.index, "transfer",
+        1, batch, [&] {
+          return cudaStatus(
+              cudaMemcpyAsync(land.slot[p], from, bytes,
+                              peer ? cudaMemcpyDefault : cudaMemcpyHostToDevice,
+                              copy),
+              peer ? "peer copy" : "copy from host memory");
+        }));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(land.pulled[p], copy), "recv"));
+  }
   PARTC_RETURN_IF_ERROR(
       cudaStatus(cudaEventRecord(land.filled[p], copy), "recv"));
   PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -1399,10 +1618,6 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   if (impl.profiling)
     return Status::error("streaming runs cannot be profiled or traced; "
                          "profile without --stream");
-  if (impl.usesNccl)
-    return Status::error("the plan moves transfers through NCCL, which "
-                         "streamed runs do not do yet; run without --stream "
-                         "or compile with --transfers p2p");
   if (impl.runs == 0) {
     // A first, direct run finds cuDNN's lazily loaded kernels before any
     // capture and leaves the inputs in place for skipInputLoads.

@@ -35,6 +35,10 @@ struct CudaOptions {
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).
   bool directTransfers = true;
+  /// Stage every transfer that is not NCCL's through page-locked host
+  /// memory, as is done anyway between GPUs without peer access (so that
+  /// path can be checked on machines whose GPUs all reach each other).
+  bool hostStaging = false;
 };
 
 class CudaExecutor {
@@ -95,6 +99,11 @@ public:
   std::string fallbackSummary() const;
   /// Implementations chosen at load time by timing, with counts.
   std::string variantSummary() const;
+  /// How the plan's transfers move, e.g. "2 transfers: 1 device-to-device,
+  /// 1 through host memory (GPU 0 -> 1: no peer access)".
+  std::string transferSummary() const;
+  /// Transfers staged through host memory.
+  size_t hostStagedCount() const;
 
   struct Impl;
 

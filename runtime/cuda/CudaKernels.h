@@ -214,6 +214,25 @@ struct PadParams {
 cudaError_t launchPadF32(const float *x, float *y, int64_t n,
                          const PadParams &p, float value, cudaStream_t s);
 
+/// A fused element-wise chain (runtime/kernels/FusedElementwise.h) over
+/// fewer than 2^31 elements, passed to the kernel by value. Each input is
+/// read at the output's index (Same), at 0 (Scalar) or through `stride`
+/// (Broadcast).
+constexpr int kFusedMaxSteps = 16, kFusedMaxInputs = 8, kFusedMaxRank = 6;
+struct FusedParams {
+  enum Mode : uint8_t { Same, Scalar, Broadcast };
+  int steps = 0, inputs = 0, rank = 0;
+  uint8_t step[kFusedMaxSteps] = {};
+  int8_t lhs[kFusedMaxSteps] = {}, rhs[kFusedMaxSteps] = {};
+  uint8_t mode[kFusedMaxInputs] = {};
+  uint32_t shape[kFusedMaxRank] = {};
+  uint32_t stride[kFusedMaxInputs][kFusedMaxRank] = {};
+  const float *in[kFusedMaxInputs] = {};
+  float *out = nullptr;
+  uint32_t n = 0;
+};
+cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s);
+
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);

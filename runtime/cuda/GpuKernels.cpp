@@ -2,6 +2,7 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/LibraryStatus.h"
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/KernelRegistry.h"
 
 #include <cublas_v2.h>
@@ -180,6 +181,24 @@ public:
 private:
   UnaryCode op_;
   float alpha_, beta_, lo_, hi_;
+};
+
+class FusedElementwiseKernel : public GpuKernel {
+public:
+  explicit FusedElementwiseKernel(const FusedParams &params)
+      : params_(params) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    FusedParams p = params_;
+    for (size_t k = 0; k < in.size(); ++k)
+      p.in[k] = in[k].as<float>();
+    p.out = out[0].as<float>();
+    return cudaStatus(launchFusedElementwise(p, ctx.stream),
+                      "fused element-wise kernel");
+  }
+
+private:
+  FusedParams params_;
 };
 
 class BinaryKernel : public GpuKernel {
@@ -411,6 +430,47 @@ const std::map<std::string, Factory> &factories() {
     for (auto &[name, code] : binaries)
       t[name] = binary(code);
 
+    t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &,
+                                std::unique_ptr<GpuKernel> &k) -> Status {
+      static_assert(kFusedMaxSteps == fused::kMaxSteps &&
+                        kFusedMaxInputs == fused::kMaxInputs &&
+                        kFusedMaxRank == fused::kMaxRank,
+                    "the launch parameters hold any valid program");
+      const Shape &out = a.outputs[0].shape;
+      int64_t n = numElements(out);
+      if (!allF32(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
+          out.size() > static_cast<size_t>(kFusedMaxRank))
+        return Status();
+      fused::Program program;
+      PARTC_RETURN_IF_ERROR(fused::parseProgram(
+          a.attrs, static_cast<int>(a.inputs.size()), program));
+      FusedParams p;
+      p.steps = static_cast<int>(program.steps.size());
+      p.inputs = static_cast<int>(a.inputs.size());
+      p.rank = static_cast<int>(out.size());
+      p.n = static_cast<uint32_t>(n);
+      for (int s = 0; s < p.steps; ++s) {
+        p.step[s] = static_cast<uint8_t>(program.steps[s]);
+        p.lhs[s] = static_cast<int8_t>(program.lhs[s]);
+        // Unary steps read their operand twice rather than garbage.
+        p.rhs[s] = static_cast<int8_t>(fused::arity(program.steps[s]) == 2
+                                           ? program.rhs[s]
+                                           : program.lhs[s]);
+      }
+      for (int d = 0; d < p.rank; ++d)
+        p.shape[d] = static_cast<uint32_t>(out[d]);
+      for (int k = 0; k < p.inputs; ++k) {
+        const Shape &in = a.inputs[k].shape;
+        p.mode[k] = in == out              ? FusedParams::Same
+                    : numElements(in) == 1 ? FusedParams::Scalar
+                                           : FusedParams::Broadcast;
+        std::vector<int64_t> strides = broadcastStrides(in, out);
+        for (int d = 0; d < p.rank; ++d)
+          p.stride[k][d] = static_cast<uint32_t>(strides[d]);
+      }
+      k = std::make_unique<FusedElementwiseKernel>(p);
+      return Status();
+    };
     t["copy"] = [](const KernelArgs &, DeviceContext &,
                    std::unique_ptr<GpuKernel> &k) -> Status {
       k = std::make_unique<CopyKernel>();

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/kernels/FusedElementwise.h"
 
 #include <cfloat>
 #include <cmath>
@@ -180,6 +181,119 @@ __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
     y[i] = maybeRelu(binaryOp(op, a[offsetOf(st, 0, i, narrow)],
                               b[offsetOf(st, 1, i, narrow)]),
                      relu);
+}
+
+/// One step of a fused chain, as unaryOp and binaryOp compute it.
+__device__ inline float fusedStep(uint8_t step, float a, float b) {
+  using fused::Step;
+  switch (static_cast<Step>(step)) {
+  case Step::Relu:
+    return unaryOp(UnaryCode::Relu, a, 0, 0, 0, 0);
+  case Step::Sigmoid:
+    return unaryOp(UnaryCode::Sigmoid, a, 0, 0, 0, 0);
+  case Step::Tanh:
+    return tanhf(a);
+  case Step::Erf:
+    return erff(a);
+  case Step::Sqrt:
+    return sqrtf(a);
+  case Step::Neg:
+    return -a;
+  case Step::Exp:
+    return expf(a);
+  case Step::Log:
+    return logf(a);
+  case Step::Abs:
+    return fabsf(a);
+  case Step::Reciprocal:
+    return 1.f / a;
+  case Step::Floor:
+    return floorf(a);
+  case Step::Ceil:
+    return ceilf(a);
+  case Step::Sin:
+    return sinf(a);
+  case Step::Cos:
+    return cosf(a);
+  case Step::Gelu:
+    return unaryOp(UnaryCode::Gelu, a, 0, 0, 0, 0);
+  case Step::GeluTanh:
+    return unaryOp(UnaryCode::GeluTanh, a, 0, 0, 0, 0);
+  case Step::Add:
+    return a + b;
+  case Step::Sub:
+    return a - b;
+  case Step::Mul:
+    return a * b;
+  case Step::Div:
+    return a / b;
+  case Step::Pow:
+    return powf(a, b);
+  case Step::Min:
+    return fminf(a, b);
+  case Step::Max:
+    return fmaxf(a, b);
+  }
+  return a;
+}
+
+/// Runs the chain on one element whose inputs are `x`.
+__device__ inline float runFused(const FusedParams &p, const float *x) {
+  float v[kFusedMaxSteps];
+  for (int s = 0; s < p.steps; ++s) {
+    int l = p.lhs[s], r = p.rhs[s];
+    float a = l >= 0 ? x[l] : v[-l - 1];
+    float b = r >= 0 ? x[r] : v[-r - 1];
+    v[s] = fusedStep(p.step[s], a, b);
+  }
+  return v[p.steps - 1];
+}
+
+/// Element-wise over the output; broadcast inputs decompose the index.
+__global__ void fusedKernel(FusedParams p, bool broadcast) {
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
+       i += gridDim.x * blockDim.x) {
+    uint32_t off[kFusedMaxInputs] = {};
+    if (broadcast) {
+      uint32_t j = i;
+      for (int d = p.rank - 1; d >= 0; --d) {
+        uint32_t c = j % p.shape[d];
+        j /= p.shape[d];
+        for (int k = 0; k < p.inputs; ++k)
+          off[k] += c * p.stride[k][d];
+      }
+    }
+    float x[kFusedMaxInputs];
+    for (int k = 0; k < p.inputs; ++k)
+      x[k] = p.in[k][p.mode[k] == FusedParams::Same     ? i
+                     : p.mode[k] == FusedParams::Scalar ? 0
+                                                        : off[k]];
+    p.out[i] = runFused(p, x);
+  }
+}
+
+/// Four elements per thread through 16-byte accesses, where every input
+/// is read at the output's index or is a scalar.
+__global__ void fusedKernel4(FusedParams p) {
+  uint32_t n4 = p.n / 4;
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+       i += gridDim.x * blockDim.x) {
+    float4 in4[kFusedMaxInputs];
+    for (int k = 0; k < p.inputs; ++k)
+      in4[k] = p.mode[k] == FusedParams::Same
+                   ? reinterpret_cast<const float4 *>(p.in[k])[i]
+                   : make_float4(p.in[k][0], p.in[k][0], p.in[k][0],
+                                 p.in[k][0]);
+    float y[4];
+    for (int e = 0; e < 4; ++e) {
+      float x[kFusedMaxInputs];
+      for (int k = 0; k < p.inputs; ++k)
+        x[k] = e == 0 ? in4[k].x : e == 1 ? in4[k].y : e == 2 ? in4[k].z
+                                                             : in4[k].w;
+      y[e] = runFused(p, x);
+    }
+    reinterpret_cast<float4 *>(p.out)[i] = make_float4(y[0], y[1], y[2], y[3]);
+  }
 }
 
 template <typename T>
@@ -587,6 +701,20 @@ cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
   else
     unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta, lo,
                                                   hi);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
+  bool broadcast = false, vectorizable = p.n % 4 == 0 && aligned16(p.out);
+  for (int k = 0; k < p.inputs; ++k) {
+    broadcast = broadcast || p.mode[k] == FusedParams::Broadcast;
+    if (p.mode[k] == FusedParams::Same)
+      vectorizable = vectorizable && aligned16(p.in[k]);
+  }
+  if (vectorizable && !broadcast)
+    fusedKernel4<<<blocksFor(p.n / 4), kThreads, 0, s>>>(p);
+  else
+    fusedKernel<<<blocksFor(p.n), kThreads, 0, s>>>(p, broadcast);
   return cudaGetLastError();
 }
 

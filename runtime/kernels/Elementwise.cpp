@@ -1,5 +1,6 @@
 //===- Elementwise.cpp - Unary, binary (broadcasting), where, cast --------===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/FusedElementwise.h"
 
 #include <cmath>
 #include <cstring>
@@ -484,6 +485,107 @@ public:
   }
 };
 
+//===----------------------------------------------------------------------===//
+// Fused element-wise chains (FusedElementwise.h)
+//===----------------------------------------------------------------------===//
+
+UnaryOp unaryOf(fused::Step step) {
+  using fused::Step;
+  switch (step) {
+  case Step::Relu:
+    return UnaryOp::Relu;
+  case Step::Sigmoid:
+    return UnaryOp::Sigmoid;
+  case Step::Tanh:
+    return UnaryOp::Tanh;
+  case Step::Erf:
+    return UnaryOp::Erf;
+  case Step::Sqrt:
+    return UnaryOp::Sqrt;
+  case Step::Neg:
+    return UnaryOp::Neg;
+  case Step::Exp:
+    return UnaryOp::Exp;
+  case Step::Log:
+    return UnaryOp::Log;
+  case Step::Abs:
+    return UnaryOp::Abs;
+  case Step::Reciprocal:
+    return UnaryOp::Reciprocal;
+  case Step::Floor:
+    return UnaryOp::Floor;
+  case Step::Ceil:
+    return UnaryOp::Ceil;
+  case Step::Sin:
+    return UnaryOp::Sin;
+  case Step::Cos:
+    return UnaryOp::Cos;
+  case Step::Gelu:
+    return UnaryOp::Gelu;
+  default:
+    return UnaryOp::GeluTanh;
+  }
+}
+
+BinaryOp binaryOf(fused::Step step) {
+  using fused::Step;
+  switch (step) {
+  case Step::Add:
+    return BinaryOp::Add;
+  case Step::Sub:
+    return BinaryOp::Sub;
+  case Step::Mul:
+    return BinaryOp::Mul;
+  case Step::Div:
+    return BinaryOp::Div;
+  case Step::Pow:
+    return BinaryOp::Pow;
+  case Step::Min:
+    return BinaryOp::Min;
+  default:
+    return BinaryOp::Max;
+  }
+}
+
+class FusedElementwiseKernel : public Kernel {
+public:
+  FusedElementwiseKernel(fused::Program program,
+                         const std::vector<TensorType> &inputs,
+                         const Shape &out)
+      : program_(std::move(program)), out_(out) {
+    for (size_t k = 0; k < fused::kMaxInputs; ++k)
+      strides_[k] = k < inputs.size() ? broadcastStrides(inputs[k].shape, out)
+                                      : std::vector<int64_t>(out.size(), 0);
+  }
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x[fused::kMaxInputs] = {};
+    for (size_t k = 0; k < in.size(); ++k)
+      x[k] = in[k].as<float>();
+    float *y = out[0].as<float>();
+    size_t steps = program_.steps.size();
+    float value[fused::kMaxSteps];
+    broadcastLoop<fused::kMaxInputs>(
+        out_, strides_, [&](int64_t o, const auto &idx) {
+          auto operand = [&](int ref) {
+            return ref >= 0 ? x[ref][idx[ref]] : value[-ref - 1];
+          };
+          for (size_t s = 0; s < steps; ++s)
+            value[s] = fused::applyStep(
+                program_.steps[s], operand(program_.lhs[s]),
+                fused::arity(program_.steps[s]) == 2 ? operand(program_.rhs[s])
+                                                     : 0.0f);
+          y[o] = value[steps - 1];
+        });
+    return Status();
+  }
+
+private:
+  fused::Program program_;
+  Shape out_;
+  std::array<std::vector<int64_t>, fused::kMaxInputs> strides_;
+};
+
 } // namespace
 
 void registerElementwiseKernels(KernelTable &t) {
@@ -529,6 +631,34 @@ void registerElementwiseKernels(KernelTable &t) {
   addBinary(t, "or", BinaryOp::Or);
   addBinary(t, "xor", BinaryOp::Xor);
 
+  t["fused_elementwise"] = [](const KernelArgs &a,
+                              std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, fused::kMaxInputs, 1));
+    const TensorType &out = a.outputs[0];
+    if (out.dtype != DType::F32 || out.shape.size() > fused::kMaxRank)
+      return Status::error("fused chains compute f32 tensors of rank <= " +
+                           std::to_string(fused::kMaxRank) + ", got " +
+                           out.str());
+    Shape shape;
+    for (const TensorType &in : a.inputs) {
+      Shape next;
+      if (in.dtype != DType::F32 || !broadcastShapes(in.shape, shape, next))
+        return Status::error("input " + in.str() +
+                             " is not f32 or does not "
+                             "broadcast to " +
+                             out.str());
+      shape = next;
+    }
+    if (shape != out.shape)
+      return Status::error("inputs broadcast to a shape other than " +
+                           out.str());
+    fused::Program program;
+    PARTC_RETURN_IF_ERROR(fused::parseProgram(
+        a.attrs, static_cast<int>(a.inputs.size()), program));
+    k = std::make_unique<FusedElementwiseKernel>(std::move(program), a.inputs,
+                                                 out.shape);
+    return Status();
+  };
   t["where"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 1));
     if (a.inputs[0].dtype != DType::Bool)
@@ -575,5 +705,100 @@ void registerElementwiseKernels(KernelTable &t) {
     return Status();
   };
 }
+
+namespace fused {
+
+namespace {
+const char *const kStepNames[] = {
+    "relu", "sigmoid",    "tanh",  "erf",  "sqrt", "neg", "exp",  "log",
+    "abs",  "reciprocal", "floor", "ceil", "sin",  "cos", "gelu", "gelu_tanh",
+    "add",  "sub",        "mul",   "div",  "pow",  "min", "max"};
+constexpr size_t kStepCount = sizeof(kStepNames) / sizeof(kStepNames[0]);
+static_assert(kStepCount == static_cast<size_t>(Step::Max) + 1,
+              "a name per step");
+} // namespace
+
+bool stepFromName(const std::string &name, Step &step) {
+  for (size_t i = 0; i < kStepCount; ++i)
+    if (name == kStepNames[i]) {
+      step = static_cast<Step>(i);
+      return true;
+    }
+  return false;
+}
+
+const char *stepName(Step step) {
+  return kStepNames[static_cast<size_t>(step)];
+}
+
+Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
+                    int numInputs, Program &program) {
+  program = Program();
+  size_t next = 0;
+  std::vector<bool> inputRead(numInputs, false);
+  std::vector<bool> stepRead;
+  for (size_t begin = 0; begin <= steps.size();) {
+    size_t end = steps.find(',', begin);
+    if (end == std::string::npos)
+      end = steps.size();
+    std::string name = steps.substr(begin, end - begin);
+    Step step;
+    if (!stepFromName(name, step))
+      return Status::error("unknown fused step '" + name + "'");
+    if (program.steps.size() == static_cast<size_t>(kMaxSteps))
+      return Status::error("more than " + std::to_string(kMaxSteps) +
+                           " fused steps");
+    int refs[2] = {0, 0};
+    for (int k = 0; k < arity(step); ++k) {
+      if (next == args.size())
+        return Status::error("step " + std::to_string(program.steps.size()) +
+                             " (" + name + ") lacks operands in 'args'");
+      int64_t ref = args[next++];
+      int64_t done = static_cast<int64_t>(program.steps.size());
+      if (ref >= numInputs || ref < -done)
+        return Status::error("step " + std::to_string(done) + " (" + name +
+                             ") reads " +
+                             (ref >= 0 ? "input " + std::to_string(ref) +
+                                             " of " + std::to_string(numInputs)
+                                       : "step " + std::to_string(-ref - 1) +
+                                             ", which does not precede it"));
+      if (ref >= 0)
+        inputRead[ref] = true;
+      else
+        stepRead[-ref - 1] = true;
+      refs[k] = static_cast<int>(ref);
+    }
+    program.steps.push_back(step);
+    program.lhs.push_back(refs[0]);
+    program.rhs.push_back(refs[1]);
+    stepRead.push_back(false);
+    begin = end + 1;
+  }
+  if (next != args.size())
+    return Status::error("'args' holds " + std::to_string(args.size()) +
+                         " operands but the steps read " +
+                         std::to_string(next));
+  for (int k = 0; k < numInputs; ++k)
+    if (!inputRead[k])
+      return Status::error("input " + std::to_string(k) + " is never read");
+  for (size_t s = 0; s + 1 < stepRead.size(); ++s)
+    if (!stepRead[s])
+      return Status::error("the result of step " + std::to_string(s) +
+                           " is never read");
+  return Status();
+}
+
+Status parseProgram(const AttrMap &attrs, int numInputs, Program &program) {
+  return parseProgram(attrs.getString("steps", ""), attrs.getInts("args"),
+                      numInputs, program);
+}
+
+float applyStep(Step step, float a, float b) {
+  if (arity(step) == 2)
+    return applyArith<float>(binaryOf(step), a, b);
+  return applyUnary<float>(unaryOf(step), a, UnaryParams());
+}
+
+} // namespace fused
 
 } // namespace partc::runtime

@@ -74,6 +74,35 @@ TEST(Kernels, MatMulAddsBiasPerColumnThenRelu) {
   EXPECT_EQ(y, (std::vector<float>{0, 12, 1, 14, 3, 16}));
 }
 
+TEST(Kernels, FusedChainEqualsItsStepsWithBroadcasting) {
+  // relu((x - b) * 2) / x with b per column and a scalar 2.
+  AttrMap attrs;
+  attrs.set("steps", AttrValue::ofString("sub,mul,relu,div"));
+  attrs.set("args", AttrValue::ofInts({0, 1, -1, 2, -2, -3, 0}));
+  std::vector<float> x = {1, 2, 3, 4, 5, 6};
+  auto y = runF32("fused_elementwise", attrs,
+                  {{{2, 3}, x}, {{3}, {1, 1, 10}}, {{}, {2}}}, {2, 3});
+  EXPECT_EQ(y, (std::vector<float>{0, 1, 0, 1.5f, 1.6f, 0}));
+}
+
+TEST(Kernels, FusedChainRefusesBadPrograms) {
+  auto create = [](const std::string &steps, std::vector<int64_t> args) {
+    AttrMap attrs;
+    attrs.set("steps", AttrValue::ofString(steps));
+    attrs.set("args", AttrValue::ofInts(std::move(args)));
+    std::vector<TensorType> types = {{DType::F32, {4}}};
+    std::unique_ptr<Kernel> k;
+    return createCpuKernel("fused_elementwise", attrs, types, types, k);
+  };
+  EXPECT_TRUE(create("neg,exp", {0, -1}).ok());
+  EXPECT_FALSE(create("neg,exp", {0, -2}).ok()); // reads itself
+  EXPECT_FALSE(create("neg,exp", {0, 1}).ok());  // no input 1
+  EXPECT_FALSE(create("neg,exp", {0, 0}).ok());  // step 0 unread
+  EXPECT_FALSE(create("add", {0}).ok());         // operand missing
+  EXPECT_FALSE(create("neg", {0, 0}).ok());      // operand too many
+  EXPECT_FALSE(create("softmax", {0}).ok());
+}
+
 TEST(Kernels, SliceWithNegativeStep) {
   AttrMap a;
   a.set("starts", AttrValue::ofInts({3}));

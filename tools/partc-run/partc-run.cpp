@@ -44,6 +44,7 @@ struct Options {
   bool fuseEpilogues = true;
   bool cudnnGraph = true;
   bool directTransfers = true;
+  bool hostStaging = false;
   bool stream = false;
   int iterations = 1, warmup = 0;
 };
@@ -75,6 +76,10 @@ void usage() {
       "                  copies of its own instead of letting kernels write "
       "and "
       "read the copied buffers)\n"
+      "                 [--host-staging] (cuda: copy transfers through "
+      "page-locked host memory,\n"
+      "                  as between GPUs without peer access, even where "
+      "they have it)\n"
       "                 [--stream] (cuda: also run the iterations back to "
       "back, batches overlapping\n"
       "                  in pipeline stages, and print the throughput)\n"
@@ -174,6 +179,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.cudnnGraph = false;
     } else if (a == "--no-direct-transfers") {
       o.directTransfers = false;
+    } else if (a == "--host-staging") {
+      o.hostStaging = true;
     } else if (a == "--stream") {
       o.stream = true;
     } else if (a == "-h" || a == "--help") {
@@ -514,6 +521,7 @@ int main(int argc, char **argv) {
     cudaOptions.fuseEpilogues = opts.fuseEpilogues;
     cudaOptions.cudnnGraph = opts.cudnnGraph;
     cudaOptions.directTransfers = opts.directTransfers;
+    cudaOptions.hostStaging = opts.hostStaging;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())
       return fail(s.message());
@@ -523,6 +531,11 @@ int main(int argc, char **argv) {
                    "GPU kernel exists yet: %s\n",
                    cudaExec->fallbackCount(),
                    cudaExec->fallbackSummary().c_str());
+    // Staging through host memory is much slower than NVLink: say so.
+    if ((opts.summary || cudaExec->hostStagedCount()) && !opts.quiet &&
+        !plan.channels.empty())
+      std::fprintf(stderr, "partc-run: %s\n",
+                   cudaExec->transferSummary().c_str());
     if (!opts.profilePath.empty() && !cudaExec->variantSummary().empty())
       std::fprintf(stderr, "partc-run: kernels chosen by timing: %s\n",
                    cudaExec->variantSummary().c_str());

@@ -232,6 +232,7 @@ int compile() {
   if (layout == "nhwc")
     pm.addPass(mlir::partc::createConvertLayout());
   pm.addPass(mlir::partc::createFuseActivations());
+  pm.addPass(mlir::partc::createFuseElementwise());
   std::string planLabel = strat;
   std::optional<mlir::partc::SearchResult> searched;
   if (!splitAt.empty()) {

@@ -1,0 +1,183 @@
+//===- FuseElementwise.cpp - partc-fuse-elementwise -----------------------===//
+#include "compiler/Transforms/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "runtime/kernels/FusedElementwise.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_FUSEELEMENTWISE
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+namespace fused = ::partc::runtime::fused;
+
+/// The fused steps an op becomes (an add with a ReLU is two), or none if it
+/// cannot join a chain.
+SmallVector<StringRef, 2> stepsOf(Operation *op) {
+  if (op->getNumResults() != 1)
+    return {};
+  auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!type || !type.getElementType().isF32() ||
+      type.getRank() > fused::kMaxRank)
+    return {};
+  return llvm::TypeSwitch<Operation *, SmallVector<StringRef, 2>>(op)
+      .Case<graph::ReluOp, graph::SigmoidOp, graph::TanhOp, graph::ErfOp,
+            graph::SqrtOp, graph::NegOp, graph::ExpOp, graph::LogOp,
+            graph::AbsOp, graph::ReciprocalOp, graph::FloorOp, graph::CeilOp,
+            graph::SinOp, graph::CosOp, graph::SubOp, graph::MulOp,
+            graph::DivOp, graph::PowOp, graph::MinOp, graph::MaxOp>(
+          [](Operation *op) -> SmallVector<StringRef, 2> {
+            return {op->getName().stripDialect()};
+          })
+      .Case<graph::GeluOp>([](graph::GeluOp gelu) -> SmallVector<StringRef, 2> {
+        if (gelu.getApproximate() == "tanh")
+          return {"gelu_tanh"};
+        if (gelu.getApproximate() == "none")
+          return {"gelu"};
+        return {};
+      })
+      .Case<graph::AddOp>([](graph::AddOp add) -> SmallVector<StringRef, 2> {
+        if (add.getActivation())
+          return {"add", "relu"};
+        return {"add"};
+      })
+      .Default([](Operation *) -> SmallVector<StringRef, 2> { return {}; });
+}
+
+struct FuseElementwisePass
+    : public impl::FuseElementwiseBase<FuseElementwisePass> {
+  void runOnOperation() override {
+    SmallVector<Block *> blocks;
+    getOperation().walk([&](func::FuncOp f) {
+      if (!f.getBody().empty())
+        blocks.push_back(&f.getBody().front());
+    });
+    for (Block *block : blocks)
+      fuseBlock(*block);
+  }
+
+  /// Grows chains from the last op of each upwards, so that a chain ends
+  /// where its value leaves it.
+  void fuseBlock(Block &block) {
+    DenseSet<Operation *> taken;
+    SmallVector<Operation *> ops;
+    for (Operation &op : block)
+      ops.push_back(&op);
+    for (Operation *root : llvm::reverse(ops)) {
+      if (taken.contains(root) || stepsOf(root).empty())
+        continue;
+      llvm::SetVector<Operation *> group = grow(root, taken);
+      if (group.size() < 2)
+        continue;
+      for (Operation *op : group)
+        taken.insert(op);
+      replace(root, group);
+    }
+  }
+
+  /// The ops that can run with `root`: element-wise, of root's type, on
+  /// its device, and read only by ops of the group.
+  llvm::SetVector<Operation *> grow(Operation *root,
+                                    const DenseSet<Operation *> &taken) {
+    llvm::SetVector<Operation *> group;
+    group.insert(root);
+    size_t steps = stepsOf(root).size();
+    Type type = root->getResult(0).getType();
+    bool grew = true;
+    while (grew) {
+      grew = false;
+      for (size_t i = 0; i < group.size(); ++i)
+        for (Value operand : group[i]->getOperands()) {
+          Operation *producer = operand.getDefiningOp();
+          if (!producer || group.contains(producer) ||
+              taken.contains(producer) ||
+              producer->getBlock() != root->getBlock() ||
+              producer->getResult(0).getType() != type ||
+              graph::getDevice(producer) != graph::getDevice(root))
+            continue;
+          size_t more = stepsOf(producer).size();
+          if (!more || steps + more > static_cast<size_t>(fused::kMaxSteps) ||
+              !llvm::all_of(producer->getUsers(), [&](Operation *user) {
+                return group.contains(user);
+              }))
+            continue;
+          group.insert(producer);
+          if (inputsOf(sorted(group)).size() >
+              static_cast<size_t>(fused::kMaxInputs)) {
+            group.pop_back();
+            continue;
+          }
+          steps += more;
+          grew = true;
+        }
+    }
+    return group;
+  }
+
+  static SmallVector<Operation *>
+  sorted(const llvm::SetVector<Operation *> &group) {
+    SmallVector<Operation *> ops(group.begin(), group.end());
+    llvm::sort(
+        ops, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    return ops;
+  }
+
+  /// Values the group reads but does not compute, in first-use order.
+  static llvm::SetVector<Value> inputsOf(ArrayRef<Operation *> ops) {
+    DenseSet<Operation *> members(ops.begin(), ops.end());
+    llvm::SetVector<Value> inputs;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands())
+        if (!members.contains(v.getDefiningOp()))
+          inputs.insert(v);
+    return inputs;
+  }
+
+  void replace(Operation *root, const llvm::SetVector<Operation *> &group) {
+    SmallVector<Operation *> ops = sorted(group);
+    llvm::SetVector<Value> inputs = inputsOf(ops);
+    SmallVector<Attribute> steps;
+    SmallVector<int64_t> args;
+    // The step whose result each fused op's value is.
+    DenseMap<Value, int64_t> stepOf;
+    MLIRContext *ctx = root->getContext();
+    for (Operation *op : ops) {
+      SmallVector<StringRef, 2> names = stepsOf(op);
+      for (Value v : op->getOperands())
+        args.push_back(
+            stepOf.count(v)
+                ? -stepOf[v] - 1
+                : static_cast<int64_t>(llvm::find(inputs, v) - inputs.begin()));
+      steps.push_back(StringAttr::get(ctx, names[0]));
+      // An add's ReLU reads the add.
+      for (StringRef extra : ArrayRef<StringRef>(names).drop_front()) {
+        args.push_back(-static_cast<int64_t>(steps.size()));
+        steps.push_back(StringAttr::get(ctx, extra));
+      }
+      stepOf[op->getResult(0)] = static_cast<int64_t>(steps.size()) - 1;
+    }
+    // Diagnostics of the fused op name the chain's last node first.
+    SmallVector<Location> locs = {root->getLoc()};
+    for (Operation *op : ops)
+      if (op != root)
+        locs.push_back(op->getLoc());
+    OpBuilder builder(root);
+    auto fusedOp = graph::FusedElementwiseOp::create(
+        builder, FusedLoc::get(ctx, locs), root->getResult(0).getType(),
+        inputs.getArrayRef(), builder.getArrayAttr(steps),
+        builder.getDenseI64ArrayAttr(args));
+    for (NamedAttribute a : root->getDiscardableAttrs())
+      fusedOp->setAttr(a.getName(), a.getValue());
+    root->getResult(0).replaceAllUsesWith(fusedOp.getResult());
+    for (Operation *op : llvm::reverse(ops))
+      op->erase();
+  }
+};
+} // namespace
+} // namespace mlir::partc

@@ -1,0 +1,36 @@
+// RUN: partc-opt %s --partc-fuse-elementwise --split-input-file --verify-diagnostics
+
+// Tests that a fused chain must read each of its inputs.
+func.func @unread(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.fused_elementwise' op has an invalid program: input 1 is never read; args lists each step's operands (k >= 0: operand k, k < 0: step -k-1)}}
+  %a = graph.fused_elementwise %x, %y {steps = ["neg", "exp"], args = array<i64: 0, -1>} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a step may only read steps before it.
+func.func @forward(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{has an invalid program: step 0 (add) reads step 1, which does not precede it}}
+  %a = graph.fused_elementwise %x {steps = ["add", "neg"], args = array<i64: 0, -2, -1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// Tests that an unknown step is named.
+func.func @unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{has an invalid program: unknown fused step 'softmax'}}
+  %a = graph.fused_elementwise %x {steps = ["softmax"], args = array<i64: 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// Tests that only f32 chains are fused.
+func.func @integer(%x: tensor<4xi32>) -> tensor<4xi32> {
+  // expected-error@+2 {{fuses f32 tensors only}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %a = graph.fused_elementwise %x {steps = ["neg"], args = array<i64: 0>} : (tensor<4xi32>) -> tensor<4xi32>
+  return %a : tensor<4xi32>
+}
