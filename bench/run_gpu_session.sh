@@ -33,6 +33,17 @@ if [[ $what == *smoke* ]]; then
   t $B/partc-run $W/linear.plan --backend cuda --precision fp32 --check $W/ex/linear_data
   t $B/partc-run $W/linear.plan --backend cuda --check $W/ex/linear_data --rtol 1e-2 --atol 1e-3
   t $B/partc-run $W/linear.plan --backend cuda --precision fp32 --check $W/ex/linear_data --no-fused-epilogues
+  # An exported exact Gelu as one fused element-wise kernel.
+  $B/partc compile $W/ex/gelu.onnx -o $W/gelu.plan --batch 4 --quiet
+  t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data
+  # Two plan devices on one GPU, each on its own stream: replicas, and
+  # pipeline stages whose transfers stay on the GPU.
+  $B/partc compile $W/ex/resblock.onnx -o $W/resblock2d.plan --batch 2 --devices 2 --strategy data --quiet
+  t $B/partc-run $W/resblock2d.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 5 --devices-per-gpu 2
+  t $B/partc-run $W/resblock2d.plan --backend cuda --precision fp32 --check $W/ex/resblock_data --iterations 20 --stream --devices-per-gpu 2 --quiet
+  $B/partc compile $W/ex/mlp.onnx -o $W/mlp2pg.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+  t $B/partc-run $W/mlp2pg.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --devices-per-gpu 2 --quiet
+  t $B/partc-run $W/mlp2pg.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 5 --devices-per-gpu 2 --no-graphs --quiet
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
@@ -128,6 +139,35 @@ if [[ $what == *models* ]]; then
   echo "== models (cuda, fp32)"
   timeout 240 python3 test/models/run_models.py --bin $B --work $W/models --max-devices $NGPU \
     --run-args "--backend cuda --precision fp32" 2>&1 | tee $OUT/models-cuda.txt
+fi
+if [[ $what == *pergpu* ]]; then
+  echo "== several plan devices per GPU (data-parallel replicas side by side)"
+  mkdir -p $W/pergpu
+  python3 -c "
+import torch, torchvision
+net = torchvision.models.resnet50().eval()
+torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/pergpu/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  for batch in 16 32 64; do
+    for k in 1 2 4; do
+      [ $k -gt 1 ] && s="--strategy data" || s=""
+      $B/partc compile $W/pergpu/r50.onnx -o $W/pergpu/r$batch-$k.plan --batch $batch --devices $k $s --quiet
+      r=$($B/partc-run $W/pergpu/r$batch-$k.plan --backend cuda --keep-inputs --stream --iterations 200 --warmup 5 --devices-per-gpu $k --quiet | grep "ms per batch")
+      echo "batch $batch as $k replicas on 1 GPU: $r"
+    done
+  done
+  if [ "$NGPU" -ge 2 ]; then
+    for k in 1 2; do
+      $B/partc compile $W/pergpu/r50.onnx -o $W/pergpu/d64-$k.plan --batch 64 --devices $((2 * k)) --strategy data --quiet
+      r=$($B/partc-run $W/pergpu/d64-$k.plan --backend cuda --keep-inputs --stream --iterations 200 --warmup 5 --devices-per-gpu $k --quiet | grep "ms per batch")
+      echo "batch 64 as $((2 * k)) replicas on 2 GPUs: $r"
+    done
+  fi
+fi
+if [[ $what == *transformer* ]]; then
+  echo "== transformer bench"
+  timeout 400 python3 -u bench/bench_transformer.py --bin $B --work $W/tbench 2>&1 | grep -v Warning | tee $OUT/bench-transformer.txt
 fi
 if [[ $what == *quick* ]]; then
   echo "== quick bench"

@@ -157,6 +157,7 @@ struct CudaExecutor::Impl {
     DeviceContext ctx;
     uint8_t *arena = nullptr;
     uint8_t *weights = nullptr;
+    bool ownsWeights = true;
     std::vector<std::unique_ptr<GpuKernel>> kernels;
   };
   std::vector<Device> devices;
@@ -434,7 +435,8 @@ struct CudaExecutor::Impl {
       cudaSetDevice(d.ctx.gpu);
       d.kernels.clear();
       cudaFree(d.arena);
-      cudaFree(d.weights);
+      if (d.ownsWeights)
+        cudaFree(d.weights);
       cudaFree(d.ctx.workspace);
       if (d.ctx.cublas)
         cublasDestroy(d.ctx.cublas);
@@ -515,12 +517,24 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   std::string why;
   int available = deviceCount(&why);
   size_t needed = plan.devices.size();
-  if (available < options.firstGpu + static_cast<int>(needed))
+  size_t perGpu = std::max(1, options.devicesPerGpu);
+  size_t gpusNeeded = (needed + perGpu - 1) / perGpu;
+  if (available < options.firstGpu + static_cast<int>(gpusNeeded))
     return Status::error(
-        "the plan needs " + std::to_string(needed) + " GPU(s) but " +
-        std::to_string(available) + " are available" +
+        "the plan needs " + std::to_string(gpusNeeded) + " GPU(s)" +
+        (perGpu > 1 ? " (" + std::to_string(needed) + " devices, " +
+                          std::to_string(perGpu) + " per GPU)"
+                    : "") +
+        " but " + std::to_string(available) + " are available" +
         (why.empty() ? "" : " (" + why + ")") + "; recompile with --devices " +
         std::to_string(std::max(1, available)) + " or run with --backend cpu");
+  // NCCL ranks are GPUs: two plan devices on one GPU cannot both be one.
+  for (const Channel &c : plan.channels)
+    if (c.transport == Transport::Nccl && perGpu > 1)
+      return Status::error(
+          "the plan moves transfers through NCCL, which needs one GPU per "
+          "plan device; run without --devices-per-gpu or compile with "
+          "--transfers p2p");
   std::unique_ptr<CudaExecutor> exec(new CudaExecutor());
   exec->impl_ = std::make_unique<Impl>();
   Impl &impl = *exec->impl_;
@@ -534,7 +548,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   for (size_t d = 0; d < needed; ++d) {
     Impl::Device &dev = impl.devices[d];
     DeviceContext &ctx = dev.ctx;
-    ctx.gpu = options.firstGpu + static_cast<int>(d);
+    ctx.gpu = options.firstGpu + static_cast<int>(d / perGpu);
     ctx.tf32 = options.tf32;
     ctx.fuseEpilogues = options.fuseEpilogues;
     ctx.cudnnGraph = options.cudnnGraph;
@@ -556,7 +570,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     // Peer access where the hardware allows; transfers between GPUs that
     // lack it are staged through host memory (Impl::Route).
     for (size_t e = 0; e < needed; ++e) {
-      int peer = options.firstGpu + static_cast<int>(e), can = 0;
+      int peer = options.firstGpu + static_cast<int>(e / perGpu), can = 0;
       if (peer != ctx.gpu &&
           cudaDeviceCanAccessPeer(&can, ctx.gpu, peer) == cudaSuccess && can) {
         cudaError_t err = cudaDeviceEnablePeerAccess(peer, 0);
@@ -583,8 +597,13 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     };
     PARTC_RETURN_IF_ERROR(
         allocate(dev.arena, plan.devices[d].arenaBytes, "arena"));
-    PARTC_RETURN_IF_ERROR(allocate(dev.weights, plan.weightBytes, "weights"));
-    if (plan.weightBytes) {
+    // Plan devices that share a GPU share one copy of the weights.
+    dev.ownsWeights = d % perGpu == 0;
+    if (!dev.ownsWeights)
+      dev.weights = impl.devices[d - d % perGpu].weights;
+    else
+      PARTC_RETURN_IF_ERROR(allocate(dev.weights, plan.weightBytes, "weights"));
+    if (plan.weightBytes && dev.ownsWeights) {
       PARTC_RETURN_IF_ERROR(cudaStatus(
           cudaMemcpyAsync(dev.weights, plan.weightData, plan.weightBytes,
                           cudaMemcpyHostToDevice, ctx.stream),

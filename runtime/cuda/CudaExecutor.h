@@ -20,8 +20,15 @@ namespace partc::runtime {
 struct CudaOptions {
   /// Allow TF32 tensor cores for fp32 matrix and convolution work.
   bool tf32 = true;
-  /// First GPU to use; plan device d runs on GPU firstGpu + d.
+  /// First GPU to use; plan device d runs on GPU firstGpu + d /
+  /// devicesPerGpu.
   int firstGpu = 0;
+  /// Plan devices per GPU, each with its own stream, arena and library
+  /// handles (weights are shared): a data-parallel plan for K x N devices
+  /// then runs K replicas side by side on each of N GPUs, whose kernels
+  /// overlap where one alone would leave the GPU partly idle (small
+  /// batches).
+  int devicesPerGpu = 1;
   /// Capture the whole schedule as one CUDA graph after a first, direct run
   /// and replay it (unless a kernel runs on the host).
   bool graphs = true;

@@ -4,6 +4,7 @@
 Models are generated at test time (Debian's python3-onnx and numpy) rather
 than committed. mlp.onnx comes with a numpy reference in mlp_data/.
 """
+import math
 import os
 import sys
 
@@ -130,6 +131,34 @@ save(graph, "linear.onnx")
 xl = rng.standard_normal((4, 5, 16))
 yl = np.maximum(xl @ lw1 + lb1, 0) @ lw2 + lb2
 write_data_set("linear_data", xl, yl)
+
+# gelu.onnx: a linear layer followed by Gelu as opset-17 exporters write it
+# (Div by sqrt(2), Erf, Add 1, Mul by x, Mul by 0.5), then a second one.
+gw1, gb1 = rng.standard_normal((16, 32)) * 0.3, rng.standard_normal(32) * 0.1
+gw2 = rng.standard_normal((32, 8)) * 0.3
+nodes = [
+    helper.make_node("MatMul", ["x", "w1"], ["m1"], name="fc1"),
+    helper.make_node("Add", ["m1", "b1"], ["h"], name="fc1_bias"),
+    helper.make_node("Div", ["h", "sqrt2"], ["d"], name="gelu_div"),
+    helper.make_node("Erf", ["d"], ["e"], name="gelu_erf"),
+    helper.make_node("Add", ["e", "one"], ["a"], name="gelu_add"),
+    helper.make_node("Mul", ["h", "a"], ["m"], name="gelu_mul"),
+    helper.make_node("Mul", ["m", "half"], ["g"], name="gelu_half"),
+    helper.make_node("MatMul", ["g", "w2"], ["y"], name="fc2"),
+]
+graph = helper.make_graph(
+    nodes, "gelu",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5, 8])],
+    [init("w1", gw1), init("b1", gb1), init("w2", gw2),
+     init("sqrt2", np.array(np.sqrt(2.0))), init("one", np.array(1.0)),
+     init("half", np.array(0.5))])
+save(graph, "gelu.onnx")
+xg = rng.standard_normal((4, 5, 16))
+hg = xg @ gw1 + gb1
+erf = np.vectorize(math.erf)
+yg = (0.5 * hg * (1 + erf(hg / np.sqrt(2.0)))) @ gw2
+write_data_set("gelu_data", xg, yg)
 
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(

@@ -45,6 +45,7 @@ struct Options {
   bool cudnnGraph = true;
   bool directTransfers = true;
   bool hostStaging = false;
+  int devicesPerGpu = 1;
   bool stream = false;
   int iterations = 1, warmup = 0;
 };
@@ -80,6 +81,10 @@ void usage() {
       "page-locked host memory,\n"
       "                  as between GPUs without peer access, even where "
       "they have it)\n"
+      "                 [--devices-per-gpu K] (cuda: run K plan devices on "
+      "each GPU, each on its own\n"
+      "                  stream, e.g. a data-parallel plan for 2N devices "
+      "on N GPUs)\n"
       "                 [--stream] (cuda: also run the iterations back to "
       "back, batches overlapping\n"
       "                  in pipeline stages, and print the throughput)\n"
@@ -179,6 +184,14 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.cudnnGraph = false;
     } else if (a == "--no-direct-transfers") {
       o.directTransfers = false;
+    } else if (flag == "--devices-per-gpu") {
+      PARTC_RETURN_IF_ERROR(value(v));
+      if (!parseNumber(v.c_str(), num) || num < 1 || num > 64 ||
+          num != static_cast<int>(num))
+        return Status::error("--devices-per-gpu expects a whole number from "
+                             "1 to 64, got '" +
+                             v + "'");
+      o.devicesPerGpu = static_cast<int>(num);
     } else if (a == "--host-staging") {
       o.hostStaging = true;
     } else if (a == "--stream") {
@@ -522,6 +535,7 @@ int main(int argc, char **argv) {
     cudaOptions.cudnnGraph = opts.cudnnGraph;
     cudaOptions.directTransfers = opts.directTransfers;
     cudaOptions.hostStaging = opts.hostStaging;
+    cudaOptions.devicesPerGpu = opts.devicesPerGpu;
     s = CudaExecutor::create(plan, cudaOptions, cudaExec);
     if (!s.ok())
       return fail(s.message());

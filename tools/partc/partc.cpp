@@ -98,6 +98,11 @@ static cl::opt<std::string>
            cl::init("nhwc"));
 static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
                            cl::init(false));
+static cl::opt<bool> noFuseElementwise(
+    "no-fuse-elementwise",
+    cl::desc("Run each element-wise op as its own kernel instead of fusing "
+             "chains of them (for comparison)"),
+    cl::init(false));
 
 namespace {
 
@@ -232,7 +237,8 @@ int compile() {
   if (layout == "nhwc")
     pm.addPass(mlir::partc::createConvertLayout());
   pm.addPass(mlir::partc::createFuseActivations());
-  pm.addPass(mlir::partc::createFuseElementwise());
+  if (!noFuseElementwise)
+    pm.addPass(mlir::partc::createFuseElementwise());
   std::string planLabel = strat;
   std::optional<mlir::partc::SearchResult> searched;
   if (!splitAt.empty()) {
