@@ -36,6 +36,9 @@ if [[ $what == *smoke* ]]; then
   # An exported exact Gelu as one fused element-wise kernel.
   $B/partc compile $W/ex/gelu.onnx -o $W/gelu.plan --batch 4 --quiet
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data
+  # Inputs left on the GPU by the first run stay intact for the next ones.
+  t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 3 --quiet
+  t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 10 --stream --quiet
   # Two plan devices on one GPU, each on its own stream: replicas, and
   # pipeline stages whose transfers stay on the GPU.
   $B/partc compile $W/ex/resblock.onnx -o $W/resblock2d.plan --batch 2 --devices 2 --strategy data --quiet

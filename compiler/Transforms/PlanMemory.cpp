@@ -65,9 +65,18 @@ struct PlanMemoryPass : public impl::PlanMemoryBase<PlanMemoryPass> {
       if (auto alloc = dyn_cast<plan::AllocOp>(op)) {
         int64_t size = (bufferBytes(alloc.getResult()) + kAlignment - 1) /
                        kAlignment * kAlignment;
+        int64_t begin = position[&op];
         int64_t end = lastUse(alloc.getResult(), position, waitPosition, pos);
-        intervals.push_back(
-            {alloc, position[&op], std::max(end, position[&op]), size});
+        // A model input's bytes are kept for the whole program, so that a
+        // run may reuse the inputs the previous one loaded (partc-run
+        // --keep-inputs) instead of reading garbage.
+        if (llvm::any_of(alloc.getResult().getUsers(), [](Operation *user) {
+              return isa<plan::LoadInputOp>(user);
+            })) {
+          begin = 0;
+          end = pos;
+        }
+        intervals.push_back({alloc, begin, std::max(end, begin), size});
       }
     // Largest first, each at the lowest offset free over its lifetime.
     std::vector<size_t> order(intervals.size());

@@ -1,14 +1,16 @@
 // RUN: partc-opt %s --partc-plan-memory | FileCheck %s
 
-// Tests liveness-based reuse: %c reuses %a's bytes once %a is dead, a
-// buffer read through a view stays live while the view is used, and a sent
-// buffer stays live until its wait_consumed.
+// Tests liveness-based reuse: %c reuses %b's bytes once %b is dead, a
+// buffer read through a view stays live while the view is used, a sent
+// buffer stays live until its wait_consumed, and a model input's buffer is
+// never reused (partc-run --keep-inputs runs the program again on it).
 // CHECK-LABEL: plan.program
-// CHECK: plan.device 0 attributes {arena_size = 192 : i64}
+// CHECK: plan.device 0 attributes {arena_size = 256 : i64}
 // CHECK:   %[[A:.*]] = plan.alloc {offset = 0 : i64} : memref<16xf32>
 // CHECK:   %[[B:.*]] = plan.alloc {offset = 64 : i64} : memref<16xf32>
 // CHECK:   %[[S:.*]] = plan.alloc {offset = 128 : i64} : memref<16xf32>
-// CHECK:   %[[C:.*]] = plan.alloc {offset = 0 : i64} : memref<16xf32>
+// CHECK:   %[[D:.*]] = plan.alloc {offset = 192 : i64} : memref<16xf32>
+// CHECK:   %[[C:.*]] = plan.alloc {offset = 64 : i64} : memref<16xf32>
 plan.program attributes {num_devices = 2 : i64} {
   plan.input @x : tensor<16xf32>
   plan.device 0 {
@@ -21,8 +23,10 @@ plan.program attributes {num_devices = 2 : i64} {
     %s = plan.alloc : memref<16xf32>
     plan.kernel "neg"(%b) -> (%s) {params = {}} : (memref<16xf32>) -> memref<16xf32>
     plan.send %s to 1 channel 0 : memref<16xf32>
+    %d = plan.alloc : memref<16xf32>
+    plan.kernel "exp"(%b) -> (%d) {params = {}} : (memref<16xf32>) -> memref<16xf32>
     %c = plan.alloc : memref<16xf32>
-    plan.kernel "exp"(%b) -> (%c) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    plan.kernel "abs"(%d) -> (%c) {params = {}} : (memref<16xf32>) -> memref<16xf32>
     plan.wait_consumed 0
   }
   plan.device 1 {
