@@ -10,6 +10,7 @@ table; never a test (figures go to docs/benchmarks.md).
 """
 import argparse
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -115,6 +116,20 @@ def main():
         t = onnx_tensor(os.path.join(out_dir, "output_0.pb"))
         err = float(np.abs(t - ref).max() / (np.abs(ref).max() + 1e-30))
         rows.append((label, n, chosen, latency, streamed, err))
+        if n == 1:
+            # Where one batch's kernel time goes, by kernel.
+            table = os.path.join(args.work, "profile_%s.json" % tag)
+            sh(run + ["--iterations", "5", "--warmup", "2", "--profile", table])
+            with open(table) as f:
+                kernels = json.load(f)["kernels"]
+            by_kind = {}
+            for k in kernels:
+                kind = k["signature"].split("(")[0]
+                by_kind[kind] = by_kind.get(kind, 0) + k["seconds"]
+            total = sum(by_kind.values())
+            print("  %s: kernels %.2f ms per batch: %s" % (label, total * 1e3, ", ".join(
+                "%s %.2f" % (kind, t * 1e3) for kind, t in
+                sorted(by_kind.items(), key=lambda x: -x[1]))), flush=True)
         print("%s on %d GPU(s) [%s]: latency %.2f ms, streamed %.2f ms/batch, "
               "rel err vs PyTorch %.1e" % (label, n, chosen, latency, streamed, err),
               flush=True)
