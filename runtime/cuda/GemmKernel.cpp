@@ -11,8 +11,10 @@
 //    full C as its C operand; one candidate per algorithm its heuristic
 //    offers.
 // tune() times them at load time and keeps the fastest whose result agrees
-// with the cublas one. Batched MatMuls (a batch on the right operand) run
-// one cublas GEMM per matrix, then the epilogue pass.
+// with the cublas one. Batched MatMuls (a batch on the right operand, as in
+// attention) run as one strided batched cublas GEMM where the matrices lie
+// at even strides (broadcasting with a stride of 0 included), else one
+// GEMM per matrix; then the epilogue pass.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
@@ -47,7 +49,10 @@ public:
                std::vector<int64_t> bOffsets)
       : g_(g), alpha_(alpha), beta_(beta), addend_(addend), cStrides_(cStrides),
         relu_(relu), aOffsets_(std::move(aOffsets)),
-        bOffsets_(std::move(bOffsets)) {}
+        bOffsets_(std::move(bOffsets)) {
+    strided_ =
+        evenStride(aOffsets_, aStride_) && evenStride(bOffsets_, bStride_);
+  }
   ~LinearKernel() override;
   Status initLt(DeviceContext &ctx);
 
@@ -89,6 +94,17 @@ private:
   Strides cStrides_;
   bool relu_;
   std::vector<int64_t> aOffsets_, bOffsets_;
+  /// The batch's matrices lie at offsets aOffsets_[0] + i * aStride_ (and
+  /// likewise for B).
+  bool strided_ = false;
+  int64_t aStride_ = 0, bStride_ = 0;
+  static bool evenStride(const std::vector<int64_t> &offsets, int64_t &stride) {
+    stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+    for (size_t i = 1; i < offsets.size(); ++i)
+      if (offsets[i] - offsets[i - 1] != stride)
+        return false;
+    return true;
+  }
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t aLayout_ = nullptr, bLayout_ = nullptr,
                          yLayout_ = nullptr;
@@ -119,15 +135,27 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
                    "gemm addend"));
     beta = beta_;
   }
-  for (size_t i = 0; i < aOffsets_.size(); ++i)
+  if (strided_ && aOffsets_.size() > 1 &&
+      aOffsets_.size() <= static_cast<size_t>(INT32_MAX))
     PARTC_RETURN_IF_ERROR(cublasStatus(
-        cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g_.n),
-                     static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
-                     ops.b + bOffsets_[i], CUDA_R_32F, static_cast<int>(ldb),
-                     ops.a + aOffsets_[i], CUDA_R_32F, static_cast<int>(lda),
-                     &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
-                     static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
-        "cublasGemmEx"));
+        cublasGemmStridedBatchedEx(
+            ctx.cublas, opB, opA, static_cast<int>(g_.n),
+            static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
+            ops.b + bOffsets_[0], CUDA_R_32F, static_cast<int>(ldb), bStride_,
+            ops.a + aOffsets_[0], CUDA_R_32F, static_cast<int>(lda), aStride_,
+            &beta, ops.y, CUDA_R_32F, static_cast<int>(g_.n), g_.m * g_.n,
+            static_cast<int>(aOffsets_.size()), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmStridedBatchedEx"));
+  else
+    for (size_t i = 0; i < aOffsets_.size(); ++i)
+      PARTC_RETURN_IF_ERROR(cublasStatus(
+          cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g_.n),
+                       static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
+                       ops.b + bOffsets_[i], CUDA_R_32F, static_cast<int>(ldb),
+                       ops.a + aOffsets_[i], CUDA_R_32F, static_cast<int>(lda),
+                       &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
+                       static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx"));
   return cudaStatus(
       launchEpilogue(ops.y, addend_ == Addend::ColumnBias ? ops.c : nullptr,
                      nullptr, elements(), g_.n, 1, relu_, ctx.stream),

@@ -220,22 +220,79 @@ private:
   bool same_, relu_;
 };
 
+/// out[i] = in[base + offset of i], the output contiguous. Dimensions that
+/// the input walks contiguously are merged (fewer divisions per element),
+/// and where the innermost run allows, elements are moved 16 or 8 bytes at
+/// a time (a slice of whole rows, a transpose that keeps the last axis).
 class StridedCopyKernel : public GpuKernel {
 public:
   StridedCopyKernel(Strides st, int64_t base, size_t elemSize)
-      : st_(st), base_(base), elemSize_(elemSize) {}
+      : st_(st), base_(base), elemSize_(elemSize) {
+    merge(st_);
+    wide_ = st_;
+    wideBase_ = base_;
+    wideSize_ = elemSize_;
+    for (size_t w : {16, 8})
+      if (w > elemSize_ && widen(w))
+        break;
+  }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    return cudaStatus(launchStridedCopy(in[0].data, out[0].data,
-                                        out[0].type.numElements(), st_, base_,
-                                        elemSize_, ctx.stream),
-                      "strided copy");
+    bool aligned = reinterpret_cast<uintptr_t>(in[0].data) % wideSize_ == 0 &&
+                   reinterpret_cast<uintptr_t>(out[0].data) % wideSize_ == 0;
+    const Strides &st = aligned ? wide_ : st_;
+    size_t size = aligned ? wideSize_ : elemSize_;
+    return cudaStatus(
+        launchStridedCopy(in[0].data, out[0].data,
+                          out[0].type.byteSize() / static_cast<int64_t>(size),
+                          st, aligned ? wideBase_ : base_, size, ctx.stream),
+        "strided copy");
   }
 
 private:
-  Strides st_;
-  int64_t base_;
-  size_t elemSize_;
+  /// Folds dimension d + 1 into d where the input steps over d exactly as
+  /// over the whole of d + 1 (the output is contiguous anyway).
+  static void merge(Strides &st) {
+    for (int d = st.rank - 2; d >= 0; --d) {
+      int64_t merged;
+      if (st.shape[d + 1] == 1)
+        merged = st.stride[0][d];
+      else if (st.shape[d] == 1 ||
+               st.stride[0][d] == st.stride[0][d + 1] * st.shape[d + 1])
+        merged = st.stride[0][d + 1];
+      else
+        continue;
+      st.shape[d] *= st.shape[d + 1];
+      st.stride[0][d] = merged;
+      for (int e = d + 1; e + 1 < st.rank; ++e) {
+        st.shape[e] = st.shape[e + 1];
+        st.stride[0][e] = st.stride[0][e + 1];
+      }
+      --st.rank;
+    }
+  }
+  /// Elements of `w` bytes: the innermost run contiguous and every offset
+  /// a multiple of w.
+  bool widen(size_t w) {
+    int last = st_.rank - 1;
+    int64_t ratio = static_cast<int64_t>(w / elemSize_);
+    if (st_.rank == 0 || st_.stride[0][last] != 1 ||
+        st_.shape[last] % ratio != 0 || base_ % ratio != 0)
+      return false;
+    for (int d = 0; d < last; ++d)
+      if (st_.stride[0][d] % ratio != 0)
+        return false;
+    wide_ = st_;
+    wide_.shape[last] /= ratio;
+    for (int d = 0; d < last; ++d)
+      wide_.stride[0][d] /= ratio;
+    wideBase_ = base_ / ratio;
+    wideSize_ = w;
+    return true;
+  }
+  Strides st_, wide_;
+  int64_t base_, wideBase_;
+  size_t elemSize_, wideSize_;
 };
 
 class CopyKernel : public GpuKernel {
@@ -353,6 +410,47 @@ int64_t product(const Shape &s, size_t from, size_t to) {
   return p;
 }
 
+/// The fused element-wise kernel running `program` on f32 operands, or
+/// none where its launch parameters cannot hold them (more than 2^31
+/// elements, rank above kFusedMaxRank).
+Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
+                         std::unique_ptr<GpuKernel> &k) {
+  static_assert(kFusedMaxSteps == fused::kMaxSteps &&
+                    kFusedMaxInputs == fused::kMaxInputs &&
+                    kFusedMaxRank == fused::kMaxRank,
+                "the launch parameters hold any valid program");
+  const Shape &out = a.outputs[0].shape;
+  int64_t n = numElements(out);
+  if (!allF32(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
+      out.size() > static_cast<size_t>(kFusedMaxRank))
+    return Status();
+  FusedParams p;
+  p.steps = static_cast<int>(program.steps.size());
+  p.inputs = static_cast<int>(a.inputs.size());
+  p.rank = static_cast<int>(out.size());
+  p.n = static_cast<uint32_t>(n);
+  for (int s = 0; s < p.steps; ++s) {
+    p.step[s] = static_cast<uint8_t>(program.steps[s]);
+    p.lhs[s] = static_cast<int8_t>(program.lhs[s]);
+    // Unary steps read their operand twice rather than garbage.
+    p.rhs[s] = static_cast<int8_t>(
+        fused::arity(program.steps[s]) == 2 ? program.rhs[s] : program.lhs[s]);
+  }
+  for (int d = 0; d < p.rank; ++d)
+    p.shape[d] = static_cast<uint32_t>(out[d]);
+  for (int i = 0; i < p.inputs; ++i) {
+    const Shape &in = a.inputs[i].shape;
+    p.mode[i] = in == out              ? FusedParams::Same
+                : numElements(in) == 1 ? FusedParams::Scalar
+                                       : FusedParams::Broadcast;
+    std::vector<int64_t> strides = broadcastStrides(in, out);
+    for (int d = 0; d < p.rank; ++d)
+      p.stride[i][d] = static_cast<uint32_t>(strides[d]);
+  }
+  k = std::make_unique<FusedElementwiseKernel>(p);
+  return Status();
+}
+
 const std::map<std::string, Factory> &factories() {
   static const std::map<std::string, Factory> table = [] {
     std::map<std::string, Factory> t;
@@ -416,6 +514,23 @@ const std::map<std::string, Factory> &factories() {
         bool same = a.inputs[0].shape == out && a.inputs[1].shape == out;
         bool relu;
         PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+        if (!same) {
+          // Broadcasting runs as a one-step fused chain: a scalar operand
+          // is read once per thread and the rest 16 bytes at a time, and
+          // index arithmetic stays in 32 bits.
+          fused::Program program;
+          fused::stepFromName(a.name, program.steps.emplace_back());
+          program.lhs = {0};
+          program.rhs = {1};
+          if (relu) {
+            program.steps.push_back(fused::Step::Relu);
+            program.lhs.push_back(-1);
+            program.rhs.push_back(-1);
+          }
+          PARTC_RETURN_IF_ERROR(createFusedKernel(a, program, k));
+          if (k)
+            return Status();
+        }
         k = std::make_unique<BinaryKernel>(
             op, makeStrides(out, {a.inputs[0].shape, a.inputs[1].shape}), same,
             relu);
@@ -432,44 +547,10 @@ const std::map<std::string, Factory> &factories() {
 
     t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &,
                                 std::unique_ptr<GpuKernel> &k) -> Status {
-      static_assert(kFusedMaxSteps == fused::kMaxSteps &&
-                        kFusedMaxInputs == fused::kMaxInputs &&
-                        kFusedMaxRank == fused::kMaxRank,
-                    "the launch parameters hold any valid program");
-      const Shape &out = a.outputs[0].shape;
-      int64_t n = numElements(out);
-      if (!allF32(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
-          out.size() > static_cast<size_t>(kFusedMaxRank))
-        return Status();
       fused::Program program;
       PARTC_RETURN_IF_ERROR(fused::parseProgram(
           a.attrs, static_cast<int>(a.inputs.size()), program));
-      FusedParams p;
-      p.steps = static_cast<int>(program.steps.size());
-      p.inputs = static_cast<int>(a.inputs.size());
-      p.rank = static_cast<int>(out.size());
-      p.n = static_cast<uint32_t>(n);
-      for (int s = 0; s < p.steps; ++s) {
-        p.step[s] = static_cast<uint8_t>(program.steps[s]);
-        p.lhs[s] = static_cast<int8_t>(program.lhs[s]);
-        // Unary steps read their operand twice rather than garbage.
-        p.rhs[s] = static_cast<int8_t>(fused::arity(program.steps[s]) == 2
-                                           ? program.rhs[s]
-                                           : program.lhs[s]);
-      }
-      for (int d = 0; d < p.rank; ++d)
-        p.shape[d] = static_cast<uint32_t>(out[d]);
-      for (int k = 0; k < p.inputs; ++k) {
-        const Shape &in = a.inputs[k].shape;
-        p.mode[k] = in == out              ? FusedParams::Same
-                    : numElements(in) == 1 ? FusedParams::Scalar
-                                           : FusedParams::Broadcast;
-        std::vector<int64_t> strides = broadcastStrides(in, out);
-        for (int d = 0; d < p.rank; ++d)
-          p.stride[k][d] = static_cast<uint32_t>(strides[d]);
-      }
-      k = std::make_unique<FusedElementwiseKernel>(p);
-      return Status();
+      return createFusedKernel(a, program, k);
     };
     t["copy"] = [](const KernelArgs &, DeviceContext &,
                    std::unique_ptr<GpuKernel> &k) -> Status {

@@ -495,6 +495,35 @@ __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
   }
 }
 
+/// Softmax over contiguous rows (the last axis): a warp per row, so that a
+/// warp's loads are coalesced; the row is read three times, from cache
+/// after the first.
+__global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
+                                  int64_t cols, bool log) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float m = -INFINITY;
+    for (int64_t c = lane; c < cols; c += 32)
+      m = fmaxf(m, xr[c]);
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    for (int64_t c = lane; c < cols; c += 32)
+      sum += expf(xr[c] - m);
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum);
+    for (int64_t c = lane; c < cols; c += 32) {
+      float v = xr[c] - m;
+      yr[c] = log ? v - logSum : expf(v) / sum;
+    }
+  }
+}
+
 /// One block per row.
 __global__ void layerNormKernel(const float *x, const float *scale,
                                 const float *bias, float *y, int64_t cols,
@@ -757,6 +786,10 @@ cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
         static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), n, st,
         base);
     break;
+  case 16:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint4 *>(in), static_cast<uint4 *>(out), n, st, base);
+    break;
   default:
     return cudaErrorInvalidValue;
   }
@@ -847,6 +880,12 @@ cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
 
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
                           int64_t inner, bool log, cudaStream_t s) {
+  if (inner == 1 && axis >= 32) {
+    // A warp per row: as many threads as rows times 32.
+    softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(x, y, outer,
+                                                                axis, log);
+    return cudaGetLastError();
+  }
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer, axis,
                                                               inner, log);
   return cudaGetLastError();
