@@ -274,25 +274,62 @@ __global__ void fusedKernel(FusedParams p, bool broadcast) {
 
 /// Four elements per thread through 16-byte accesses, where every input
 /// is read at the output's index or is a scalar.
+template <typename F>
+__device__ inline float4 lanes(float4 a, float4 b, F f) {
+  return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
+}
+
+/// fusedStep on four elements: one branch on the step per four.
+__device__ inline float4 fusedStep4(uint8_t step, float4 a, float4 b) {
+  using fused::Step;
+  switch (static_cast<Step>(step)) {
+  case Step::Add:
+    return lanes(a, b, [](float u, float v) { return u + v; });
+  case Step::Sub:
+    return lanes(a, b, [](float u, float v) { return u - v; });
+  case Step::Mul:
+    return lanes(a, b, [](float u, float v) { return u * v; });
+  case Step::Div:
+    return lanes(a, b, [](float u, float v) { return u / v; });
+  case Step::Erf:
+    return lanes(a, b, [](float u, float) { return erff(u); });
+  case Step::Relu:
+    return lanes(a, b, [](float u, float) { return u > 0.f ? u : 0.f; });
+  case Step::Tanh:
+    return lanes(a, b, [](float u, float) { return tanhf(u); });
+  case Step::Exp:
+    return lanes(a, b, [](float u, float) { return expf(u); });
+  case Step::Sqrt:
+    return lanes(a, b, [](float u, float) { return sqrtf(u); });
+  case Step::Neg:
+    return lanes(a, b, [](float u, float) { return -u; });
+  default:
+    return lanes(a, b, [step](float u, float v) { return fusedStep(step, u, v); });
+  }
+}
+
+/// Four elements per thread through 16-byte accesses, where every input
+/// is read at the output's index or is a scalar (loaded once per thread).
 __global__ void fusedKernel4(FusedParams p) {
+  float4 scalar[kFusedMaxInputs];
+  for (int k = 0; k < p.inputs; ++k)
+    if (p.mode[k] == FusedParams::Scalar)
+      scalar[k] = make_float4(p.in[k][0], p.in[k][0], p.in[k][0], p.in[k][0]);
   uint32_t n4 = p.n / 4;
   for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n4;
        i += gridDim.x * blockDim.x) {
-    float4 in4[kFusedMaxInputs];
+    float4 x[kFusedMaxInputs];
     for (int k = 0; k < p.inputs; ++k)
-      in4[k] = p.mode[k] == FusedParams::Same
-                   ? reinterpret_cast<const float4 *>(p.in[k])[i]
-                   : make_float4(p.in[k][0], p.in[k][0], p.in[k][0],
-                                 p.in[k][0]);
-    float y[4];
-    for (int e = 0; e < 4; ++e) {
-      float x[kFusedMaxInputs];
-      for (int k = 0; k < p.inputs; ++k)
-        x[k] = e == 0 ? in4[k].x : e == 1 ? in4[k].y : e == 2 ? in4[k].z
-                                                             : in4[k].w;
-      y[e] = runFused(p, x);
+      x[k] = p.mode[k] == FusedParams::Same
+                 ? reinterpret_cast<const float4 *>(p.in[k])[i]
+                 : scalar[k];
+    float4 v[kFusedMaxSteps];
+    for (int s = 0; s < p.steps; ++s) {
+      int l = p.lhs[s], r = p.rhs[s];
+      v[s] = fusedStep4(p.step[s], l >= 0 ? x[l] : v[-l - 1],
+                        r >= 0 ? x[r] : v[-r - 1]);
     }
-    reinterpret_cast<float4 *>(p.out)[i] = make_float4(y[0], y[1], y[2], y[3]);
+    reinterpret_cast<float4 *>(p.out)[i] = v[p.steps - 1];
   }
 }
 
@@ -521,6 +558,56 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
       float v = xr[c] - m;
       yr[c] = log ? v - logSum : expf(v) / sum;
     }
+  }
+}
+
+/// Rows of at most 32 x 4 x kMaxChunks elements, a multiple of 128: a warp
+/// per row holding its row in registers (16-byte loads), mean and variance
+/// by shuffles, the variance about the mean.
+constexpr int kLayerNormChunks = 8;
+__global__ void layerNormRowsKernel(const float *x, const float *scale,
+                                    const float *bias, float *y, int64_t rows,
+                                    int64_t cols, float eps) {
+  int lane = threadIdx.x % 32;
+  int chunks = static_cast<int>(cols / 128);
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
+    float4 *yr = reinterpret_cast<float4 *>(y + r * cols);
+    float4 v[kLayerNormChunks];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        v[j] = xr[j * 32 + lane];
+        sum += v[j].x + v[j].y + v[j].z + v[j].w;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols), sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        float a = v[j].x - mean, b = v[j].y - mean, c = v[j].z - mean,
+              d = v[j].w - mean;
+        sq += a * a + b * b + c * c + d * d;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        int c4 = j * 32 + lane;
+        float4 g = reinterpret_cast<const float4 *>(scale)[c4];
+        float4 o = bias ? reinterpret_cast<const float4 *>(bias)[c4]
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+        yr[c4] = make_float4((v[j].x - mean) * inv * g.x + o.x,
+                             (v[j].y - mean) * inv * g.y + o.y,
+                             (v[j].z - mean) * inv * g.z + o.z,
+                             (v[j].w - mean) * inv * g.w + o.w);
+      }
   }
 }
 
@@ -897,6 +984,16 @@ cudaError_t launchLayerNorm(const float *x, const float *scale,
                             float eps, cudaStream_t s) {
   if (rows == 0)
     return cudaSuccess;
+  bool rowsFit = cols % 128 == 0 && cols <= 128 * kLayerNormChunks &&
+                 scaleMod == cols && (!bias || biasMod == cols) &&
+                 aligned16(x) && aligned16(y) && aligned16(scale) &&
+                 (!bias || aligned16(bias));
+  if (rowsFit) {
+    // A warp per row.
+    layerNormRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, bias, y, rows, cols, eps);
+    return cudaGetLastError();
+  }
   layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       x, scale, bias, y, cols, scaleMod, biasMod, eps);
   return cudaGetLastError();
