@@ -50,9 +50,88 @@ SmallVector<StringRef, 2> stepsOf(Operation *op) {
       .Default([](Operation *) -> SmallVector<StringRef, 2> { return {}; });
 }
 
+/// The value of a one-element f32 constant, if `v` is one.
+std::optional<double> scalarConstant(Value v) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!constant || type.getNumElements() != 1 || !type.getElementType().isF32())
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  if (!dense)
+    return std::nullopt;
+  return (*dense.value_begin<APFloat>()).convertToDouble();
+}
+
+bool near(std::optional<double> value, double expected) {
+  return value && std::abs(*value - expected) <= 1e-6 * std::abs(expected);
+}
+
+/// If `op` is an Op with a constant of about `expected` on one side,
+/// returns its other operand.
+template <typename Op>
+Value binaryWithConstant(Operation *op, double expected) {
+  auto binary = dyn_cast_or_null<Op>(op);
+  if (!binary)
+    return {};
+  for (unsigned k = 0; k < 2; ++k)
+    if (near(scalarConstant(binary->getOperand(1 - k)), expected))
+      return binary->getOperand(k);
+  return {};
+}
+
+/// mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5), as exporters write ONNX's
+/// exact Gelu before opset 20, becomes graph.gelu: one pass with the
+/// unary kernel instead of an interpreted chain of five steps.
+bool matchExactGelu(graph::MulOp outer) {
+  Operation *half = outer;
+  Value product = binaryWithConstant<graph::MulOp>(half, 0.5);
+  auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
+  if (!inner || !product.hasOneUse())
+    return false;
+  for (unsigned k = 0; k < 2; ++k) {
+    Value x = inner->getOperand(k), sum = inner->getOperand(1 - k);
+    Value erfValue =
+        sum.hasOneUse()
+            ? binaryWithConstant<graph::AddOp>(sum.getDefiningOp(), 1.0)
+            : Value();
+    auto add = sum.getDefiningOp<graph::AddOp>();
+    auto erf = erfValue ? erfValue.getDefiningOp<graph::ErfOp>() : nullptr;
+    if (!erf || !erfValue.hasOneUse() || (add && add.getActivation()))
+      continue;
+    Operation *scale = erf.getInput().getDefiningOp();
+    Value scaled = binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0));
+    if (!scaled)
+      scaled = binaryWithConstant<graph::MulOp>(scale, std::sqrt(0.5));
+    if (scaled != x || !erf.getInput().hasOneUse() ||
+        outer.getType() != cast<RankedTensorType>(x.getType()))
+      continue;
+    OpBuilder builder(outer);
+    SmallVector<Location> locs = {outer.getLoc(), inner.getLoc(), add.getLoc(),
+                                  erf.getLoc(), scale->getLoc()};
+    auto gelu =
+        graph::GeluOp::create(builder, FusedLoc::get(outer.getContext(), locs),
+                              x, builder.getStringAttr("none"));
+    for (NamedAttribute a : outer->getDiscardableAttrs())
+      gelu->setAttr(a.getName(), a.getValue());
+    outer.getResult().replaceAllUsesWith(gelu.getResult());
+    outer.erase();
+    inner.erase();
+    add.erase();
+    erf.erase();
+    scale->erase();
+    return true;
+  }
+  return false;
+}
+
 struct FuseElementwisePass
     : public impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
+    SmallVector<graph::MulOp> muls;
+    getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
+    // A match erases only ops before the outer mul, which were visited.
+    for (graph::MulOp mul : muls)
+      matchExactGelu(mul);
     SmallVector<Block *> blocks;
     getOperation().walk([&](func::FuncOp f) {
       if (!f.getBody().empty())

@@ -274,8 +274,7 @@ __global__ void fusedKernel(FusedParams p, bool broadcast) {
 
 /// Four elements per thread through 16-byte accesses, where every input
 /// is read at the output's index or is a scalar.
-template <typename F>
-__device__ inline float4 lanes(float4 a, float4 b, F f) {
+template <typename F> __device__ inline float4 lanes(float4 a, float4 b, F f) {
   return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
 }
 
@@ -304,7 +303,8 @@ __device__ inline float4 fusedStep4(uint8_t step, float4 a, float4 b) {
   case Step::Neg:
     return lanes(a, b, [](float u, float) { return -u; });
   default:
-    return lanes(a, b, [step](float u, float v) { return fusedStep(step, u, v); });
+    return lanes(a, b,
+                 [step](float u, float v) { return fusedStep(step, u, v); });
   }
 }
 
@@ -970,7 +970,7 @@ cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
   if (inner == 1 && axis >= 32) {
     // A warp per row: as many threads as rows times 32.
     softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(x, y, outer,
-                                                                axis, log);
+                                                                 axis, log);
     return cudaGetLastError();
   }
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer, axis,
