@@ -183,58 +183,24 @@ __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
                      relu);
 }
 
+// Fused steps list the unary and binary ops in the order of UnaryCode and
+// BinaryCode, so that a step converts by a cast.
+static_assert(static_cast<int>(fused::Step::Cos) ==
+                      static_cast<int>(UnaryCode::Cos) &&
+                  static_cast<int>(fused::Step::GeluTanh) ==
+                      static_cast<int>(UnaryCode::GeluTanh),
+              "fused unary steps follow UnaryCode");
+static_assert(static_cast<int>(fused::Step::Max) -
+                      static_cast<int>(fused::Step::Add) ==
+                  static_cast<int>(BinaryCode::Max),
+              "fused binary steps follow BinaryCode");
+
 /// One step of a fused chain, as unaryOp and binaryOp compute it.
 __device__ inline float fusedStep(uint8_t step, float a, float b) {
-  using fused::Step;
-  switch (static_cast<Step>(step)) {
-  case Step::Relu:
-    return unaryOp(UnaryCode::Relu, a, 0, 0, 0, 0);
-  case Step::Sigmoid:
-    return unaryOp(UnaryCode::Sigmoid, a, 0, 0, 0, 0);
-  case Step::Tanh:
-    return tanhf(a);
-  case Step::Erf:
-    return erff(a);
-  case Step::Sqrt:
-    return sqrtf(a);
-  case Step::Neg:
-    return -a;
-  case Step::Exp:
-    return expf(a);
-  case Step::Log:
-    return logf(a);
-  case Step::Abs:
-    return fabsf(a);
-  case Step::Reciprocal:
-    return 1.f / a;
-  case Step::Floor:
-    return floorf(a);
-  case Step::Ceil:
-    return ceilf(a);
-  case Step::Sin:
-    return sinf(a);
-  case Step::Cos:
-    return cosf(a);
-  case Step::Gelu:
-    return unaryOp(UnaryCode::Gelu, a, 0, 0, 0, 0);
-  case Step::GeluTanh:
-    return unaryOp(UnaryCode::GeluTanh, a, 0, 0, 0, 0);
-  case Step::Add:
-    return a + b;
-  case Step::Sub:
-    return a - b;
-  case Step::Mul:
-    return a * b;
-  case Step::Div:
-    return a / b;
-  case Step::Pow:
-    return powf(a, b);
-  case Step::Min:
-    return fminf(a, b);
-  case Step::Max:
-    return fmaxf(a, b);
-  }
-  return a;
+  constexpr int firstBinary = static_cast<int>(fused::Step::Add);
+  return step >= firstBinary
+             ? binaryOp(static_cast<BinaryCode>(step - firstBinary), a, b)
+             : unaryOp(static_cast<UnaryCode>(step), a, 0.f, 0.f, 0.f, 0.f);
 }
 
 /// Runs the chain on one element whose inputs are `x`.

@@ -489,62 +489,25 @@ public:
 // Fused element-wise chains (FusedElementwise.h)
 //===----------------------------------------------------------------------===//
 
-UnaryOp unaryOf(fused::Step step) {
-  using fused::Step;
-  switch (step) {
-  case Step::Relu:
-    return UnaryOp::Relu;
-  case Step::Sigmoid:
-    return UnaryOp::Sigmoid;
-  case Step::Tanh:
-    return UnaryOp::Tanh;
-  case Step::Erf:
-    return UnaryOp::Erf;
-  case Step::Sqrt:
-    return UnaryOp::Sqrt;
-  case Step::Neg:
-    return UnaryOp::Neg;
-  case Step::Exp:
-    return UnaryOp::Exp;
-  case Step::Log:
-    return UnaryOp::Log;
-  case Step::Abs:
-    return UnaryOp::Abs;
-  case Step::Reciprocal:
-    return UnaryOp::Reciprocal;
-  case Step::Floor:
-    return UnaryOp::Floor;
-  case Step::Ceil:
-    return UnaryOp::Ceil;
-  case Step::Sin:
-    return UnaryOp::Sin;
-  case Step::Cos:
-    return UnaryOp::Cos;
-  case Step::Gelu:
-    return UnaryOp::Gelu;
-  default:
-    return UnaryOp::GeluTanh;
-  }
-}
+// Fused steps list the unary and binary ops in the order of UnaryOp and
+// BinaryOp, so that a step converts by a cast.
+static_assert(static_cast<int>(fused::Step::Relu) ==
+                      static_cast<int>(UnaryOp::Relu) &&
+                  static_cast<int>(fused::Step::Cos) ==
+                      static_cast<int>(UnaryOp::Cos) &&
+                  static_cast<int>(fused::Step::GeluTanh) ==
+                      static_cast<int>(UnaryOp::GeluTanh),
+              "fused unary steps follow UnaryOp");
+static_assert(static_cast<int>(fused::Step::Max) -
+                      static_cast<int>(fused::Step::Add) ==
+                  static_cast<int>(BinaryOp::Max),
+              "fused binary steps follow BinaryOp");
+
+UnaryOp unaryOf(fused::Step step) { return static_cast<UnaryOp>(step); }
 
 BinaryOp binaryOf(fused::Step step) {
-  using fused::Step;
-  switch (step) {
-  case Step::Add:
-    return BinaryOp::Add;
-  case Step::Sub:
-    return BinaryOp::Sub;
-  case Step::Mul:
-    return BinaryOp::Mul;
-  case Step::Div:
-    return BinaryOp::Div;
-  case Step::Pow:
-    return BinaryOp::Pow;
-  case Step::Min:
-    return BinaryOp::Min;
-  default:
-    return BinaryOp::Max;
-  }
+  return static_cast<BinaryOp>(static_cast<int>(step) -
+                               static_cast<int>(fused::Step::Add));
 }
 
 class FusedElementwiseKernel : public Kernel {
