@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 
 namespace mlir::partc {
 
@@ -171,8 +172,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
     work.push_back(cm::analyzeOp(op, batchInfo.batchedOps.contains(op)));
   Liveness live = analyzeLiveness(ops);
   // Plans are costed by the weakest device, except pipelines on a mixed
-  // machine (each stage by the slowest of its devices) and pure replicas on
-  // one (unequal slices, below).
+  // machine (each stage by the slowest of its devices) and replicas on one,
+  // pure or pipelined (unequal slices, below).
   const cm::DeviceSpec device = topo.weakest();
   bool mixed = false;
   for (const cm::DeviceSpec &d : topo.devices)
@@ -202,13 +203,14 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       t += seconds;
     return t;
   };
-  auto balanceReplicas = [&](Candidate &c) {
-    size_t r = static_cast<size_t>(c.replicas);
+  // Images per replica given each replica's seconds for a slice of
+  // `images` (fitted as fixed + per image from 1 and `batch` images).
+  auto splitImages = [&](size_t r,
+                         const std::function<double(size_t, int64_t)> &time) {
     std::vector<double> fixed(r), perImage(r);
     std::vector<int64_t> sizes(r, 1);
     for (size_t k = 0; k < r; ++k) {
-      const cm::DeviceSpec &spec = topo.devices[c.device(k, 0)];
-      double one = replicaSeconds(spec, 1), all = replicaSeconds(spec, batch);
+      double one = time(k, 1), all = time(k, batch);
       perImage[k] = batch > 1 ? (all - one) / (batch - 1) : all;
       fixed[k] = one - perImage[k];
     }
@@ -220,6 +222,13 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
           pick = k;
       ++sizes[pick];
     }
+    return sizes;
+  };
+  auto balanceReplicas = [&](Candidate &c) {
+    size_t r = static_cast<size_t>(c.replicas);
+    std::vector<int64_t> sizes = splitImages(r, [&](size_t k, int64_t images) {
+      return replicaSeconds(topo.devices[c.device(k, 0)], images);
+    });
     std::vector<double> seconds, memory;
     double slowest = 0;
     for (size_t k = 0; k < r; ++k) {
@@ -236,6 +245,74 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
     c.replicaSeconds = seconds;
     c.replicaMemoryBytes = memory;
     c.stepSeconds = c.periodSeconds = c.slowestSeconds = slowest;
+    c.throughput = batch / slowest;
+  };
+
+  // Pipelined replicas on unlike devices: each replica is a pipeline over
+  // its own devices with the candidate's cuts, and its period is its
+  // slowest stage for its slice; a faster chain takes more images. Kept if
+  // the slowest replica then beats the equal split and every stage fits.
+  auto balanceHybrid = [&](Candidate &c, const cm::ChainProblem &base) {
+    size_t r = static_cast<size_t>(c.replicas);
+    size_t s = static_cast<size_t>(c.stages);
+    std::vector<size_t> bounds = {0};
+    bounds.insert(bounds.end(), c.cuts.begin(), c.cuts.end());
+    bounds.push_back(n);
+    // Replica k's chain as a problem whose stage j runs on its j-th device.
+    auto chainOf = [&](size_t k, int64_t images) {
+      cm::ChainProblem q = base;
+      double fraction = static_cast<double>(images) / batch;
+      q.liveBytes.clear();
+      for (double b : live.liveBytes)
+        q.liveBytes.push_back(b * fraction);
+      q.cutBytes.clear();
+      for (double b : live.cutBytes)
+        q.cutBytes.push_back(b * fraction);
+      q.stageClasses.assign(s, {});
+      q.classOpSeconds.clear();
+      q.classMemoryBytes.clear();
+      for (size_t j = 0; j < s; ++j) {
+        const cm::DeviceSpec &spec = topo.devices[c.device(k, j)];
+        q.classOpSeconds.push_back(opSecondsOn(spec, images));
+        q.classMemoryBytes.push_back(spec.memoryBytes);
+        q.stageClasses[j] = {j};
+      }
+      return q;
+    };
+    auto period = [&](const cm::ChainProblem &q) {
+      double slowest = 0;
+      for (size_t j = 0; j < s; ++j)
+        slowest =
+            std::max(slowest, cm::stageSeconds(q, bounds[j], bounds[j + 1], j));
+      return slowest;
+    };
+    std::vector<int64_t> sizes = splitImages(r, [&](size_t k, int64_t images) {
+      return period(chainOf(k, images));
+    });
+    std::vector<std::vector<double>> seconds(r), memory(r);
+    double slowest = 0, step = 0;
+    for (size_t k = 0; k < r; ++k) {
+      cm::ChainProblem q = chainOf(k, sizes[k]);
+      cm::ChainProblem serial = q;
+      serial.overlapTransfers = false;
+      double sum = 0;
+      for (size_t j = 0; j < s; ++j) {
+        memory[k].push_back(cm::stageMemory(q, bounds[j], bounds[j + 1]));
+        if (memory[k].back() > cm::stageCapacity(q, j))
+          return;
+        seconds[k].push_back(cm::stageSeconds(q, bounds[j], bounds[j + 1], j));
+        slowest = std::max(slowest, seconds[k].back());
+        sum += cm::stageSeconds(serial, bounds[j], bounds[j + 1], j);
+      }
+      step = std::max(step, sum);
+    }
+    if (slowest >= c.periodSeconds)
+      return;
+    c.slices = sizes;
+    c.replicaStageSeconds = std::move(seconds);
+    c.replicaStageMemoryBytes = std::move(memory);
+    c.slowestSeconds = c.periodSeconds = slowest;
+    c.stepSeconds = step;
     c.throughput = batch / slowest;
   };
 
@@ -409,6 +486,8 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         }
         if (mixed && s == 1 && r > 1 && m == 1)
           balanceReplicas(c);
+        if (mixed && s > 1 && r > 1 && m == 1)
+          balanceHybrid(c, used);
         result.candidates.push_back(c);
       }
     }
@@ -533,11 +612,15 @@ std::string explainText(const SearchResult &r) {
           "  %-6lld %-5lld %-7lld %5zu %12s %12s %12s %12s %12s\n",
           (long long)b.device(rep, s), (long long)s, (long long)rep,
           st.endOp - st.firstOp, mib(st.weightBytes).c_str(),
-          mib(rep < static_cast<int64_t>(b.replicaMemoryBytes.size())
+          mib(rep < static_cast<int64_t>(b.replicaStageMemoryBytes.size())
+                  ? b.replicaStageMemoryBytes[rep][s]
+              : rep < static_cast<int64_t>(b.replicaMemoryBytes.size())
                   ? b.replicaMemoryBytes[rep]
                   : st.memoryBytes)
               .c_str(),
-          ms(rep < static_cast<int64_t>(b.replicaSeconds.size())
+          ms(rep < static_cast<int64_t>(b.replicaStageSeconds.size())
+                 ? b.replicaStageSeconds[rep][s]
+             : rep < static_cast<int64_t>(b.replicaSeconds.size())
                  ? b.replicaSeconds[rep]
                  : st.seconds)
               .c_str(),

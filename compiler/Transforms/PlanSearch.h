@@ -42,6 +42,9 @@ struct Candidate {
   /// devices more) and its predicted seconds. Empty: equal slices.
   std::vector<int64_t> slices;
   std::vector<double> replicaSeconds, replicaMemoryBytes;
+  /// Hybrids with unequal slices: each replica's stages' seconds and
+  /// memory (replicas' pipelines differ in speed).
+  std::vector<std::vector<double>> replicaStageSeconds, replicaStageMemoryBytes;
   int64_t device(int64_t replica, int64_t stage) const {
     size_t slot = static_cast<size_t>(replica * stages + stage);
     return slot < devices.size() ? static_cast<int64_t>(devices[slot])

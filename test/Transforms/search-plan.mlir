@@ -9,6 +9,9 @@
 // RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED-REPLICAS
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}, {"preset": "a100"}, {"preset": "h200"}], "default_link": {"gbps": 10000}}' > %t.4b.json
 // RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4b.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=CROSSED-REPLICAS
+// RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "h200"}, {"preset": "a100"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.4c.json
+// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=HYBRID-SLICES
+// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=HYBRID-IR
 
 // Tests that two heavy, independent-per-sample matmuls on two devices are
 // replicated (no transfers, no bubble) rather than pipelined, and that a
@@ -25,6 +28,13 @@
 // PIPE-IR: graph.matmul {{.*}}graph.device = 0
 // PIPE-IR: graph.matmul {{.*}}graph.device = 1
 // LATENCY: plan: 1 stage x 2 replicas, cuts before ops []
+// A hybrid whose replicas are an H200 pair and an A100 pair: the H200
+// pipeline takes about three times the rows, each replica's stages run on
+// its own devices.
+// HYBRID-SLICES: plan: 2 stages x 2 replicas, 1 micro-batch, slices 12346/4038, cuts before ops [1]
+// HYBRID-IR-LABEL: func @main
+// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 0 {{.*}}tensor<12346x4096xf32>
+// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 3 {{.*}}tensor<4038x4096xf32>
 // expected-remark@below {{plan: 1 stage x 2 replicas, cuts before ops []}}
 module {
   func.func @main(%x: tensor<16384x4096xf32>) -> tensor<16384x4096xf32> {

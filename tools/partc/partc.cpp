@@ -61,6 +61,17 @@ static cl::opt<std::string>
     objective("objective", cl::desc("throughput (default) or latency"),
               cl::init("throughput"));
 static cl::opt<int64_t>
+    stagesOpt("stages",
+              cl::desc("Pipeline stages per replica (with --strategy auto; "
+                       "default: searched)"),
+              cl::init(0));
+static cl::opt<int64_t>
+    replicasOpt("replicas",
+                cl::desc("Data-parallel replicas (with --strategy auto; "
+                         "default: searched); --stages S --replicas R makes "
+                         "a hybrid of S x R devices"),
+                cl::init(0));
+static cl::opt<int64_t>
     microBatches("micro-batches",
                  cl::desc("Micro-batches for pipelining (default: searched)"),
                  cl::init(0));
@@ -166,6 +177,16 @@ int compile() {
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
   if (microBatches < 0)
     return fail("--micro-batches must be at least 1");
+  if (stagesOpt < 0 || replicasOpt < 0)
+    return fail("--stages and --replicas must be at least 1");
+  if (std::max<int64_t>(stagesOpt, 1) * std::max<int64_t>(replicasOpt, 1) >
+      numDevices)
+    return fail("--stages " + llvm::Twine(std::max<int64_t>(stagesOpt, 1)) +
+                " x --replicas " +
+                llvm::Twine(std::max<int64_t>(replicasOpt, 1)) + " needs " +
+                llvm::Twine(std::max<int64_t>(stagesOpt, 1) *
+                            std::max<int64_t>(replicasOpt, 1)) +
+                " devices, but --devices gives " + llvm::Twine(numDevices));
   std::string strat = strategy;
   if (!splitAt.empty() && strat == "auto")
     strat = "pipeline";
@@ -173,6 +194,10 @@ int compile() {
       strat != "data")
     return fail("unknown --strategy '" + strat +
                 "'; expected auto, single, pipeline or data");
+  if ((stagesOpt || replicasOpt) && strat != "auto")
+    return fail(
+        "--stages and --replicas constrain --strategy auto; --strategy " +
+        strat + " sets them itself");
   if (strat == "single" && numDevices != 1)
     return fail("--strategy single uses one device, but --devices is " +
                 llvm::Twine(numDevices));
@@ -258,6 +283,8 @@ int compile() {
     search.objective = objective;
     search.costTable = costTable.empty() ? nullptr : &costTable;
     search.microBatches = microBatches;
+    search.stages = stagesOpt;
+    search.replicas = replicasOpt;
     if (strat == "single") {
       search.stages = search.replicas = 1;
     } else if (strat == "pipeline") {
