@@ -205,16 +205,19 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   };
   // Images per replica given each replica's seconds for a slice of
   // `images` (fitted as fixed + per image from 1 and `batch` images).
+  // Each replica takes at least `least` images.
   auto splitImages = [&](size_t r,
-                         const std::function<double(size_t, int64_t)> &time) {
+                         const std::function<double(size_t, int64_t)> &time,
+                         int64_t least = 1) {
     std::vector<double> fixed(r), perImage(r);
-    std::vector<int64_t> sizes(r, 1);
+    std::vector<int64_t> sizes(r, least);
     for (size_t k = 0; k < r; ++k) {
       double one = time(k, 1), all = time(k, batch);
       perImage[k] = batch > 1 ? (all - one) / (batch - 1) : all;
       fixed[k] = one - perImage[k];
     }
-    for (int64_t left = batch - static_cast<int64_t>(r); left > 0; --left) {
+    for (int64_t left = batch - least * static_cast<int64_t>(r); left > 0;
+         --left) {
       size_t pick = 0;
       for (size_t k = 1; k < r; ++k)
         if (fixed[k] + perImage[k] * (sizes[k] + 1) <
@@ -250,15 +253,18 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
 
   // Pipelined replicas on unlike devices: each replica is a pipeline over
   // its own devices with the candidate's cuts, and its period is its
-  // slowest stage for its slice; a faster chain takes more images. Kept if
-  // the slowest replica then beats the equal split and every stage fits.
+  // slowest stage (for its largest micro-batch) once per micro-batch; a
+  // faster chain takes more images. Kept if the slowest replica then beats
+  // the equal split and every stage fits.
   auto balanceHybrid = [&](Candidate &c, const cm::ChainProblem &base) {
     size_t r = static_cast<size_t>(c.replicas);
     size_t s = static_cast<size_t>(c.stages);
+    int64_t m = c.microBatches;
     std::vector<size_t> bounds = {0};
     bounds.insert(bounds.end(), c.cuts.begin(), c.cuts.end());
     bounds.push_back(n);
-    // Replica k's chain as a problem whose stage j runs on its j-th device.
+    // Replica k's chain for micro-batches of `images`, stage j on its j-th
+    // device.
     auto chainOf = [&](size_t k, int64_t images) {
       cm::ChainProblem q = base;
       double fraction = static_cast<double>(images) / batch;
@@ -279,6 +285,9 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
       }
       return q;
     };
+    auto largestMicroBatch = [m](int64_t images) {
+      return (images + m - 1) / m;
+    };
     auto period = [&](const cm::ChainProblem &q) {
       double slowest = 0;
       for (size_t j = 0; j < s; ++j)
@@ -286,34 +295,50 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
             std::max(slowest, cm::stageSeconds(q, bounds[j], bounds[j + 1], j));
       return slowest;
     };
-    std::vector<int64_t> sizes = splitImages(r, [&](size_t k, int64_t images) {
-      return period(chainOf(k, images));
-    });
+    std::vector<int64_t> sizes = splitImages(
+        r,
+        [&](size_t k, int64_t images) {
+          return m * period(chainOf(k, largestMicroBatch(images)));
+        },
+        m);
     std::vector<std::vector<double>> seconds(r), memory(r);
-    double slowest = 0, step = 0;
+    double periodSeconds = 0, step = 0, bubble = 0;
     for (size_t k = 0; k < r; ++k) {
-      cm::ChainProblem q = chainOf(k, sizes[k]);
+      cm::ChainProblem q = chainOf(k, largestMicroBatch(sizes[k]));
       cm::ChainProblem serial = q;
       serial.overlapTransfers = false;
-      double sum = 0;
+      double sum = 0, serialSlowest = 0, slowest = 0;
       for (size_t j = 0; j < s; ++j) {
         memory[k].push_back(cm::stageMemory(q, bounds[j], bounds[j + 1]));
         if (memory[k].back() > cm::stageCapacity(q, j))
           return;
         seconds[k].push_back(cm::stageSeconds(q, bounds[j], bounds[j + 1], j));
         slowest = std::max(slowest, seconds[k].back());
-        sum += cm::stageSeconds(serial, bounds[j], bounds[j + 1], j);
+        double t = cm::stageSeconds(serial, bounds[j], bounds[j + 1], j);
+        sum += t;
+        serialSlowest = std::max(serialSlowest, t);
       }
-      step = std::max(step, sum);
+      periodSeconds = std::max(periodSeconds, m * slowest);
+      double replicaStep = sum + (m - 1) * serialSlowest;
+      if (replicaStep > step) {
+        step = replicaStep;
+        bubble = 1.0 - (m * sum) / (s * replicaStep);
+      }
     }
-    if (slowest >= c.periodSeconds)
+    if (periodSeconds >= c.periodSeconds)
       return;
-    c.slices = sizes;
+    // Slice rep * m + j is micro-batch j of replica rep (applyPlan).
+    c.slices.clear();
+    for (size_t k = 0; k < r; ++k)
+      for (int64_t j = 0; j < m; ++j)
+        c.slices.push_back(sizes[k] / m + (j < sizes[k] % m ? 1 : 0));
     c.replicaStageSeconds = std::move(seconds);
     c.replicaStageMemoryBytes = std::move(memory);
-    c.slowestSeconds = c.periodSeconds = slowest;
+    c.slowestSeconds = periodSeconds / m;
+    c.periodSeconds = periodSeconds;
     c.stepSeconds = step;
-    c.throughput = batch / slowest;
+    c.bubble = bubble;
+    c.throughput = batch / periodSeconds;
   };
 
   // Requests that cannot be met get their own message.
@@ -486,7 +511,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
         }
         if (mixed && s == 1 && r > 1 && m == 1)
           balanceReplicas(c);
-        if (mixed && s > 1 && r > 1 && m == 1)
+        if (mixed && s > 1 && r > 1)
           balanceHybrid(c, used);
         result.candidates.push_back(c);
       }
