@@ -36,6 +36,8 @@ if [[ $what == *smoke* ]]; then
   # An exported exact Gelu as one fused element-wise kernel.
   $B/partc compile $W/ex/gelu.onnx -o $W/gelu.plan --batch 4 --quiet
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data
+  $B/partc compile $W/ex/chain.onnx -o $W/chain1.plan --batch 4 --quiet
+  t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data
   # Inputs left on the GPU by the first run stay intact for the next ones.
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 3 --quiet
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 10 --stream --quiet

@@ -160,6 +160,30 @@ erf = np.vectorize(math.erf)
 yg = (0.5 * hg * (1 + erf(hg / np.sqrt(2.0)))) @ gw2
 write_data_set("gelu_data", xg, yg)
 
+# chain.onnx: a linear layer, then a chain of element-wise ops with a
+# per-column bias, a scalar and a per-sample-row broadcast, fused into one
+# graph.fused_elementwise that must survive batch splitting.
+cw = rng.standard_normal((16, 12)) * 0.3
+cb = rng.standard_normal(12) * 0.1
+nodes = [
+    helper.make_node("MatMul", ["x", "w"], ["m"], name="fc"),
+    helper.make_node("Sub", ["m", "b"], ["s"], name="chain_sub"),
+    helper.make_node("Tanh", ["s"], ["t"], name="chain_tanh"),
+    helper.make_node("Mul", ["t", "k"], ["u"], name="chain_scale"),
+    helper.make_node("Exp", ["u"], ["e"], name="chain_exp"),
+    helper.make_node("Add", ["e", "m"], ["y"], name="chain_add"),
+]
+graph = helper.make_graph(
+    nodes, "chain",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 5, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 5, 12])],
+    [init("w", cw), init("b", cb), init("k", np.array(0.75))])
+save(graph, "chain.onnx")
+xc = rng.standard_normal((4, 5, 16))
+mc = xc @ cw
+yc = np.exp(np.tanh(mc - cb) * 0.75) + mc
+write_data_set("chain_data", xc, yc)
+
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
     [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",
