@@ -712,6 +712,22 @@ std::string explainJson(const SearchResult &r) {
         slices.push_back(n);
       o["slices"] = std::move(slices);
     }
+    // Unequal replicas: each one's predicted seconds per stage (or for the
+    // whole replica when it has one stage).
+    auto perReplica = [](const std::vector<double> &values) {
+      llvm::json::Array a;
+      for (double v : values)
+        a.push_back(v * 1e3);
+      return a;
+    };
+    if (!c.replicaStageSeconds.empty()) {
+      llvm::json::Array replicas;
+      for (const std::vector<double> &stages : c.replicaStageSeconds)
+        replicas.push_back(perReplica(stages));
+      o["replica_stage_ms"] = std::move(replicas);
+    } else if (!c.replicaSeconds.empty()) {
+      o["replica_ms"] = perReplica(c.replicaSeconds);
+    }
     return o;
   };
   llvm::json::Array others;
