@@ -1,6 +1,7 @@
 //===- GpuKernels.cpp - GPU kernel factories: cuDNN, cuBLAS, own kernels --===//
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/LibraryStatus.h"
+#include "runtime/kernels/CopyLayout.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/KernelRegistry.h"
@@ -220,79 +221,58 @@ private:
   bool same_, relu_;
 };
 
-/// out[i] = in[base + offset of i], the output contiguous. Dimensions that
-/// the input walks contiguously are merged (fewer divisions per element),
-/// and where the innermost run allows, elements are moved 16 or 8 bytes at
-/// a time (a slice of whole rows, a transpose that keeps the last axis).
+/// out[i] = in[base + offset of i], the output contiguous, simplified by
+/// CopyLayout.h: merged dimensions, and 16- or 8-byte elements where the
+/// innermost run allows (a slice of whole rows, a transpose that keeps the
+/// last axis) and the pointers are aligned.
 class StridedCopyKernel : public GpuKernel {
 public:
-  StridedCopyKernel(Strides st, int64_t base, size_t elemSize)
-      : st_(st), base_(base), elemSize_(elemSize) {
-    merge(st_);
-    wide_ = st_;
-    wideBase_ = base_;
-    wideSize_ = elemSize_;
-    for (size_t w : {16, 8})
-      if (w > elemSize_ && widen(w))
+  StridedCopyKernel(const Strides &st, int64_t base, size_t elemSize) {
+    CopyLayout l;
+    l.shape.assign(st.shape, st.shape + st.rank);
+    l.stride.assign(st.stride[0], st.stride[0] + st.rank);
+    l.base = base;
+    l.elementBytes = elemSize;
+    narrow_ = wide_ = toLaunch(mergeContiguous(l));
+    for (size_t bytes : {16, 8})
+      if (std::optional<CopyLayout> w =
+              widenElements(mergeContiguous(l), bytes)) {
+        wide_ = toLaunch(*w);
         break;
+      }
   }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    bool aligned = reinterpret_cast<uintptr_t>(in[0].data) % wideSize_ == 0 &&
-                   reinterpret_cast<uintptr_t>(out[0].data) % wideSize_ == 0;
-    const Strides &st = aligned ? wide_ : st_;
-    size_t size = aligned ? wideSize_ : elemSize_;
+    size_t wide = wide_.elementBytes;
+    bool aligned = reinterpret_cast<uintptr_t>(in[0].data) % wide == 0 &&
+                   reinterpret_cast<uintptr_t>(out[0].data) % wide == 0;
+    const Launch &l = aligned ? wide_ : narrow_;
     return cudaStatus(
         launchStridedCopy(in[0].data, out[0].data,
-                          out[0].type.byteSize() / static_cast<int64_t>(size),
-                          st, aligned ? wideBase_ : base_, size, ctx.stream),
+                          out[0].type.byteSize() /
+                              static_cast<int64_t>(l.elementBytes),
+                          l.strides, l.base, l.elementBytes, ctx.stream),
         "strided copy");
   }
 
 private:
-  /// Folds dimension d + 1 into d where the input steps over d exactly as
-  /// over the whole of d + 1 (the output is contiguous anyway).
-  static void merge(Strides &st) {
-    for (int d = st.rank - 2; d >= 0; --d) {
-      int64_t merged;
-      if (st.shape[d + 1] == 1)
-        merged = st.stride[0][d];
-      else if (st.shape[d] == 1 ||
-               st.stride[0][d] == st.stride[0][d + 1] * st.shape[d + 1])
-        merged = st.stride[0][d + 1];
-      else
-        continue;
-      st.shape[d] *= st.shape[d + 1];
-      st.stride[0][d] = merged;
-      for (int e = d + 1; e + 1 < st.rank; ++e) {
-        st.shape[e] = st.shape[e + 1];
-        st.stride[0][e] = st.stride[0][e + 1];
-      }
-      --st.rank;
+  struct Launch {
+    Strides strides;
+    int64_t base = 0;
+    size_t elementBytes = 4;
+  };
+  static Launch toLaunch(const CopyLayout &l) {
+    Launch launch;
+    launch.strides.rank = static_cast<int>(l.shape.size());
+    for (int d = 0; d < launch.strides.rank; ++d) {
+      launch.strides.shape[d] = l.shape[d];
+      launch.strides.stride[0][d] = l.stride[d];
     }
+    launch.base = l.base;
+    launch.elementBytes = l.elementBytes;
+    return launch;
   }
-  /// Elements of `w` bytes: the innermost run contiguous and every offset
-  /// a multiple of w.
-  bool widen(size_t w) {
-    int last = st_.rank - 1;
-    int64_t ratio = static_cast<int64_t>(w / elemSize_);
-    if (st_.rank == 0 || st_.stride[0][last] != 1 ||
-        st_.shape[last] % ratio != 0 || base_ % ratio != 0)
-      return false;
-    for (int d = 0; d < last; ++d)
-      if (st_.stride[0][d] % ratio != 0)
-        return false;
-    wide_ = st_;
-    wide_.shape[last] /= ratio;
-    for (int d = 0; d < last; ++d)
-      wide_.stride[0][d] /= ratio;
-    wideBase_ = base_ / ratio;
-    wideSize_ = w;
-    return true;
-  }
-  Strides st_, wide_;
-  int64_t base_, wideBase_;
-  size_t elemSize_, wideSize_;
+  Launch narrow_, wide_;
 };
 
 class CopyKernel : public GpuKernel {
