@@ -83,20 +83,18 @@ Value binaryWithConstant(Operation *op, double expected) {
 /// exact Gelu before opset 20, becomes graph.gelu: one pass with the
 /// unary kernel instead of an interpreted chain of five steps.
 bool matchExactGelu(graph::MulOp outer) {
-  Operation *half = outer;
-  Value product = binaryWithConstant<graph::MulOp>(half, 0.5);
+  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5);
   auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
   if (!inner || !product.hasOneUse())
     return false;
   for (unsigned k = 0; k < 2; ++k) {
     Value x = inner->getOperand(k), sum = inner->getOperand(1 - k);
-    Value erfValue =
-        sum.hasOneUse()
-            ? binaryWithConstant<graph::AddOp>(sum.getDefiningOp(), 1.0)
-            : Value();
     auto add = sum.getDefiningOp<graph::AddOp>();
+    if (!add || !sum.hasOneUse() || add.getActivation())
+      continue;
+    Value erfValue = binaryWithConstant<graph::AddOp>(add, 1.0);
     auto erf = erfValue ? erfValue.getDefiningOp<graph::ErfOp>() : nullptr;
-    if (!erf || !erfValue.hasOneUse() || (add && add.getActivation()))
+    if (!erf || !erfValue.hasOneUse())
       continue;
     Operation *scale = erf.getInput().getDefiningOp();
     Value scaled = binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0));

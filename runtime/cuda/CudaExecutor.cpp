@@ -542,6 +542,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   impl.devices.resize(needed);
   impl.redirects.resize(needed);
   impl.channelSources.resize(plan.channels.size());
+  impl.directTransfers = options.directTransfers;
   // reach[d][e]: device d can read and write device e's memory.
   std::vector<std::vector<bool>> reach(needed, std::vector<bool>(needed));
 
@@ -552,7 +553,6 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.tf32 = options.tf32;
     ctx.fuseEpilogues = options.fuseEpilogues;
     ctx.cudnnGraph = options.cudnnGraph;
-    impl.directTransfers = options.directTransfers;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));

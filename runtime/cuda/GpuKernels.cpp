@@ -233,10 +233,10 @@ public:
     l.stride.assign(st.stride[0], st.stride[0] + st.rank);
     l.base = base;
     l.elementBytes = elemSize;
-    narrow_ = wide_ = toLaunch(mergeContiguous(l));
+    CopyLayout merged = mergeContiguous(l);
+    narrow_ = wide_ = toLaunch(merged);
     for (size_t bytes : {16, 8})
-      if (std::optional<CopyLayout> w =
-              widenElements(mergeContiguous(l), bytes)) {
+      if (std::optional<CopyLayout> w = widenElements(merged, bytes)) {
         wide_ = toLaunch(*w);
         break;
       }

@@ -238,40 +238,10 @@ __global__ void fusedKernel(FusedParams p, bool broadcast) {
   }
 }
 
-/// Four elements per thread through 16-byte accesses, where every input
-/// is read at the output's index or is a scalar.
-template <typename F> __device__ inline float4 lanes(float4 a, float4 b, F f) {
-  return make_float4(f(a.x, b.x), f(a.y, b.y), f(a.z, b.z), f(a.w, b.w));
-}
-
-/// fusedStep on four elements: one branch on the step per four.
+/// fusedStep on four elements.
 __device__ inline float4 fusedStep4(uint8_t step, float4 a, float4 b) {
-  using fused::Step;
-  switch (static_cast<Step>(step)) {
-  case Step::Add:
-    return lanes(a, b, [](float u, float v) { return u + v; });
-  case Step::Sub:
-    return lanes(a, b, [](float u, float v) { return u - v; });
-  case Step::Mul:
-    return lanes(a, b, [](float u, float v) { return u * v; });
-  case Step::Div:
-    return lanes(a, b, [](float u, float v) { return u / v; });
-  case Step::Erf:
-    return lanes(a, b, [](float u, float) { return erff(u); });
-  case Step::Relu:
-    return lanes(a, b, [](float u, float) { return u > 0.f ? u : 0.f; });
-  case Step::Tanh:
-    return lanes(a, b, [](float u, float) { return tanhf(u); });
-  case Step::Exp:
-    return lanes(a, b, [](float u, float) { return expf(u); });
-  case Step::Sqrt:
-    return lanes(a, b, [](float u, float) { return sqrtf(u); });
-  case Step::Neg:
-    return lanes(a, b, [](float u, float) { return -u; });
-  default:
-    return lanes(a, b,
-                 [step](float u, float v) { return fusedStep(step, u, v); });
-  }
+  return make_float4(fusedStep(step, a.x, b.x), fusedStep(step, a.y, b.y),
+                     fusedStep(step, a.z, b.z), fusedStep(step, a.w, b.w));
 }
 
 /// Four elements per thread through 16-byte accesses, where every input
