@@ -38,6 +38,10 @@ if [[ $what == *smoke* ]]; then
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data
   $B/partc compile $W/ex/chain.onnx -o $W/chain1.plan --batch 4 --quiet
   t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data
+  # Attention heads read in place by strided batched GEMMs (pointer arrays).
+  $B/partc compile $W/ex/attention.onnx -o $W/attention1.plan --batch 4 --quiet
+  t $B/partc-run $W/attention1.plan --backend cuda --precision fp32 --check $W/ex/attention_data
+  t $B/partc-run $W/attention1.plan --backend cuda --check $W/ex/attention_data --rtol 1e-2 --atol 1e-3 --iterations 10 --stream --quiet
   # Inputs left on the GPU by the first run stay intact for the next ones.
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 3 --quiet
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data --keep-inputs --iterations 10 --stream --quiet
@@ -52,6 +56,8 @@ if [[ $what == *smoke* ]]; then
   if [ "$NGPU" -ge 2 ]; then
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2.plan --batch 4 --devices 2 --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 3
+    $B/partc compile $W/ex/attention.onnx -o $W/attention2.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+    t $B/partc-run $W/attention2.plan --backend cuda --precision fp32 --check $W/ex/attention_data --iterations 10 --stream --quiet
     $B/partc compile $W/ex/mlp.onnx -o $W/mlp2s.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --quiet
     t $B/partc-run $W/mlp2s.plan --backend cuda --precision fp32 --check $W/ex/mlp_data --iterations 20 --stream --no-graphs --quiet

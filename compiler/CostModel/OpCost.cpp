@@ -29,7 +29,8 @@ OpWork analyzeOp(Operation *op, bool batched) {
     w.cls = OpClass::View;
     return w;
   }
-  if (isa<graph::ConvOp, graph::MatMulOp, graph::GemmOp>(op))
+  if (isa<graph::ConvOp, graph::MatMulOp, graph::GemmOp,
+          graph::StridedMatMulOp>(op))
     w.cls = OpClass::Matrix;
   else if (isa<graph::TransposeOp, graph::ConcatOp, graph::SplitOp,
                graph::SliceOp, graph::GatherOp, graph::PadOp, graph::ExpandOp,
@@ -37,8 +38,19 @@ OpWork analyzeOp(Operation *op, bool batched) {
     w.cls = OpClass::Movement;
   if (auto cost = dyn_cast<graph::CostOpInterface>(op))
     w.flops = static_cast<double>(cost.estimateFlops());
-  for (Value v : op->getOperands()) {
+  auto strided = dyn_cast<graph::StridedMatMulOp>(op);
+  for (OpOperand &operand : op->getOpOperands()) {
+    Value v = operand.get();
     double b = bytesOf(v.getType());
+    // A strided matmul reads only what its views cover.
+    if (strided) {
+      ArrayRef<int64_t> view = operand.getOperandNumber() == 0
+                                   ? strided.getLhsShape()
+                                   : strided.getRhsShape();
+      b = 4;
+      for (int64_t d : view)
+        b *= static_cast<double>(d);
+    }
     if (v.getDefiningOp<graph::ConstantOp>())
       w.weightBytes += b;
     else

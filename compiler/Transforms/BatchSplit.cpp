@@ -111,6 +111,31 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         if (!ok)
           why = "it contracts over the batch dimension";
       })
+      .Case<graph::StridedMatMulOp>([&](graph::StridedMatMulOp m) {
+        // A batched operand's view steps over whole samples in its first
+        // dimension and stays inside one sample in the others; an unbatched
+        // one is shared (extent 1 there).
+        ok = m.getPerm().front() == 0 && m.getShape().front() == batch;
+        for (int i = 0; i < 2 && ok; ++i) {
+          ArrayRef<int64_t> shape = i ? m.getRhsShape() : m.getLhsShape();
+          ArrayRef<int64_t> strides = i ? m.getRhsStrides() : m.getLhsStrides();
+          int64_t offset = i ? m.getRhsOffset() : m.getLhsOffset();
+          if (!batched[i]) {
+            ok = shape.front() == 1;
+            continue;
+          }
+          int64_t sample = cast<RankedTensorType>(op->getOperand(i).getType())
+                               .getNumElements() /
+                           batch;
+          int64_t last = offset;
+          for (size_t d = 1; d < shape.size(); ++d)
+            last += (shape[d] - 1) * strides[d];
+          ok = shape.front() == batch && strides.front() == sample &&
+               last < sample;
+        }
+        if (!ok)
+          why = "its operand views or its result mix samples of the batch";
+      })
       .Case<graph::GemmOp>([&](graph::GemmOp g) {
         Value c = g.getC();
         ok = batched[0] && !g.getTransA() && !batched[1] &&
@@ -148,8 +173,8 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
 }
 
 /// Rewrites shape attributes that name the batch extent for a slice of
-/// `size` rows.
-void adjustShapeAttrs(Operation *op, int64_t size) {
+/// `size` rows; `batched` tells which operands carry the batch.
+void adjustShapeAttrs(Operation *op, int64_t size, ArrayRef<bool> batched) {
   auto setDim0 = [&](StringRef name) {
     auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
     SmallVector<int64_t> v(attr.asArrayRef());
@@ -160,6 +185,13 @@ void adjustShapeAttrs(Operation *op, int64_t size) {
     setDim0("shape");
   if (isa<graph::SliceOp>(op))
     setDim0("ends");
+  if (isa<graph::StridedMatMulOp>(op)) {
+    setDim0("shape");
+    if (batched[0])
+      setDim0("lhs_shape");
+    if (batched[1])
+      setDim0("rhs_shape");
+  }
 }
 
 } // namespace
@@ -277,9 +309,11 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
     }
     for (Operation *op : ops) {
       Operation *clone = builder.clone(*op, map);
-      if (llvm::any_of(op->getOperands(),
-                       [&](Value v) { return batched.contains(v); })) {
-        adjustShapeAttrs(clone, size);
+      SmallVector<bool> operandBatched;
+      for (Value v : op->getOperands())
+        operandBatched.push_back(batched.contains(v));
+      if (llvm::is_contained(operandBatched, true)) {
+        adjustShapeAttrs(clone, size, operandBatched);
         if (failed(reinferTypes(clone)))
           return failure();
       }

@@ -1,4 +1,5 @@
 //===- FuseElementwise.cpp - partc-fuse-elementwise -----------------------===//
+#include "compiler/Transforms/PassUtils.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -50,18 +51,6 @@ SmallVector<StringRef, 2> stepsOf(Operation *op) {
       .Default([](Operation *) -> SmallVector<StringRef, 2> { return {}; });
 }
 
-/// The value of a one-element f32 constant, if `v` is one.
-std::optional<double> scalarConstant(Value v) {
-  auto constant = v.getDefiningOp<graph::ConstantOp>();
-  auto type = cast<RankedTensorType>(v.getType());
-  if (!constant || type.getNumElements() != 1 || !type.getElementType().isF32())
-    return std::nullopt;
-  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
-  if (!dense)
-    return std::nullopt;
-  return (*dense.value_begin<APFloat>()).convertToDouble();
-}
-
 bool near(std::optional<double> value, double expected) {
   return value && std::abs(*value - expected) <= 1e-6 * std::abs(expected);
 }
@@ -74,7 +63,7 @@ Value binaryWithConstant(Operation *op, double expected) {
   if (!binary)
     return {};
   for (unsigned k = 0; k < 2; ++k)
-    if (near(scalarConstant(binary->getOperand(1 - k)), expected))
+    if (near(scalarF32Constant(binary->getOperand(1 - k)), expected))
       return binary->getOperand(k);
   return {};
 }

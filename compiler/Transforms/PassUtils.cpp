@@ -79,4 +79,15 @@ LogicalResult reinferTypes(Operation *op) {
   return success();
 }
 
+std::optional<double> scalarF32Constant(Value v) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!constant || type.getNumElements() != 1 || !type.getElementType().isF32())
+    return std::nullopt;
+  auto dense = dyn_cast<DenseFPElementsAttr>(constant.getValue());
+  if (!dense)
+    return std::nullopt;
+  return (*dense.value_begin<APFloat>()).convertToDouble();
+}
+
 } // namespace mlir::partc

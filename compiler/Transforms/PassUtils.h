@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <string>
 
 namespace mlir::partc {
@@ -29,6 +30,9 @@ bool isHostValue(Value v);
 /// Recomputes `op`'s result types from its operands and attributes (after
 /// they changed), through its InferTypeOpInterface.
 LogicalResult reinferTypes(Operation *op);
+
+/// The value of a one-element f32 graph.constant, if `v` is one.
+std::optional<double> scalarF32Constant(Value v);
 
 } // namespace mlir::partc
 

@@ -40,6 +40,20 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
   }];
 }
 
+def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
+  let summary = "Reads slices and transposes in place in batched MatMuls";
+  let description = [{
+    Rewrites a graph.matmul (without bias or activation) whose operands are
+    slices, split parts, transposes and reshapes of other tensors, or whose result is
+    scaled by a scalar constant, transposed and reshaped, into one
+    graph.strided_matmul that reads the operands through strided views,
+    scales by alpha and writes the result's permuted layout: attention's
+    head split, score scaling and head merge then move no data. Operand
+    views must stay GEMM operands (rows or columns contiguous); a chain is
+    followed only as far as that holds. Ops left without uses are erased.
+  }];
+}
+
 def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Runs chains of f32 element-wise ops as one kernel";
   let description = [{

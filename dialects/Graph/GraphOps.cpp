@@ -111,6 +111,22 @@ int64_t MatMulOp::estimateFlops() {
   return 2 * k * elementCount(getType());
 }
 
+int64_t StridedMatMulOp::estimateFlops() {
+  return 2 * getLhsShape().back() * elementCount(getType());
+}
+
+int64_t StridedMatMulOp::estimateBytes() {
+  // The views read only what they cover, not their whole buffers.
+  auto bytes = [&](Value v, ArrayRef<int64_t> shape) {
+    int64_t n = cast<ShapedType>(v.getType()).getElementTypeBitWidth() / 8;
+    for (int64_t d : shape)
+      n *= d;
+    return n;
+  };
+  return bytes(getLhs(), getLhsShape()) + bytes(getRhs(), getRhsShape()) +
+         bytes(getOutput(), cast<ShapedType>(getType()).getShape());
+}
+
 int64_t GemmOp::estimateFlops() {
   auto a = cast<ShapedType>(getA().getType());
   int64_t k = getTransA() ? a.getShape()[0] : a.getShape()[1];

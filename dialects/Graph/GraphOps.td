@@ -232,6 +232,44 @@ def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
   let results = (outs Graph_Tensor:$output);
 }
 
+def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface,
+                              ["estimateFlops", "estimateBytes"]>]> {
+  let summary = "alpha * matmul of strided views, stored permuted";
+  let description = [{
+    Made by partc-fold-matmul-views from a matmul whose operands are slices,
+    reshapes and transposes of other tensors and whose result is scaled,
+    transposed and reshaped, as in attention's head split and merge. Each
+    operand is read through a view of its buffer: element i of the logical
+    operand (shape `lhs_shape`) lies at `lhs_offset` + sum of i_d *
+    `lhs_strides`[d]. The operands have one rank; batch extents broadcast.
+    The logical result [batch..., M, N] is scaled by `alpha`, permuted by
+    `perm` and stored contiguously with shape `shape`. GEMM libraries read
+    the views in place, so every operand matrix and the result must have
+    its rows or its columns contiguous (runtime/kernels/StridedMatMul.h).
+
+    ```mlir
+    // q @ k^T / 8 for q, k: heads of a [2, 16, 3 * 64] projection, 4 heads.
+    %s = graph.strided_matmul %qkv, %qkv {
+           lhs_shape = array<i64: 2, 4, 16, 16>,
+           lhs_strides = array<i64: 3072, 16, 192, 1>, lhs_offset = 0 : i64,
+           rhs_shape = array<i64: 2, 4, 16, 16>,
+           rhs_strides = array<i64: 3072, 16, 1, 192>, rhs_offset = 64 : i64,
+           perm = array<i64: 0, 1, 2, 3>, shape = array<i64: 2, 4, 16, 16>,
+           alpha = 1.250000e-01 : f64}
+         : (tensor<2x16x192xf32>, tensor<2x16x192xf32>) -> tensor<2x4x16x16xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
+                       DenseI64ArrayAttr:$lhs_shape,
+                       DenseI64ArrayAttr:$lhs_strides, I64Attr:$lhs_offset,
+                       DenseI64ArrayAttr:$rhs_shape,
+                       DenseI64ArrayAttr:$rhs_strides, I64Attr:$rhs_offset,
+                       DenseI64ArrayAttr:$perm, DenseI64ArrayAttr:$shape,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+  let results = (outs Graph_Tensor:$output);
+}
+
 def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "alpha * op(A) * op(B) + beta * C";

@@ -11,6 +11,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "runtime/Support.h"
 #include "runtime/kernels/FusedElementwise.h"
+#include "runtime/kernels/StridedMatMul.h"
 
 #include <algorithm>
 
@@ -305,6 +306,39 @@ INFER_SIGNATURE(FusedElementwiseOp) {
   }
   types.push_back(
       RankedTensorType::get(shape, tensorOf(operands[0]).getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(StridedMatMulOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
+  if (!a.getElementType().isF32() || !b.getElementType().isF32())
+    return fail(loc, "multiplies f32 tensors only");
+  namespace strided = ::partc::runtime::strided;
+  auto view = [&](StringRef prefix, strided::View &v) {
+    auto shape = intsAttr(attrs, (prefix + "_shape").str());
+    auto strides = intsAttr(attrs, (prefix + "_strides").str());
+    if (!shape || !strides)
+      return false;
+    v.shape.assign(shape->begin(), shape->end());
+    v.strides.assign(strides->begin(), strides->end());
+    v.offset = intAttr(attrs, (prefix + "_offset").str(), 0);
+    return true;
+  };
+  strided::View lhs, rhs;
+  auto perm = intsAttr(attrs, "perm");
+  auto shape = intsAttr(attrs, "shape");
+  if (!view("lhs", lhs) || !view("rhs", rhs) || !perm || !shape)
+    return fail(loc, "needs the lhs and rhs views, perm and shape");
+  std::vector<int64_t> logical;
+  std::string error = strided::checkOperands(
+      lhs, a.getNumElements(), rhs, b.getNumElements(),
+      {perm->begin(), perm->end()}, {shape->begin(), shape->end()}, logical);
+  if (!error.empty())
+    return fail(loc, error + "; the views come from slices, reshapes and "
+                             "transposes that partc-fold-matmul-views folds");
+  types.push_back(RankedTensorType::get(*shape, a.getElementType()));
   return success();
 }
 

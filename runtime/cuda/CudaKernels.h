@@ -110,6 +110,9 @@ Status createGemmKernel(const KernelArgs &args, DeviceContext &ctx,
                         std::unique_ptr<GpuKernel> &result);
 Status createMatMulKernel(const KernelArgs &args, DeviceContext &ctx,
                           std::unique_ptr<GpuKernel> &result);
+/// MatMul over strided operand views (runtime/kernels/StridedMatMul.h).
+Status createStridedMatMulKernel(const KernelArgs &args, DeviceContext &ctx,
+                                 std::unique_ptr<GpuKernel> &result);
 
 /// Shape and strides passed to kernels by value (rank <= kMaxRank).
 constexpr int kMaxRank = 8;
@@ -246,6 +249,12 @@ cudaError_t launchHostGate(const unsigned *word, unsigned value,
 /// channel count).
 cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
                               int channels, int padded, cudaStream_t s);
+/// pointers[i] = x + offsets[i], pointers[count + i] = y + offsets[count +
+/// i], pointers[2 count + i] = c + offsets[2 count + i] (f32 elements): the
+/// matrix pointers of a batched GEMM.
+cudaError_t launchBatchPointers(const float *x, const float *y, float *c,
+                                const int64_t *offsets, int count,
+                                void **pointers, cudaStream_t s);
 /// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
 cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
                               cudaStream_t s);

@@ -22,6 +22,7 @@
 #include "runtime/cuda/LtHeuristics.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/KernelRegistry.h"
+#include "runtime/kernels/StridedMatMul.h"
 
 #include <cublas_v2.h>
 
@@ -261,6 +262,83 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
       reference, y, elements(), chosen_);
 }
 
+/// strided_matmul: one GEMM, a strided batched GEMM where the batch lies at
+/// even strides, else a pointer-array batched GEMM whose pointers a small
+/// kernel writes before it (in every run, so that a captured graph holds
+/// both and no pointer array outlives the buffers it was made for).
+class StridedMatMulGpuKernel : public GpuKernel {
+public:
+  StridedMatMulGpuKernel(strided::Gemm g, float alpha)
+      : g_(std::move(g)), alpha_(alpha) {
+    even_ = g_.evenlyStrided(xStride_, yStride_, cStride_);
+  }
+  ~StridedMatMulGpuKernel() override {
+    cudaFree(offsets_);
+    cudaFree(pointers_);
+  }
+  /// Uploads the offsets a pointer-array GEMM needs.
+  Status init() {
+    if (even_)
+      return Status();
+    size_t count = g_.cOffsets.size();
+    std::vector<int64_t> offsets;
+    for (const std::vector<int64_t> *o :
+         {&g_.x.offsets, &g_.y.offsets, &g_.cOffsets})
+      offsets.insert(offsets.end(), o->begin(), o->end());
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMalloc(&offsets_, offsets.size() * sizeof(int64_t)),
+                   "strided matmul offsets"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMalloc(&pointers_, 3 * count * sizeof(void *)),
+                   "strided matmul pointers"));
+    return cudaStatus(cudaMemcpy(offsets_, offsets.data(),
+                                 offsets.size() * sizeof(int64_t),
+                                 cudaMemcpyHostToDevice),
+                      "strided matmul offsets");
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[g_.x.lhs ? 0 : 1].as<float>();
+    const float *y = in[g_.y.lhs ? 0 : 1].as<float>();
+    float *c = out[0].as<float>();
+    cublasOperation_t opX = g_.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t opY = g_.y.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasComputeType_t compute =
+        ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int rows = static_cast<int>(g_.rows), cols = static_cast<int>(g_.cols),
+        depth = static_cast<int>(g_.depth), ldx = static_cast<int>(g_.x.ld),
+        ldy = static_cast<int>(g_.y.ld), ldc = static_cast<int>(g_.ldc);
+    int count = static_cast<int>(g_.cOffsets.size());
+    float beta = 0.f;
+    if (even_)
+      return cublasStatus(cublasGemmStridedBatchedEx(
+                              ctx.cublas, opX, opY, rows, cols, depth, &alpha_,
+                              x + g_.x.offsets[0], CUDA_R_32F, ldx, xStride_,
+                              y + g_.y.offsets[0], CUDA_R_32F, ldy, yStride_,
+                              &beta, c + g_.cOffsets[0], CUDA_R_32F, ldc,
+                              cStride_, count, compute, CUBLAS_GEMM_DEFAULT),
+                          "cublasGemmStridedBatchedEx");
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchBatchPointers(x, y, c, offsets_, count, pointers_, ctx.stream),
+        "strided matmul pointers"));
+    return cublasStatus(
+        cublasGemmBatchedEx(ctx.cublas, opX, opY, rows, cols, depth, &alpha_,
+                            pointers_, CUDA_R_32F, ldx, pointers_ + count,
+                            CUDA_R_32F, ldy, &beta, pointers_ + 2 * count,
+                            CUDA_R_32F, ldc, count, compute,
+                            CUBLAS_GEMM_DEFAULT),
+        "cublasGemmBatchedEx");
+  }
+
+private:
+  strided::Gemm g_;
+  float alpha_;
+  bool even_ = false;
+  int64_t xStride_ = 0, yStride_ = 0, cStride_ = 0;
+  int64_t *offsets_ = nullptr;
+  void **pointers_ = nullptr;
+};
+
 /// The addend of a Gemm's C operand of shape `c` for a result [m, n].
 Addend gemmAddend(const Shape &c, int64_t m, int64_t n, float beta) {
   if (numElements(c) == n && (c.size() <= 1 || c[0] == 1) && beta == 1.f)
@@ -328,6 +406,25 @@ Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
                                                relu, std::vector<int64_t>{0},
                                                std::vector<int64_t>{0});
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
+  result = std::move(kernel);
+  return Status();
+}
+
+Status createStridedMatMulKernel(const KernelArgs &a, DeviceContext &,
+                                 std::unique_ptr<GpuKernel> &result) {
+  strided::View lhs, rhs, view;
+  double alpha;
+  PARTC_RETURN_IF_ERROR(strided::parseKernel(a, lhs, rhs, view, alpha));
+  strided::Gemm g;
+  if (!strided::planGemm(lhs, rhs, view, g))
+    return Status::error("the operand views are not GEMM operands");
+  for (int64_t v : {g.rows, g.cols, g.depth, g.x.ld, g.y.ld, g.ldc,
+                    static_cast<int64_t>(g.cOffsets.size())})
+    if (v > INT32_MAX)
+      return Status(); // beyond cuBLAS's int arguments: the CPU kernel runs
+  auto kernel = std::make_unique<StridedMatMulGpuKernel>(
+      std::move(g), static_cast<float>(alpha));
+  PARTC_RETURN_IF_ERROR(kernel->init());
   result = std::move(kernel);
   return Status();
 }

@@ -1137,6 +1137,24 @@ cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
   return cudaGetLastError();
 }
 
+__global__ void batchPointersKernel(const float *x, const float *y, float *c,
+                                    const int64_t *offsets, int count,
+                                    void **pointers) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= 3 * count)
+    return;
+  const float *base = i < count ? x : i < 2 * count ? y : c;
+  pointers[i] = const_cast<float *>(base + offsets[i]);
+}
+
+cudaError_t launchBatchPointers(const float *x, const float *y, float *c,
+                                const int64_t *offsets, int count,
+                                void **pointers, cudaStream_t s) {
+  batchPointersKernel<<<blocksFor(3 * int64_t{count}), kThreads, 0, s>>>(
+      x, y, c, offsets, count, pointers);
+  return cudaGetLastError();
+}
+
 cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
                               cudaStream_t s) {
   fillPatternKernel<<<blocksFor(n), kThreads, 0, s>>>(x, n, seed);

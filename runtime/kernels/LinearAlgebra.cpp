@@ -1,5 +1,6 @@
 //===- LinearAlgebra.cpp - MatMul and Gemm through CBLAS ------------------===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/StridedMatMul.h"
 
 #include <cblas.h>
 #include <cstring>
@@ -138,6 +139,45 @@ private:
   bool relu_;
 };
 
+/// strided_matmul, kept simple as the reference: the operand views are
+/// gathered into contiguous matrices, multiplied as numpy.matmul and the
+/// scaled result scattered through its permutation.
+class StridedMatMulKernel : public Kernel {
+public:
+  StridedMatMulKernel(strided::View lhs, strided::View rhs,
+                      strided::View result, float alpha)
+      : lhs_(std::move(lhs)), rhs_(std::move(rhs)), result_(std::move(result)),
+        alpha_(alpha),
+        product_(lhs_.shape, rhs_.shape, result_.shape, false, false) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    std::vector<float> a = gather(lhs_, in[0].as<float>());
+    std::vector<float> b = gather(rhs_, in[1].as<float>());
+    std::vector<float> c(numElements(result_.shape));
+    PARTC_RETURN_IF_ERROR(
+        product_.run({{a.data(), {DType::F32, lhs_.shape}},
+                      {b.data(), {DType::F32, rhs_.shape}}},
+                     {{c.data(), {DType::F32, result_.shape}}}));
+    float *y = out[0].as<float>();
+    broadcastLoop<1>(
+        result_.shape, {result_.strides},
+        [&](int64_t o, const auto &idx) { y[idx[0]] = alpha_ * c[o]; });
+    return Status();
+  }
+
+private:
+  static std::vector<float> gather(const strided::View &v, const float *x) {
+    std::vector<float> dense(numElements(v.shape));
+    broadcastLoop<1>(v.shape, {v.strides}, [&](int64_t o, const auto &idx) {
+      dense[o] = x[v.offset + idx[0]];
+    });
+    return dense;
+  }
+  strided::View lhs_, rhs_, result_;
+  float alpha_;
+  MatMulKernel product_;
+};
+
 bool isMatrixType(DType t) {
   return t == DType::F32 || t == DType::F64 || t == DType::I32 ||
          t == DType::I64 || t == DType::U32 || t == DType::U64;
@@ -145,7 +185,39 @@ bool isMatrixType(DType t) {
 
 } // namespace
 
+Status strided::parseKernel(const KernelArgs &a, View &lhs, View &rhs,
+                            View &result, double &alpha) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+  for (const TensorType *t : {&a.inputs[0], &a.inputs[1], &a.outputs[0]})
+    if (t->dtype != DType::F32)
+      return Status::error("supports f32 only, got " + t->str());
+  lhs = {a.attrs.getInts("lhs_shape"), a.attrs.getInts("lhs_strides"),
+         a.attrs.getInt("lhs_offset", 0)};
+  rhs = {a.attrs.getInts("rhs_shape"), a.attrs.getInts("rhs_strides"),
+         a.attrs.getInt("rhs_offset", 0)};
+  std::vector<int64_t> perm = a.attrs.getInts("perm");
+  std::string error = checkOperands(lhs, a.inputs[0].numElements(), rhs,
+                                    a.inputs[1].numElements(), perm,
+                                    a.outputs[0].shape, result.shape);
+  if (!error.empty())
+    return Status::error(error);
+  result.strides = resultStrides(result.shape, perm);
+  result.offset = 0;
+  alpha = a.attrs.getFloat("alpha", 1.0);
+  return Status();
+}
+
 void registerLinearAlgebraKernels(KernelTable &t) {
+  t["strided_matmul"] = [](const KernelArgs &a,
+                           std::unique_ptr<Kernel> &k) -> Status {
+    strided::View lhs, rhs, result;
+    double alpha;
+    PARTC_RETURN_IF_ERROR(strided::parseKernel(a, lhs, rhs, result, alpha));
+    k = std::make_unique<StridedMatMulKernel>(std::move(lhs), std::move(rhs),
+                                              std::move(result),
+                                              static_cast<float>(alpha));
+    return Status();
+  };
   t["matmul"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
     const TensorType &x = a.inputs[0], &y = a.inputs[1], &z = a.outputs[0];

@@ -184,6 +184,49 @@ mc = xc @ cw
 yc = np.exp(np.tanh(mc - cb) * 0.75) + mc
 write_data_set("chain_data", xc, yc)
 
+# attention.onnx: self-attention with 2 heads: a QKV projection split into
+# q, k and v, heads split by Reshape and Transpose, scores scaled by Div,
+# Softmax, heads merged by Transpose and Reshape, an output projection.
+# partc-fold-matmul-views reads the heads in place (two strided matmuls).
+aw = rng.standard_normal((16, 48)) * 0.3
+ab = rng.standard_normal(48) * 0.1
+ao = rng.standard_normal((16, 16)) * 0.3
+nodes = [
+    helper.make_node("MatMul", ["x", "wqkv"], ["p"], name="qkv"),
+    helper.make_node("Add", ["p", "bqkv"], ["pb"], name="qkv_bias"),
+    helper.make_node("Split", ["pb"], ["q", "k", "v"], name="split", axis=-1),
+    helper.make_node("Reshape", ["q", "heads"], ["q4"], name="q_heads"),
+    helper.make_node("Reshape", ["k", "heads"], ["k4"], name="k_heads"),
+    helper.make_node("Reshape", ["v", "heads"], ["v4"], name="v_heads"),
+    helper.make_node("Transpose", ["q4"], ["qt"], name="q_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Transpose", ["k4"], ["kt"], name="k_t", perm=[0, 2, 3, 1]),
+    helper.make_node("Transpose", ["v4"], ["vt"], name="v_t", perm=[0, 2, 1, 3]),
+    helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
+    helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
+    helper.make_node("Softmax", ["ss"], ["a"], name="softmax", axis=-1),
+    helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
+    helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ot", "merged"], ["m"], name="merge"),
+    helper.make_node("MatMul", ["m", "wo"], ["y"], name="out"),
+]
+graph = helper.make_graph(
+    nodes, "attention",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 16])],
+    [init("wqkv", aw), init("bqkv", ab), init("wo", ao),
+     init("scale", np.array(np.sqrt(8.0))),
+     numpy_helper.from_array(np.array([-1, 6, 2, 8], np.int64), "heads"),
+     numpy_helper.from_array(np.array([-1, 6, 16], np.int64), "merged")])
+save(graph, "attention.onnx")
+xa = rng.standard_normal((4, 6, 16))
+qa, ka, va = np.split(xa @ aw + ab, 3, axis=-1)
+heads = lambda t: t.reshape(4, 6, 2, 8).transpose(0, 2, 1, 3)
+sa = heads(qa) @ heads(ka).transpose(0, 1, 3, 2) / np.sqrt(8.0)
+pa = np.exp(sa - sa.max(-1, keepdims=True))
+pa /= pa.sum(-1, keepdims=True)
+ya = (pa @ heads(va)).transpose(0, 2, 1, 3).reshape(4, 6, 16) @ ao
+write_data_set("attention_data", xa, ya)
+
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
     [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",

@@ -114,6 +114,11 @@ static cl::opt<bool> noFuseElementwise(
     cl::desc("Run each element-wise op as its own kernel instead of fusing "
              "chains of them (for comparison)"),
     cl::init(false));
+static cl::opt<bool> noFoldMatMulViews(
+    "no-fold-matmul-views",
+    cl::desc("Copy slices and transposes around batched MatMuls instead of "
+             "reading them in place (for comparison)"),
+    cl::init(false));
 
 namespace {
 
@@ -262,6 +267,8 @@ int compile() {
   if (layout == "nhwc")
     pm.addPass(mlir::partc::createConvertLayout());
   pm.addPass(mlir::partc::createFuseActivations());
+  if (!noFoldMatMulViews)
+    pm.addPass(mlir::partc::createFoldMatMulViews());
   if (!noFuseElementwise)
     pm.addPass(mlir::partc::createFuseElementwise());
   std::string planLabel = strat;
