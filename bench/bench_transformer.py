@@ -100,6 +100,10 @@ def main():
         configs += [("partc auto", 2, ["--devices", "2"]),
                     ("partc pipeline", 2, ["--devices", "2", "--strategy", "pipeline"]),
                     ("partc data-parallel", 2, ["--devices", "2", "--strategy", "data"])]
+    if args.gpus >= 4:
+        configs += [("partc auto", 4, ["--devices", "4"]),
+                    ("partc pipeline", 4, ["--devices", "4", "--strategy", "pipeline"]),
+                    ("partc data-parallel", 4, ["--devices", "4", "--strategy", "data"])]
     for label, n, opts in configs:
         tag = re.sub(r"\W+", "_", label)
         plan = os.path.join(args.work, tag + ".plan")
