@@ -106,8 +106,10 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         else
           ok = batched[0] && lr >= 2 &&
                (lr == 2 || rr < lr || dim0(op->getOperand(1)) == 1);
-        // A fused bias is one value per column, never per sample.
-        ok = ok && (op->getNumOperands() < 3 || !batched[2]);
+        // A fused bias is one value per column, never per sample; a fused
+        // addend has the result's shape, so it is batched with it.
+        ok = ok && (op->getNumOperands() < 3 || !batched[2]) &&
+             (op->getNumOperands() < 4 || batched[3]);
         if (!ok)
           why = "it contracts over the batch dimension";
       })

@@ -211,7 +211,7 @@ private:
     auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(op.getRhs().getType());
     auto resultType = cast<RankedTensorType>(op.getType());
-    if (op.getBias() || op.getActivation() || lhsType.getRank() < 2 ||
+    if (!op.getEpilogue().empty() || op.getActivation() || lhsType.getRank() < 2 ||
         rhsType.getRank() < 2 || resultType.getRank() > 8 ||
         !lhsType.getElementType().isF32() || !rhsType.getElementType().isF32())
       return;

@@ -86,36 +86,54 @@ struct FuseActivationsPass
           shape.back() != result.getShape().back() ||
           llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
         continue;
-      matmul.getBiasMutable().assign(bias);
+      matmul.getEpilogueMutable().assign(bias);
       absorbAdd(matmul, add);
       return true;
     }
     return false;
   }
 
-  /// add(conv(x), z) -> conv(x, addend = z), keeping the add's activation.
+  /// A zero bias of `size` values, for an epilogue that takes an addend
+  /// only after a bias.
+  static Value zeroBias(Operation *op, int64_t size) {
+    OpBuilder builder(op);
+    Type element = cast<RankedTensorType>(op->getResult(0).getType())
+                       .getElementType();
+    auto type = RankedTensorType::get({size}, element);
+    return graph::ConstantOp::create(
+        builder, op->getLoc(), type,
+        DenseElementsAttr::get(type, builder.getZeroAttr(element)));
+  }
+
+  /// add(conv(x), z) -> conv(x, addend = z) and add(matmul(x, w), z) ->
+  /// matmul(x, w, addend = z) for a weight matrix w (one GEMM), keeping the
+  /// add's activation.
   static void fuseResidual(graph::AddOp add) {
     for (unsigned k = 0; k < 2; ++k) {
-      auto conv = absorbableProducer<graph::ConvOp>(add, k);
       Value other = add->getOperand(1 - k);
-      if (!conv || conv.getAddend() || other.getType() != conv.getType())
+      if (other.getType() != add.getType())
         continue;
-      if (!conv.getBias()) {
-        // The epilogue takes the addend after a bias: give it a zero one.
-        OpBuilder builder(conv);
+      if (auto conv = absorbableProducer<graph::ConvOp>(add, k);
+          conv && !conv.getAddend()) {
         auto type = cast<RankedTensorType>(conv.getType());
-        int64_t channels = conv.getChannelsLast() ? type.getShape().back()
-                                                  : type.getDimSize(1);
-        auto biasType =
-            RankedTensorType::get({channels}, type.getElementType());
-        auto zero = graph::ConstantOp::create(
-            builder, conv.getLoc(), biasType,
-            DenseElementsAttr::get(biasType,
-                                   builder.getZeroAttr(type.getElementType())));
-        conv.getEpilogueMutable().append(zero.getResult());
+        if (!conv.getBias())
+          conv.getEpilogueMutable().append(
+              zeroBias(conv, conv.getChannelsLast() ? type.getShape().back()
+                                                    : type.getDimSize(1)));
+        conv.getEpilogueMutable().append(other);
+        absorbAdd(conv, add);
+        return;
       }
-      conv.getEpilogueMutable().append(other);
-      absorbAdd(conv, add);
+      auto matmul = absorbableProducer<graph::MatMulOp>(add, k);
+      if (!matmul || matmul.getAddend() ||
+          cast<RankedTensorType>(matmul.getRhs().getType()).getRank() != 2 ||
+          cast<RankedTensorType>(matmul.getLhs().getType()).getRank() < 2)
+        continue;
+      if (!matmul.getBias())
+        matmul.getEpilogueMutable().append(zeroBias(
+            matmul, cast<RankedTensorType>(matmul.getType()).getShape().back()));
+      matmul.getEpilogueMutable().append(other);
+      absorbAdd(matmul, add);
       return;
     }
   }

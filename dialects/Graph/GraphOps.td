@@ -221,15 +221,25 @@ def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "numpy.matmul (batched, broadcasting)";
   let description = [{
-    An optional `bias` of the result's last extent (rank 1, or leading
-    extents of 1) is added to every row, and the optional activation after
-    it; partc-fuse-activations moves both here from an `add` and a `relu`
-    so that GEMM libraries run them in their epilogue.
+    `epilogue` holds an optional `bias` of the result's last extent (rank
+    1, or leading extents of 1), added to every row, and after it an
+    optional `addend` of the result's type (a residual connection); the
+    optional activation comes last. partc-fuse-activations moves them here
+    from `add` and `relu` ops so that GEMM libraries run them in their
+    epilogue.
   }];
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
-                       Optional<Graph_Tensor>:$bias,
+                       Variadic<Graph_Tensor>:$epilogue,
                        OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
+  let extraClassDeclaration = [{
+    ::mlir::Value getBias() {
+      return getEpilogue().empty() ? ::mlir::Value() : getEpilogue()[0];
+    }
+    ::mlir::Value getAddend() {
+      return getEpilogue().size() < 2 ? ::mlir::Value() : getEpilogue()[1];
+    }
+  }];
 }
 
 def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,

@@ -354,7 +354,7 @@ INFER_SIGNATURE(CastOp) {
 }
 
 INFER_SIGNATURE(MatMulOp) {
-  if (failed(requireOperands(loc, operands, 2, 3)))
+  if (failed(requireOperands(loc, operands, 2, 4)))
     return failure();
   auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
   if (a.getElementType() != b.getElementType())
@@ -379,7 +379,7 @@ INFER_SIGNATURE(MatMulOp) {
     batch.push_back(as[as.size() - 2]);
   if (!bVec)
     batch.push_back(bs.back());
-  if (operands.size() == 3) {
+  if (operands.size() >= 3) {
     // A bias is one value per result column.
     auto bias = tensorOf(operands[2]);
     ArrayRef<int64_t> shape = bias.getShape();
@@ -390,7 +390,12 @@ INFER_SIGNATURE(MatMulOp) {
                            " must hold one value per result column (" +
                            Twine(bVec ? 1 : bs.back()) + ")");
   }
-  types.push_back(RankedTensorType::get(batch, a.getElementType()));
+  auto result = RankedTensorType::get(batch, a.getElementType());
+  if (operands.size() == 4 && tensorOf(operands[3]) != result)
+    return fail(loc, "addend " + shapeStr(tensorOf(operands[3]).getShape()) +
+                         " must have the result's type, shape " +
+                         shapeStr(batch));
+  types.push_back(result);
   return success();
 }
 

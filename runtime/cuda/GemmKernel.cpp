@@ -1,15 +1,17 @@
 //===- GemmKernel.cpp - Gemm and MatMul with their epilogue ---------------===//
 //
-// Row-major C[m, n] = alpha * op(A) * op(B), then one of: beta * C0 (Gemm's
-// C, full or broadcast), a bias of one value per column (Gemm's C of shape
-// [n] or [1, n], or MatMul's fused bias), and an optional ReLU.
+// Row-major C[m, n] = alpha * op(A) * op(B), then: beta * C0 (Gemm's C,
+// full or broadcast) or a bias of one value per column (Gemm's C of shape
+// [n] or [1, n], or MatMul's fused bias) with, for MatMul, a fused residual
+// addend of the result's shape; then an optional ReLU.
 //
 // Two implementations of a single GEMM:
-//  * cublas: cublasGemmEx, then one vectorized pass for the bias and ReLU
-//    (a broadcast C is copied into the result first and scaled by beta);
-//  * cublaslt: cublasLtMatmul with the bias and ReLU in its epilogue, or a
-//    full C as its C operand; one candidate per algorithm its heuristic
-//    offers.
+//  * cublas: cublasGemmEx, then one vectorized pass for the bias, residual
+//    and ReLU (a broadcast C is copied into the result first and scaled by
+//    beta);
+//  * cublaslt: cublasLtMatmul with the bias and ReLU in its epilogue and a
+//    full C or the residual as its C operand; one candidate per algorithm
+//    its heuristic offers.
 // tune() times them at load time and keeps the fastest whose result agrees
 // with the cublas one. Batched MatMuls (a batch on the right operand, as in
 // attention) run as one strided batched cublas GEMM where the matrices lie
@@ -35,11 +37,19 @@ struct GemmShape {
   int64_t m = 0, n = 0, k = 0;
 };
 
-/// What is added to alpha * op(A) * op(B).
-enum class Addend { None, ColumnBias, Matrix, Broadcast };
+/// What is added to alpha * op(A) * op(B): a bias per column, Gemm's C
+/// (scaled by beta, full or broadcast) or MatMul's residual (the result's
+/// shape, added after the bias).
+struct Addend {
+  bool bias = false;
+  enum Matrix { None, Full, Broadcast } matrix = None;
+  bool residual = false;
+  /// Input index of the matrix or residual.
+  size_t matrixInput = 2;
+};
 
 struct GemmOperands {
-  const float *a, *b, *c;
+  const float *a, *b, *bias, *c;
   float *y;
 };
 
@@ -72,8 +82,10 @@ public:
 
 private:
   GemmOperands operands(const std::vector<TensorRef> &in, void *y) const {
+    bool matrix = addend_.matrix != Addend::None || addend_.residual;
     return {in[0].as<float>(), in[1].as<float>(),
-            addend_ == Addend::None ? nullptr : in[2].as<float>(),
+            addend_.bias ? in[2].as<float>() : nullptr,
+            matrix ? in[addend_.matrixInput].as<float>() : nullptr,
             static_cast<float *>(y)};
   }
   int64_t elements() const {
@@ -129,7 +141,7 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
   cublasComputeType_t compute =
       ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   float beta = 0.f;
-  if (addend_ == Addend::Matrix || addend_ == Addend::Broadcast) {
+  if (addend_.matrix != Addend::None) {
     PARTC_RETURN_IF_ERROR(
         cudaStatus(launchStridedCopy(ops.c, ops.y, elements(), cStrides_, 0, 4,
                                      ctx.stream),
@@ -157,16 +169,17 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
                        &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
                        static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx"));
-  return cudaStatus(
-      launchEpilogue(ops.y, addend_ == Addend::ColumnBias ? ops.c : nullptr,
-                     nullptr, elements(), g_.n, 1, relu_, ctx.stream),
-      "gemm epilogue");
+  return cudaStatus(launchEpilogue(ops.y, ops.bias,
+                                   addend_.residual ? ops.c : nullptr,
+                                   elements(), g_.n, 1, relu_, ctx.stream),
+                    "gemm epilogue");
 }
 
 Status LinearKernel::initLt(DeviceContext &ctx) {
-  // One GEMM whose addend cuBLASLt can take: none, a bias, or a full C.
+  // One GEMM whose addend cuBLASLt can take: a bias, and a full C or the
+  // residual.
   if (!ctx.cublasLt || !ctx.fuseEpilogues || aOffsets_.size() != 1 ||
-      addend_ == Addend::Broadcast)
+      addend_.matrix == Addend::Broadcast)
     return Status();
   PARTC_RETURN_IF_ERROR(cublasStatus(
       cublasLtMatmulDescCreate(
@@ -177,8 +190,7 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
   // has one value per row of D^T, that is per column of the result.
   cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue =
-      ltEpilogue(addend_ == Addend::ColumnBias, relu_);
+  cublasLtEpilogue_t epilogue = ltEpilogue(addend_.bias, relu_);
   for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_DESC_TRANSA, &opB},
                              std::pair{CUBLASLT_MATMUL_DESC_TRANSB, &opA}})
     PARTC_RETURN_IF_ERROR(
@@ -207,13 +219,13 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
 
 Status LinearKernel::runLt(DeviceContext &ctx, const GemmOperands &ops,
                            const cublasLtMatmulAlgo_t &algo) {
-  if (addend_ == Addend::ColumnBias)
+  if (addend_.bias)
     PARTC_RETURN_IF_ERROR(cublasStatus(
         cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                       &ops.c, sizeof(ops.c)),
+                                       &ops.bias, sizeof(ops.bias)),
         "cuBLASLt bias"));
-  bool matrix = addend_ == Addend::Matrix;
-  float beta = matrix ? beta_ : 0.f;
+  bool matrix = addend_.matrix == Addend::Full || addend_.residual;
+  float beta = addend_.residual ? 1.f : matrix ? beta_ : 0.f;
   return cublasStatus(
       cublasLtMatmul(ctx.cublasLt, desc_, &alpha_, ops.b, bLayout_, ops.a,
                      aLayout_, &beta, matrix ? ops.c : ops.y, yLayout_, ops.y,
@@ -228,31 +240,29 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     return Status();
   // Every operand comes from scratch filled with a fixed pattern: which of
   // them are weights is not known here, and the arena holds no values yet.
-  // Slot 3 holds B, then the addend.
-  size_t bBytes = (in[1].type.byteSize() + 255) / 256 * 256;
-  size_t cBytes = addend_ == Addend::None ? 0 : in[2].type.byteSize();
-  void *a = nullptr, *b = nullptr, *reference = nullptr, *y = nullptr;
+  // Slot 3 holds B, then the bias and the matrix or residual, if any.
+  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  std::vector<size_t> starts;
+  size_t packed = 0;
+  for (size_t i = 1; i < in.size(); ++i) {
+    starts.push_back(packed);
+    packed += rounded(in[i].type.byteSize());
+  }
+  void *a = nullptr, *pack = nullptr, *reference = nullptr, *y = nullptr;
   PARTC_RETURN_IF_ERROR(scratch.buffer(0, in[0].type.byteSize(), a));
-  PARTC_RETURN_IF_ERROR(scratch.buffer(3, bBytes + cBytes, b));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(3, packed, pack));
   PARTC_RETURN_IF_ERROR(scratch.buffer(1, out[0].type.byteSize(), reference));
   PARTC_RETURN_IF_ERROR(scratch.buffer(2, out[0].type.byteSize(), y));
-  float *c = addend_ == Addend::None
-                 ? nullptr
-                 : reinterpret_cast<float *>(static_cast<char *>(b) + bBytes);
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(launchFillPattern(static_cast<float *>(a),
-                                   in[0].type.numElements(), 1, ctx.stream),
-                 "tuning"));
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(launchFillPattern(static_cast<float *>(b),
-                                   in[1].type.numElements(), 2, ctx.stream),
-                 "tuning"));
-  if (c)
+  std::vector<TensorRef> patterned = in;
+  patterned[0].data = a;
+  for (size_t i = 1; i < in.size(); ++i)
+    patterned[i].data = static_cast<char *>(pack) + starts[i - 1];
+  for (size_t i = 0; i < in.size(); ++i)
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        launchFillPattern(c, in[2].type.numElements(), 3, ctx.stream),
+        launchFillPattern(patterned[i].as<float>(), in[i].type.numElements(),
+                          static_cast<uint32_t>(i + 1), ctx.stream),
         "tuning"));
-  GemmOperands ops{static_cast<const float *>(a), static_cast<const float *>(b),
-                   c, nullptr};
+  GemmOperands ops = operands(patterned, nullptr);
   return pickFastest(
       ctx, scratch, algos_.size() + 1,
       [&](size_t index, void *result) {
@@ -341,11 +351,14 @@ private:
 
 /// The addend of a Gemm's C operand of shape `c` for a result [m, n].
 Addend gemmAddend(const Shape &c, int64_t m, int64_t n, float beta) {
+  Addend addend;
   if (numElements(c) == n && (c.size() <= 1 || c[0] == 1) && beta == 1.f)
-    return Addend::ColumnBias;
-  if (c.size() == 2 && c[0] == m && c[1] == n)
-    return Addend::Matrix;
-  return Addend::Broadcast;
+    addend.bias = true;
+  else if (c.size() == 2 && c[0] == m && c[1] == n)
+    addend.matrix = Addend::Full;
+  else
+    addend.matrix = Addend::Broadcast;
+  return addend;
 }
 
 } // namespace
@@ -394,7 +407,7 @@ Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
   GemmShape g{ta, tb, ta ? x[1] : x[0], tb ? w[0] : w[1], ta ? x[0] : x[1]};
   float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
   float beta = static_cast<float>(a.attrs.getFloat("beta", 1.0));
-  Addend addend = Addend::None;
+  Addend addend;
   Strides cStrides;
   if (a.inputs.size() == 3 && beta != 0.f) {
     addend = gemmAddend(a.inputs[2].shape, g.m, g.n, beta);
@@ -456,9 +469,13 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
   }
   bool relu;
   PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  Addend addend;
+  addend.bias = a.inputs.size() >= 3;
+  addend.residual = a.inputs.size() == 4;
+  addend.matrixInput = 3;
   auto kernel = std::make_unique<LinearKernel>(
-      g, 1.f, 1.f, a.inputs.size() == 3 ? Addend::ColumnBias : Addend::None,
-      Strides(), relu, std::move(aOffsets), std::move(bOffsets));
+      g, 1.f, 1.f, addend, Strides(), relu, std::move(aOffsets),
+      std::move(bOffsets));
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);
   return Status();

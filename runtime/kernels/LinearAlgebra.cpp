@@ -38,8 +38,8 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
 class MatMulKernel : public Kernel {
 public:
   MatMulKernel(const Shape &a, const Shape &b, const Shape &out, bool hasBias,
-               bool relu)
-      : out_(out), hasBias_(hasBias), relu_(relu) {
+               bool relu, bool hasAddend = false)
+      : out_(out), hasBias_(hasBias), hasAddend_(hasAddend), relu_(relu) {
     Shape aa = a, bb = b;
     if (aa.size() == 1)
       aa.insert(aa.begin(), 1);
@@ -79,6 +79,11 @@ public:
           for (int64_t i = 0; i < total; ++i)
             c[i] += bias[i % n_];
         }
+        if (hasAddend_) {
+          const T *addend = in[3].as<T>();
+          for (int64_t i = 0; i < total; ++i)
+            c[i] += addend[i];
+        }
         if (relu_)
           for (int64_t i = 0; i < total; ++i)
             c[i] = c[i] > T(0) ? c[i] : T(0);
@@ -89,7 +94,7 @@ public:
 
 private:
   Shape out_, batch_;
-  bool hasBias_, relu_;
+  bool hasBias_, hasAddend_, relu_;
   int64_t m_, n_, k_;
   std::vector<int64_t> aOffsets_, bOffsets_;
 };
@@ -219,7 +224,7 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     return Status();
   };
   t["matmul"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 4, 1));
     const TensorType &x = a.inputs[0], &y = a.inputs[1], &z = a.outputs[0];
     if (x.dtype != y.dtype || x.dtype != z.dtype || !isMatrixType(x.dtype))
       return Status::error("unsupported operand types " + x.str() + ", " +
@@ -247,7 +252,11 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     if (expect != z.shape)
       return Status::error("result " + z.str() + " should have shape " +
                            shapeToString(expect));
-    bool hasBias = a.inputs.size() == 3;
+    bool hasBias = a.inputs.size() >= 3;
+    bool hasAddend = a.inputs.size() == 4;
+    if (hasAddend && a.inputs[3] != z)
+      return Status::error("addend " + a.inputs[3].str() +
+                           " must have the result's type " + z.str());
     if (hasBias && (bVec || a.inputs[2].dtype != x.dtype ||
                     a.inputs[2].numElements() != bb.back()))
       return Status::error("bias " + a.inputs[2].str() +
@@ -255,7 +264,7 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias,
-                                       relu);
+                                       relu, hasAddend);
     return Status();
   };
   t["gemm"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

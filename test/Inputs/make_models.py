@@ -186,11 +186,14 @@ write_data_set("chain_data", xc, yc)
 
 # attention.onnx: self-attention with 2 heads: a QKV projection split into
 # q, k and v, heads split by Reshape and Transpose, scores scaled by Div,
-# Softmax, heads merged by Transpose and Reshape, an output projection.
-# partc-fold-matmul-views reads the heads in place (two strided matmuls).
+# Softmax, heads merged by Transpose and Reshape, an output projection
+# with its bias and a residual connection. partc-fold-matmul-views reads
+# the heads in place (two strided matmuls); the projection's bias and
+# residual run in its GEMM's epilogue.
 aw = rng.standard_normal((16, 48)) * 0.3
 ab = rng.standard_normal(48) * 0.1
 ao = rng.standard_normal((16, 16)) * 0.3
+abo = rng.standard_normal(16) * 0.1
 nodes = [
     helper.make_node("MatMul", ["x", "wqkv"], ["p"], name="qkv"),
     helper.make_node("Add", ["p", "bqkv"], ["pb"], name="qkv_bias"),
@@ -207,13 +210,15 @@ nodes = [
     helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
     helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
     helper.make_node("Reshape", ["ot", "merged"], ["m"], name="merge"),
-    helper.make_node("MatMul", ["m", "wo"], ["y"], name="out"),
+    helper.make_node("MatMul", ["m", "wo"], ["mo"], name="out"),
+    helper.make_node("Add", ["mo", "bo"], ["mb"], name="out_bias"),
+    helper.make_node("Add", ["x", "mb"], ["y"], name="residual"),
 ]
 graph = helper.make_graph(
     nodes, "attention",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 16])],
-    [init("wqkv", aw), init("bqkv", ab), init("wo", ao),
+    [init("wqkv", aw), init("bqkv", ab), init("wo", ao), init("bo", abo),
      init("scale", np.array(np.sqrt(8.0))),
      numpy_helper.from_array(np.array([-1, 6, 2, 8], np.int64), "heads"),
      numpy_helper.from_array(np.array([-1, 6, 16], np.int64), "merged")])
@@ -224,7 +229,7 @@ heads = lambda t: t.reshape(4, 6, 2, 8).transpose(0, 2, 1, 3)
 sa = heads(qa) @ heads(ka).transpose(0, 1, 3, 2) / np.sqrt(8.0)
 pa = np.exp(sa - sa.max(-1, keepdims=True))
 pa /= pa.sum(-1, keepdims=True)
-ya = (pa @ heads(va)).transpose(0, 2, 1, 3).reshape(4, 6, 16) @ ao
+ya = xa + (pa @ heads(va)).transpose(0, 2, 1, 3).reshape(4, 6, 16) @ ao + abo
 write_data_set("attention_data", xa, ya)
 
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.

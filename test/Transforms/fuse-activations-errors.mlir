@@ -7,3 +7,13 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %a : tensor<4xf32>
 }
 
+
+// -----
+
+// Tests that a matmul's residual addend must have the result's shape.
+func.func @addend(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>, %z: tensor<1x3xf32>) -> tensor<3x3xf32> {
+  // expected-error@+2 {{addend [1,3] must have the result's type, shape [3,3]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %m = graph.matmul %x, %w, %b, %z : (tensor<3x4xf32>, tensor<4x3xf32>, tensor<3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
+  return %m : tensor<3x3xf32>
+}

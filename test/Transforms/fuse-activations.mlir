@@ -93,14 +93,16 @@ func.func @main(%x: tensor<2x3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<5xf32>, %
 
 // -----
 
-// Tests that an add which is not a bias (one value per row, a full tensor)
-// or whose matmul result is used again stays separate.
+// Tests that an add of one value per row stays separate, that a full
+// tensor added to a matmul with a weight matrix becomes its residual addend
+// (after a zero bias), and that an add whose matmul result is used again
+// stays separate.
 // CHECK-LABEL: func @main
 func.func @main(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>, %r: tensor<3x1xf32>, %f: tensor<3x3xf32>) -> (tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>) {
   // CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1 :
   // CHECK: graph.add %[[M]], %arg2
-  // CHECK: %[[N:.*]] = graph.matmul %arg0, %arg1 :
-  // CHECK: graph.add %[[N]], %arg3
+  // CHECK: %[[Z:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<3xf32>}
+  // CHECK: graph.matmul %arg0, %arg1, %[[Z]], %arg3 :
   // CHECK: %[[P:.*]] = graph.matmul %arg0, %arg1 :
   // CHECK: graph.add %[[P]], %arg3
   %m = graph.matmul %x, %w : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
@@ -111,4 +113,23 @@ func.func @main(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>, %r: tensor<3x1xf32>, %
   %c = graph.add %p, %f : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   %u = graph.mul %c, %p : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
   return %a, %b, %u : tensor<3x3xf32>, tensor<3x3xf32>, tensor<3x3xf32>
+}
+
+// -----
+
+// Tests a transformer's residual connection, x + (y W + b): the bias, then
+// the residual, then a ReLU all in the matmul's epilogue; a batched matmul
+// (a batch on both operands, not one GEMM) keeps its add.
+// CHECK-LABEL: func @residual
+func.func @residual(%x: tensor<2x5x8xf32>, %y: tensor<2x5x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>, %v: tensor<2x4x8xf32>) -> (tensor<2x5x8xf32>, tensor<2x5x8xf32>) {
+  // CHECK: %[[R:.*]] = graph.matmul %arg1, %arg2, %arg3, %arg0 {activation = "relu"}
+  // CHECK: %[[B:.*]] = graph.matmul %arg1, %arg4 :
+  // CHECK: graph.add %[[B]], %arg0
+  %m = graph.matmul %y, %w : (tensor<2x5x4xf32>, tensor<4x8xf32>) -> tensor<2x5x8xf32>
+  %mb = graph.add %m, %b : (tensor<2x5x8xf32>, tensor<8xf32>) -> tensor<2x5x8xf32>
+  %s = graph.add %x, %mb : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  %r = graph.relu %s : (tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  %n = graph.matmul %y, %v : (tensor<2x5x4xf32>, tensor<2x4x8xf32>) -> tensor<2x5x8xf32>
+  %t = graph.add %n, %x : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
+  return %r, %t : tensor<2x5x8xf32>, tensor<2x5x8xf32>
 }
