@@ -193,9 +193,34 @@ if [[ $what == *transformer* ]]; then
   echo "== transformer bench"
   timeout 400 python3 -u bench/bench_transformer.py --bin $B --work $W/tbench 2>&1 | grep -v Warning | tee $OUT/bench-transformer.txt
 fi
+if [[ $what == *r50x4* ]]; then
+  echo "== ResNet-50 plans for 4 GPUs (analytic cost model)"
+  mkdir -p $W/r50x4
+  python3 -c "
+import torch, torchvision
+net = torchvision.models.resnet50().eval()
+torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/r50x4/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  r() { # label, batch, compile options...
+    local label=$1 batch=$2; shift 2
+    $B/partc compile $W/r50x4/r50.onnx -o $W/r50x4/p.plan --batch $batch --quiet "$@" --explain \
+      | grep -m1 "chosen" | sed "s/^/  $label: /"
+    $B/partc-run $W/r50x4/p.plan --backend cuda --keep-inputs --stream --iterations 300 --warmup 10 --quiet \
+      | grep "ms per batch" | sed "s/^/  $label: /"
+  }
+  r "1 GPU, batch 64" 64
+  r "1 GPU, batch 256" 256
+  r "auto, 4 GPUs, batch 64" 64 --devices 4
+  r "4 stages, batch 64" 64 --devices 4 --strategy pipeline
+  r "2 stages x 2 replicas, batch 64" 64 --devices 4 --stages 2 --replicas 2
+  r "4 replicas, batch 64" 64 --devices 4 --strategy data
+  r "4 replicas, batch 256 (64 per GPU)" 256 --devices 4 --strategy data
+  r "auto, 4 GPUs, batch 256" 256 --devices 4
+fi
 if [[ $what == *quick* ]]; then
   echo "== quick bench"
-  timeout 300 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt
+  timeout 450 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt
   cp $W/bench/profile_*.json $W/bench/trace_*.json $OUT/ 2>/dev/null
 fi
 if [[ $what == *bench* ]]; then
