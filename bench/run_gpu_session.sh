@@ -201,6 +201,10 @@ if [[ $what == *attn* ]]; then
     timeout 60 $B/partc-run $W/attention1.plan --backend cuda --check $W/ex/attention_data --rtol 1e-2 --atol 1e-2 $extra --quiet || echo "FAILED: attention TF32 $extra"
   done
 fi
+if [[ $what == *stem* ]]; then
+  echo "== stem convolution, plain and space-to-depth"
+  timeout 200 python3 -u bench/stem_experiment.py --bin $B --work $W/stem 2>&1 | tee $OUT/stem.txt
+fi
 if [[ $what == *r50x4* ]]; then
   echo "== ResNet-50 plans for 4 GPUs (analytic cost model)"
   mkdir -p $W/r50x4
