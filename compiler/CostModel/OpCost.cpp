@@ -36,6 +36,13 @@ OpWork analyzeOp(Operation *op, bool batched) {
                graph::SliceOp, graph::GatherOp, graph::PadOp, graph::ExpandOp,
                graph::TransferOp>(op))
     w.cls = OpClass::Movement;
+  if (auto conv = dyn_cast<graph::ConvOp>(op)) {
+    ArrayRef<int64_t> weight =
+        cast<RankedTensorType>(conv.getWeight().getType()).getShape();
+    int64_t channels = conv.getChannelsLast() ? weight.back() : weight[1];
+    int64_t widened = std::max<int64_t>(4, (channels + 3) / 4 * 4);
+    w.matrixUtilization = std::min(1.0, static_cast<double>(widened) / 32.0);
+  }
   if (auto cost = dyn_cast<graph::CostOpInterface>(op))
     w.flops = static_cast<double>(cost.estimateFlops());
   auto strided = dyn_cast<graph::StridedMatMulOp>(op);
@@ -100,7 +107,8 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
   double rate = w.cls == OpClass::Matrix
-                    ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32)
+                    ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32) *
+                          w.matrixUtilization
                     : d.vectorFlops;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;

@@ -23,6 +23,12 @@ struct OpWork {
   double activationBytes = 0; // bytes read and written that scale with batch
   double weightBytes = 0;     // constant operands
   double outputBytes = 0;     // results (what stays live)
+  /// The share of the matrix units' reduction tile a convolution fills:
+  /// below 32 input channels per group (rounded up to 4, as the GPU kernels
+  /// widen them) implicit GEMMs leave the rest idle. ResNet-50's 3-channel
+  /// stem ran at 38 TFLOP/s on an H200 where its other convolutions ran
+  /// at 100 to 350 (profile, 2026-11-22).
+  double matrixUtilization = 1.0;
   bool batched = false;
   std::string signature; // kernel signature, for cost tables
   /// What the signature is made of, to name the kernel at a micro-batch.

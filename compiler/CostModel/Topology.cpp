@@ -21,12 +21,15 @@ struct Preset {
 };
 
 /// Peak figures from NVIDIA's data sheets (dense, no sparsity), derated to
-/// what partc's kernels sustain. The factors (matrix 53% of peak, memory
-/// 70%, vector 95%, 7 us per op) were fitted to partc's own ResNet-50 on an
-/// H200 on 2026-11-22, session 5 (kernels of 3.26 ms at batch 64 and
-/// 1.02 ms at batch 16, plus 2.5 us between each of the 57 kernels in a
-/// graph): the two runs give the per-op fixed cost and one scale of the
-/// rates. --cost-table replaces them with measurements.
+/// what partc's kernels sustain. The factors (matrix 60% of peak, memory
+/// 80%, vector 95%, 7 us per op including the gap to the next kernel in a
+/// graph, with the few-channel convolution rule of
+/// OpWork::matrixUtilization) were fitted per kernel to the 159
+/// convolutions of partc's ResNet-50 profiled at batch 64, 32 and 16 on an
+/// H200 on 2026-11-22, session 7: squared log error 3.0 against 11.5 for
+/// session 5's whole-model fit (53%, 70%, 7 us, no such rule), which got
+/// totals right but every stage of a cut alike. --cost-table replaces them
+/// with measurements.
 /// Links: NVLink 4 at 450 GB/s per direction (measured 385 GB/s device to
 /// device with PyTorch on the H200 machines), PCIe 5 x16 at 64 GB/s (about
 /// 50 GB/s achieved).
@@ -36,11 +39,11 @@ std::vector<Preset> presets() {
     DeviceSpec d;
     d.name = name;
     d.memoryBytes = memGiB * GiB;
-    d.matrixFlopsFp32 = fp32 * 0.53;
-    d.matrixFlopsTf32 = tf32 * 0.53;
-    d.matrixFlopsBf16 = bf16 * 0.53;
+    d.matrixFlopsFp32 = fp32 * 0.60;
+    d.matrixFlopsTf32 = tf32 * 0.60;
+    d.matrixFlopsBf16 = bf16 * 0.60;
     d.vectorFlops = vector * 0.95;
-    d.memoryBytesPerSecond = bw * 0.70;
+    d.memoryBytesPerSecond = bw * 0.80;
     // Streamed pipelines' local copies on the H200s moved 0.75 of peak
     // (3.6 TB/s, several per batch, beside kernels), and graphs ran 2.5 us
     // per kernel beyond the kernels' own times (ResNet-50, 2 and 4 stages,

@@ -31,10 +31,10 @@
 // A hybrid whose replicas are an H200 pair and an A100 pair: the H200
 // pipeline takes about three times the rows, each replica's stages run on
 // its own devices.
-// HYBRID-SLICES: plan: 2 stages x 2 replicas, 1 micro-batch, slices 12346/4038, cuts before ops [1]
+// HYBRID-SLICES: plan: 2 stages x 2 replicas, 1 micro-batch, slices 12325/4059, cuts before ops [1]
 // HYBRID-IR-LABEL: func @main
-// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 0 {{.*}}tensor<12346x4096xf32>
-// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 3 {{.*}}tensor<4038x4096xf32>
+// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 0 {{.*}}tensor<12325x4096xf32>
+// HYBRID-IR-DAG: graph.matmul {{.*}}graph.device = 3 {{.*}}tensor<4059x4096xf32>
 // expected-remark@below {{plan: 1 stage x 2 replicas, cuts before ops []}}
 module {
   func.func @main(%x: tensor<16384x4096xf32>) -> tensor<16384x4096xf32> {
