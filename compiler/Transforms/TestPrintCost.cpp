@@ -1,7 +1,11 @@
 //===- TestPrintCost.cpp - partc-test-print-cost --------------------------===//
 #include "compiler/Transforms/Passes.h"
 
+#include "compiler/CostModel/OpCost.h"
+#include "compiler/CostModel/Topology.h"
 #include "dialects/Graph/GraphOps.h"
+
+#include <cstdio>
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_TESTPRINTCOST
@@ -10,9 +14,21 @@ namespace mlir::partc {
 namespace {
 struct TestPrintCostPass : public impl::TestPrintCostBase<TestPrintCostPass> {
   void runOnOperation() override {
-    getOperation().walk([](graph::CostOpInterface op) {
+    auto h200 = ::partc::costmodel::Topology::fromShorthand("h200");
+    if (!h200) {
+      llvm::consumeError(h200.takeError());
+      return signalPassFailure();
+    }
+    getOperation().walk([&](graph::CostOpInterface op) {
+      ::partc::costmodel::OpWork work =
+          ::partc::costmodel::analyzeOp(op, /*batched=*/false);
+      double seconds = ::partc::costmodel::predictSeconds(
+          work, 1.0, h200->devices.front(), /*tf32=*/true, nullptr);
+      char figures[64];
+      std::snprintf(figures, sizeof(figures), "utilization=%.3f h200_us=%.2f",
+                    work.matrixUtilization, seconds * 1e6);
       op->emitRemark() << "flops=" << op.estimateFlops()
-                       << " bytes=" << op.estimateBytes();
+                       << " bytes=" << op.estimateBytes() << " " << figures;
     });
   }
 };
