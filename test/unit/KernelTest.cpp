@@ -74,6 +74,31 @@ TEST(Kernels, MatMulAddsBiasPerColumnThenRelu) {
   EXPECT_EQ(y, (std::vector<float>{0, 12, 1, 14, 3, 16}));
 }
 
+TEST(Kernels, MatMulAddsBiasThenResidualThenRelu) {
+  AttrMap attrs;
+  attrs.set("activation", AttrValue::ofString("relu"));
+  std::vector<float> a = {1, 2, 3, 4, 5, 6}; // 3x2
+  std::vector<float> b = {1, 0, 0, 1};       // 2x2 identity
+  std::vector<float> bias = {-2, 10};
+  std::vector<float> residual = {1, -20, -3, 0, 0.5f, -17};
+  auto y = runF32("matmul", attrs,
+                  {{{3, 2}, a}, {{2, 2}, b}, {{2}, bias}, {{3, 2}, residual}},
+                  {3, 2});
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 14, 3.5f, 0}));
+}
+
+TEST(Kernels, MatMulRejectsAResidualOfAnotherShape) {
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel(
+      "matmul", {}, {{DType::F32, {3, 2}}, {DType::F32, {2, 2}},
+                     {DType::F32, {2}}, {DType::F32, {1, 2}}},
+      {{DType::F32, {3, 2}}}, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("addend f32[1,2] must have the result's type"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Kernels, FusedChainEqualsItsStepsWithBroadcasting) {
   // relu((x - b) * 2) / x with b per column and a scalar 2.
   AttrMap attrs;
