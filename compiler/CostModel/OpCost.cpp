@@ -106,10 +106,10 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
       return *measured + d.kernelGapSeconds;
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
-  double rate = w.cls == OpClass::Matrix
-                    ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32) *
-                          w.matrixUtilization
-                    : d.vectorFlops;
+  double rate =
+      w.cls == OpClass::Matrix
+          ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32) * w.matrixUtilization
+          : d.vectorFlops;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;
   double roofline = std::max(compute, memory) + d.launchSeconds;

@@ -123,62 +123,9 @@ bool applyViewOp(Value value, strided::View &v) {
       })
       .Case<graph::ReshapeOp>(
           [&](graph::ReshapeOp r) { return reshapeView(v, r.getShape()); })
+      // A scale by a constant (traceOperand checked it) changes no layout.
+      .Case<graph::MulOp, graph::DivOp>([](Operation *) { return true; })
       .Default([](Operation *) { return false; });
-}
-
-bool isViewOp(Operation *op) {
-  return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp,
-             graph::ReshapeOp>(op);
-}
-
-/// An operand of the matmul read through views of `source`.
-struct OperandView {
-  Value source;
-  strided::View view;
-  /// The results of the view ops read through, nearest first.
-  SmallVector<Value> steps;
-  bool movesData = false;
-};
-
-/// Follows `operand` up through view ops as far as the composed view stays
-/// a GEMM operand; keeps the longest such chain.
-OperandView traceOperand(Value operand) {
-  auto shapeOf = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape();
-  };
-  OperandView best{operand, contiguousView(shapeOf(operand)), {}, false};
-  SmallVector<Value> chain;
-  Value current = operand;
-  while (Operation *def = current.getDefiningOp()) {
-    if (!isViewOp(def))
-      break;
-    chain.push_back(current);
-    current = def->getOperand(0);
-    strided::View v = contiguousView(shapeOf(current));
-    bool expressible = llvm::all_of(
-        llvm::reverse(chain), [&](Value step) { return applyViewOp(step, v); });
-    if (!expressible)
-      break;
-    size_t r = v.shape.size();
-    if (!strided::matrixSupported(v.shape[r - 2], v.shape[r - 1],
-                                  v.strides[r - 2], v.strides[r - 1]))
-      continue;
-    best.source = current;
-    best.view = v;
-    best.steps = chain;
-  }
-  best.movesData = llvm::any_of(best.steps, [](Value step) {
-    return !isa<graph::ReshapeOp>(step.getDefiningOp());
-  });
-  return best;
-}
-
-/// Leading dimensions of extent 1 (stride 0) up to `rank`.
-void padRank(strided::View &v, size_t rank) {
-  while (v.shape.size() < rank) {
-    v.shape.insert(v.shape.begin(), 1);
-    v.strides.insert(v.strides.begin(), 0);
-  }
 }
 
 /// The scale of `op` if it multiplies or divides `value` by a scalar
@@ -196,6 +143,89 @@ std::optional<double> scaleOf(Operation *op, Value value) {
   return std::nullopt;
 }
 
+/// The tensor that `op` multiplies or divides by a scalar constant (of its
+/// result's type), with the scale; null otherwise.
+Value scaledTensor(Operation *op, double &scale) {
+  if (!isa_and_nonnull<graph::MulOp, graph::DivOp>(op))
+    return {};
+  for (Value tensor : op->getOperands())
+    if (tensor.getType() == op->getResult(0).getType())
+      if (std::optional<double> s = scaleOf(op, tensor)) {
+        scale = *s;
+        return tensor;
+      }
+  return {};
+}
+
+bool isViewOp(Operation *op) {
+  return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp,
+             graph::ReshapeOp>(op);
+}
+
+/// An operand of the matmul read through views of `source`, times
+/// `scale`.
+struct OperandView {
+  Value source;
+  strided::View view;
+  double scale = 1.0;
+  /// The results of the view and scale ops read through, nearest first.
+  SmallVector<Value> steps;
+  bool movesData = false;
+};
+
+/// Follows `operand` up through view ops and scalings by constants (as
+/// exporters scale q and k before attention's product) as far as the
+/// composed view stays a GEMM operand; keeps the longest such chain.
+OperandView traceOperand(Value operand) {
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  OperandView best{operand, contiguousView(shapeOf(operand)), 1.0, {}, false};
+  SmallVector<Value> chain;
+  Value current = operand;
+  double scale = 1.0;
+  while (Operation *def = current.getDefiningOp()) {
+    double factor = 1.0;
+    Value next;
+    if (isViewOp(def))
+      next = def->getOperand(0);
+    else if (!(next = scaledTensor(def, factor)))
+      break;
+    chain.push_back(current);
+    current = next;
+    scale *= factor;
+    strided::View v = contiguousView(shapeOf(current));
+    bool expressible = llvm::all_of(
+        llvm::reverse(chain), [&](Value step) { return applyViewOp(step, v); });
+    if (!expressible)
+      break;
+    size_t r = v.shape.size();
+    if (!strided::matrixSupported(v.shape[r - 2], v.shape[r - 1],
+                                  v.strides[r - 2], v.strides[r - 1]))
+      continue;
+    best.source = current;
+    best.view = v;
+    best.scale = scale;
+    best.steps = chain;
+  }
+  // Reshapes move nothing, and a scale alone is no reason to leave the
+  // GEMM kernel that fuses bias and activation (nor to take the last step
+  // of an exported Gelu before partc-fuse-elementwise sees it).
+  best.movesData = llvm::any_of(best.steps, [](Value step) {
+    return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp>(
+        step.getDefiningOp());
+  });
+  return best;
+}
+
+/// Leading dimensions of extent 1 (stride 0) up to `rank`.
+void padRank(strided::View &v, size_t rank) {
+  while (v.shape.size() < rank) {
+    v.shape.insert(v.shape.begin(), 1);
+    v.strides.insert(v.strides.begin(), 0);
+  }
+}
+
 class FoldMatMulViewsPass
     : public impl::FoldMatMulViewsBase<FoldMatMulViewsPass> {
 public:
@@ -211,9 +241,10 @@ private:
     auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(op.getRhs().getType());
     auto resultType = cast<RankedTensorType>(op.getType());
-    if (!op.getEpilogue().empty() || op.getActivation() || lhsType.getRank() < 2 ||
-        rhsType.getRank() < 2 || resultType.getRank() > 8 ||
-        !lhsType.getElementType().isF32() || !rhsType.getElementType().isF32())
+    if (!op.getEpilogue().empty() || op.getActivation() ||
+        lhsType.getRank() < 2 || rhsType.getRank() < 2 ||
+        resultType.getRank() > 8 || !lhsType.getElementType().isF32() ||
+        !rhsType.getElementType().isF32())
       return;
     OperandView lhs = traceOperand(op.getLhs());
     OperandView rhs = traceOperand(op.getRhs());
@@ -229,7 +260,7 @@ private:
     for (size_t d = 0; d < rank; ++d)
       perm[d] = static_cast<int64_t>(d);
     SmallVector<int64_t> stored(logical.begin(), logical.end());
-    double alpha = 1.0;
+    double alpha = lhs.scale * rhs.scale;
     bool reshaped = false, movesData = false;
     SmallVector<Operation *> users;
     Value result = op.getResult();
@@ -306,8 +337,13 @@ private:
     for (Operation *user : llvm::reverse(users))
       user->erase();
     op.erase();
-    for (Value step : llvm::concat<Value>(lhs.steps, rhs.steps))
+    for (Value step : llvm::concat<Value>(lhs.steps, rhs.steps)) {
       maybeDead.push_back(step.getDefiningOp());
+      // A scale step's constant goes with it, unless read elsewhere.
+      for (Value v : step.getDefiningOp()->getOperands())
+        if (auto constant = v.getDefiningOp<graph::ConstantOp>())
+          maybeDead.push_back(constant);
+    }
     eraseDead(maybeDead);
   }
 

@@ -97,8 +97,8 @@ struct FuseActivationsPass
   /// only after a bias.
   static Value zeroBias(Operation *op, int64_t size) {
     OpBuilder builder(op);
-    Type element = cast<RankedTensorType>(op->getResult(0).getType())
-                       .getElementType();
+    Type element =
+        cast<RankedTensorType>(op->getResult(0).getType()).getElementType();
     auto type = RankedTensorType::get({size}, element);
     return graph::ConstantOp::create(
         builder, op->getLoc(), type,
@@ -131,7 +131,8 @@ struct FuseActivationsPass
         continue;
       if (!matmul.getBias())
         matmul.getEpilogueMutable().append(zeroBias(
-            matmul, cast<RankedTensorType>(matmul.getType()).getShape().back()));
+            matmul,
+            cast<RankedTensorType>(matmul.getType()).getShape().back()));
       matmul.getEpilogueMutable().append(other);
       absorbAdd(matmul, add);
       return;

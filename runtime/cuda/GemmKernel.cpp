@@ -473,9 +473,9 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
   addend.bias = a.inputs.size() >= 3;
   addend.residual = a.inputs.size() == 4;
   addend.matrixInput = 3;
-  auto kernel = std::make_unique<LinearKernel>(
-      g, 1.f, 1.f, addend, Strides(), relu, std::move(aOffsets),
-      std::move(bOffsets));
+  auto kernel =
+      std::make_unique<LinearKernel>(g, 1.f, 1.f, addend, Strides(), relu,
+                                     std::move(aOffsets), std::move(bOffsets));
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);
   return Status();

@@ -263,8 +263,8 @@ void registerLinearAlgebraKernels(KernelTable &t) {
                            " must hold one value per result column");
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias,
-                                       relu, hasAddend);
+    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias, relu,
+                                       hasAddend);
     return Status();
   };
   t["gemm"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

@@ -232,6 +232,44 @@ pa /= pa.sum(-1, keepdims=True)
 ya = xa + (pa @ heads(va)).transpose(0, 2, 1, 3).reshape(4, 6, 16) @ ao + abo
 write_data_set("attention_data", xa, ya)
 
+# sdpa.onnx: attention as exporters decompose scaled_dot_product_attention:
+# separate q, k, v projections, q and k^T each scaled by sqrt(sqrt(1/8))
+# before their product (both scales fold into the strided matmul's alpha).
+sq, sk, sv = (rng.standard_normal((16, 16)) * 0.3 for _ in range(3))
+root = np.float32((1.0 / 8) ** 0.25)
+nodes = [
+    helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+    helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+    helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+    helper.make_node("Reshape", ["q", "heads"], ["q4"], name="q_heads"),
+    helper.make_node("Reshape", ["k", "heads"], ["k4"], name="k_heads"),
+    helper.make_node("Reshape", ["v", "heads"], ["v4"], name="v_heads"),
+    helper.make_node("Transpose", ["q4"], ["qt"], name="q_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Transpose", ["k4"], ["kt"], name="k_t", perm=[0, 2, 3, 1]),
+    helper.make_node("Transpose", ["v4"], ["vt"], name="v_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Mul", ["qt", "root"], ["qs"], name="q_scale"),
+    helper.make_node("Mul", ["kt", "root"], ["ks"], name="k_scale"),
+    helper.make_node("MatMul", ["qs", "ks"], ["s"], name="scores"),
+    helper.make_node("Softmax", ["s"], ["a"], name="softmax", axis=-1),
+    helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
+    helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
+    helper.make_node("Reshape", ["ot", "merged"], ["y"], name="merge"),
+]
+graph = helper.make_graph(
+    nodes, "sdpa",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 16])],
+    [init("wq", sq), init("wk", sk), init("wv", sv), init("root", np.array(root)),
+     numpy_helper.from_array(np.array([-1, 6, 2, 8], np.int64), "heads"),
+     numpy_helper.from_array(np.array([-1, 6, 16], np.int64), "merged")])
+save(graph, "sdpa.onnx")
+xs = rng.standard_normal((4, 6, 16))
+ss = heads(xs @ sq) @ heads(xs @ sk).transpose(0, 1, 3, 2) / np.sqrt(8.0)
+ps = np.exp(ss - ss.max(-1, keepdims=True))
+ps /= ps.sum(-1, keepdims=True)
+ys = (ps @ heads(xs @ sv)).transpose(0, 2, 1, 3).reshape(4, 6, 16)
+write_data_set("sdpa_data", xs, ys)
+
 # bad_shapes.onnx: a MatMul whose contraction dimensions differ.
 graph = helper.make_graph(
     [helper.make_node("MatMul", ["x", "w"], ["y"], name="bad_matmul")], "bad",

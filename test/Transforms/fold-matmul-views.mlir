@@ -28,6 +28,27 @@ func.func @scores(%qkv: tensor<2x16x192xf32>) -> tensor<2x4x16x16xf32> {
 
 // -----
 
+// Tests q and k each scaled by a constant before the product, as exporters
+// of scaled dot-product attention write it (q * 0.5, k^T / 2): both scales
+// join alpha, and the scaling copies and their constants go.
+// CHECK-LABEL: func @prescaled
+func.func @prescaled(%q: tensor<2x4x16x8xf32>, %k: tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32> {
+  %half = graph.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  // CHECK-NOT: graph.constant
+  // CHECK-NOT: graph.mul
+  // CHECK: %[[S:.*]] = graph.strided_matmul %arg0, %arg1 {alpha = 2.500000e-01 : f64,
+  // CHECK-SAME: rhs_shape = array<i64: 2, 4, 8, 16>, rhs_strides = array<i64: 512, 128, 1, 8>
+  // CHECK-NEXT: return %[[S]]
+  %qs = graph.mul %half, %q : (tensor<f32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x8xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+  %ks = graph.div %kt, %two : (tensor<2x4x8x16xf32>, tensor<f32>) -> tensor<2x4x8x16xf32>
+  %s = graph.matmul %qs, %ks : (tensor<2x4x16x8xf32>, tensor<2x4x8x16xf32>) -> tensor<2x4x16x16xf32>
+  return %s : tensor<2x4x16x16xf32>
+}
+
+// -----
+
 // Tests the head merge: the result's transpose and reshape become the
 // layout the strided matmul writes.
 // CHECK-LABEL: func @merge
@@ -121,4 +142,19 @@ func.func @unchanged(%x: tensor<2x3x4xf32>, %w: tensor<4x4xf32>, %b: tensor<4xf3
   %s = graph.slice %y {starts = array<i64: 0, 0, 0>, ends = array<i64: 4, 8, 4>, steps = array<i64: 1, 2, 2>} : (tensor<4x8x4xf32>) -> tensor<4x4x2xf32>
   %o = graph.matmul %s, %v : (tensor<4x4x2xf32>, tensor<2x3xf32>) -> tensor<4x4x3xf32>
   return %m, %n, %o : tensor<6x4xf32>, tensor<2x3x4xf32>, tensor<4x4x3xf32>
+}
+
+// -----
+
+// Tests that a scale alone (here the last step of an exported Gelu before
+// a linear layer) leaves the matmul and the scale as they are.
+// CHECK-LABEL: func @scaleonly
+func.func @scaleonly(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32> {
+  %half = graph.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  // CHECK: graph.mul
+  // CHECK-NEXT: graph.matmul
+  // CHECK-NOT: graph.strided_matmul
+  %g = graph.mul %x, %half : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %y = graph.matmul %g, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  return %y : tensor<4x8xf32>
 }

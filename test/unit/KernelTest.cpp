@@ -89,10 +89,12 @@ TEST(Kernels, MatMulAddsBiasThenResidualThenRelu) {
 
 TEST(Kernels, MatMulRejectsAResidualOfAnotherShape) {
   std::unique_ptr<Kernel> k;
-  Status s = createCpuKernel(
-      "matmul", {}, {{DType::F32, {3, 2}}, {DType::F32, {2, 2}},
-                     {DType::F32, {2}}, {DType::F32, {1, 2}}},
-      {{DType::F32, {3, 2}}}, k);
+  Status s = createCpuKernel("matmul", {},
+                             {{DType::F32, {3, 2}},
+                              {DType::F32, {2, 2}},
+                              {DType::F32, {2}},
+                              {DType::F32, {1, 2}}},
+                             {{DType::F32, {3, 2}}}, k);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("addend f32[1,2] must have the result's type"),
             std::string::npos)
