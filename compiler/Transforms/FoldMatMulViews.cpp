@@ -30,55 +30,7 @@ namespace {
 namespace strided = ::partc::runtime::strided;
 
 strided::View contiguousView(ArrayRef<int64_t> shape) {
-  strided::View v;
-  v.shape.assign(shape.begin(), shape.end());
-  v.strides.assign(shape.size(), 1);
-  for (size_t d = shape.size(); d-- > 1;)
-    v.strides[d - 1] = v.strides[d] * shape[d];
-  return v;
-}
-
-/// The view `shape` of the elements of `v` in row-major order, if strides
-/// can express it: dimensions of `v` that merge must be contiguous with
-/// each other.
-bool reshapeView(strided::View &v, ArrayRef<int64_t> shape) {
-  SmallVector<int64_t> oldShape, oldStrides;
-  for (size_t d = 0; d < v.shape.size(); ++d)
-    if (v.shape[d] != 1) {
-      oldShape.push_back(v.shape[d]);
-      oldStrides.push_back(v.strides[d]);
-    }
-  std::vector<int64_t> strides(shape.size(), 1);
-  size_t oi = 0, ni = 0;
-  while (oi < oldShape.size() && ni < shape.size()) {
-    // The smallest groups of old and new dimensions with equal products.
-    size_t oj = oi + 1, nj = ni + 1;
-    int64_t oldProduct = oldShape[oi], newProduct = shape[ni];
-    while (oldProduct != newProduct) {
-      if (newProduct < oldProduct) {
-        if (nj == shape.size())
-          return false;
-        newProduct *= shape[nj++];
-      } else {
-        if (oj == oldShape.size())
-          return false;
-        oldProduct *= oldShape[oj++];
-      }
-    }
-    for (size_t k = oi; k + 1 < oj; ++k)
-      if (oldStrides[k] != oldStrides[k + 1] * oldShape[k + 1])
-        return false;
-    strides[nj - 1] = oldStrides[oj - 1];
-    for (size_t k = nj - 1; k > ni; --k)
-      strides[k - 1] = strides[k] * shape[k];
-    oi = oj;
-    ni = nj;
-  }
-  if (oi != oldShape.size())
-    return false;
-  v.shape.assign(shape.begin(), shape.end());
-  v.strides = std::move(strides);
-  return true;
+  return strided::contiguous({shape.begin(), shape.end()});
 }
 
 /// Applies the slice, split, transpose or reshape that defines `value` to
@@ -121,8 +73,9 @@ bool applyViewOp(Value value, strided::View &v) {
         ends[axis] = starts[axis] + s.getSizes()[part];
         return slice(starts, ends, steps);
       })
-      .Case<graph::ReshapeOp>(
-          [&](graph::ReshapeOp r) { return reshapeView(v, r.getShape()); })
+      .Case<graph::ReshapeOp>([&](graph::ReshapeOp r) {
+        return strided::reshape(v, {r.getShape().begin(), r.getShape().end()});
+      })
       // A scale by a constant (traceOperand checked it) changes no layout.
       .Case<graph::MulOp, graph::DivOp>([](Operation *) { return true; })
       .Default([](Operation *) { return false; });

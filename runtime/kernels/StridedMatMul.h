@@ -39,6 +39,60 @@ inline int64_t product(const std::vector<int64_t> &v) {
   return p;
 }
 
+/// The contiguous row-major view of `shape`.
+inline View contiguous(const std::vector<int64_t> &shape) {
+  View v;
+  v.shape = shape;
+  v.strides.assign(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;)
+    v.strides[d - 1] = v.strides[d] * shape[d];
+  return v;
+}
+
+/// Reshapes the view to `shape` (the same elements in row-major order) if
+/// strides can express it, as numpy does without a copy: dimensions that
+/// merge must step contiguously over each other. False otherwise (`v`
+/// unchanged).
+inline bool reshape(View &v, const std::vector<int64_t> &shape) {
+  std::vector<int64_t> oldShape, oldStrides;
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    if (v.shape[d] != 1) {
+      oldShape.push_back(v.shape[d]);
+      oldStrides.push_back(v.strides[d]);
+    }
+  std::vector<int64_t> strides(shape.size(), 1);
+  size_t oi = 0, ni = 0;
+  while (oi < oldShape.size() && ni < shape.size()) {
+    // The smallest groups of old and new dimensions with equal products.
+    size_t oj = oi + 1, nj = ni + 1;
+    int64_t oldProduct = oldShape[oi], newProduct = shape[ni];
+    while (oldProduct != newProduct) {
+      if (newProduct < oldProduct) {
+        if (nj == shape.size())
+          return false;
+        newProduct *= shape[nj++];
+      } else {
+        if (oj == oldShape.size())
+          return false;
+        oldProduct *= oldShape[oj++];
+      }
+    }
+    for (size_t k = oi; k + 1 < oj; ++k)
+      if (oldStrides[k] != oldStrides[k + 1] * oldShape[k + 1])
+        return false;
+    strides[nj - 1] = oldStrides[oj - 1];
+    for (size_t k = nj - 1; k > ni; --k)
+      strides[k - 1] = strides[k] * shape[k];
+    oi = oj;
+    ni = nj;
+  }
+  if (oi != oldShape.size() || product(shape) != product(v.shape))
+    return false;
+  v.shape = shape;
+  v.strides = std::move(strides);
+  return true;
+}
+
 /// Whether a row-major matrix view (rows x cols, with these strides) is a
 /// GEMM operand: one dimension steps by 1 and the other by at least the
 /// first one's extent. Dimensions of extent 1 may have any stride.

@@ -190,6 +190,27 @@ write_data_set("chain_data", xc, yc)
 # with its bias and a residual connection. partc-fold-matmul-views reads
 # the heads in place (two strided matmuls); the projection's bias and
 # residual run in its GEMM's epilogue.
+def head_split():
+    """q, k, v [batch, 6, 16] -> 2 heads of 8: qt, vt [b, 2, 6, 8], kt [b, 2, 8, 6]."""
+    return [
+        helper.make_node("Reshape", [t, "heads"], [t + "4"], name=t + "_heads")
+        for t in "qkv"
+    ] + [
+        helper.make_node("Transpose", [t + "4"], [t + "t"], name=t + "_t", perm=perm)
+        for t, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3]))
+    ]
+
+
+def head_merge(scores, out):
+    """Softmax of `scores`, times vt, heads merged into `out` [b, 6, 16]."""
+    return [
+        helper.make_node("Softmax", [scores], ["a"], name="softmax", axis=-1),
+        helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
+        helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["ot", "merged"], [out], name="merge"),
+    ]
+
+
 aw = rng.standard_normal((16, 48)) * 0.3
 ab = rng.standard_normal(48) * 0.1
 ao = rng.standard_normal((16, 16)) * 0.3
@@ -198,18 +219,10 @@ nodes = [
     helper.make_node("MatMul", ["x", "wqkv"], ["p"], name="qkv"),
     helper.make_node("Add", ["p", "bqkv"], ["pb"], name="qkv_bias"),
     helper.make_node("Split", ["pb"], ["q", "k", "v"], name="split", axis=-1),
-    helper.make_node("Reshape", ["q", "heads"], ["q4"], name="q_heads"),
-    helper.make_node("Reshape", ["k", "heads"], ["k4"], name="k_heads"),
-    helper.make_node("Reshape", ["v", "heads"], ["v4"], name="v_heads"),
-    helper.make_node("Transpose", ["q4"], ["qt"], name="q_t", perm=[0, 2, 1, 3]),
-    helper.make_node("Transpose", ["k4"], ["kt"], name="k_t", perm=[0, 2, 3, 1]),
-    helper.make_node("Transpose", ["v4"], ["vt"], name="v_t", perm=[0, 2, 1, 3]),
+] + head_split() + [
     helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
     helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
-    helper.make_node("Softmax", ["ss"], ["a"], name="softmax", axis=-1),
-    helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
-    helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
-    helper.make_node("Reshape", ["ot", "merged"], ["m"], name="merge"),
+] + head_merge("ss", "m") + [
     helper.make_node("MatMul", ["m", "wo"], ["mo"], name="out"),
     helper.make_node("Add", ["mo", "bo"], ["mb"], name="out_bias"),
     helper.make_node("Add", ["x", "mb"], ["y"], name="residual"),
@@ -241,20 +254,11 @@ nodes = [
     helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
     helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
     helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
-    helper.make_node("Reshape", ["q", "heads"], ["q4"], name="q_heads"),
-    helper.make_node("Reshape", ["k", "heads"], ["k4"], name="k_heads"),
-    helper.make_node("Reshape", ["v", "heads"], ["v4"], name="v_heads"),
-    helper.make_node("Transpose", ["q4"], ["qt"], name="q_t", perm=[0, 2, 1, 3]),
-    helper.make_node("Transpose", ["k4"], ["kt"], name="k_t", perm=[0, 2, 3, 1]),
-    helper.make_node("Transpose", ["v4"], ["vt"], name="v_t", perm=[0, 2, 1, 3]),
+] + head_split() + [
     helper.make_node("Mul", ["qt", "root"], ["qs"], name="q_scale"),
     helper.make_node("Mul", ["kt", "root"], ["ks"], name="k_scale"),
     helper.make_node("MatMul", ["qs", "ks"], ["s"], name="scores"),
-    helper.make_node("Softmax", ["s"], ["a"], name="softmax", axis=-1),
-    helper.make_node("MatMul", ["a", "vt"], ["o"], name="context"),
-    helper.make_node("Transpose", ["o"], ["ot"], name="merge_t", perm=[0, 2, 1, 3]),
-    helper.make_node("Reshape", ["ot", "merged"], ["y"], name="merge"),
-]
+] + head_merge("s", "y")
 graph = helper.make_graph(
     nodes, "sdpa",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],

@@ -224,6 +224,76 @@ TEST(StridedMatMul, RandomViewsAgreeWithDirectSum) {
   EXPECT_GT(batched, 200); // the generator reaches real batches
 }
 
+/// Element address of row-major linear index `i` of a view.
+int64_t addressOf(const View &v, int64_t i) {
+  int64_t a = v.offset;
+  for (size_t d = v.shape.size(); d-- > 0;) {
+    a += (i % v.shape[d]) * v.strides[d];
+    i /= v.shape[d];
+  }
+  return a;
+}
+
+TEST(StridedMatMul, ReshapedViewsAddressTheSameElements) {
+  std::mt19937 rng(5);
+  auto pick = [&](int lo, int hi) {
+    return std::uniform_int_distribution<int>(lo, hi)(rng);
+  };
+  int reshaped = 0, refused = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    // A view: random extents laid out in a random order, with gaps.
+    size_t rank = static_cast<size_t>(pick(1, 4));
+    std::vector<int64_t> shape(rank);
+    for (int64_t &e : shape)
+      e = std::vector<int64_t>{1, 2, 3, 4, 6}[pick(0, 4)];
+    bool dense = pick(0, 3) == 0;
+    std::vector<size_t> order(rank);
+    std::iota(order.begin(), order.end(), 0);
+    if (!dense)
+      std::shuffle(order.begin(), order.end(), rng);
+    View v{shape, std::vector<int64_t>(rank, 0), dense ? 0 : pick(0, 5)};
+    int64_t step = 1;
+    for (size_t k = rank; k-- > 0;) {
+      v.strides[order[k]] = step;
+      step *= shape[order[k]] + (dense ? 0 : pick(0, 1));
+    }
+    // A new shape of the same size: extents split into factors, ones
+    // inserted, neighbours merged.
+    std::vector<int64_t> factors;
+    for (int64_t e : shape) {
+      if (e == 4 && pick(0, 1))
+        factors.insert(factors.end(), {2, 2});
+      else if (e == 6 && pick(0, 1))
+        factors.insert(factors.end(), {2, 3});
+      else
+        factors.push_back(e);
+      if (pick(0, 4) == 0)
+        factors.push_back(1);
+    }
+    std::vector<int64_t> target;
+    for (int64_t f : factors) {
+      if (!target.empty() && pick(0, 2) == 0)
+        target.back() *= f;
+      else
+        target.push_back(f);
+    }
+    View r = v;
+    if (!strided::reshape(r, target)) {
+      ASSERT_FALSE(dense) << "a contiguous view always reshapes, trial "
+                          << trial;
+      ++refused;
+      continue;
+    }
+    ++reshaped;
+    ASSERT_EQ(r.shape, target);
+    for (int64_t i = 0; i < strided::product(shape); ++i)
+      ASSERT_EQ(addressOf(r, i), addressOf(v, i))
+          << "trial " << trial << " element " << i;
+  }
+  EXPECT_GT(reshaped, 1000);
+  EXPECT_GT(refused, 100); // merges of strided dimensions are refused
+}
+
 TEST(StridedMatMul, SharedRhsFoldsBatchIntoRows) {
   // [4, 3, 5] x [5, 6] (the rhs broadcast as [1, 5, 6]): one 12 x 6 GEMM.
   View lhs{{4, 3, 5}, {15, 5, 1}, 0}, rhs{{1, 5, 6}, {0, 6, 1}, 0};
