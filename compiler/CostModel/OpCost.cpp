@@ -50,14 +50,8 @@ OpWork analyzeOp(Operation *op, bool batched) {
     Value v = operand.get();
     double b = bytesOf(v.getType());
     // A strided matmul reads only what its views cover.
-    if (strided) {
-      ArrayRef<int64_t> view = operand.getOperandNumber() == 0
-                                   ? strided.getLhsShape()
-                                   : strided.getRhsShape();
-      b = 4;
-      for (int64_t d : view)
-        b *= static_cast<double>(d);
-    }
+    if (strided)
+      b = static_cast<double>(strided.viewBytes(operand.getOperandNumber()));
     if (v.getDefiningOp<graph::ConstantOp>())
       w.weightBytes += b;
     else

@@ -228,9 +228,8 @@ private:
         std::vector<int64_t> next(rank);
         for (size_t i = 0; i < rank; ++i)
           next[i] = perm[t.getPerm()[i]];
-        std::vector<int64_t> strides = strided::resultStrides(logical, next);
-        if (!(logical[rank - 1] == 1 || strides[rank - 1] == 1) &&
-            !(logical[rank - 2] == 1 || strides[rank - 2] == 1))
+        if (!strided::resultContiguous(logical,
+                                       strided::resultStrides(logical, next)))
           break;
         perm = std::move(next);
         for (size_t i = 0; i < rank; ++i)

@@ -115,16 +115,20 @@ int64_t StridedMatMulOp::estimateFlops() {
   return 2 * getLhsShape().back() * elementCount(getType());
 }
 
+int64_t StridedMatMulOp::viewBytes(unsigned index) {
+  Value operand = index ? getRhs() : getLhs();
+  int64_t bytes =
+      cast<ShapedType>(operand.getType()).getElementTypeBitWidth() / 8;
+  for (int64_t d : index ? getRhsShape() : getLhsShape())
+    bytes *= d;
+  return bytes;
+}
+
 int64_t StridedMatMulOp::estimateBytes() {
   // The views read only what they cover, not their whole buffers.
-  auto bytes = [&](Value v, ArrayRef<int64_t> shape) {
-    int64_t n = cast<ShapedType>(v.getType()).getElementTypeBitWidth() / 8;
-    for (int64_t d : shape)
-      n *= d;
-    return n;
-  };
-  return bytes(getLhs(), getLhsShape()) + bytes(getRhs(), getRhsShape()) +
-         bytes(getOutput(), cast<ShapedType>(getType()).getShape());
+  auto result = cast<ShapedType>(getType());
+  return viewBytes(0) + viewBytes(1) +
+         result.getNumElements() * result.getElementTypeBitWidth() / 8;
 }
 
 int64_t GemmOp::estimateFlops() {

@@ -278,6 +278,10 @@ def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
                        DenseI64ArrayAttr:$perm, DenseI64ArrayAttr:$shape,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
   let results = (outs Graph_Tensor:$output);
+  let extraClassDeclaration = [{
+    /// Bytes that operand `index` (0: lhs, 1: rhs) reads through its view.
+    int64_t viewBytes(unsigned index);
+  }];
 }
 
 def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,

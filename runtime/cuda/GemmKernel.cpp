@@ -61,8 +61,8 @@ public:
       : g_(g), alpha_(alpha), beta_(beta), addend_(addend), cStrides_(cStrides),
         relu_(relu), aOffsets_(std::move(aOffsets)),
         bOffsets_(std::move(bOffsets)) {
-    strided_ =
-        evenStride(aOffsets_, aStride_) && evenStride(bOffsets_, bStride_);
+    strided_ = strided::evenStride(aOffsets_, aStride_) &&
+               strided::evenStride(bOffsets_, bStride_);
   }
   ~LinearKernel() override;
   Status initLt(DeviceContext &ctx);
@@ -111,13 +111,6 @@ private:
   /// likewise for B).
   bool strided_ = false;
   int64_t aStride_ = 0, bStride_ = 0;
-  static bool evenStride(const std::vector<int64_t> &offsets, int64_t &stride) {
-    stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
-    for (size_t i = 1; i < offsets.size(); ++i)
-      if (offsets[i] - offsets[i - 1] != stride)
-        return false;
-    return true;
-  }
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t aLayout_ = nullptr, bLayout_ = nullptr,
                          yLayout_ = nullptr;

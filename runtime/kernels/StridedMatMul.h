@@ -93,16 +93,52 @@ inline bool reshape(View &v, const std::vector<int64_t> &shape) {
   return true;
 }
 
-/// Whether a row-major matrix view (rows x cols, with these strides) is a
-/// GEMM operand: one dimension steps by 1 and the other by at least the
-/// first one's extent. Dimensions of extent 1 may have any stride.
+/// A row-major matrix (rows x cols at these strides) as a column-major
+/// GEMM operand: stored as is (trans false) or as its transpose, with its
+/// leading dimension. One dimension must step by 1 and the other by at
+/// least the first one's extent; dimensions of extent 1 may have any
+/// stride. False when neither form fits.
+inline bool asOperand(int64_t rows, int64_t cols, int64_t rowStride,
+                      int64_t colStride, bool &trans, int64_t &ld) {
+  // Column-major means element (i, j) at i + j * ld: the rows step by 1.
+  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows)) {
+    trans = false;
+    ld = cols == 1 ? std::max<int64_t>(rows, 1) : colStride;
+    return true;
+  }
+  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols)) {
+    trans = true;
+    ld = rows == 1 ? std::max<int64_t>(cols, 1) : rowStride;
+    return true;
+  }
+  return false;
+}
+
+/// Whether a row-major matrix view is a GEMM operand (asOperand's rule).
 inline bool matrixSupported(int64_t rows, int64_t cols, int64_t rowStride,
                             int64_t colStride) {
-  bool rowsMajor = (cols == 1 || colStride == 1) &&
-                   (rows == 1 || rowStride >= std::max<int64_t>(cols, 1));
-  bool colsMajor = (rows == 1 || rowStride == 1) &&
-                   (cols == 1 || colStride >= std::max<int64_t>(rows, 1));
-  return rowsMajor || colsMajor;
+  bool trans;
+  int64_t ld;
+  return asOperand(rows, cols, rowStride, colStride, trans, ld);
+}
+
+/// Whether the result's matrix (the last two of `logical`'s dimensions at
+/// `strides`) keeps its rows or its columns contiguous, as GEMMs write.
+inline bool resultContiguous(const std::vector<int64_t> &logical,
+                             const std::vector<int64_t> &strides) {
+  size_t rank = logical.size();
+  return logical[rank - 1] == 1 || strides[rank - 1] == 1 ||
+         logical[rank - 2] == 1 || strides[rank - 2] == 1;
+}
+
+/// Whether the batch lies at one stride (offsets[i] = offsets[0] + i *
+/// stride), as strided batched GEMMs need.
+inline bool evenStride(const std::vector<int64_t> &offsets, int64_t &stride) {
+  stride = offsets.size() > 1 ? offsets[1] - offsets[0] : 0;
+  for (size_t i = 1; i < offsets.size(); ++i)
+    if (offsets[i] - offsets[i - 1] != stride)
+      return false;
+  return true;
 }
 
 /// Strides of the logical result inside the stored one, which holds the
@@ -193,8 +229,7 @@ inline std::string checkOperands(const View &lhs, int64_t lhsElements,
     return "operand matrices need rows or columns at stride 1 and the other "
            "stride at least that extent, got strides " +
            str(lhs.strides) + " and " + str(rhs.strides);
-  std::vector<int64_t> rs = resultStrides(logical, perm);
-  if (!(n == 1 || rs[rank - 1] == 1) && !(m == 1 || rs[rank - 2] == 1))
+  if (!resultContiguous(logical, resultStrides(logical, perm)))
     return "result permutation " + str(perm) +
            " must keep the result's rows or columns contiguous";
   return "";
@@ -221,37 +256,12 @@ struct Gemm {
   /// i * stride), as strided batched GEMMs need.
   bool evenlyStrided(int64_t &xStride, int64_t &yStride,
                      int64_t &cStride) const {
-    auto even = [](const std::vector<int64_t> &o, int64_t &s) {
-      s = o.size() > 1 ? o[1] - o[0] : 0;
-      for (size_t i = 1; i < o.size(); ++i)
-        if (o[i] - o[i - 1] != s)
-          return false;
-      return true;
-    };
-    return even(x.offsets, xStride) && even(y.offsets, yStride) &&
-           even(cOffsets, cStride);
+    return evenStride(x.offsets, xStride) && evenStride(y.offsets, yStride) &&
+           evenStride(cOffsets, cStride);
   }
 };
 
 namespace detail {
-
-/// A row-major matrix (rows x cols at these strides) as a column-major
-/// GEMM operand: stored as is (trans false) or as its transpose.
-inline bool asOperand(int64_t rows, int64_t cols, int64_t rowStride,
-                      int64_t colStride, bool &trans, int64_t &ld) {
-  // Column-major means element (i, j) at i + j * ld: the rows step by 1.
-  if ((rows == 1 || rowStride == 1) && (cols == 1 || colStride >= rows)) {
-    trans = false;
-    ld = cols == 1 ? std::max<int64_t>(rows, 1) : colStride;
-    return true;
-  }
-  if ((cols == 1 || colStride == 1) && (rows == 1 || rowStride >= cols)) {
-    trans = true;
-    ld = rows == 1 ? std::max<int64_t>(cols, 1) : rowStride;
-    return true;
-  }
-  return false;
-}
 
 /// Drops batch dimension d from the three views.
 inline void dropDim(View &a, View &b, View &c, size_t d) {
@@ -306,14 +316,14 @@ inline bool planGemm(View lhs, View rhs, View result, Gemm &g) {
     g.rows = n, g.cols = m, g.depth = k;
     g.ldc = m == 1 ? std::max<int64_t>(n, 1) : cs[0];
     g.x.lhs = false, g.y.lhs = true;
-    ok = detail::asOperand(n, k, bs[1], bs[0], g.x.trans, g.x.ld) &&
-         detail::asOperand(k, m, as[1], as[0], g.y.trans, g.y.ld);
+    ok = asOperand(n, k, bs[1], bs[0], g.x.trans, g.x.ld) &&
+         asOperand(k, m, as[1], as[0], g.y.trans, g.y.ld);
   } else if (m == 1 || cs[0] == 1) {
     g.rows = m, g.cols = n, g.depth = k;
     g.ldc = n == 1 ? std::max<int64_t>(m, 1) : cs[1];
     g.x.lhs = true, g.y.lhs = false;
-    ok = detail::asOperand(m, k, as[0], as[1], g.x.trans, g.x.ld) &&
-         detail::asOperand(k, n, bs[0], bs[1], g.y.trans, g.y.ld);
+    ok = asOperand(m, k, as[0], as[1], g.x.trans, g.x.ld) &&
+         asOperand(k, n, bs[0], bs[1], g.y.trans, g.y.ld);
   } else {
     return false;
   }
