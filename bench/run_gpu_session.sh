@@ -230,6 +230,35 @@ torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/r50x4/r50.onnx', dynamo
   r "4 replicas, batch 256 (64 per GPU)" 256 --devices 4 --strategy data
   r "auto, 4 GPUs, batch 256" 256 --devices 4
 fi
+if [[ $what == *smallbatch* ]]; then
+  echo "== ResNet-50 at batch 16, 64 and 256 (one GPU) and replicas of 16, cuDNN knobs tuned or not"
+  mkdir -p $W/sb
+  python3 -c "
+import torch, torchvision
+net = torchvision.models.resnet50().eval()
+torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/sb/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  n=$((NGPU >= 4 ? 4 : NGPU))
+  $B/partc compile $W/sb/r50.onnx -o $W/sb/d.plan --batch $((16 * n)) --devices $n --strategy data --quiet
+  for batch in 16 64 256; do
+    $B/partc compile $W/sb/r50.onnx -o $W/sb/b$batch.plan --batch $batch --quiet
+  done
+  for knobs in "" --no-cudnn-knobs; do
+    for batch in 16 64; do
+      s=$(date +%s%N)
+      $B/partc-run $W/sb/b$batch.plan --backend cuda --keep-inputs --iterations 50 --warmup 5 $knobs \
+        --profile $OUT/profile_b$batch$knobs.json --quiet > /dev/null
+      echo "  batch $batch $knobs: profiled run took $(( ($(date +%s%N) - s) / 1000000 )) ms"
+    done
+    for plan in b16 b64 b256 d; do
+      $B/partc-run $W/sb/$plan.plan --backend cuda --keep-inputs --stream --iterations 300 --warmup 10 \
+        $knobs --quiet 2>&1 | grep "ms per batch" | sed "s/^/  $plan $knobs: /"
+    done
+    python3 bench/profile_compare.py $OUT/profile_b16$knobs.json $OUT/profile_b64$knobs.json 2>&1 | head -12
+  done
+  python3 bench/profile_compare.py $OUT/profile_b16.json $OUT/profile_b64.json > $OUT/smallbatch.txt 2>&1
+fi
 if [[ $what == *quick* ]]; then
   echo "== quick bench"
   timeout 450 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt

@@ -1,8 +1,12 @@
 //===- BatchSplit.cpp - Clone a graph per batch slice ---------------------===//
 //
-// A value is "batched" when its dimension 0 is the model's batch dimension.
-// An op may be cloned per slice when it treats each sample independently;
-// the rules below accept exactly those ops and name the node otherwise.
+// A value is "batched" when one of its dimensions carries the model's batch:
+// dimension 0 at the inputs, elsewhere after transposes and reshapes (PyTorch's
+// attention moves the batch to dimension 1 and merges it with the heads). A
+// BatchLoc says where: along `axis`, index (x * batch + n) * inner + j for
+// sample n. An op may be cloned per slice when it treats each sample
+// independently; the rules below accept exactly those ops and name the node
+// otherwise.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Transforms/BatchSplit.h"
@@ -26,8 +30,9 @@ int64_t dim0(Value v) {
   return t.getRank() ? t.getDimSize(0) : -1;
 }
 
-/// Checks that `op` keeps samples independent given which operands are
-/// batched; explains why not otherwise.
+/// Checks that `op`, one of those that only see the batch in dimension 0
+/// (convolutions, pooling, gathers...), keeps samples independent given
+/// which operands are batched; explains why not otherwise.
 LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
                               int64_t batch, std::string &why) {
   auto allResultsBatched = [&]() {
@@ -50,33 +55,6 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
   };
   bool ok = true;
   llvm::TypeSwitch<Operation *>(op)
-      .Case<graph::ReshapeOp, graph::ExpandOp>([&](auto) {
-        ok = dim0(op->getOperand(0)) == batch && allResultsBatched();
-        if (!ok)
-          why = "it reshapes across the batch dimension";
-      })
-      .Case<graph::TransposeOp>([&](graph::TransposeOp t) {
-        ok = t.getPerm().front() == 0;
-        if (!ok)
-          why = "it moves the batch dimension";
-      })
-      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp>([&](auto s) {
-        ok = s.getAxis() != 0;
-        if (!ok)
-          why = "it normalizes over the batch dimension";
-      })
-      .Case<graph::LayerNormOp>([&](graph::LayerNormOp l) {
-        ok = l.getAxis() != 0 && !batched[1] &&
-             (op->getNumOperands() < 3 || !batched[2]);
-        if (!ok)
-          why = "it normalizes over the batch dimension";
-      })
-      .Case<graph::ConcatOp, graph::SplitOp>([&](auto c) {
-        ok =
-            c.getAxis() != 0 && llvm::all_of(batched, [](bool b) { return b; });
-        if (!ok)
-          why = "it concatenates or splits along the batch dimension";
-      })
       .Case<graph::GatherOp>([&](graph::GatherOp g) {
         // Embedding lookups (unbatched table, batched indices) keep samples
         // apart as well as gathers along a later axis of batched data.
@@ -84,66 +62,6 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
              (g.getAxis() == 0 && !batched[0] && batched[1]);
         if (!ok)
           why = "it indexes along the batch dimension";
-      })
-      .Case<graph::SliceOp>([&](graph::SliceOp s) {
-        ok = s.getStarts()[0] == 0 && s.getSteps()[0] == 1 &&
-             s.getEnds()[0] == batch;
-        if (!ok)
-          why = "it slices the batch dimension";
-      })
-      .Case<graph::PadOp>([&](graph::PadOp p) {
-        ok = p.getPads()[0] == 0 && p.getPads()[rankOf(op->getOperand(0))] == 0;
-        if (!ok)
-          why = "it pads the batch dimension";
-      })
-      .Case<graph::MatMulOp>([&](graph::MatMulOp) {
-        // Rows of a 2-D left operand are samples; for higher ranks the
-        // batch is a batch dimension, which a right operand may share only
-        // when it is batched too (or broadcasts with extent 1).
-        int64_t lr = rankOf(op->getOperand(0)), rr = rankOf(op->getOperand(1));
-        if (batched[1])
-          ok = batched[0] && lr >= 3 && rr == lr;
-        else
-          ok = batched[0] && lr >= 2 &&
-               (lr == 2 || rr < lr || dim0(op->getOperand(1)) == 1);
-        // A fused bias is one value per column, never per sample; a fused
-        // addend has the result's shape, so it is batched with it.
-        ok = ok && (op->getNumOperands() < 3 || !batched[2]) &&
-             (op->getNumOperands() < 4 || batched[3]);
-        if (!ok)
-          why = "it contracts over the batch dimension";
-      })
-      .Case<graph::StridedMatMulOp>([&](graph::StridedMatMulOp m) {
-        // A batched operand's view steps over whole samples in its first
-        // dimension and stays inside one sample in the others; an unbatched
-        // one is shared (extent 1 there).
-        ok = m.getPerm().front() == 0 && m.getShape().front() == batch;
-        for (int i = 0; i < 2 && ok; ++i) {
-          ArrayRef<int64_t> shape = i ? m.getRhsShape() : m.getLhsShape();
-          ArrayRef<int64_t> strides = i ? m.getRhsStrides() : m.getLhsStrides();
-          int64_t offset = i ? m.getRhsOffset() : m.getLhsOffset();
-          if (!batched[i]) {
-            ok = shape.front() == 1;
-            continue;
-          }
-          int64_t sample = cast<RankedTensorType>(op->getOperand(i).getType())
-                               .getNumElements() /
-                           batch;
-          int64_t last = offset;
-          for (size_t d = 1; d < shape.size(); ++d)
-            last += (shape[d] - 1) * strides[d];
-          ok = shape.front() == batch && strides.front() == sample &&
-               last < sample;
-        }
-        if (!ok)
-          why = "its operand views or its result mix samples of the batch";
-      })
-      .Case<graph::GemmOp>([&](graph::GemmOp g) {
-        Value c = g.getC();
-        ok = batched[0] && !g.getTransA() && !batched[1] &&
-             (!c || (!batched[2] && (rankOf(c) < 2 || dim0(c) == 1)));
-        if (!ok)
-          why = "it contracts over the batch dimension or its bias spans it";
       })
       .Case<graph::MaxPoolWithIndicesOp>([&](auto) {
         ok = false;
@@ -162,37 +80,421 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
         if (!ok)
           why = "its weights depend on the batch";
       })
-      .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
-            graph::ReduceMinOp, graph::ReduceProdOp>([&](auto r) {
-        ok = r.getAxes().empty() || r.getAxes().front() != 0;
-        if (!ok)
-          why = "it reduces over the batch dimension";
-      })
       .Default([&](Operation *) { ok = unbatchedBroadcastOnly(); });
   if (ok && !allResultsBatched())
     ok = false;
   return success(ok);
 }
 
-/// Rewrites shape attributes that name the batch extent for a slice of
-/// `size` rows; `batched` tells which operands carry the batch.
-void adjustShapeAttrs(Operation *op, int64_t size, ArrayRef<bool> batched) {
-  auto setDim0 = [&](StringRef name) {
+int64_t product(ArrayRef<int64_t> dims) {
+  int64_t p = 1;
+  for (int64_t d : dims)
+    p *= d;
+  return p;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+/// Where the batch goes through a reshape from `in` to `out`: the output
+/// dimension that holds the batch's factor whole, or none when the reshape
+/// splits it.
+std::optional<BatchLoc> reshapeLoc(ArrayRef<int64_t> in, BatchLoc loc,
+                                   ArrayRef<int64_t> out, int64_t batch) {
+  // Elements before the batch's factor, in the flat order.
+  int64_t before = product(in.take_front(loc.axis)) * loc.outer;
+  int64_t prefix = 1;
+  for (int64_t b = 0; b < static_cast<int64_t>(out.size()); ++b) {
+    int64_t next = prefix * out[b];
+    if (next >= before * batch) {
+      if (before % prefix || next % (before * batch))
+        return std::nullopt;
+      return BatchLoc{b, before / prefix, next / (before * batch)};
+    }
+    prefix = next;
+  }
+  return std::nullopt;
+}
+
+/// How a strided view steps over the samples of its operand: view dimension
+/// `dim` covers them, its index (x * batch + n) * inner + j for sample n.
+struct ViewBatch {
+  int64_t dim, outer, inner;
+};
+
+/// The operand's flat strides of one sample (`sample`) and of the batch's
+/// whole factor (`block`, batch samples), for a batch at `loc`.
+struct BatchStrides {
+  int64_t sample, block;
+};
+BatchStrides batchStrides(ArrayRef<int64_t> operandShape, BatchLoc loc,
+                          int64_t batch) {
+  int64_t sample = loc.inner * product(operandShape.drop_front(loc.axis + 1));
+  return {sample, sample * batch};
+}
+
+/// The view dimension that covers the batch of a batched operand, if every
+/// element the view reads stays inside its sample otherwise.
+std::optional<ViewBatch> viewBatch(ArrayRef<int64_t> shape,
+                                   ArrayRef<int64_t> strides, int64_t offset,
+                                   ArrayRef<int64_t> operandShape, BatchLoc loc,
+                                   int64_t batch) {
+  BatchStrides bs = batchStrides(operandShape, loc, batch);
+  auto within = [&](int64_t covering, int64_t inner) {
+    // What the view reaches inside one sample, offset included; steps over
+    // whole blocks (the dimensions outside the batch) move no sample.
+    int64_t reach = offset % bs.block;
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (shape[d] == 1)
+        continue;
+      if (strides[d] >= bs.block) {
+        if (strides[d] % bs.block)
+          return false;
+        continue;
+      }
+      reach += strides[d] * ((int64_t(d) == covering ? inner : shape[d]) - 1);
+    }
+    return reach < bs.sample;
+  };
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t stride = strides[d];
+    if (shape[d] == 1 || stride <= 0 || stride > bs.sample ||
+        bs.sample % stride)
+      continue;
+    int64_t inner = bs.sample / stride;
+    if (shape[d] % (batch * inner) || !within(d, inner))
+      continue;
+    return ViewBatch{static_cast<int64_t>(d), shape[d] / (batch * inner),
+                     inner};
+  }
+  return std::nullopt;
+}
+
+/// The view of a batched operand for a slice of `size` samples: the
+/// covering dimension shrinks, and steps over whole blocks shrink with them.
+void sliceView(SmallVectorImpl<int64_t> &shape,
+               SmallVectorImpl<int64_t> &strides, int64_t &offset,
+               ArrayRef<int64_t> operandShape, BatchLoc loc, int64_t batch,
+               ViewBatch vb, int64_t size) {
+  BatchStrides bs = batchStrides(operandShape, loc, batch);
+  int64_t block = bs.sample * size;
+  for (int64_t &stride : strides)
+    if (stride >= bs.block)
+      stride = stride / bs.block * block;
+  shape[vb.dim] = vb.outer * size * vb.inner;
+  offset = offset / bs.block * block + offset % bs.block;
+}
+
+/// What a strided matmul does with the batch: the view dimension covering it
+/// in each batched operand, and where the result carries it.
+struct StridedMatMulBatch {
+  std::optional<ViewBatch> view[2];
+  BatchLoc result;
+};
+
+bool isElementwise(Operation *op) {
+  return isa<graph::FusedElementwiseOp, graph::WhereOp, graph::CastOp,
+             graph::IdentityOp, graph::ReluOp, graph::SigmoidOp, graph::TanhOp,
+             graph::ErfOp, graph::SqrtOp, graph::NegOp, graph::ExpOp,
+             graph::LogOp, graph::AbsOp, graph::ReciprocalOp, graph::FloorOp,
+             graph::CeilOp, graph::RoundOp, graph::SinOp, graph::CosOp,
+             graph::SignOp, graph::NotOp, graph::SoftplusOp, graph::HardSwishOp,
+             graph::GeluOp, graph::LeakyReluOp, graph::EluOp,
+             graph::HardSigmoidOp, graph::ClipOp, graph::AddOp, graph::SubOp,
+             graph::MulOp, graph::DivOp, graph::PowOp, graph::MinOp,
+             graph::MaxOp, graph::ModOp, graph::EqualOp, graph::LessOp,
+             graph::GreaterOp, graph::LessOrEqualOp, graph::GreaterOrEqualOp,
+             graph::AndOp, graph::OrOp, graph::XorOp>(op);
+}
+
+/// Ops whose rules follow the batch into any dimension.
+bool followsBatch(Operation *op) {
+  return isElementwise(op) ||
+         isa<graph::ReshapeOp, graph::ExpandOp, graph::TransposeOp,
+             graph::SliceOp, graph::PadOp, graph::ConcatOp, graph::SplitOp,
+             graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
+             graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
+             graph::ReduceMinOp, graph::ReduceProdOp, graph::MatMulOp,
+             graph::StridedMatMulOp, graph::GemmOp>(op);
+}
+
+int64_t normalizeAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// The batch of a strided matmul: each batched operand's view must cover
+/// it, both on the same batch dimension, or the lhs on its rows (the rhs
+/// shared) or the rhs on its columns (the lhs shared).
+std::optional<StridedMatMulBatch>
+stridedMatMulBatch(graph::StridedMatMulOp m,
+                   ArrayRef<std::optional<BatchLoc>> locs, int64_t batch,
+                   std::string &why) {
+  StridedMatMulBatch result;
+  int64_t rank = m.getLhsShape().size();
+  for (int i = 0; i < 2; ++i) {
+    if (!locs[i])
+      continue;
+    result.view[i] = viewBatch(i ? m.getRhsShape() : m.getLhsShape(),
+                               i ? m.getRhsStrides() : m.getLhsStrides(),
+                               i ? m.getRhsOffset() : m.getLhsOffset(),
+                               shapeOf(m->getOperand(i)), *locs[i], batch);
+    if (!result.view[i]) {
+      why = "the view of operand #" + std::to_string(i) +
+            " mixes samples of the batch";
+      return std::nullopt;
+    }
+  }
+  std::optional<ViewBatch> lhs = result.view[0], rhs = result.view[1];
+  // The lhs's columns and the rhs's rows are the contraction.
+  if ((lhs && lhs->dim == rank - 1) || (rhs && rhs->dim == rank - 2)) {
+    why = "it contracts over the batch dimension";
+    return std::nullopt;
+  }
+  ViewBatch covering;
+  if (lhs && rhs) {
+    if (lhs->dim != rhs->dim || lhs->dim >= rank - 2 ||
+        lhs->outer != rhs->outer || lhs->inner != rhs->inner) {
+      why = "its operands carry the batch in different dimensions";
+      return std::nullopt;
+    }
+    covering = *lhs;
+  } else {
+    covering = lhs ? *lhs : *rhs;
+    ArrayRef<int64_t> shared = lhs ? m.getRhsShape() : m.getLhsShape();
+    if (covering.dim < rank - 2 && shared[covering.dim] != 1) {
+      why = "its unbatched operand spans the batch dimension";
+      return std::nullopt;
+    }
+  }
+  // The logical result [batch..., M, N], permuted, then reshaped to `shape`.
+  SmallVector<int64_t> logical;
+  for (int64_t d = 0; d < rank - 2; ++d)
+    logical.push_back(std::max(m.getLhsShape()[d], m.getRhsShape()[d]));
+  logical.push_back(m.getLhsShape()[rank - 2]);
+  logical.push_back(m.getRhsShape()[rank - 1]);
+  ArrayRef<int64_t> perm = m.getPerm();
+  SmallVector<int64_t> permuted;
+  int64_t position = 0;
+  for (auto [i, p] : llvm::enumerate(perm)) {
+    permuted.push_back(logical[p]);
+    if (p == covering.dim)
+      position = i;
+  }
+  std::optional<BatchLoc> loc =
+      reshapeLoc(permuted, {position, covering.outer, covering.inner},
+                 m.getShape(), batch);
+  if (!loc) {
+    why = "its result layout splits the batch dimension";
+    return std::nullopt;
+  }
+  result.result = *loc;
+  return result;
+}
+
+/// Where the results of `op` carry the batch, for ops that follow it into
+/// any dimension; `locs` holds each operand's (none when unbatched).
+std::optional<BatchLoc> followBatch(Operation *op,
+                                    ArrayRef<std::optional<BatchLoc>> locs,
+                                    int64_t batch, std::string &why) {
+  auto fail = [&](const char *reason) -> std::optional<BatchLoc> {
+    why = reason;
+    return std::nullopt;
+  };
+  int64_t rank = rankOf(op->getOperand(0));
+  std::optional<BatchLoc> first;
+  for (const std::optional<BatchLoc> &l : locs)
+    if (l && !first)
+      first = l;
+  BatchLoc in = locs[0] ? *locs[0] : *first;
+  int64_t extent = in.outer * batch * in.inner;
+
+  if (isElementwise(op)) {
+    // Right-aligned broadcasting: batched operands agree, shared ones have
+    // extent 1 (or no dimension) where the batch lies.
+    int64_t resultRank = rankOf(op->getResult(0));
+    std::optional<BatchLoc> aligned;
+    for (auto [i, l] : llvm::enumerate(locs)) {
+      if (!l)
+        continue;
+      BatchLoc a = *l;
+      a.axis += resultRank - rankOf(op->getOperand(i));
+      if (aligned && *aligned != a)
+        return fail("its operands carry the batch in different dimensions");
+      aligned = a;
+    }
+    for (auto [i, l] : llvm::enumerate(locs)) {
+      if (l)
+        continue;
+      int64_t axis = aligned->axis - (resultRank - rankOf(op->getOperand(i)));
+      if (axis >= 0 && shapeOf(op->getOperand(i))[axis] != 1) {
+        why = "operand #" + std::to_string(i) +
+              " is not batched but spans the batch dimension";
+        return std::nullopt;
+      }
+    }
+    return aligned;
+  }
+  std::optional<BatchLoc> result;
+  llvm::TypeSwitch<Operation *>(op)
+      .Case<graph::ReshapeOp>([&](auto r) {
+        result = reshapeLoc(shapeOf(r.getInput()), in, shapeOf(r.getOutput()),
+                            batch);
+        if (!result)
+          why = "it reshapes across the batch dimension";
+      })
+      .Case<graph::ExpandOp>([&](graph::ExpandOp e) {
+        int64_t shift = rankOf(e.getOutput()) - rank;
+        if (shapeOf(e.getOutput())[in.axis + shift] != extent)
+          why = "it broadcasts along the batch dimension";
+        else
+          result = BatchLoc{in.axis + shift, in.outer, in.inner};
+      })
+      .Case<graph::TransposeOp>([&](graph::TransposeOp t) {
+        auto it = llvm::find(t.getPerm(), in.axis);
+        result = in;
+        result->axis = it - t.getPerm().begin();
+      })
+      .Case<graph::SliceOp>([&](graph::SliceOp s) {
+        if (s.getStarts()[in.axis] == 0 && s.getSteps()[in.axis] == 1 &&
+            s.getEnds()[in.axis] >= extent)
+          result = in;
+        else
+          why = "it slices the batch dimension";
+      })
+      .Case<graph::PadOp>([&](graph::PadOp p) {
+        if (p.getPads()[in.axis] == 0 && p.getPads()[rank + in.axis] == 0)
+          result = in;
+        else
+          why = "it pads the batch dimension";
+      })
+      .Case<graph::ConcatOp>([&](graph::ConcatOp c) {
+        if (normalizeAxis(c.getAxis(), rank) != in.axis &&
+            llvm::all_of(locs, [&](const std::optional<BatchLoc> &l) {
+              return l && *l == in;
+            }))
+          result = in;
+        else
+          why = "it concatenates along the batch dimension or with unbatched "
+                "values";
+      })
+      .Case<graph::SplitOp>([&](graph::SplitOp s) {
+        if (normalizeAxis(s.getAxis(), rank) != in.axis)
+          result = in;
+        else
+          why = "it splits the batch dimension";
+      })
+      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp>([&](auto s) {
+        if (normalizeAxis(s.getAxis(), rank) != in.axis)
+          result = in;
+        else
+          why = "it normalizes over the batch dimension";
+      })
+      .Case<graph::LayerNormOp>([&](graph::LayerNormOp l) {
+        if (locs[0] && in.axis < normalizeAxis(l.getAxis(), rank) &&
+            llvm::all_of(locs.drop_front(),
+                         [](const std::optional<BatchLoc> &b) { return !b; }))
+          result = in;
+        else
+          why = "it normalizes over the batch dimension";
+      })
+      .Case<graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
+            graph::ReduceMinOp, graph::ReduceProdOp>([&](auto r) {
+        // No axes: ONNX reduces over all of them.
+        if (r.getAxes().empty() || llvm::is_contained(r.getAxes(), in.axis)) {
+          why = "it reduces over the batch dimension";
+          return;
+        }
+        result = in;
+        if (!r.getKeepdims())
+          result->axis -= llvm::count_if(
+              r.getAxes(), [&](int64_t a) { return a < in.axis; });
+      })
+      .Case<graph::MatMulOp>([&](graph::MatMulOp m) {
+        // The batch lies on a batch dimension both operands share, or on
+        // the lhs's rows against a shared rhs; never on the contraction.
+        int64_t lr = rankOf(m.getLhs()), rr = rankOf(m.getRhs());
+        int64_t resultRank = rankOf(m.getOutput());
+        std::optional<BatchLoc> lhs = locs[0], rhs = locs[1];
+        bool ok = lhs && lhs->axis != lr - 1;
+        if (ok && rhs)
+          ok = lr >= 3 && rr == lr && *rhs == *lhs && lhs->axis < lr - 2;
+        else if (ok && lhs->axis < lr - 2) {
+          int64_t axis = lhs->axis - (lr - rr);
+          ok = lr >= 2 && (axis < 0 || shapeOf(m.getRhs())[axis] == 1);
+        }
+        if (!ok) {
+          why = "it contracts over the batch dimension";
+          return;
+        }
+        BatchLoc out = *lhs;
+        out.axis += resultRank - lr;
+        // A fused bias is one value per column; an addend is batched with
+        // the result.
+        Value bias = m.getBias(), addend = m.getAddend();
+        size_t first = 2;
+        if ((bias && locs[first]) ||
+            (addend && (!locs[first + 1] || *locs[first + 1] != out))) {
+          why = "its fused bias or addend does not follow the batch";
+          return;
+        }
+        result = out;
+      })
+      .Case<graph::GemmOp>([&](graph::GemmOp g) {
+        Value c = g.getC();
+        if (locs[0] && in.axis == 0 && !g.getTransA() && !locs[1] &&
+            (!c || (!locs[2] && (rankOf(c) < 2 || dim0(c) == 1))))
+          result = in;
+        else
+          why = "it contracts over the batch dimension or its bias spans it";
+      })
+      .Case<graph::StridedMatMulOp>([&](graph::StridedMatMulOp m) {
+        if (auto b = stridedMatMulBatch(m, locs, batch, why))
+          result = b->result;
+      })
+      .Default([&](Operation *) { why = "unexpected op"; });
+  return result;
+}
+
+/// Rewrites the attributes that name the batch's extent for a slice of
+/// `size` samples, from where the original op's operands and result carried
+/// the batch.
+void adjustShapeAttrs(Operation *op, Operation *clone, int64_t batch,
+                      int64_t size,
+                      ArrayRef<std::optional<BatchLoc>> operandLocs,
+                      std::optional<BatchLoc> resultLoc) {
+  auto setAt = [&](StringRef name, int64_t index, BatchLoc loc) {
     auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
     SmallVector<int64_t> v(attr.asArrayRef());
-    v[0] = size;
-    op->setAttr(name, DenseI64ArrayAttr::get(op->getContext(), v));
+    v[index] = loc.outer * size * loc.inner;
+    clone->setAttr(name, DenseI64ArrayAttr::get(op->getContext(), v));
   };
-  if (isa<graph::ReshapeOp, graph::ExpandOp>(op))
-    setDim0("shape");
-  if (isa<graph::SliceOp>(op))
-    setDim0("ends");
-  if (isa<graph::StridedMatMulOp>(op)) {
-    setDim0("shape");
-    if (batched[0])
-      setDim0("lhs_shape");
-    if (batched[1])
-      setDim0("rhs_shape");
+  if (isa<graph::ReshapeOp, graph::ExpandOp>(op) && resultLoc)
+    setAt("shape", resultLoc->axis, *resultLoc);
+  if (isa<graph::SliceOp>(op) && operandLocs[0])
+    setAt("ends", operandLocs[0]->axis, *operandLocs[0]);
+  if (auto m = dyn_cast<graph::StridedMatMulOp>(op)) {
+    std::string why;
+    auto b = stridedMatMulBatch(m, operandLocs, batch, why);
+    assert(b && "a split strided matmul was analyzed first");
+    setAt("shape", b->result.axis, b->result);
+    MLIRContext *ctx = op->getContext();
+    for (int i = 0; i < 2; ++i) {
+      if (!b->view[i])
+        continue;
+      StringRef prefix = i ? "rhs_" : "lhs_";
+      SmallVector<int64_t> shape(i ? m.getRhsShape() : m.getLhsShape());
+      SmallVector<int64_t> strides(i ? m.getRhsStrides() : m.getLhsStrides());
+      int64_t offset = i ? m.getRhsOffset() : m.getLhsOffset();
+      sliceView(shape, strides, offset, shapeOf(op->getOperand(i)),
+                *operandLocs[i], batch, *b->view[i], size);
+      clone->setAttr((prefix + "shape").str(),
+                     DenseI64ArrayAttr::get(ctx, shape));
+      clone->setAttr((prefix + "strides").str(),
+                     DenseI64ArrayAttr::get(ctx, strides));
+      clone->setAttr((prefix + "offset").str(),
+                     IntegerAttr::get(IntegerType::get(ctx, 64), offset));
+    }
   }
 }
 
@@ -210,26 +512,64 @@ BatchInfo analyzeBatch(func::FuncOp func) {
     info.why = "the model has no input with a batch dimension";
     return info;
   }
+  if (info.batch == 0) {
+    info.why = "the model's batch dimension is empty";
+    return info;
+  }
   DenseSet<Value> &batched = info.batchedValues;
   for (BlockArgument arg : body.getArguments())
-    if (rankOf(arg) >= 1 && dim0(arg) == info.batch)
+    if (rankOf(arg) >= 1 && dim0(arg) == info.batch) {
       batched.insert(arg);
+      info.locations[arg] = BatchLoc();
+    }
+  auto refuse = [&](Operation *op) {
+    info.failedOp = op;
+    info.why = "'" + op->getName().getStringRef().str() + "' (ONNX node '" +
+               onnxNodeName(op->getLoc()) + "'): " + info.reason;
+    return info;
+  };
   for (Operation &op : body.without_terminator()) {
     SmallVector<bool> flags;
-    for (Value v : op.getOperands())
+    SmallVector<std::optional<BatchLoc>> locs;
+    for (Value v : op.getOperands()) {
       flags.push_back(batched.contains(v));
+      locs.push_back(flags.back() ? std::optional(info.locations.lookup(v))
+                                  : std::nullopt);
+    }
     if (llvm::none_of(flags, [](bool b) { return b; }))
       continue;
-    if (failed(checkSampleWise(&op, flags, info.batch, info.reason))) {
-      info.failedOp = &op;
-      info.why = "'" + op.getName().getStringRef().str() + "' (ONNX node '" +
-                 onnxNodeName(op.getLoc()) + "'): " + info.reason;
-      return info;
+    std::optional<BatchLoc> resultLoc;
+    if (followsBatch(&op)) {
+      resultLoc = followBatch(&op, locs, info.batch, info.reason);
+      if (!resultLoc)
+        return refuse(&op);
+    } else {
+      for (auto [i, l] : llvm::enumerate(locs))
+        if (l && !l->isLeading()) {
+          info.reason = "it needs the batch in dimension 0, but operand #" +
+                        std::to_string(i) + " carries it in dimension " +
+                        std::to_string(l->axis);
+          return refuse(&op);
+        }
+      if (failed(checkSampleWise(&op, flags, info.batch, info.reason)))
+        return refuse(&op);
+      resultLoc = BatchLoc();
     }
     info.batchedOps.insert(&op);
-    for (Value r : op.getResults())
+    for (Value r : op.getResults()) {
       batched.insert(r);
+      info.locations[r] = *resultLoc;
+    }
   }
+  // Slices of a batch are concatenated along dimension 0.
+  for (Value v : body.getTerminator()->getOperands())
+    if (batched.contains(v) && !info.locations.lookup(v).isLeading() &&
+        v.getDefiningOp()) {
+      info.reason = "a model output carries the batch in dimension " +
+                    std::to_string(info.locations.lookup(v).axis) +
+                    " instead of dimension 0";
+      return refuse(v.getDefiningOp());
+    }
   info.splittable = true;
   return info;
 }
@@ -311,11 +651,16 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
     }
     for (Operation *op : ops) {
       Operation *clone = builder.clone(*op, map);
-      SmallVector<bool> operandBatched;
+      SmallVector<std::optional<BatchLoc>> operandLocs;
       for (Value v : op->getOperands())
-        operandBatched.push_back(batched.contains(v));
-      if (llvm::is_contained(operandBatched, true)) {
-        adjustShapeAttrs(clone, size, operandBatched);
+        operandLocs.push_back(batched.contains(v)
+                                  ? std::optional(info.locations.lookup(v))
+                                  : std::nullopt);
+      if (llvm::any_of(operandLocs, [](const auto &l) { return l; })) {
+        std::optional<BatchLoc> resultLoc;
+        if (op->getNumResults() && batched.contains(op->getResult(0)))
+          resultLoc = info.locations.lookup(op->getResult(0));
+        adjustShapeAttrs(op, clone, batch, size, operandLocs, resultLoc);
         if (failed(reinferTypes(clone)))
           return failure();
       }

@@ -105,8 +105,7 @@ public:
     case ConvVariant::WidenedFused:
       return "cudnn-widened-fused";
     case ConvVariant::Graph:
-      return graph_->fusesEpilogue(choice_) ? "cudnn-graph-fused"
-                                            : "cudnn-graph+epilogue";
+      return graphVariant_.c_str();
     }
     return nullptr;
   }
@@ -167,6 +166,8 @@ private:
   std::vector<cublasLtMatmulAlgo_t> gemmAlgos_;
   ConvVariant chosen_ = ConvVariant::Separate;
   size_t choice_ = 0;
+  /// variant() of a graph plan: its kind, engine and knobs.
+  std::string graphVariant_;
   bool hasBias_ = false, hasAddend_ = false, relu_ = false,
        channelsLast_ = false;
   int64_t m_ = 0, inner_ = 1, n_ = 0;
@@ -633,6 +634,11 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
       reference, y, n_, best));
   chosen_ = candidates[best].variant;
   choice_ = candidates[best].index;
+  if (chosen_ == ConvVariant::Graph)
+    graphVariant_ =
+        std::string(graph_->fusesEpilogue(choice_) ? "cudnn-graph-fused"
+                                                   : "cudnn-graph+epilogue") +
+        " (" + graph_->label(choice_) + ")";
   return Status();
 }
 

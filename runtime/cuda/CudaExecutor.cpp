@@ -15,6 +15,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -553,6 +554,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.tf32 = options.tf32;
     ctx.fuseEpilogues = options.fuseEpilogues;
     ctx.cudnnGraph = options.cudnnGraph;
+    ctx.cudnnKnobs = options.cudnnKnobs;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));
@@ -653,8 +655,10 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
       Status s = dev.kernels[i]->tune(ctx, ins, outs, scratch);
       if (!s.ok())
         return s.prepend(where + " tuning " + describeInstruction(d, i, in));
+      // Counted by kind: the details after the name vary by shape.
       if (const char *v = dev.kernels[i]->variant())
-        impl.variants[in.kernel + " " + v]++;
+        impl.variants[in.kernel + " " +
+                      std::string(v).substr(0, std::strcspn(v, " "))]++;
     }
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
@@ -846,6 +850,11 @@ double CudaExecutor::kernelSeconds(size_t d, size_t i) const {
   if (!impl_->profiling || !impl_->profiledRuns)
     return 0;
   return impl_->kernelTimes[d][i] / static_cast<double>(impl_->profiledRuns);
+}
+
+const char *CudaExecutor::kernelVariant(size_t d, size_t i) const {
+  const auto &kernels = impl_->devices[d].kernels;
+  return i < kernels.size() && kernels[i] ? kernels[i]->variant() : nullptr;
 }
 
 double CudaExecutor::eventOverheadSeconds(size_t d) const {

@@ -38,6 +38,9 @@ struct CudaOptions {
   /// Let convolutions also time the engine configurations of cuDNN's graph
   /// API (CudnnGraphConv.h) beside the legacy API's algorithms.
   bool cudnnGraph = true;
+  /// With cudnnGraph: also time the heuristic's first engine configurations
+  /// with one knob (split-K slices, tile shape...) moved at a time.
+  bool cudnnKnobs = true;
   /// Streaming: let the sender's kernels write a transferred value straight
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).
@@ -83,6 +86,8 @@ public:
   /// without graphs, while profiling).
   Status enableProfiling();
   double kernelSeconds(size_t d, size_t i) const;
+  /// The implementation tuning chose for instruction i of device d, or null.
+  const char *kernelVariant(size_t d, size_t i) const;
   /// What an event pair around an empty kernel measured on device d; it is
   /// subtracted from each kernel's time.
   double eventOverheadSeconds(size_t d) const;

@@ -34,6 +34,8 @@ struct DeviceContext {
   bool fuseEpilogues = true;
   /// Let convolutions time cuDNN graph-API plans as well.
   bool cudnnGraph = true;
+  /// ...and also its first engine configurations with one knob moved.
+  bool cudnnKnobs = true;
   /// Scratch shared by the device's kernels (they run in stream order).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;

@@ -20,6 +20,14 @@ constexpr int kPlansPerGraph = 8;
 /// Plans needing more workspace than this are skipped: every candidate's
 /// workspace is reserved before tuning picks one.
 constexpr int64_t kMaxWorkspace = int64_t(256) << 20;
+/// The heuristic's first configurations are also tried with each of their
+/// knobs (split-K slices, tile shapes, CTA counts...) moved one at a time:
+/// its ranking is tuned for large problems, and a small batch often leaves
+/// most of the GPU idle under the tiling it picks.
+constexpr int kKnobSeeds = 2;
+constexpr int kKnobVariantsPerSeed = 24;
+/// Knobs with more values than this are left as the heuristic set them.
+constexpr int64_t kMaxKnobValues = 16;
 
 bool set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name,
          cudnnBackendAttributeType_t type, int64_t count, const void *values) {
@@ -265,7 +273,7 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
                                &returned,
                                configs.data()) != CUDNN_STATUS_SUCCESS)
     return;
-  int added = 0;
+  int added = 0, seeds = 0;
   for (int64_t i = 0; i < returned && added < kPlansPerGraph; ++i) {
     cudnnBackendDescriptor_t engine = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
     int64_t count = 0;
@@ -275,22 +283,136 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
                                  &engine) != CUDNN_STATUS_SUCCESS ||
         !acceptable(engine, ctx.tf32))
       continue;
-    cudnnBackendDescriptor_t plan =
-        create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-    int64_t workspace = 0;
-    if (!plan ||
-        !setDescriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
-                       configs[i]) ||
-        !set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
-             &handle) ||
-        !finalize(plan) ||
-        cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                 CUDNN_TYPE_INT64, 1, &count,
-                                 &workspace) != CUDNN_STATUS_SUCCESS ||
-        workspace < 0 || workspace > kMaxWorkspace)
+    int64_t index = -1;
+    cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
+                             CUDNN_TYPE_INT64, 1, &count, &index);
+    std::string label = "engine " + std::to_string(index);
+    if (!addPlan(ctx, configs[i], fused, label))
       continue;
-    plans_.push_back({plan, fused, static_cast<size_t>(workspace)});
     ++added;
+    if (ctx.cudnnKnobs && seeds++ < kKnobSeeds)
+      addKnobVariants(ctx, engine, configs[i], fused, label);
+  }
+}
+
+bool CudnnGraphConv::addPlan(DeviceContext &ctx,
+                             cudnnBackendDescriptor_t config, bool fused,
+                             const std::string &label) {
+  cudnnHandle_t handle = ctx.cudnn;
+  cudnnBackendDescriptor_t plan =
+      create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+  int64_t workspace = 0, count = 0;
+  if (!plan ||
+      !setDescriptor(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, config) ||
+      !set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1,
+           &handle) ||
+      !finalize(plan) ||
+      cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                               CUDNN_TYPE_INT64, 1, &count,
+                               &workspace) != CUDNN_STATUS_SUCCESS ||
+      workspace < 0 || workspace > kMaxWorkspace)
+    return false;
+  plans_.push_back({plan, fused, static_cast<size_t>(workspace), label});
+  return true;
+}
+
+void CudnnGraphConv::addKnobVariants(DeviceContext &ctx,
+                                     cudnnBackendDescriptor_t engine,
+                                     cudnnBackendDescriptor_t config,
+                                     bool fused, const std::string &label) {
+  // The engine's knobs and the values the heuristic chose for them.
+  std::vector<cudnnBackendDescriptor_t> infos, choices;
+  for (int k = 0; k < CUDNN_KNOB_TYPE_COUNTS; ++k) {
+    cudnnBackendDescriptor_t info = create(CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR);
+    cudnnBackendDescriptor_t choice =
+        create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+    if (!info || !choice)
+      return;
+    infos.push_back(info);
+    choices.push_back(choice);
+  }
+  int64_t infoCount = 0, choiceCount = 0, n = 0;
+  if (cudnnBackendGetAttribute(
+          engine, CUDNN_ATTR_ENGINE_KNOB_INFO, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+          infos.size(), &infoCount, infos.data()) != CUDNN_STATUS_SUCCESS ||
+      cudnnBackendGetAttribute(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, choices.size(),
+                               &choiceCount,
+                               choices.data()) != CUDNN_STATUS_SUCCESS)
+    return;
+  std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> chosen;
+  for (int64_t c = 0; c < choiceCount; ++c) {
+    cudnnBackendKnobType_t type;
+    int64_t value = 0;
+    if (cudnnBackendGetAttribute(choices[c], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE,
+                                 CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                 &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(choices[c], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &value) != CUDNN_STATUS_SUCCESS)
+      return;
+    chosen.push_back({type, value});
+  }
+  // One knob at a time over its whole range, where the range is short: the
+  // heuristic's other choices stay.
+  int variants = 0;
+  for (int64_t k = 0; k < infoCount && variants < kKnobVariantsPerSeed; ++k) {
+    cudnnBackendKnobType_t type;
+    int64_t lo = 0, hi = 0, stride = 0;
+    if (cudnnBackendGetAttribute(infos[k], CUDNN_ATTR_KNOB_INFO_TYPE,
+                                 CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                 &type) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(infos[k], CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &lo) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(infos[k], CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &hi) != CUDNN_STATUS_SUCCESS ||
+        cudnnBackendGetAttribute(infos[k], CUDNN_ATTR_KNOB_INFO_STRIDE,
+                                 CUDNN_TYPE_INT64, 1, &n,
+                                 &stride) != CUDNN_STATUS_SUCCESS ||
+        stride <= 0 || hi < lo || (hi - lo) / stride >= kMaxKnobValues)
+      continue;
+    auto current = std::find_if(chosen.begin(), chosen.end(),
+                                [&](const auto &c) { return c.first == type; });
+    for (int64_t value = lo; value <= hi && variants < kKnobVariantsPerSeed;
+         value += stride) {
+      if (current != chosen.end() && current->second == value)
+        continue;
+      std::vector<std::pair<cudnnBackendKnobType_t, int64_t>> knobs = chosen;
+      if (current != chosen.end())
+        knobs[current - chosen.begin()].second = value;
+      else
+        knobs.push_back({type, value});
+      std::vector<cudnnBackendDescriptor_t> made;
+      for (const auto &[knob, knobValue] : knobs) {
+        cudnnBackendDescriptor_t c =
+            create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR);
+        if (!c ||
+            !set(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1,
+                 &knob) ||
+            !set(c, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1,
+                 &knobValue) ||
+            !finalize(c))
+          return;
+        made.push_back(c);
+      }
+      cudnnBackendDescriptor_t variant =
+          create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+      if (!variant ||
+          !setDescriptor(variant, CUDNN_ATTR_ENGINECFG_ENGINE, engine))
+        return;
+      // cuDNN refuses knob values this shape or engine cannot take.
+      if (!set(variant, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES,
+               CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(made.size()),
+               made.data()) ||
+          !finalize(variant) ||
+          !addPlan(ctx, variant, fused,
+                   label + " knob " + std::to_string(type) + "=" +
+                       std::to_string(value)))
+        continue;
+      ++variants;
+    }
   }
 }
 

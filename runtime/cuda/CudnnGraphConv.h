@@ -16,6 +16,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 typedef void *cudnnBackendDescriptor_t;
@@ -47,6 +48,7 @@ public:
   /// Whether plan `i` applies the bias, addend and ReLU itself.
   bool fusesEpilogue(size_t i) const { return plans_[i].fused; }
   size_t workspaceBytes() const;
+  const std::string &label(size_t i) const { return plans_[i].label; }
 
   Status run(DeviceContext &ctx, size_t i, const void *x, const void *w,
              const void *bias, const void *z, void *y);
@@ -56,6 +58,9 @@ private:
     cudnnBackendDescriptor_t plan = nullptr;
     bool fused = false;
     size_t workspace = 0;
+    /// The engine's global index and the knob moved, if any ("engine 12
+    /// knob 17=4": knob type 17, split-K slices, set to 4).
+    std::string label;
     /// The variant pack of the last call and the pointers it holds (x, w,
     /// y, bias, addend, workspace): reused while they stay the same.
     cudnnBackendDescriptor_t pack = nullptr;
@@ -64,6 +69,14 @@ private:
   /// Builds one operation graph and appends the plans for it.
   void addPlans(DeviceContext &ctx, const ConvGeometry &geometry, bool bias,
                 bool addend, bool relu, bool fused);
+  /// Appends the execution plan of one engine configuration; false if cuDNN
+  /// rejects it or it needs too much workspace.
+  bool addPlan(DeviceContext &ctx, cudnnBackendDescriptor_t config, bool fused,
+               const std::string &label);
+  /// Appends plans for `config` with one knob moved at a time.
+  void addKnobVariants(DeviceContext &ctx, cudnnBackendDescriptor_t engine,
+                       cudnnBackendDescriptor_t config, bool fused,
+                       const std::string &label);
   cudnnBackendDescriptor_t create(int type);
 
   std::vector<Plan> plans_;

@@ -154,10 +154,12 @@ Status writeTrace(const std::string &path, const Plan &plan,
 
 /// Writes a cost table (mean seconds of every kernel instruction and the
 /// signature partc compile --cost-table matches on). `seconds(d, i)` is the
-/// time of instruction i of device d.
-Status writeProfile(const std::string &path, const Plan &plan,
-                    const std::string &backend,
-                    const std::function<double(size_t, size_t)> &seconds);
+/// time of instruction i of device d; `variant(d, i)`, where given, names the
+/// implementation the backend chose for it (null when it had no choice).
+Status writeProfile(
+    const std::string &path, const Plan &plan, const std::string &backend,
+    const std::function<double(size_t, size_t)> &seconds,
+    const std::function<const char *(size_t, size_t)> &variant = nullptr);
 
 /// "device D instruction I (kernel conv, ONNX node 'x')", for diagnostics.
 std::string describeInstruction(size_t device, size_t index,

@@ -73,9 +73,11 @@ Status writeTrace(const std::string &path, const Plan &plan,
 
 /// A cost table: mean seconds of every kernel instruction, with the
 /// signature partc compile --cost-table matches on.
-Status writeProfile(const std::string &path, const Plan &plan,
-                    const std::string &backend,
-                    const std::function<double(size_t, size_t)> &seconds) {
+Status
+writeProfile(const std::string &path, const Plan &plan,
+             const std::string &backend,
+             const std::function<double(size_t, size_t)> &seconds,
+             const std::function<const char *(size_t, size_t)> &variant) {
   if (!seconds)
     return Status::error("--profile needs at least one timed iteration");
   FILE *f = std::fopen(path.c_str(), "w");
@@ -91,11 +93,15 @@ Status writeProfile(const std::string &path, const Plan &plan,
         continue;
       std::vector<TensorType> ins, outs;
       instructionTypes(in, ins, outs);
+      const char *chosen = variant ? variant(d, i) : nullptr;
+      std::string variantField =
+          chosen ? " \"variant\": " + jsonString(chosen) + "," : "";
       std::fprintf(
           f,
           "%s\n    {\"device\": %zu, \"node\": %s, \"seconds\": "
-          "%.9g,\n     \"signature\": %s}",
+          "%.9g,%s\n     \"signature\": %s}",
           first ? "" : ",", d, jsonString(in.location).c_str(), seconds(d, i),
+          variantField.c_str(),
           jsonString(kernelSignature(in.kernel, in.attrs, ins, outs)).c_str());
       first = false;
     }

@@ -1,4 +1,4 @@
-// RUN: partc-opt %s --partc-replicate-data-parallel="replicas=2" | FileCheck %s
+// RUN: partc-opt %s --partc-replicate-data-parallel="replicas=2" --split-input-file | FileCheck %s
 
 // Tests that each replica gets half the batch on its own device, reads the
 // shared weights, and that unbatched parameters are not sliced.
@@ -14,4 +14,44 @@ func.func @main(%x: tensor<6x8xf32>) -> tensor<6x4xf32> {
   %w = graph.constant {value = dense<1.0> : tensor<4x8xf32>} : () -> tensor<4x8xf32>
   %y = graph.gemm %x, %w {trans_b = 1 : i64} : (tensor<6x8xf32>, tensor<4x8xf32>) -> tensor<6x4xf32>
   return %y : tensor<6x4xf32>
+}
+
+// -----
+
+// Tests attention as PyTorch exports it: the batch moves to dimension 1
+// ([L, N, E]), merges with the heads in the strided views ([N * H, L, hd]),
+// then with the sequence in the result ([L * N, E]). Each replica's views
+// cover its 2 samples: the steps over whole sequence positions shrink from
+// 32 to 16 elements, the merged extents from 8 to 4 and 12 to 6.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x3x8xf32>) -> tensor<4x3x8xf32> {
+  // CHECK: %[[S0:.*]] = graph.slice %arg0 {ends = array<i64: 2, 3, 8>
+  // CHECK: %[[T0:.*]] = graph.transpose %[[S0]] {{.*}} -> tensor<3x2x8xf32>
+  // CHECK: %[[A0:.*]] = graph.strided_matmul %[[T0]], %[[T0]] {{{.*}}lhs_shape = array<i64: 4, 3, 4>, lhs_strides = array<i64: 4, 16, 1>{{.*}}rhs_shape = array<i64: 4, 4, 3>, rhs_strides = array<i64: 4, 1, 16>, shape = array<i64: 4, 3, 3>}
+  // CHECK: %[[O0:.*]] = graph.strided_matmul %[[A0]], %[[T0]] {{{.*}}lhs_shape = array<i64: 4, 3, 3>, lhs_strides = array<i64: 9, 3, 1>{{.*}}rhs_shape = array<i64: 4, 3, 4>, rhs_strides = array<i64: 4, 16, 1>, shape = array<i64: 6, 8>} {{.*}} -> tensor<6x8xf32>
+  // CHECK: graph.reshape %[[O0]] {graph.device = 0 : i64, shape = array<i64: 3, 2, 8>}
+  // CHECK: graph.slice %arg0 {ends = array<i64: 4, 3, 8>, graph.device = -1 : i64, starts = array<i64: 2, 0, 0>
+  // CHECK: graph.concat {{.*}} {axis = 0 : i64, graph.device = -1 : i64} {{.*}} -> tensor<4x3x8xf32>
+  %t = graph.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<4x3x8xf32>) -> tensor<3x4x8xf32>
+  %a = graph.strided_matmul %t, %t {lhs_shape = array<i64: 8, 3, 4>, lhs_strides = array<i64: 4, 32, 1>, lhs_offset = 0 : i64, rhs_shape = array<i64: 8, 4, 3>, rhs_strides = array<i64: 4, 1, 32>, rhs_offset = 0 : i64, perm = array<i64: 0, 1, 2>, shape = array<i64: 8, 3, 3>, alpha = 5.000000e-01 : f64} : (tensor<3x4x8xf32>, tensor<3x4x8xf32>) -> tensor<8x3x3xf32>
+  %o = graph.strided_matmul %a, %t {lhs_shape = array<i64: 8, 3, 3>, lhs_strides = array<i64: 9, 3, 1>, lhs_offset = 0 : i64, rhs_shape = array<i64: 8, 3, 4>, rhs_strides = array<i64: 4, 32, 1>, rhs_offset = 0 : i64, perm = array<i64: 1, 0, 2>, shape = array<i64: 12, 8>} : (tensor<8x3x3xf32>, tensor<3x4x8xf32>) -> tensor<12x8xf32>
+  %r = graph.reshape %o {shape = array<i64: 3, 4, 8>} : (tensor<12x8xf32>) -> tensor<3x4x8xf32>
+  %y = graph.transpose %r {perm = array<i64: 1, 0, 2>} : (tensor<3x4x8xf32>) -> tensor<4x3x8xf32>
+  return %y : tensor<4x3x8xf32>
+}
+
+// -----
+
+// Tests a batch merged with the sequence into a GEMM's rows and split out
+// again: each replica reshapes 2 samples' 3 rows.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x3x8xf32>) -> tensor<4x3x2xf32> {
+  // CHECK: graph.reshape {{.*}}shape = array<i64: 6, 8>
+  // CHECK: graph.gemm {{.*}} -> tensor<6x2xf32>
+  // CHECK: graph.reshape {{.*}}shape = array<i64: 2, 3, 2>
+  %w = graph.constant {value = dense<1.0> : tensor<8x2xf32>} : () -> tensor<8x2xf32>
+  %rows = graph.reshape %x {shape = array<i64: 12, 8>} : (tensor<4x3x8xf32>) -> tensor<12x8xf32>
+  %g = graph.gemm %rows, %w : (tensor<12x8xf32>, tensor<8x2xf32>) -> tensor<12x2xf32>
+  %y = graph.reshape %g {shape = array<i64: 4, 3, 2>} : (tensor<12x2xf32>) -> tensor<4x3x2xf32>
+  return %y : tensor<4x3x2xf32>
 }

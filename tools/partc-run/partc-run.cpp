@@ -42,7 +42,7 @@ struct Options {
   bool keepInputs = false;
   bool graphs = true;
   bool fuseEpilogues = true;
-  bool cudnnGraph = true;
+  bool cudnnGraph = true, cudnnKnobs = true;
   bool directTransfers = true;
   bool hostStaging = false;
   int devicesPerGpu = 1;
@@ -72,6 +72,10 @@ void usage() {
       "the legacy cuDNN API's\n"
       "                  algorithms only, not also among its graph API's "
       "engine configurations)\n"
+      "                 [--no-cudnn-knobs] (cuda: time the graph API's engine "
+      "configurations as its\n"
+      "                  heuristics set them, not also with one knob (split-K, "
+      "tile shape...) moved)\n"
       "                 [--no-direct-transfers] (cuda, --stream: stage every "
       "transfer through\n"
       "                  copies of its own instead of letting kernels write "
@@ -182,6 +186,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.fuseEpilogues = false;
     } else if (a == "--no-cudnn-graph") {
       o.cudnnGraph = false;
+    } else if (a == "--no-cudnn-knobs") {
+      o.cudnnKnobs = false;
     } else if (a == "--no-direct-transfers") {
       o.directTransfers = false;
     } else if (flag == "--devices-per-gpu") {
@@ -533,6 +539,7 @@ int main(int argc, char **argv) {
     cudaOptions.graphs = opts.graphs;
     cudaOptions.fuseEpilogues = opts.fuseEpilogues;
     cudaOptions.cudnnGraph = opts.cudnnGraph;
+    cudaOptions.cudnnKnobs = opts.cudnnKnobs;
     cudaOptions.directTransfers = opts.directTransfers;
     cudaOptions.hostStaging = opts.hostStaging;
     cudaOptions.devicesPerGpu = opts.devicesPerGpu;
@@ -604,6 +611,7 @@ int main(int argc, char **argv) {
                 "batch at a time; --trace shows a streamed run)");
   std::vector<double> times;
   std::function<double(size_t, size_t)> kernelSeconds;
+  std::function<const char *(size_t, size_t)> kernelVariant;
   for (int it = 0; it < opts.warmup + opts.iterations; ++it) {
     if (it == opts.warmup && !opts.profilePath.empty()) {
       // Profile only the timed runs.
@@ -613,6 +621,9 @@ int main(int argc, char **argv) {
           return fail(ps.message());
         kernelSeconds = [&](size_t d, size_t i) {
           return cudaExec->kernelSeconds(d, i);
+        };
+        kernelVariant = [&](size_t d, size_t i) {
+          return cudaExec->kernelVariant(d, i);
         };
         if (!opts.quiet)
           std::fprintf(stderr,
@@ -712,7 +723,8 @@ int main(int argc, char **argv) {
       return fail(s.message());
   }
   if (!opts.profilePath.empty()) {
-    s = writeProfile(opts.profilePath, plan, opts.backend, kernelSeconds);
+    s = writeProfile(opts.profilePath, plan, opts.backend, kernelSeconds,
+                     kernelVariant);
     if (!s.ok())
       return fail(s.message());
     printStageComparison(plan, kernelSeconds);
