@@ -55,14 +55,6 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
   };
   bool ok = true;
   llvm::TypeSwitch<Operation *>(op)
-      .Case<graph::GatherOp>([&](graph::GatherOp g) {
-        // Embedding lookups (unbatched table, batched indices) keep samples
-        // apart as well as gathers along a later axis of batched data.
-        ok = (g.getAxis() != 0 && batched[0] && !batched[1]) ||
-             (g.getAxis() == 0 && !batched[0] && batched[1]);
-        if (!ok)
-          why = "it indexes along the batch dimension";
-      })
       .Case<graph::MaxPoolWithIndicesOp>([&](auto) {
         ok = false;
         why = "its indices count positions across the whole batch";
@@ -216,7 +208,7 @@ bool followsBatch(Operation *op) {
              graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
              graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
              graph::ReduceMinOp, graph::ReduceProdOp, graph::MatMulOp,
-             graph::StridedMatMulOp, graph::GemmOp>(op);
+             graph::StridedMatMulOp, graph::GemmOp, graph::GatherOp>(op);
 }
 
 int64_t normalizeAxis(int64_t axis, int64_t rank) {
@@ -447,6 +439,22 @@ std::optional<BatchLoc> followBatch(Operation *op,
           result = in;
         else
           why = "it contracts over the batch dimension or its bias spans it";
+      })
+      .Case<graph::GatherOp>([&](graph::GatherOp g) {
+        // Gathers along another dimension of batched data (PyTorch takes q,
+        // k and v from a stacked projection so) and embedding lookups (a
+        // shared table, batched indices) keep samples apart.
+        int64_t axis = normalizeAxis(g.getAxis(), rank);
+        if (locs[0] && !locs[1] && axis != in.axis) {
+          result = in;
+          if (in.axis > axis)
+            result->axis += rankOf(g.getIndices()) - 1;
+        } else if (!locs[0] && locs[1]) {
+          result = *locs[1];
+          result->axis += axis;
+        } else {
+          why = "it indexes along the batch dimension";
+        }
       })
       .Case<graph::StridedMatMulOp>([&](graph::StridedMatMulOp m) {
         if (auto b = stridedMatMulBatch(m, locs, batch, why))

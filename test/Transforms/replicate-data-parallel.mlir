@@ -55,3 +55,25 @@ func.func @main(%x: tensor<4x3x8xf32>) -> tensor<4x3x2xf32> {
   %y = graph.reshape %g {shape = array<i64: 4, 3, 2>} : (tensor<12x2xf32>) -> tensor<4x3x2xf32>
   return %y : tensor<4x3x2xf32>
 }
+
+// -----
+
+// Tests q, k and v taken from a stacked projection as PyTorch 2 exports
+// them: the batch lies in dimension 2 of [3, L, N, E] and a gather along
+// dimension 0 keeps it there, in dimension 1 of its [L, N, E] result.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x3x8xf32>) -> tensor<4x3x8xf32> {
+  // CHECK: graph.reshape {{.*}}shape = array<i64: 3, 2, 2, 4>
+  // CHECK: graph.transpose {{.*}} -> tensor<2x3x2x4xf32>
+  // CHECK: graph.gather {{.*}} -> tensor<3x2x4xf32>
+  // CHECK: graph.reshape {{.*}}shape = array<i64: 3, 2, 4>
+  %i = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  %t = graph.transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<4x3x8xf32>) -> tensor<3x4x8xf32>
+  %r = graph.reshape %t {shape = array<i64: 3, 4, 2, 4>} : (tensor<3x4x8xf32>) -> tensor<3x4x2x4xf32>
+  %s = graph.transpose %r {perm = array<i64: 2, 0, 1, 3>} : (tensor<3x4x2x4xf32>) -> tensor<2x3x4x4xf32>
+  %k = graph.gather %s, %i {axis = 0 : i64} : (tensor<2x3x4x4xf32>, tensor<i64>) -> tensor<3x4x4xf32>
+  %m = graph.reshape %k {shape = array<i64: 3, 4, 4>} : (tensor<3x4x4xf32>) -> tensor<3x4x4xf32>
+  %u = graph.concat %m, %m {axis = 2 : i64} : (tensor<3x4x4xf32>, tensor<3x4x4xf32>) -> tensor<3x4x8xf32>
+  %y = graph.transpose %u {perm = array<i64: 1, 0, 2>} : (tensor<3x4x8xf32>) -> tensor<4x3x8xf32>
+  return %y : tensor<4x3x8xf32>
+}
