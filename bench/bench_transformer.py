@@ -5,8 +5,11 @@ A BERT-base-sized pre-norm encoder (test/models/run_models.py's Encoder:
 12 layers, width 768, 12 heads, feed-forward 3072, 128 tokens; random
 weights, seeded) is exported to ONNX (opset 17, so Gelu arrives as
 div/erf/add/mul/mul) and timed as partc plans for 1 and 2 GPUs and as
-PyTorch eager, fp32 with TF32 allowed on both sides. Prints a markdown
-table; never a test (figures go to docs/benchmarks.md).
+PyTorch eager, fp32 with TF32 allowed on both sides. With --model torch,
+PyTorch's own nn.TransformerEncoder of the same size instead (post-norm,
+ReLU, batch first; eager runs its fused fast path), whose exported attention
+moves the batch into dimension 1. Prints a markdown table; never a test
+(figures go to docs/benchmarks.md).
 """
 import argparse
 import importlib.util
@@ -45,13 +48,21 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--model", choices=["custom", "torch"], default="custom")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     torch.manual_seed(0)
     seq = 128
-    net = load_encoder()(vocab=1000, d=768, heads=12, ff=3072, layers=12,
-                         seq=seq).eval()
-    tokens = torch.randint(0, 1000, (args.batch, seq))
+    if args.model == "torch":
+        net = torch.nn.TransformerEncoder(
+            torch.nn.TransformerEncoderLayer(d_model=768, nhead=12, dim_feedforward=3072,
+                                             dropout=0.0, batch_first=True),
+            num_layers=12, enable_nested_tensor=False).eval()
+        tokens = torch.randn(args.batch, seq, 768)
+    else:
+        net = load_encoder()(vocab=1000, d=768, heads=12, ff=3072, layers=12,
+                             seq=seq).eval()
+        tokens = torch.randint(0, 1000, (args.batch, seq))
     model = os.path.join(args.work, "encoder.onnx")
     kw = dict(opset_version=17, input_names=["input"], output_names=["output"],
               dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
@@ -145,8 +156,10 @@ def main():
     eager = min(eager_before, eager_after)
     rows.insert(0, ("PyTorch eager (%.2f before partc, %.2f after)" %
                     (eager_before, eager_after), 1, "", eager, None, 0.0))
-    print("\nEncoder 12 x 768, 128 tokens, batch %d, TF32. Latency: one batch "
-          "(p50, input on the GPU); streamed: batches back to back.\n" % args.batch)
+    print("\nEncoder 12 x 768 (%s), 128 tokens, batch %d, TF32. Latency: one batch "
+          "(p50, input on the GPU); streamed: batches back to back.\n" %
+          ("nn.TransformerEncoder" if args.model == "torch" else "run_models.Encoder",
+           args.batch))
     print("| configuration | GPUs | plan | latency ms | streamed ms/batch | "
           "vs PyTorch eager (streamed, or latency) | rel err vs PyTorch |")
     print("|---|---|---|---|---|---|---|")

@@ -193,6 +193,10 @@ if [[ $what == *transformer* ]]; then
   echo "== transformer bench"
   timeout 400 python3 -u bench/bench_transformer.py --bin $B --work $W/tbench 2>&1 | grep -v Warning | tee $OUT/bench-transformer.txt
 fi
+if [[ $what == *torchencoder* ]]; then
+  echo "== PyTorch's nn.TransformerEncoder bench"
+  timeout 400 python3 -u bench/bench_transformer.py --model torch --bin $B --work $W/tebench 2>&1 | grep -v Warning | tee $OUT/bench-torch-encoder.txt
+fi
 if [[ $what == *attn* ]]; then
   echo "== attention, TF32"
   python3 test/Inputs/make_models.py $W/ex > /dev/null
