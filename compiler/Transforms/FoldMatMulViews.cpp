@@ -76,6 +76,28 @@ bool applyViewOp(Value value, strided::View &v) {
       .Case<graph::ReshapeOp>([&](graph::ReshapeOp r) {
         return strided::reshape(v, {r.getShape().begin(), r.getShape().end()});
       })
+      .Case<graph::GatherOp>([&](graph::GatherOp g) {
+        // One constant index picks a slice (PyTorch takes q, k and v from a
+        // stacked projection so); a scalar index drops the dimension.
+        std::optional<int64_t> index = scalarIntConstant(g.getIndices());
+        int64_t rank = v.shape.size();
+        int64_t axis = g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
+        int64_t indexRank =
+            cast<RankedTensorType>(g.getIndices().getType()).getRank();
+        if (!index || indexRank > 1 || axis < 0 || axis >= rank)
+          return false;
+        int64_t i = *index < 0 ? *index + v.shape[axis] : *index;
+        if (i < 0 || i >= v.shape[axis])
+          return false;
+        v.offset += i * v.strides[axis];
+        if (indexRank == 0) {
+          v.shape.erase(v.shape.begin() + axis);
+          v.strides.erase(v.strides.begin() + axis);
+        } else {
+          v.shape[axis] = 1;
+        }
+        return true;
+      })
       // A scale by a constant (traceOperand checked it) changes no layout.
       .Case<graph::MulOp, graph::DivOp>([](Operation *) { return true; })
       .Default([](Operation *) { return false; });
@@ -112,7 +134,7 @@ Value scaledTensor(Operation *op, double &scale) {
 
 bool isViewOp(Operation *op) {
   return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp,
-             graph::ReshapeOp>(op);
+             graph::ReshapeOp, graph::GatherOp>(op);
 }
 
 /// An operand of the matmul read through views of `source`, times
@@ -165,8 +187,8 @@ OperandView traceOperand(Value operand) {
   // GEMM kernel that fuses bias and activation (nor to take the last step
   // of an exported Gelu before partc-fuse-elementwise sees it).
   best.movesData = llvm::any_of(best.steps, [](Value step) {
-    return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp>(
-        step.getDefiningOp());
+    return isa<graph::TransposeOp, graph::SliceOp, graph::SplitOp,
+               graph::GatherOp>(step.getDefiningOp());
   });
   return best;
 }

@@ -90,4 +90,16 @@ std::optional<double> scalarF32Constant(Value v) {
   return (*dense.value_begin<APFloat>()).convertToDouble();
 }
 
+std::optional<int64_t> scalarIntConstant(Value v) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!constant || type.getNumElements() != 1 ||
+      !type.getElementType().isInteger())
+    return std::nullopt;
+  auto dense = dyn_cast<DenseIntElementsAttr>(constant.getValue());
+  if (!dense)
+    return std::nullopt;
+  return (*dense.value_begin<APInt>()).getSExtValue();
+}
+
 } // namespace mlir::partc

@@ -34,6 +34,9 @@ LogicalResult reinferTypes(Operation *op);
 /// The value of a one-element f32 graph.constant, if `v` is one.
 std::optional<double> scalarF32Constant(Value v);
 
+/// The value of a one-element integer graph.constant, if `v` is one.
+std::optional<int64_t> scalarIntConstant(Value v);
+
 } // namespace mlir::partc
 
 #endif // PARTC_COMPILER_TRANSFORMS_PASSUTILS_H

@@ -580,14 +580,17 @@ __global__ void layerNormKernel(const float *x, const float *scale,
   }
 }
 
-__global__ void gatherKernel(const char *data, const void *indices, bool idx64,
-                             char *out, int64_t outer, int64_t axisLen,
-                             int64_t count, int64_t innerBytes, int *bad) {
-  int64_t total = outer * count * innerBytes;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t byte = i % innerBytes, row = i / innerBytes;
-    int64_t k = row % count, o = row / count;
+/// Copies rows of `inner` units (`Unit`: 1 to 16 bytes, the widest the row
+/// size and the pointers allow) from the indexed positions of `data`.
+template <typename Unit, typename Index>
+__global__ void gatherKernel(const Unit *data, const void *indices, bool idx64,
+                             Unit *out, Index outer, Index axisLen, Index count,
+                             Index inner, int *bad) {
+  Index total = outer * count * inner;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
+       i += Index(gridDim.x) * blockDim.x) {
+    Index unit = i % inner, row = i / inner;
+    Index k = row % count, o = row / count;
     int64_t idx = idx64 ? static_cast<const int64_t *>(indices)[k]
                         : static_cast<const int *>(indices)[k];
     if (idx < 0)
@@ -596,7 +599,7 @@ __global__ void gatherKernel(const char *data, const void *indices, bool idx64,
       *bad = 1;
       continue;
     }
-    out[i] = data[(o * axisLen + idx) * innerBytes + byte];
+    out[i] = data[(o * axisLen + Index(idx)) * inner + unit];
   }
 }
 
@@ -935,15 +938,48 @@ cudaError_t launchLayerNorm(const float *x, const float *scale,
   return cudaGetLastError();
 }
 
+template <typename Unit>
+cudaError_t launchGatherUnits(const void *data, const void *indices, bool idx64,
+                              void *out, int64_t outer, int64_t axisLen,
+                              int64_t count, int64_t innerBytes, int *badIndex,
+                              cudaStream_t s) {
+  int64_t inner = innerBytes / int64_t(sizeof(Unit));
+  int64_t total = outer * count * inner;
+  auto *in = static_cast<const Unit *>(data);
+  auto *result = static_cast<Unit *>(out);
+  // 32-bit index arithmetic where every offset fits.
+  if (total < (int64_t(1) << 31) &&
+      outer * axisLen * inner < (int64_t(1) << 31))
+    gatherKernel<Unit, int32_t><<<blocksFor(total), kThreads, 0, s>>>(
+        in, indices, idx64, result, int32_t(outer), int32_t(axisLen),
+        int32_t(count), int32_t(inner), badIndex);
+  else
+    gatherKernel<Unit, int64_t><<<blocksFor(total), kThreads, 0, s>>>(
+        in, indices, idx64, result, outer, axisLen, count, inner, badIndex);
+  return cudaGetLastError();
+}
+
 cudaError_t launchGather(const void *data, const void *indices, bool idx64,
                          void *out, int64_t outer, int64_t axisLen,
                          int64_t count, int64_t innerBytes, int *badIndex,
                          cudaStream_t s) {
-  int64_t total = outer * count * innerBytes;
-  gatherKernel<<<blocksFor(total), kThreads, 0, s>>>(
-      static_cast<const char *>(data), indices, idx64, static_cast<char *>(out),
-      outer, axisLen, count, innerBytes, badIndex);
-  return cudaGetLastError();
+  auto fits = [&](int64_t unit) {
+    return innerBytes % unit == 0 &&
+           reinterpret_cast<uintptr_t>(data) % unit == 0 &&
+           reinterpret_cast<uintptr_t>(out) % unit == 0;
+  };
+  if (fits(16))
+    return launchGatherUnits<uint4>(data, indices, idx64, out, outer, axisLen,
+                                    count, innerBytes, badIndex, s);
+  if (fits(8))
+    return launchGatherUnits<uint2>(data, indices, idx64, out, outer, axisLen,
+                                    count, innerBytes, badIndex, s);
+  if (fits(4))
+    return launchGatherUnits<unsigned>(data, indices, idx64, out, outer,
+                                       axisLen, count, innerBytes, badIndex, s);
+  return launchGatherUnits<unsigned char>(data, indices, idx64, out, outer,
+                                          axisLen, count, innerBytes, badIndex,
+                                          s);
 }
 
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,

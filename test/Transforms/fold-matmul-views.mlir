@@ -158,3 +158,38 @@ func.func @scaleonly(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>) -> tensor<4x8xf32
   %y = graph.matmul %g, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
   return %y : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests q and k taken by gathers with constant indices from a stacked
+// [3, 2, 16, 64] projection, as PyTorch 2 exports attention: each gather is
+// an offset (1 * 2048 for k) and drops the stacked dimension; the gathers
+// and their indices are erased.
+// CHECK-LABEL: func @gathered
+func.func @gathered(%qkv: tensor<3x2x16x64xf32>) -> tensor<2x16x16xf32> {
+  %i0 = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %i1 = graph.constant {value = dense<1> : tensor<i64>} : () -> tensor<i64>
+  // CHECK-NOT: graph.gather
+  // CHECK-NOT: graph.constant
+  // CHECK: graph.strided_matmul %arg0, %arg0 {
+  // CHECK-SAME: lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 16, 64>, lhs_strides = array<i64: 1024, 64, 1>
+  // CHECK-SAME: rhs_offset = 2048 : i64, rhs_shape = array<i64: 2, 64, 16>, rhs_strides = array<i64: 1024, 1, 64>
+  %q = graph.gather %qkv, %i0 {axis = 0 : i64} : (tensor<3x2x16x64xf32>, tensor<i64>) -> tensor<2x16x64xf32>
+  %k = graph.gather %qkv, %i1 {axis = 0 : i64} : (tensor<3x2x16x64xf32>, tensor<i64>) -> tensor<2x16x64xf32>
+  %kt = graph.transpose %k {perm = array<i64: 0, 2, 1>} : (tensor<2x16x64xf32>) -> tensor<2x64x16xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x16x64xf32>, tensor<2x64x16xf32>) -> tensor<2x16x16xf32>
+  return %s : tensor<2x16x16xf32>
+}
+
+// -----
+
+// Tests that a gather whose index is only known at run time stays a copy.
+// CHECK-LABEL: func @runtimeindex
+func.func @runtimeindex(%qkv: tensor<3x2x16x64xf32>, %i: tensor<i64>) -> tensor<2x16x16xf32> {
+  // CHECK: %[[Q:.*]] = graph.gather %arg0, %arg1
+  // CHECK: graph.strided_matmul %[[Q]], %[[Q]]
+  %q = graph.gather %qkv, %i {axis = 0 : i64} : (tensor<3x2x16x64xf32>, tensor<i64>) -> tensor<2x16x64xf32>
+  %kt = graph.transpose %q {perm = array<i64: 0, 2, 1>} : (tensor<2x16x64xf32>) -> tensor<2x64x16xf32>
+  %s = graph.matmul %q, %kt : (tensor<2x16x64xf32>, tensor<2x64x16xf32>) -> tensor<2x16x16xf32>
+  return %s : tensor<2x16x16xf32>
+}
