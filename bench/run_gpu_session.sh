@@ -14,6 +14,16 @@ OUT=${OUT:-/tmp/out}
 NGPU=$(nvidia-smi -L | wc -l)
 { date -u; nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -5; git log -1 --format=%H 2>/dev/null; } | tee $OUT/machine.txt
 what=${1:-smoke,conformance,models,bench}
+# torchvision's ResNet-50 (random weights, batch dynamic) as DIR/r50.onnx.
+export_resnet50() {
+  mkdir -p "$1"
+  python3 -c "
+import torch, torchvision
+net = torchvision.models.resnet50().eval()
+torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$1/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+}
 
 if [[ $what == *smoke* ]]; then
   echo "== smoke"
@@ -166,13 +176,7 @@ if [[ $what == *models* ]]; then
 fi
 if [[ $what == *pergpu* ]]; then
   echo "== several plan devices per GPU (data-parallel replicas side by side)"
-  mkdir -p $W/pergpu
-  python3 -c "
-import torch, torchvision
-net = torchvision.models.resnet50().eval()
-torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/pergpu/r50.onnx', dynamo=False,
-                  opset_version=13, input_names=['input'], output_names=['output'],
-                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  export_resnet50 $W/pergpu
   for batch in 16 32 64; do
     for k in 1 2 4; do
       [ $k -gt 1 ] && s="--strategy data" || s=""
@@ -211,13 +215,7 @@ if [[ $what == *stem* ]]; then
 fi
 if [[ $what == *r50x4* ]]; then
   echo "== ResNet-50 plans for 4 GPUs (analytic cost model)"
-  mkdir -p $W/r50x4
-  python3 -c "
-import torch, torchvision
-net = torchvision.models.resnet50().eval()
-torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/r50x4/r50.onnx', dynamo=False,
-                  opset_version=13, input_names=['input'], output_names=['output'],
-                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  export_resnet50 $W/r50x4
   r() { # label, batch, compile options...
     local label=$1 batch=$2; shift 2
     $B/partc compile $W/r50x4/r50.onnx -o $W/r50x4/p.plan --batch $batch --quiet "$@" --explain \
@@ -236,13 +234,7 @@ torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/r50x4/r50.onnx', dynamo
 fi
 if [[ $what == *smallbatch* ]]; then
   echo "== ResNet-50 at batch 16, 64 and 256 (one GPU) and replicas of 16, cuDNN knobs tuned or not"
-  mkdir -p $W/sb
-  python3 -c "
-import torch, torchvision
-net = torchvision.models.resnet50().eval()
-torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$W/sb/r50.onnx', dynamo=False,
-                  opset_version=13, input_names=['input'], output_names=['output'],
-                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
+  export_resnet50 $W/sb
   n=$((NGPU >= 4 ? 4 : NGPU))
   $B/partc compile $W/sb/r50.onnx -o $W/sb/d.plan --batch $((16 * n)) --devices $n --strategy data --quiet
   for batch in 16 64 256; do
