@@ -185,24 +185,9 @@ struct StridedMatMulBatch {
   BatchLoc result;
 };
 
-bool isElementwise(Operation *op) {
-  return isa<graph::FusedElementwiseOp, graph::WhereOp, graph::CastOp,
-             graph::IdentityOp, graph::ReluOp, graph::SigmoidOp, graph::TanhOp,
-             graph::ErfOp, graph::SqrtOp, graph::NegOp, graph::ExpOp,
-             graph::LogOp, graph::AbsOp, graph::ReciprocalOp, graph::FloorOp,
-             graph::CeilOp, graph::RoundOp, graph::SinOp, graph::CosOp,
-             graph::SignOp, graph::NotOp, graph::SoftplusOp, graph::HardSwishOp,
-             graph::GeluOp, graph::LeakyReluOp, graph::EluOp,
-             graph::HardSigmoidOp, graph::ClipOp, graph::AddOp, graph::SubOp,
-             graph::MulOp, graph::DivOp, graph::PowOp, graph::MinOp,
-             graph::MaxOp, graph::ModOp, graph::EqualOp, graph::LessOp,
-             graph::GreaterOp, graph::LessOrEqualOp, graph::GreaterOrEqualOp,
-             graph::AndOp, graph::OrOp, graph::XorOp>(op);
-}
-
 /// Ops whose rules follow the batch into any dimension.
 bool followsBatch(Operation *op) {
-  return isElementwise(op) ||
+  return graph::isElementwise(op) ||
          isa<graph::ReshapeOp, graph::ExpandOp, graph::TransposeOp,
              graph::SliceOp, graph::PadOp, graph::ConcatOp, graph::SplitOp,
              graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
@@ -301,7 +286,7 @@ std::optional<BatchLoc> followBatch(Operation *op,
   BatchLoc in = locs[0] ? *locs[0] : *first;
   int64_t extent = in.outer * batch * in.inner;
 
-  if (isElementwise(op)) {
+  if (graph::isElementwise(op)) {
     // Right-aligned broadcasting: batched operands agree, shared ones have
     // extent 1 (or no dimension) where the batch lies.
     int64_t resultRank = rankOf(op->getResult(0));
@@ -524,12 +509,9 @@ BatchInfo analyzeBatch(func::FuncOp func) {
     info.why = "the model's batch dimension is empty";
     return info;
   }
-  DenseSet<Value> &batched = info.batchedValues;
   for (BlockArgument arg : body.getArguments())
-    if (rankOf(arg) >= 1 && dim0(arg) == info.batch) {
-      batched.insert(arg);
+    if (rankOf(arg) >= 1 && dim0(arg) == info.batch)
       info.locations[arg] = BatchLoc();
-    }
   auto refuse = [&](Operation *op) {
     info.failedOp = op;
     info.why = "'" + op->getName().getStringRef().str() + "' (ONNX node '" +
@@ -540,9 +522,8 @@ BatchInfo analyzeBatch(func::FuncOp func) {
     SmallVector<bool> flags;
     SmallVector<std::optional<BatchLoc>> locs;
     for (Value v : op.getOperands()) {
-      flags.push_back(batched.contains(v));
-      locs.push_back(flags.back() ? std::optional(info.locations.lookup(v))
-                                  : std::nullopt);
+      locs.push_back(info.locationOf(v));
+      flags.push_back(locs.back().has_value());
     }
     if (llvm::none_of(flags, [](bool b) { return b; }))
       continue;
@@ -564,18 +545,15 @@ BatchInfo analyzeBatch(func::FuncOp func) {
       resultLoc = BatchLoc();
     }
     info.batchedOps.insert(&op);
-    for (Value r : op.getResults()) {
-      batched.insert(r);
+    for (Value r : op.getResults())
       info.locations[r] = *resultLoc;
-    }
   }
   // Slices of a batch are concatenated along dimension 0.
   for (Value v : body.getTerminator()->getOperands())
-    if (batched.contains(v) && !info.locations.lookup(v).isLeading() &&
-        v.getDefiningOp()) {
+    if (std::optional<BatchLoc> loc = info.locationOf(v);
+        loc && !loc->isLeading() && v.getDefiningOp()) {
       info.reason = "a model output carries the batch in dimension " +
-                    std::to_string(info.locations.lookup(v).axis) +
-                    " instead of dimension 0";
+                    std::to_string(loc->axis) + " instead of dimension 0";
       return refuse(v.getDefiningOp());
     }
   info.splittable = true;
@@ -622,7 +600,6 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
              << total << " do not split batch " << batch << " into " << parts
              << " non-empty parts";
   }
-  DenseSet<Value> &batched = info.batchedValues;
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     if (!isa<graph::ConstantOp>(op))
@@ -639,7 +616,7 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
                        : sliceSizes[p];
     IRMapping map;
     for (BlockArgument arg : body.getArguments()) {
-      if (!batched.contains(arg))
+      if (!info.locationOf(arg))
         continue;
       auto type = cast<RankedTensorType>(arg.getType());
       SmallVector<int64_t> starts(type.getRank(), 0), ends(type.getShape()),
@@ -661,13 +638,11 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
       Operation *clone = builder.clone(*op, map);
       SmallVector<std::optional<BatchLoc>> operandLocs;
       for (Value v : op->getOperands())
-        operandLocs.push_back(batched.contains(v)
-                                  ? std::optional(info.locations.lookup(v))
-                                  : std::nullopt);
+        operandLocs.push_back(info.locationOf(v));
       if (llvm::any_of(operandLocs, [](const auto &l) { return l; })) {
         std::optional<BatchLoc> resultLoc;
-        if (op->getNumResults() && batched.contains(op->getResult(0)))
-          resultLoc = info.locations.lookup(op->getResult(0));
+        if (op->getNumResults())
+          resultLoc = info.locationOf(op->getResult(0));
         adjustShapeAttrs(op, clone, batch, size, operandLocs, resultLoc);
         if (failed(reinferTypes(clone)))
           return failure();
@@ -682,7 +657,7 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
     offset += size;
   }
   for (auto [i, v] : llvm::enumerate(returnOp.getOperands())) {
-    if (!batched.contains(v)) {
+    if (!info.locationOf(v)) {
       returnOp.setOperand(i, partResults[i].front());
       continue;
     }

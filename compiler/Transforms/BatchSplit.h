@@ -7,6 +7,7 @@
 #include "llvm/ADT/DenseSet.h"
 
 #include <functional>
+#include <optional>
 
 namespace mlir::partc {
 
@@ -47,9 +48,12 @@ struct BatchInfo {
   Operation *failedOp = nullptr;
   std::string reason;
   DenseSet<Operation *> batchedOps;
-  DenseSet<Value> batchedValues;
-  /// Where each batched value carries the batch.
+  /// Where each batched value carries the batch; other values are shared.
   DenseMap<Value, BatchLoc> locations;
+  std::optional<BatchLoc> locationOf(Value v) const {
+    auto it = locations.find(v);
+    return it == locations.end() ? std::nullopt : std::optional(it->second);
+  }
 };
 BatchInfo analyzeBatch(func::FuncOp func);
 

@@ -110,20 +110,9 @@ struct SinkTransposeThroughElementwise : RewritePattern {
   explicit SinkTransposeThroughElementwise(MLIRContext *ctx)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
 
-  static bool isElementwise(Operation *op) {
-    return isa<graph::ReluOp, graph::SigmoidOp, graph::TanhOp, graph::ErfOp,
-               graph::SqrtOp, graph::NegOp, graph::ExpOp, graph::LogOp,
-               graph::AbsOp, graph::ReciprocalOp, graph::FloorOp, graph::CeilOp,
-               graph::RoundOp, graph::SinOp, graph::CosOp, graph::SignOp,
-               graph::SoftplusOp, graph::HardSwishOp, graph::GeluOp,
-               graph::LeakyReluOp, graph::EluOp, graph::HardSigmoidOp,
-               graph::ClipOp, graph::AddOp, graph::SubOp, graph::MulOp,
-               graph::DivOp, graph::MinOp, graph::MaxOp, graph::PowOp>(op);
-  }
-
   LogicalResult matchAndRewrite(Operation *op,
                                 PatternRewriter &rewriter) const override {
-    if (!isElementwise(op) || op->getNumOperands() == 0)
+    if (!graph::isElementwise(op) || op->getNumOperands() == 0)
       return failure();
     std::optional<ArrayRef<int64_t>> perm;
     for (Value v : op->getOperands()) {

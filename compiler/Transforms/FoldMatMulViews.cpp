@@ -81,7 +81,9 @@ bool applyViewOp(Value value, strided::View &v) {
         // stacked projection so); a scalar index drops the dimension.
         std::optional<int64_t> index = scalarIntConstant(g.getIndices());
         int64_t rank = v.shape.size();
-        int64_t axis = g.getAxis() < 0 ? g.getAxis() + rank : g.getAxis();
+        int64_t axis = static_cast<int64_t>(g.getAxis());
+        if (axis < 0)
+          axis += rank;
         int64_t indexRank =
             cast<RankedTensorType>(g.getIndices().getType()).getRank();
         if (!index || indexRank > 1 || axis < 0 || axis >= rank)

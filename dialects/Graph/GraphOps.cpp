@@ -42,6 +42,16 @@ int64_t defaultBytes(Operation *op) {
 
 } // namespace mlir::partc::graph
 
+bool mlir::partc::graph::isElementwise(Operation *op) {
+  return isa<FusedElementwiseOp, WhereOp, CastOp, IdentityOp, ReluOp, SigmoidOp,
+             TanhOp, ErfOp, SqrtOp, NegOp, ExpOp, LogOp, AbsOp, ReciprocalOp,
+             FloorOp, CeilOp, RoundOp, SinOp, CosOp, SignOp, NotOp, SoftplusOp,
+             HardSwishOp, GeluOp, LeakyReluOp, EluOp, HardSigmoidOp, ClipOp,
+             AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, ModOp, EqualOp,
+             LessOp, GreaterOp, LessOrEqualOp, GreaterOrEqualOp, AndOp, OrOp,
+             XorOp>(op);
+}
+
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }

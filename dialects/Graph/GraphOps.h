@@ -33,6 +33,11 @@ public:
   }
 };
 
+/// Whether each element of `op`'s result depends only on the operands'
+/// elements at its index, after numpy broadcasting (unary and binary math,
+/// comparisons and logic, where, cast, identity, fused chains of them).
+bool isElementwise(Operation *op);
+
 /// Placement: the device index of `op`, -1 for host, nullopt if unplaced.
 std::optional<int64_t> getDevice(Operation *op);
 void setDevice(Operation *op, int64_t device);
