@@ -255,6 +255,24 @@ if [[ $what == *smallbatch* ]]; then
   done
   python3 bench/profile_compare.py $OUT/profile_b16.json $OUT/profile_b64.json > $OUT/smallbatch.txt 2>&1
 fi
+if [[ $what == *zoo* ]]; then
+  # Hugging Face and torchvision models as users export them (both of
+  # PyTorch's exporters), compiled and checked against PyTorch on the GPU.
+  echo "== zoo"
+  Z=$W/zoo
+  python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo 2>&1 | grep -v Warning | tail -40
+  tar -C $W -cJf $OUT/zoo-tiny.tar.xz zoo
+  python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo \
+    --models ${ZOO_VISION:-mobilenet_v3_small,efficientnet_b0,convnext_tiny,regnet_y_400mf,swin_t} 2>&1 | grep -v Warning | tail -20
+  for d in $Z/*/; do
+    n=$(basename $d)
+    if ! timeout 120 $B/partc compile $d/model.onnx -o $d/p.plan --quiet > $d/compile.log 2>&1; then
+      echo "  $n: COMPILE FAILED: $(head -c 600 $d/compile.log)"; continue
+    fi
+    r=$(timeout 120 $B/partc-run $d/p.plan --backend cuda --precision fp32 --check $d/test_data_set_0 --rtol 1e-3 --atol 1e-4 2>&1)
+    echo "  $n: rc=$? $(echo "$r" | grep -i -E "fallback|check|error|mismatch" | head -4 | tr '\n' ' ')"
+  done
+fi
 if [[ $what == *quick* ]]; then
   echo "== quick bench"
   timeout 450 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt

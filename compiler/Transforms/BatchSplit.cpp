@@ -13,6 +13,7 @@
 #include "compiler/Transforms/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -58,6 +59,14 @@ LogicalResult checkSampleWise(Operation *op, ArrayRef<bool> batched,
       .Case<graph::MaxPoolWithIndicesOp>([&](auto) {
         ok = false;
         why = "its indices count positions across the whole batch";
+      })
+      .Case<graph::GatherNdOp, graph::ScatterNdOp>([&](Operation *o) {
+        // Index tuples address the batch dimension of the data directly
+        // unless GatherND's batch_dims keeps the two apart.
+        auto g = dyn_cast<graph::GatherNdOp>(o);
+        ok = !batched[0] || (g && g.getBatchDims() >= 1 && batched[1]);
+        if (!ok)
+          why = "its index tuples address samples of the batch by position";
       })
       .Case<graph::ConvOp>([&](graph::ConvOp c) {
         // Weights and bias are shared; a fused residual is per sample.
@@ -493,6 +502,26 @@ void adjustShapeAttrs(Operation *op, Operation *clone, int64_t batch,
 
 } // namespace
 
+/// A graph.constant whose dimension 0 is the batch and whose rows along it
+/// are all equal.
+bool isBatchUniformConstant(Value v, int64_t batch) {
+  auto c = v.getDefiningOp<graph::ConstantOp>();
+  if (!c || batch < 2)
+    return false;
+  auto type = cast<RankedTensorType>(c.getType());
+  if (type.getRank() < 1 || type.getDimSize(0) != batch)
+    return false;
+  std::vector<uint8_t> scratch;
+  ArrayRef<uint8_t> bytes = constantBytes(c.getValue(), scratch);
+  if (bytes.empty() || bytes.size() % batch)
+    return false;
+  size_t row = bytes.size() / batch;
+  for (int64_t b = 1; b < batch; ++b)
+    if (std::memcmp(bytes.data(), bytes.data() + b * row, row))
+      return false;
+  return true;
+}
+
 BatchInfo analyzeBatch(func::FuncOp func) {
   BatchInfo info;
   Block &body = func.getBody().front();
@@ -527,22 +556,54 @@ BatchInfo analyzeBatch(func::FuncOp func) {
     }
     if (llvm::none_of(flags, [](bool b) { return b; }))
       continue;
-    std::optional<BatchLoc> resultLoc;
-    if (followsBatch(&op)) {
-      resultLoc = followBatch(&op, locs, info.batch, info.reason);
-      if (!resultLoc)
-        return refuse(&op);
-    } else {
+    auto analyzeOp = [&]() -> std::optional<BatchLoc> {
+      if (followsBatch(&op))
+        return followBatch(&op, locs, info.batch, info.reason);
       for (auto [i, l] : llvm::enumerate(locs))
         if (l && !l->isLeading()) {
           info.reason = "it needs the batch in dimension 0, but operand #" +
                         std::to_string(i) + " carries it in dimension " +
                         std::to_string(l->axis);
-          return refuse(&op);
+          return std::nullopt;
         }
       if (failed(checkSampleWise(&op, flags, info.batch, info.reason)))
+        return std::nullopt;
+      return BatchLoc();
+    };
+    std::optional<BatchLoc> resultLoc = analyzeOp();
+    if (!resultLoc) {
+      // A constant that spans the batch with the same rows for every sample
+      // (a mask or class token an exporter broadcast to a fixed batch) is
+      // batched after all: each slice takes its leading rows.
+      SmallVector<Value> uniform;
+      for (auto [i, v] : llvm::enumerate(op.getOperands()))
+        if (!flags[i] && !llvm::is_contained(uniform, v) &&
+            isBatchUniformConstant(v, info.batch) &&
+            llvm::none_of(v.getUsers(), [&](Operation *user) {
+              // An earlier user read it as shared; it must stay so.
+              return user->isBeforeInBlock(&op);
+            })) {
+          uniform.push_back(v);
+          locs[i] = BatchLoc();
+          flags[i] = true;
+        }
+      // Operands repeated in the list take the same location.
+      for (auto [i, v] : llvm::enumerate(op.getOperands()))
+        if (llvm::is_contained(uniform, v)) {
+          locs[i] = BatchLoc();
+          flags[i] = true;
+        }
+      std::string first = info.reason;
+      if (!uniform.empty())
+        resultLoc = analyzeOp();
+      if (!resultLoc) {
+        info.reason = first;
         return refuse(&op);
-      resultLoc = BatchLoc();
+      }
+      for (Value v : uniform) {
+        info.locations[v] = BatchLoc();
+        info.uniformConstants.push_back(v);
+      }
     }
     info.batchedOps.insert(&op);
     for (Value r : op.getResults())
@@ -633,6 +694,21 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
           builder.getDenseI64ArrayAttr(steps));
       graph::setDevice(slice, graph::kHostDevice);
       map.map(arg, slice.getResult());
+    }
+    for (Value v : info.uniformConstants) {
+      // Equal rows: the leading `size` rows serve every slice.
+      auto type = cast<RankedTensorType>(v.getType());
+      std::vector<uint8_t> scratch;
+      ArrayRef<uint8_t> bytes = constantBytes(
+          v.getDefiningOp<graph::ConstantOp>().getValue(), scratch);
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] = size;
+      auto sliceType = RankedTensorType::get(shape, type.getElementType());
+      size_t sliceBytes = bytes.size() / batch * size;
+      auto slice = graph::ConstantOp::create(
+          builder, v.getLoc(), sliceType,
+          bytesToElements(sliceType, bytes.take_front(sliceBytes)));
+      map.map(v, slice.getResult());
     }
     for (Operation *op : ops) {
       Operation *clone = builder.clone(*op, map);

@@ -50,6 +50,9 @@ struct BatchInfo {
   DenseSet<Operation *> batchedOps;
   /// Where each batched value carries the batch; other values are shared.
   DenseMap<Value, BatchLoc> locations;
+  /// Constants that span the batch with equal rows, batched where an op
+  /// needs them to be (each slice gets its leading rows).
+  SmallVector<Value> uniformConstants;
   std::optional<BatchLoc> locationOf(Value v) const {
     auto it = locations.find(v);
     return it == locations.end() ? std::nullopt : std::optional(it->second);

@@ -2,6 +2,8 @@
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace mlir::partc {
@@ -9,11 +11,105 @@ namespace mlir::partc {
 #include "compiler/Transforms/Passes.h.inc"
 
 namespace {
+
+/// The values of an i32 or i64 graph.constant, or nothing.
+std::optional<SmallVector<int64_t>> intConstant(Value v) {
+  auto c = v.getDefiningOp<graph::ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto type = cast<RankedTensorType>(c.getType());
+  bool wide = type.getElementType().isInteger(64);
+  if (!wide && !type.getElementType().isInteger(32))
+    return std::nullopt;
+  std::vector<uint8_t> scratch;
+  ArrayRef<uint8_t> bytes = constantBytes(c.getValue(), scratch);
+  int64_t n = type.getNumElements();
+  if (static_cast<int64_t>(bytes.size()) != n * (wide ? 8 : 4))
+    return std::nullopt;
+  SmallVector<int64_t> values(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (wide) {
+      std::memcpy(&values[i], bytes.data() + 8 * i, 8);
+    } else {
+      int32_t narrow;
+      std::memcpy(&narrow, bytes.data() + 4 * i, 4);
+      values[i] = narrow;
+    }
+  }
+  return values;
+}
+
+/// A gather whose constant indices are 0, 1, ..., n-1 over the whole axis
+/// reads its data in order: a reshape. Exporters write these when they
+/// index a batch explicitly (PyTorch's vmap-built attention masks), and as
+/// a gather they would tie every sample to a fixed batch position.
+struct GatherInOrder : OpRewritePattern<graph::GatherOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::GatherOp op,
+                                PatternRewriter &rewriter) const override {
+    auto indices = intConstant(op.getIndices());
+    if (!indices)
+      return failure();
+    int64_t extent = op.getData().getType().getDimSize(op.getAxis());
+    if (static_cast<int64_t>(indices->size()) != extent)
+      return failure();
+    for (int64_t i = 0; i < extent; ++i)
+      if ((*indices)[i] != i && (*indices)[i] != i - extent)
+        return failure();
+    rewriter.replaceOpWithNewOp<graph::ReshapeOp>(
+        op, op.getType(), op.getData(),
+        rewriter.getDenseI64ArrayAttr(op.getType().getShape()));
+    return success();
+  }
+};
+
+/// The same for GatherND: constant index tuples that enumerate every
+/// position of the addressed dimensions in row-major order, per batch.
+struct GatherNdInOrder : OpRewritePattern<graph::GatherNdOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::GatherNdOp op,
+                                PatternRewriter &rewriter) const override {
+    auto indices = intConstant(op.getIndices());
+    if (!indices)
+      return failure();
+    auto data = op.getData().getType();
+    auto idxShape = op.getIndices().getType().getShape();
+    int64_t batchDims = op.getBatchDims(), k = idxShape.back();
+    int64_t batches = 1, positions = 1;
+    for (int64_t d = 0; d < batchDims; ++d)
+      batches *= data.getDimSize(d);
+    for (int64_t d = batchDims; d < batchDims + k; ++d)
+      positions *= data.getDimSize(d);
+    int64_t tuples = static_cast<int64_t>(indices->size()) / k;
+    if (tuples != batches * positions)
+      return failure();
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t linear = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t extent = data.getDimSize(batchDims + d);
+        int64_t i = (*indices)[t * k + d];
+        if (i < 0)
+          i += extent;
+        if (i < 0 || i >= extent)
+          return failure();
+        linear = linear * extent + i;
+      }
+      if (linear != t % positions)
+        return failure();
+    }
+    rewriter.replaceOpWithNewOp<graph::ReshapeOp>(
+        op, op.getType(), op.getData(),
+        rewriter.getDenseI64ArrayAttr(op.getType().getShape()));
+    return success();
+  }
+};
+
 struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
   void runOnOperation() override {
     // The greedy driver folds every op (graph ops fold through their
     // ConstantEvaluable trait and folders) and erases dead pure ops.
     RewritePatternSet patterns(&getContext());
+    patterns.add<GatherInOrder, GatherNdInOrder>(&getContext());
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

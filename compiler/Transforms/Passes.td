@@ -9,7 +9,10 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
   let description = [{
     Evaluates every op whose operands are all constants with the runtime's
     reference kernels (so compile-time and run-time semantics cannot drift),
-    folds identities and chained reshapes, and erases unused ops.
+    folds identities and chained reshapes, and erases unused ops. A gather
+    or gather_nd whose constant indices read its data in order becomes a
+    reshape (exporters index a batch that way, which would otherwise tie
+    samples to fixed positions).
   }];
 }
 

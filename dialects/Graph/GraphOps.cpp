@@ -45,11 +45,11 @@ int64_t defaultBytes(Operation *op) {
 bool mlir::partc::graph::isElementwise(Operation *op) {
   return isa<FusedElementwiseOp, WhereOp, CastOp, IdentityOp, ReluOp, SigmoidOp,
              TanhOp, ErfOp, SqrtOp, NegOp, ExpOp, LogOp, AbsOp, ReciprocalOp,
-             FloorOp, CeilOp, RoundOp, SinOp, CosOp, SignOp, NotOp, SoftplusOp,
-             HardSwishOp, GeluOp, LeakyReluOp, EluOp, HardSigmoidOp, ClipOp,
-             AddOp, SubOp, MulOp, DivOp, PowOp, MinOp, MaxOp, ModOp, EqualOp,
-             LessOp, GreaterOp, LessOrEqualOp, GreaterOrEqualOp, AndOp, OrOp,
-             XorOp>(op);
+             FloorOp, CeilOp, RoundOp, SinOp, CosOp, SignOp, NotOp, IsNanOp,
+             IsInfOp, SoftplusOp, HardSwishOp, GeluOp, LeakyReluOp, EluOp,
+             HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MinOp,
+             MaxOp, ModOp, EqualOp, LessOp, GreaterOp, LessOrEqualOp,
+             GreaterOrEqualOp, AndOp, OrOp, XorOp>(op);
 }
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }

@@ -142,6 +142,23 @@ def Graph_ClipOp : Graph_UnaryOp<"clip", "clamp(x, min, max)"> {
                        OptionalAttr<F64Attr>:$max);
 }
 
+def Graph_IsNanOp : Graph_ComputeOp<"is_nan"> {
+  let summary = "x != x (i1 result)";
+  let description = [{
+    PyTorch's attention exports use it to zero the rows of a softmax whose
+    every score was masked to -inf (ONNX IsNaN).
+  }];
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+}
+def Graph_IsInfOp : Graph_ComputeOp<"is_inf"> {
+  let summary = "Infinity test, per sign (i1 result; ONNX IsInf)";
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<BoolAttr, "true">:$detect_positive,
+                       DefaultValuedAttr<BoolAttr, "true">:$detect_negative);
+  let results = (outs Graph_Tensor:$output);
+}
+
 class Graph_BinaryOp<string mnemonic, string doc>
     : Graph_ComputeOp<mnemonic> {
   let summary = doc # " with numpy broadcasting";
@@ -437,6 +454,33 @@ def Graph_SliceOp : Graph_ComputeOp<"slice"> {
 def Graph_GatherOp : Graph_ComputeOp<"gather"> {
   let summary = "numpy.take along `axis`";
   let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices, I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_GatherNdOp : Graph_ComputeOp<"gather_nd"> {
+  let summary = "ONNX GatherND: slices of `data` addressed by index tuples";
+  let description = [{
+    The last dimension of `indices` (k) addresses the first k dimensions of
+    `data` after its `batch_dims` leading ones, which `indices` shares. The
+    result is indices.shape[:-1] + data.shape[batch_dims + k:]. Negative
+    indices count from the end.
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$batch_dims);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ScatterNdOp : Graph_ComputeOp<"scatter_nd"> {
+  let summary = "ONNX ScatterND: a copy of `data` with slices replaced";
+  let description = [{
+    Each index tuple (the last dimension of `indices`, k of them) addresses
+    a slice data.shape[k:] that the matching slice of `updates` replaces,
+    or is combined with by `reduction` (add, mul, max, min). Updates apply
+    in index order, so with `none` a repeated tuple keeps the last one.
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices,
+                       Graph_Tensor:$updates,
+                       DefaultValuedStrAttr<StrAttr, "none">:$reduction);
   let results = (outs Graph_Tensor:$output);
 }
 

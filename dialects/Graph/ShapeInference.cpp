@@ -38,6 +38,13 @@ std::string shapeStr(ArrayRef<int64_t> shape) {
   return s + "]";
 }
 
+std::string typeStr(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
 std::optional<ArrayRef<int64_t>> intsAttr(DictionaryAttr attrs,
                                           StringRef name) {
   if (auto a = attrs.getAs<DenseI64ArrayAttr>(name))
@@ -729,6 +736,85 @@ INFER_SIGNATURE(GatherOp) {
   shape.append(idx.getShape().begin(), idx.getShape().end());
   shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+/// IsNaN and IsInf: the operand's shape, i1 elements.
+LogicalResult inferFloatTest(Loc loc, ValueRange operands, Types &types) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  if (!isa<FloatType>(x.getElementType()))
+    return fail(loc, "needs a floating-point operand, got " +
+                         typeStr(x.getElementType()));
+  types.push_back(
+      RankedTensorType::get(x.getShape(), IntegerType::get(x.getContext(), 1)));
+  return success();
+}
+
+INFER_SIGNATURE(IsNanOp) { return inferFloatTest(loc, operands, types); }
+INFER_SIGNATURE(IsInfOp) { return inferFloatTest(loc, operands, types); }
+
+/// Checks GatherND's and ScatterND's index tuples: integer, at least rank 1,
+/// and no longer than the dimensions of `data` they address.
+LogicalResult checkIndexTuples(Loc loc, RankedTensorType data,
+                               RankedTensorType idx, int64_t batchDims) {
+  if (!idx.getElementType().isInteger(32) &&
+      !idx.getElementType().isInteger(64))
+    return fail(loc, "indices must be i32 or i64");
+  if (idx.getRank() < 1 + batchDims)
+    return fail(loc, "indices " + shapeStr(idx.getShape()) + " need rank " +
+                         Twine(1 + batchDims) + " or more");
+  int64_t k = idx.getShape().back();
+  if (batchDims < 0 || k < 1 || batchDims + k > data.getRank())
+    return fail(loc, "index tuples of length " + Twine(k) + " after " +
+                         Twine(batchDims) +
+                         " batch dimension(s) do not fit "
+                         "data " +
+                         shapeStr(data.getShape()));
+  for (int64_t d = 0; d < batchDims; ++d)
+    if (idx.getDimSize(d) != data.getDimSize(d))
+      return fail(loc, "batch dimension " + Twine(d) + " differs: data " +
+                           shapeStr(data.getShape()) + ", indices " +
+                           shapeStr(idx.getShape()));
+  return success();
+}
+
+INFER_SIGNATURE(GatherNdOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]);
+  int64_t batchDims = intAttr(attrs, "batch_dims", 0);
+  if (failed(checkIndexTuples(loc, x, idx, batchDims)))
+    return failure();
+  SmallVector<int64_t> shape(idx.getShape().drop_back());
+  shape.append(x.getShape().begin() + batchDims + idx.getShape().back(),
+               x.getShape().end());
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ScatterNdOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]),
+       updates = tensorOf(operands[2]);
+  if (failed(checkIndexTuples(loc, x, idx, 0)))
+    return failure();
+  SmallVector<int64_t> expect(idx.getShape().drop_back());
+  expect.append(x.getShape().begin() + idx.getShape().back(),
+                x.getShape().end());
+  if (updates.getShape() != ArrayRef<int64_t>(expect) ||
+      updates.getElementType() != x.getElementType())
+    return fail(loc, "updates " + shapeStr(updates.getShape()) + " should be " +
+                         shapeStr(expect) + " of the data's element type");
+  auto reduction = attrs.getAs<StringAttr>("reduction");
+  if (reduction && !llvm::is_contained(
+                       ArrayRef<StringRef>{"none", "add", "mul", "max", "min"},
+                       reduction.getValue()))
+    return fail(loc, "unknown reduction '" + reduction.getValue() +
+                         "' (none, add, mul, max or min)");
+  types.push_back(x);
   return success();
 }
 

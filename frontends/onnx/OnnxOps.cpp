@@ -933,10 +933,21 @@ LogicalResult importDropout(NodeImporter &n) {
     Attribute attr;
     if (!matchPattern(training, m_Constant(&attr)))
       return n.notConstant(training, "training_mode"), failure();
+    bool trainingMode = false;
     for (uint8_t b : elementsToBytes(cast<ElementsAttr>(attr)))
-      if (b)
-        return n.error() << "training mode (random dropout) is not supported; "
-                            "partc compiles inference graphs";
+      trainingMode = trainingMode || b;
+    // Dropping nothing is the identity in training mode too (torchvision's
+    // Swin exports attention dropout of ratio 0 in training mode).
+    Value ratio = n.input(1);
+    Attribute ratioAttr;
+    bool dropsNothing = false;
+    if (ratio && matchPattern(ratio, m_Constant(&ratioAttr)))
+      if (auto values = cast<ElementsAttr>(ratioAttr).tryGetValues<APFloat>())
+        dropsNothing =
+            llvm::all_of(*values, [](const APFloat &r) { return r.isZero(); });
+    if (trainingMode && !dropsNothing)
+      return n.error() << "training mode (random dropout) is not supported; "
+                          "partc compiles inference graphs";
   }
   n.results.push_back(n.input(0));
   if (n.wantsOutput(1)) {
@@ -1036,6 +1047,34 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
       return emit(n, n.build1("gelu", {n.input(0)},
                               {n.str("approximate",
                                      n.attrString("approximate", "none"))}));
+    };
+    h["IsNaN"] = unary("is_nan");
+    h["IsInf"] = [](NodeImporter &n) -> LogicalResult {
+      if (failed(requireInputs(n, 1)))
+        return failure();
+      OpBuilder &b = n.builder();
+      return emit(
+          n,
+          n.build1(
+              "is_inf", {n.input(0)},
+              {b.getNamedAttr("detect_positive",
+                              b.getBoolAttr(n.attrInt("detect_positive", 1))),
+               b.getNamedAttr("detect_negative", b.getBoolAttr(n.attrInt(
+                                                     "detect_negative", 1)))}));
+    };
+    h["GatherND"] = [](NodeImporter &n) -> LogicalResult {
+      if (failed(requireInputs(n, 2)))
+        return failure();
+      return emit(n,
+                  n.build1("gather_nd", {n.input(0), n.input(1)},
+                           {n.i64("batch_dims", n.attrInt("batch_dims", 0))}));
+    };
+    h["ScatterND"] = [](NodeImporter &n) -> LogicalResult {
+      if (failed(requireInputs(n, 3)))
+        return failure();
+      return emit(
+          n, n.build1("scatter_nd", {n.input(0), n.input(1), n.input(2)},
+                      {n.str("reduction", n.attrString("reduction", "none"))}));
     };
     h["LeakyRelu"] = withFloatAttrs("leaky_relu", {{"alpha", 0.01}});
     h["Elu"] = withFloatAttrs("elu", {{"alpha", 1.0}});

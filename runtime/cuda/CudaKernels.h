@@ -195,6 +195,28 @@ cudaError_t launchGather(const void *data, const void *indices, bool idx64,
                          void *out, int64_t outer, int64_t axisLen,
                          int64_t count, int64_t innerBytes, int *badIndex,
                          cudaStream_t s);
+/// GatherND and ScatterND geometry in copy units (the widest of 16, 8, 4, 2
+/// or 1 bytes that a slice's size and the pointers allow; see IndexTuples).
+struct NdTupleParams {
+  static constexpr int kMaxTuple = 8;
+  int64_t batches, tuplesPerBatch, sliceBytes, batchBytes;
+  int k;
+  int64_t extent[kMaxTuple], strideBytes[kMaxTuple];
+};
+/// out[t] = the slice tuple t of `indices` addresses in `data`; an index out
+/// of range sets *badIndex.
+cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
+                           void *out, const NdTupleParams &p, int *badIndex,
+                           cudaStream_t s);
+/// Writes each slice of `updates` to the slice its tuple addresses in `out`
+/// (already a copy of the data), one f32 `reduction` (0 none, 1 add, 2 mul,
+/// 3 max, 4 min) or, for none, elements of any size (p is in bytes).
+cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
+                            const void *updates, const NdTupleParams &p,
+                            int reduction, int *badIndex, cudaStream_t s);
+/// IsNaN (nan) or IsInf (of the signs asked for) of f32 elements.
+cudaError_t launchFloatTest(const float *x, bool *y, int64_t n, bool nan,
+                            bool positive, bool negative, cudaStream_t s);
 /// Comparison codes: 0 equal, 1 less, 2 greater, 3 less-or-equal,
 /// 4 greater-or-equal. `dtype` is the operands' runtime DType.
 cudaError_t launchCompare(int op, DType dtype, const void *a, const void *b,

@@ -4,6 +4,7 @@
 #include "runtime/kernels/CopyLayout.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/FusedElementwise.h"
+#include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/KernelRegistry.h"
 
 #include <cublas_v2.h>
@@ -343,44 +344,135 @@ template <typename Fn> std::unique_ptr<GpuKernel> lambda(Fn fn) {
   return std::make_unique<LambdaKernel<Fn>>(std::move(fn));
 }
 
-class GatherKernel : public GpuKernel {
+/// IsNaN (`nan`) or IsInf of f32 elements.
+Factory floatTest(bool nan) {
+  return [nan](const KernelArgs &a, DeviceContext &,
+               std::unique_ptr<GpuKernel> &k) -> Status {
+    if (a.inputs[0].dtype != DType::F32)
+      return Status();
+    bool positive = a.attrs.getInt("detect_positive", 1) != 0,
+         negative = a.attrs.getInt("detect_negative", 1) != 0;
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchFloatTest(in[0].as<float>(), out[0].as<bool>(),
+                                        out[0].type.numElements(), nan,
+                                        positive, negative, ctx.stream),
+                        nan ? "is_nan" : "is_inf");
+    });
+    return Status();
+  };
+}
+
+/// A kernel that checks its indices on the GPU: an out-of-range index sets a
+/// flag, read after the run, so that it is reported instead of silently
+/// leaving zeros.
+class IndexCheckedKernel : public GpuKernel {
+public:
+  ~IndexCheckedKernel() override {
+    if (bad_)
+      cudaFree(bad_);
+  }
+  Status init() {
+    return cudaStatus(cudaMalloc(&bad_, sizeof(int)), "index flag");
+  }
+  Status checkAfterRun() override {
+    int bad = 0;
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
+                   "index check"));
+    return bad ? Status::error(rangeError()) : Status();
+  }
+
+protected:
+  Status clearFlag(cudaStream_t stream) {
+    return cudaStatus(cudaMemsetAsync(bad_, 0, sizeof(int), stream), "memset");
+  }
+  virtual std::string rangeError() const = 0;
+  int *bad_ = nullptr;
+};
+
+class GatherKernel : public IndexCheckedKernel {
 public:
   GatherKernel(int64_t outer, int64_t axisLen, int64_t count, int64_t inner,
                bool idx64)
       : outer_(outer), axisLen_(axisLen), count_(count), inner_(inner),
         idx64_(idx64) {}
-  ~GatherKernel() override {
-    if (bad_)
-      cudaFree(bad_);
-  }
-  Status init() {
-    return cudaStatus(cudaMalloc(&bad_, sizeof(int)), "gather flag");
-  }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaMemsetAsync(bad_, 0, sizeof(int), ctx.stream), "memset"));
+    PARTC_RETURN_IF_ERROR(clearFlag(ctx.stream));
     return cudaStatus(launchGather(in[0].data, in[1].data, idx64_, out[0].data,
                                    outer_, axisLen_, count_, inner_, bad_,
                                    ctx.stream),
                       "gather");
   }
-  // Index errors must be reported, not silently produce zeros.
-  Status checkAfterRun() override {
-    int bad = 0;
-    PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
-                   "gather check"));
-    if (bad)
-      return Status::error("gather index is out of range [0, " +
-                           std::to_string(axisLen_) + ")");
-    return Status();
+
+private:
+  std::string rangeError() const override {
+    return "gather index is out of range [0, " + std::to_string(axisLen_) + ")";
+  }
+  int64_t outer_, axisLen_, count_, inner_;
+  bool idx64_;
+};
+
+/// NdTupleParams (in bytes) of IndexTuples (in elements).
+NdTupleParams tupleParams(const IndexTuples &t, size_t es) {
+  NdTupleParams p{};
+  p.batches = t.batches;
+  p.tuplesPerBatch = t.tuplesPerBatch;
+  p.sliceBytes = t.sliceElements * static_cast<int64_t>(es);
+  p.batchBytes = t.batchElements * static_cast<int64_t>(es);
+  p.k = t.k;
+  for (int d = 0; d < t.k; ++d) {
+    p.extent[d] = t.extent[d];
+    p.strideBytes[d] = t.stride[d] * static_cast<int64_t>(es);
+  }
+  return p;
+}
+
+class GatherNdKernel : public IndexCheckedKernel {
+public:
+  GatherNdKernel(NdTupleParams p, bool idx64) : p_(p), idx64_(idx64) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    PARTC_RETURN_IF_ERROR(clearFlag(ctx.stream));
+    return cudaStatus(launchGatherNd(in[0].data, in[1].data, idx64_,
+                                     out[0].data, p_, bad_, ctx.stream),
+                      "gather_nd");
   }
 
 private:
-  int64_t outer_, axisLen_, count_, inner_;
+  std::string rangeError() const override {
+    return "a gather_nd index tuple is out of range for the data";
+  }
+  NdTupleParams p_;
   bool idx64_;
-  int *bad_ = nullptr;
+};
+
+class ScatterNdKernel : public IndexCheckedKernel {
+public:
+  ScatterNdKernel(NdTupleParams p, bool idx64, int reduction)
+      : p_(p), idx64_(idx64), reduction_(reduction) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    PARTC_RETURN_IF_ERROR(clearFlag(ctx.stream));
+    if (out[0].data != in[0].data)
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaMemcpyAsync(out[0].data, in[0].data, out[0].type.byteSize(),
+                          cudaMemcpyDeviceToDevice, ctx.stream),
+          "scatter_nd copy"));
+    return cudaStatus(launchScatterNd(out[0].data, in[1].data, idx64_,
+                                      in[2].data, p_, reduction_, bad_,
+                                      ctx.stream),
+                      "scatter_nd");
+  }
+
+private:
+  std::string rangeError() const override {
+    return "a scatter_nd index tuple is out of range for the data";
+  }
+  NdTupleParams p_;
+  bool idx64_;
+  int reduction_;
 };
 
 int64_t product(const Shape &s, size_t from, size_t to) {
@@ -614,6 +706,44 @@ const std::map<std::string, Factory> &factories() {
       k = std::move(g);
       return Status();
     };
+
+    t["gather_nd"] = [](const KernelArgs &a, DeviceContext &,
+                        std::unique_ptr<GpuKernel> &k) -> Status {
+      IndexTuples tuples;
+      if (!makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape,
+                           a.attrs.getInt("batch_dims", 0), tuples)
+               .ok())
+        return Status();
+      auto g = std::make_unique<GatherNdKernel>(
+          tupleParams(tuples, dtypeSize(a.inputs[0].dtype)),
+          a.inputs[1].dtype == DType::I64);
+      PARTC_RETURN_IF_ERROR(g->init());
+      k = std::move(g);
+      return Status();
+    };
+    t["scatter_nd"] = [](const KernelArgs &a, DeviceContext &,
+                         std::unique_ptr<GpuKernel> &k) -> Status {
+      IndexTuples tuples;
+      std::string how = a.attrs.getString("reduction", "none");
+      const char *const codes[] = {"none", "add", "mul", "max", "min"};
+      int reduction =
+          static_cast<int>(std::find(std::begin(codes), std::end(codes), how) -
+                           std::begin(codes));
+      // Reductions run in f32 only; the CPU kernel takes the rest.
+      if (reduction == 5 ||
+          (reduction != 0 && a.inputs[0].dtype != DType::F32) ||
+          !makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, tuples)
+               .ok())
+        return Status();
+      auto g = std::make_unique<ScatterNdKernel>(
+          tupleParams(tuples, dtypeSize(a.inputs[0].dtype)),
+          a.inputs[1].dtype == DType::I64, reduction);
+      PARTC_RETURN_IF_ERROR(g->init());
+      k = std::move(g);
+      return Status();
+    };
+    t["is_nan"] = floatTest(true);
+    t["is_inf"] = floatTest(false);
 
     t["matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
                      std::unique_ptr<GpuKernel> &k) -> Status {

@@ -603,6 +603,92 @@ __global__ void gatherKernel(const Unit *data, const void *indices, bool idx64,
   }
 }
 
+/// Byte offset of the slice tuple t addresses within its batch, or -1.
+__device__ inline int64_t tupleOffset(const NdTupleParams &p,
+                                      const void *indices, bool idx64,
+                                      int64_t t) {
+  int64_t offset = 0;
+  for (int d = 0; d < p.k; ++d) {
+    int64_t i = idx64 ? static_cast<const int64_t *>(indices)[t * p.k + d]
+                      : static_cast<const int *>(indices)[t * p.k + d];
+    if (i < 0)
+      i += p.extent[d];
+    if (i < 0 || i >= p.extent[d])
+      return -1;
+    offset += i * p.strideBytes[d];
+  }
+  return offset + (t / p.tuplesPerBatch) * p.batchBytes;
+}
+
+template <typename Unit>
+__global__ void gatherNdKernel(const Unit *data, const void *indices,
+                               bool idx64, Unit *out, NdTupleParams p,
+                               int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(Unit));
+  int64_t total = p.batches * p.tuplesPerBatch * slice;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
+    if (offset < 0) {
+      *bad = 1;
+      continue;
+    }
+    out[i] = data[offset / int64_t(sizeof(Unit)) + i % slice];
+  }
+}
+
+/// Without a reduction, every (tuple, unit) pair in parallel: ONNX leaves
+/// repeated tuples undefined.
+template <typename Unit>
+__global__ void scatterNdKernel(Unit *out, const void *indices, bool idx64,
+                                const Unit *updates, NdTupleParams p,
+                                int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(Unit));
+  int64_t total = p.tuplesPerBatch * slice;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
+    if (offset < 0) {
+      *bad = 1;
+      continue;
+    }
+    out[offset / int64_t(sizeof(Unit)) + i % slice] = updates[i];
+  }
+}
+
+/// With a reduction, a thread per slice element applies the tuples in
+/// order, so repeated tuples combine exactly as on the CPU.
+__global__ void scatterNdReduceKernel(float *out, const void *indices,
+                                      bool idx64, const float *updates,
+                                      NdTupleParams p, int reduction,
+                                      int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(float));
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < slice;
+       e += int64_t(gridDim.x) * blockDim.x)
+    for (int64_t t = 0; t < p.tuplesPerBatch; ++t) {
+      int64_t offset = tupleOffset(p, indices, idx64, t);
+      if (offset < 0) {
+        *bad = 1;
+        return;
+      }
+      float &y = out[offset / int64_t(sizeof(float)) + e];
+      float u = updates[t * slice + e];
+      y = reduction == 1   ? y + u
+          : reduction == 2 ? y * u
+          : reduction == 3 ? fmaxf(y, u)
+                           : fminf(y, u);
+    }
+}
+
+__global__ void floatTestKernel(const float *x, bool *y, int64_t n, bool nan,
+                                bool positive, bool negative) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v = x[i];
+    y[i] = nan ? isnan(v) : isinf(v) && (v > 0.f ? positive : negative);
+  }
+}
+
 __device__ inline float reduceInit(int op) {
   return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
 }
@@ -980,6 +1066,104 @@ cudaError_t launchGather(const void *data, const void *indices, bool idx64,
   return launchGatherUnits<unsigned char>(data, indices, idx64, out, outer,
                                           axisLen, count, innerBytes, badIndex,
                                           s);
+}
+
+/// The widest copy unit that divides `bytes` and aligns both pointers.
+static int copyUnit(int64_t bytes, const void *a, const void *b) {
+  for (int unit : {16, 8, 4, 2})
+    if (bytes % unit == 0 && reinterpret_cast<uintptr_t>(a) % unit == 0 &&
+        reinterpret_cast<uintptr_t>(b) % unit == 0)
+      return unit;
+  return 1;
+}
+
+cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
+                           void *out, const NdTupleParams &p, int *badIndex,
+                           cudaStream_t s) {
+  int64_t bytes = p.batches * p.tuplesPerBatch * p.sliceBytes;
+  if (bytes == 0)
+    return cudaSuccess;
+  int unit = copyUnit(p.sliceBytes, data, out);
+  unsigned blocks = blocksFor(bytes / unit);
+  switch (unit) {
+  case 16:
+    gatherNdKernel<uint4><<<blocks, kThreads, 0, s>>>(
+        static_cast<const uint4 *>(data), indices, idx64,
+        static_cast<uint4 *>(out), p, badIndex);
+    break;
+  case 8:
+    gatherNdKernel<uint2><<<blocks, kThreads, 0, s>>>(
+        static_cast<const uint2 *>(data), indices, idx64,
+        static_cast<uint2 *>(out), p, badIndex);
+    break;
+  case 4:
+    gatherNdKernel<unsigned><<<blocks, kThreads, 0, s>>>(
+        static_cast<const unsigned *>(data), indices, idx64,
+        static_cast<unsigned *>(out), p, badIndex);
+    break;
+  case 2:
+    gatherNdKernel<unsigned short><<<blocks, kThreads, 0, s>>>(
+        static_cast<const unsigned short *>(data), indices, idx64,
+        static_cast<unsigned short *>(out), p, badIndex);
+    break;
+  default:
+    gatherNdKernel<unsigned char><<<blocks, kThreads, 0, s>>>(
+        static_cast<const unsigned char *>(data), indices, idx64,
+        static_cast<unsigned char *>(out), p, badIndex);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
+                            const void *updates, const NdTupleParams &p,
+                            int reduction, int *badIndex, cudaStream_t s) {
+  int64_t bytes = p.tuplesPerBatch * p.sliceBytes;
+  if (bytes == 0)
+    return cudaSuccess;
+  if (reduction != 0) {
+    scatterNdReduceKernel<<<blocksFor(p.sliceBytes / 4), kThreads, 0, s>>>(
+        static_cast<float *>(out), indices, idx64,
+        static_cast<const float *>(updates), p, reduction, badIndex);
+    return cudaGetLastError();
+  }
+  int unit = copyUnit(p.sliceBytes, out, updates);
+  unsigned blocks = blocksFor(bytes / unit);
+  switch (unit) {
+  case 16:
+    scatterNdKernel<uint4><<<blocks, kThreads, 0, s>>>(
+        static_cast<uint4 *>(out), indices, idx64,
+        static_cast<const uint4 *>(updates), p, badIndex);
+    break;
+  case 8:
+    scatterNdKernel<uint2><<<blocks, kThreads, 0, s>>>(
+        static_cast<uint2 *>(out), indices, idx64,
+        static_cast<const uint2 *>(updates), p, badIndex);
+    break;
+  case 4:
+    scatterNdKernel<unsigned><<<blocks, kThreads, 0, s>>>(
+        static_cast<unsigned *>(out), indices, idx64,
+        static_cast<const unsigned *>(updates), p, badIndex);
+    break;
+  case 2:
+    scatterNdKernel<unsigned short><<<blocks, kThreads, 0, s>>>(
+        static_cast<unsigned short *>(out), indices, idx64,
+        static_cast<const unsigned short *>(updates), p, badIndex);
+    break;
+  default:
+    scatterNdKernel<unsigned char><<<blocks, kThreads, 0, s>>>(
+        static_cast<unsigned char *>(out), indices, idx64,
+        static_cast<const unsigned char *>(updates), p, badIndex);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchFloatTest(const float *x, bool *y, int64_t n, bool nan,
+                            bool positive, bool negative, cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  floatTestKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, nan, positive,
+                                                    negative);
+  return cudaGetLastError();
 }
 
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,

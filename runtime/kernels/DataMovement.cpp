@@ -1,5 +1,6 @@
 //===- DataMovement.cpp - Transpose, concat, split, slice, gather, pad ----===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/IndexTuples.h"
 
 #include <cstring>
 
@@ -235,9 +236,134 @@ Status makeConcat(const KernelArgs &a, bool split, std::unique_ptr<Kernel> &k) {
   return Status();
 }
 
+/// Reads tuple `t` of `indices` (i32 or i64) and returns its slice's offset
+/// in data, or an error naming the tuple.
+Status tupleOffset(const IndexTuples &g, const TensorRef &indices, int64_t t,
+                   int64_t &offset) {
+  int64_t within = indices.type.dtype == DType::I64
+                       ? g.offsetOf(indices.as<int64_t>() + t * g.k)
+                       : g.offsetOf(indices.as<int32_t>() + t * g.k);
+  if (within < 0)
+    return Status::error("index tuple #" + std::to_string(t) +
+                         " is out of range for the addressed dimensions");
+  offset = (t / g.tuplesPerBatch) * g.batchElements + within;
+  return Status();
+}
+
+class GatherNdKernel : public Kernel {
+public:
+  GatherNdKernel(IndexTuples g, size_t es) : g_(g), es_(es) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const char *x = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    size_t slice = static_cast<size_t>(g_.sliceElements) * es_;
+    for (int64_t t = 0; t < g_.batches * g_.tuplesPerBatch; ++t) {
+      int64_t offset;
+      PARTC_RETURN_IF_ERROR(tupleOffset(g_, in[1], t, offset));
+      std::memcpy(y + t * slice, x + offset * es_, slice);
+    }
+    return Status();
+  }
+
+private:
+  IndexTuples g_;
+  size_t es_;
+};
+
+class ScatterNdKernel : public Kernel {
+public:
+  ScatterNdKernel(IndexTuples g, DType dtype, std::string reduction)
+      : g_(g), dtype_(dtype), reduction_(std::move(reduction)) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    size_t es = dtypeSize(dtype_);
+    if (out[0].data != in[0].data)
+      std::memcpy(out[0].data, in[0].data, out[0].type.byteSize());
+    char *y = static_cast<char *>(out[0].data);
+    const char *u = static_cast<const char *>(in[2].data);
+    int64_t n = g_.sliceElements;
+    for (int64_t t = 0; t < g_.tuplesPerBatch; ++t) {
+      int64_t offset;
+      PARTC_RETURN_IF_ERROR(tupleOffset(g_, in[1], t, offset));
+      if (reduction_ == "none") {
+        std::memcpy(y + offset * es, u + t * n * es, n * es);
+        continue;
+      }
+      dispatchType(dtype_, [&](auto zero) {
+        using T = decltype(zero);
+        T *dst = reinterpret_cast<T *>(y) + offset;
+        const T *src = reinterpret_cast<const T *>(u) + t * n;
+        for (int64_t i = 0; i < n; ++i)
+          dst[i] = combine(dst[i], src[i]);
+      });
+    }
+    return Status();
+  }
+
+private:
+  template <typename T> T combine(T a, T b) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      if (reduction_ == "add" || reduction_ == "max")
+        return a || b;
+      return a && b;
+    } else {
+      if (reduction_ == "add")
+        return static_cast<T>(a + b);
+      if (reduction_ == "mul")
+        return static_cast<T>(a * b);
+      if (reduction_ == "max")
+        return std::max(a, b);
+      return std::min(a, b);
+    }
+  }
+
+  IndexTuples g_;
+  DType dtype_;
+  std::string reduction_;
+};
+
 } // namespace
 
 void registerDataMovementKernels(KernelTable &t) {
+  t["gather_nd"] = [](const KernelArgs &a,
+                      std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    if (a.inputs[1].dtype != DType::I64 && a.inputs[1].dtype != DType::I32)
+      return Status::error("indices must be i32 or i64");
+    IndexTuples g;
+    PARTC_RETURN_IF_ERROR(makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape,
+                                          a.attrs.getInt("batch_dims", 0), g));
+    if (g.batches * g.tuplesPerBatch * g.sliceElements !=
+        a.outputs[0].numElements())
+      return Status::error("result " + a.outputs[0].str() +
+                           " does not hold the gathered slices");
+    k = std::make_unique<GatherNdKernel>(g, dtypeSize(a.inputs[0].dtype));
+    return Status();
+  };
+  t["scatter_nd"] = [](const KernelArgs &a,
+                       std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 1));
+    if (a.inputs[1].dtype != DType::I64 && a.inputs[1].dtype != DType::I32)
+      return Status::error("indices must be i32 or i64");
+    IndexTuples g;
+    PARTC_RETURN_IF_ERROR(
+        makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, g));
+    std::string reduction = a.attrs.getString("reduction", "none");
+    DType dtype = a.inputs[0].dtype;
+    if (a.outputs[0] != a.inputs[0] || a.inputs[2].dtype != dtype ||
+        a.inputs[2].numElements() != g.tuplesPerBatch * g.sliceElements)
+      return Status::error("updates " + a.inputs[2].str() + " and result " +
+                           a.outputs[0].str() + " do not match data " +
+                           a.inputs[0].str());
+    if (reduction != "none" && !dispatchType(dtype, [](auto) {}))
+      return Status::error("reduction '" + reduction +
+                           "' needs a numeric "
+                           "element type");
+    k = std::make_unique<ScatterNdKernel>(g, dtype, reduction);
+    return Status();
+  };
+
   t["transpose"] = [](const KernelArgs &a,
                       std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));

@@ -549,6 +549,47 @@ private:
   std::array<std::vector<int64_t>, fused::kMaxInputs> strides_;
 };
 
+/// IsNaN and IsInf: a float test per element, i1 results.
+class FloatTestKernel : public Kernel {
+public:
+  FloatTestKernel(bool nan, bool positive, bool negative)
+      : nan_(nan), positive_(positive), negative_(negative) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t n = in[0].type.numElements();
+    bool *y = out[0].as<bool>();
+    auto test = [&](auto *x) {
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = nan_ ? std::isnan(x[i])
+                    : std::isinf(x[i]) && (x[i] > 0 ? positive_ : negative_);
+    };
+    if (in[0].type.dtype == DType::F64)
+      test(in[0].as<double>());
+    else
+      test(in[0].as<float>());
+    return Status();
+  }
+
+private:
+  bool nan_, positive_, negative_;
+};
+
+KernelFactory floatTest(bool nan) {
+  return [nan](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+    DType t = a.inputs[0].dtype;
+    if ((t != DType::F32 && t != DType::F64) ||
+        a.outputs[0].dtype != DType::Bool ||
+        a.outputs[0].shape != a.inputs[0].shape)
+      return Status::error(a.name + " takes f32 or f64 and gives bool of the "
+                                    "same shape");
+    k = std::make_unique<FloatTestKernel>(
+        nan, a.attrs.getInt("detect_positive", 1) != 0,
+        a.attrs.getInt("detect_negative", 1) != 0);
+    return Status();
+  };
+}
+
 } // namespace
 
 void registerElementwiseKernels(KernelTable &t) {
@@ -576,6 +617,8 @@ void registerElementwiseKernels(KernelTable &t) {
   addUnary(t, "elu", UnaryOp::Elu);
   addUnary(t, "sign", UnaryOp::Sign);
   addUnary(t, "round", UnaryOp::Round);
+  t["is_nan"] = floatTest(true);
+  t["is_inf"] = floatTest(false);
 
   addBinary(t, "add", BinaryOp::Add);
   addBinary(t, "sub", BinaryOp::Sub);

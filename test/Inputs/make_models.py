@@ -301,6 +301,18 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
 save(graph, "dynamic.onnx")
 
+# dropout_train{0,1}.onnx: Dropout in training mode dropping nothing (the
+# identity, as torchvision's Swin exports it) and dropping a tenth.
+for name, ratio in (("dropout_train0.onnx", 0.0), ("dropout_train1.onnx", 0.1)):
+    graph = helper.make_graph(
+        [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"],
+                          name="drop")], "dropout",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
+         numpy_helper.from_array(np.array(True), "training")])
+    save(graph, name)
+
 # external.onnx: weights in a separate file, as for models over 2 GiB.
 w = rng.standard_normal((8, 8)).astype(np.float32)
 graph = helper.make_graph(

@@ -37,3 +37,67 @@ func.func @dead_code(%x: tensor<4xf32>) -> tensor<4xf32> {
   %r = graph.relu %i : (tensor<4xf32>) -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a gather whose constant indices read the whole axis in order
+// (PyTorch's vmap-built attention masks) becomes a reshape.
+// CHECK-LABEL: func @gather_in_order
+func.func @gather_in_order(%x: tensor<8xi1>) -> tensor<2x1x4xi1> {
+  // CHECK-NOT: graph.gather
+  // CHECK: graph.reshape %arg0 {shape = array<i64: 2, 1, 4>}
+  %i = graph.constant {value = dense<[[[0, 1, 2, 3]], [[4, 5, 6, -1]]]> : tensor<2x1x4xi64>} : () -> tensor<2x1x4xi64>
+  %g = graph.gather %x, %i {axis = 0 : i64} : (tensor<8xi1>, tensor<2x1x4xi64>) -> tensor<2x1x4xi1>
+  return %g : tensor<2x1x4xi1>
+}
+
+// -----
+
+// Tests that index tuples enumerating every position in row-major order
+// make gather_nd a reshape.
+// CHECK-LABEL: func @gather_nd_in_order
+func.func @gather_nd_in_order(%x: tensor<2x3xf32>) -> tensor<2x1x3xf32> {
+  // CHECK-NOT: graph.gather_nd
+  // CHECK: graph.reshape %arg0 {shape = array<i64: 2, 1, 3>}
+  %t = graph.constant {value = dense<[[[0, 0], [0, 1], [0, 2]], [[1, 0], [1, 1], [1, 2]]]> : tensor<2x3x2xi32>} : () -> tensor<2x3x2xi32>
+  %g = graph.gather_nd %x, %t : (tensor<2x3xf32>, tensor<2x3x2xi32>) -> tensor<2x3xf32>
+  %r = graph.reshape %g {shape = array<i64: 2, 1, 3>} : (tensor<2x3xf32>) -> tensor<2x1x3xf32>
+  return %r : tensor<2x1x3xf32>
+}
+
+// -----
+
+// Tests that gathers out of order, or of part of the axis, stay gathers.
+// CHECK-LABEL: func @gather_permuted
+func.func @gather_permuted(%x: tensor<4x2xf32>, %y: tensor<2x3xf32>) -> (tensor<4x2xf32>, tensor<3x2xf32>, tensor<2xf32>) {
+  // CHECK: graph.gather %arg0
+  // CHECK: graph.gather %arg0
+  // CHECK: graph.gather_nd %arg1
+  %p = graph.constant {value = dense<[1, 0, 2, 3]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %g = graph.gather %x, %p {axis = 0 : i64} : (tensor<4x2xf32>, tensor<4xi64>) -> tensor<4x2xf32>
+  %q = graph.constant {value = dense<[0, 1, 2]> : tensor<3xi64>} : () -> tensor<3xi64>
+  %h = graph.gather %x, %q {axis = 0 : i64} : (tensor<4x2xf32>, tensor<3xi64>) -> tensor<3x2xf32>
+  %t = graph.constant {value = dense<[[0, 0], [1, 2]]> : tensor<2x2xi64>} : () -> tensor<2x2xi64>
+  %n = graph.gather_nd %y, %t : (tensor<2x3xf32>, tensor<2x2xi64>) -> tensor<2xf32>
+  return %g, %h, %n : tensor<4x2xf32>, tensor<3x2xf32>, tensor<2xf32>
+}
+
+// -----
+
+// Tests that IsNaN, IsInf and ScatterND of constants fold.
+// CHECK-LABEL: func @float_tests_and_scatter
+func.func @float_tests_and_scatter() -> (tensor<3xi1>, tensor<3xi1>, tensor<4xf32>) {
+  // CHECK-DAG: graph.constant {value = dense<[false, true, false]> : tensor<3xi1>}
+  // CHECK-DAG: graph.constant {value = dense<[true, false, false]> : tensor<3xi1>}
+  // CHECK-DAG: graph.constant {value = dense<[1.000000e+00, 1.400000e+01, 3.000000e+00, 6.000000e+01]> : tensor<4xf32>}
+  // CHECK-NOT: graph.is_nan
+  // CHECK-NOT: graph.scatter_nd
+  %x = graph.constant {value = dense<[0x7F800000, 0x7FC00000, 1.0]> : tensor<3xf32>} : () -> tensor<3xf32>
+  %n = graph.is_nan %x : (tensor<3xf32>) -> tensor<3xi1>
+  %i = graph.is_inf %x {detect_negative = false} : (tensor<3xf32>) -> tensor<3xi1>
+  %d = graph.constant {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> tensor<4xf32>
+  %t = graph.constant {value = dense<[[3], [1], [3]]> : tensor<3x1xi64>} : () -> tensor<3x1xi64>
+  %u = graph.constant {value = dense<[5.0, 7.0, 3.0]> : tensor<3xf32>} : () -> tensor<3xf32>
+  %s = graph.scatter_nd %d, %t, %u {reduction = "mul"} : (tensor<4xf32>, tensor<3x1xi64>, tensor<3xf32>) -> tensor<4xf32>
+  return %n, %i, %s : tensor<3xi1>, tensor<3xi1>, tensor<4xf32>
+}

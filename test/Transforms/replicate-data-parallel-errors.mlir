@@ -77,3 +77,25 @@ func.func @main(%x: tensor<4x6xf32>) -> tensor<1x6x6xf32> {
   %g = graph.strided_matmul %x, %x {lhs_shape = array<i64: 1, 6, 4>, lhs_strides = array<i64: 0, 1, 6>, lhs_offset = 0 : i64, rhs_shape = array<i64: 1, 4, 6>, rhs_strides = array<i64: 0, 6, 1>, rhs_offset = 0 : i64, perm = array<i64: 0, 1, 2>, shape = array<i64: 1, 6, 6>} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<1x6x6xf32>
   return %g : tensor<1x6x6xf32>
 }
+
+// -----
+
+// Tests that a constant spanning the batch with different rows per sample
+// stays shared, so the op that combines it with the batch is refused.
+func.func @main(%x: tensor<4x3xf32>) -> tensor<4x3xf32> {
+  %c = graph.constant {value = dense<[[1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [0.0, 2.0, 3.0]]> : tensor<4x3xf32>} : () -> tensor<4x3xf32>
+  // expected-error@+1 {{cannot be split along the batch: operand #1 is not batched but spans the batch dimension}}
+  %a = graph.add %x, %c : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  return %a : tensor<4x3xf32>
+}
+
+// -----
+
+// Tests that a gather_nd addressing samples of the batch by position is not
+// split (its tuples are not in order, so it stays a gather_nd).
+func.func @main(%x: tensor<4x3xf32>) -> tensor<4x1xf32> {
+  %i = graph.constant {value = dense<[[[3, 0]], [[2, 0]], [[1, 0]], [[0, 0]]]> : tensor<4x1x2xi64>} : () -> tensor<4x1x2xi64>
+  // expected-error@+1 {{cannot be split along the batch: its index tuples address samples of the batch by position}}
+  %g = graph.gather_nd %x, %i : (tensor<4x3xf32>, tensor<4x1x2xi64>) -> tensor<4x1xf32>
+  return %g : tensor<4x1xf32>
+}

@@ -77,3 +77,24 @@ func.func @main(%x: tensor<4x3x8xf32>) -> tensor<4x3x8xf32> {
   %y = graph.transpose %u {perm = array<i64: 1, 0, 2>} : (tensor<3x4x8xf32>) -> tensor<4x3x8xf32>
   return %y : tensor<4x3x8xf32>
 }
+
+// -----
+
+// Tests that constants an exporter broadcast to a fixed batch (a causal
+// mask, a class token) are batched when an op needs them to be: each
+// replica reads its own leading rows of the equal rows.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x2x3xf32>) -> tensor<4x3x3xf32> {
+  // CHECK: %[[S0:.*]] = graph.slice %arg0 {ends = array<i64: 2, 2, 3>
+  // CHECK: %[[M0:.*]] = graph.constant {value = dense<{{.*}}> : tensor<2x1x3xf32>}
+  // CHECK: %[[C0:.*]] = graph.constant {value = dense<{{.*}}> : tensor<2x1x3xf32>}
+  // CHECK: %[[A0:.*]] = graph.add %[[S0]], %[[M0]] {graph.device = 0 : i64} : (tensor<2x2x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>
+  // CHECK: graph.concat %[[C0]], %[[A0]] {axis = 1 : i64, graph.device = 0 : i64} : (tensor<2x1x3xf32>, tensor<2x2x3xf32>) -> tensor<2x3x3xf32>
+  // CHECK: graph.slice %arg0 {ends = array<i64: 4, 2, 3>
+  // CHECK: graph.concat {{.*}} {axis = 0 : i64, graph.device = -1 : i64} {{.*}} -> tensor<4x3x3xf32>
+  %mask = graph.constant {value = dense<[[[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]]]> : tensor<4x1x3xf32>} : () -> tensor<4x1x3xf32>
+  %cls = graph.constant {value = dense<5.0> : tensor<4x1x3xf32>} : () -> tensor<4x1x3xf32>
+  %a = graph.add %x, %mask : (tensor<4x2x3xf32>, tensor<4x1x3xf32>) -> tensor<4x2x3xf32>
+  %y = graph.concat %cls, %a {axis = 1 : i64} : (tensor<4x1x3xf32>, tensor<4x2x3xf32>) -> tensor<4x3x3xf32>
+  return %y : tensor<4x3x3xf32>
+}

@@ -84,3 +84,53 @@ func.func @matmul_row_bias(%x: tensor<3x4xf32>, %w: tensor<4x5xf32>, %b: tensor<
   %m = graph.matmul %x, %w, %b : (tensor<3x4xf32>, tensor<4x5xf32>, tensor<3x1xf32>) -> tensor<3x5xf32>
   return %m : tensor<3x5xf32>
 }
+
+// -----
+
+// Tests that IsNaN needs a floating-point operand.
+func.func @is_nan_int(%x: tensor<4xi64>) -> tensor<4xi1> {
+  // expected-error@+2 {{needs a floating-point operand, got i64}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.is_nan %x : (tensor<4xi64>) -> tensor<4xi1>
+  return %0 : tensor<4xi1>
+}
+
+// -----
+
+// Tests that GatherND's index tuples must fit the data.
+func.func @gather_nd_long_tuples(%x: tensor<2x3xf32>, %i: tensor<4x3xi64>) -> tensor<4xf32> {
+  // expected-error@+2 {{index tuples of length 3 after 0 batch dimension(s) do not fit data [2,3]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.gather_nd %x, %i : (tensor<2x3xf32>, tensor<4x3xi64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+// Tests that GatherND's batch dimensions must agree.
+func.func @gather_nd_batch(%x: tensor<2x3xf32>, %i: tensor<3x1xi64>) -> tensor<3xf32> {
+  // expected-error@+2 {{batch dimension 0 differs: data [2,3], indices [3,1]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.gather_nd %x, %i {batch_dims = 1 : i64} : (tensor<2x3xf32>, tensor<3x1xi64>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+// Tests that ScatterND's updates must match the addressed slices.
+func.func @scatter_nd_updates(%x: tensor<4x2xf32>, %i: tensor<3x1xi64>, %u: tensor<3x4xf32>) -> tensor<4x2xf32> {
+  // expected-error@+2 {{updates [3,4] should be [3,2] of the data's element type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.scatter_nd %x, %i, %u : (tensor<4x2xf32>, tensor<3x1xi64>, tensor<3x4xf32>) -> tensor<4x2xf32>
+  return %0 : tensor<4x2xf32>
+}
+
+// -----
+
+// Tests that ScatterND names the reductions it knows.
+func.func @scatter_nd_reduction(%x: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tensor<1xf32>) -> tensor<4xf32> {
+  // expected-error@+2 {{unknown reduction 'sum' (none, add, mul, max or min)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.scatter_nd %x, %i, %u {reduction = "sum"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

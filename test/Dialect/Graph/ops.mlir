@@ -49,3 +49,19 @@ func.func @split_slice(%x: tensor<6x4xf32>) -> (tensor<2x4xf32>, tensor<4x4xf32>
   %s = graph.slice %x {starts = array<i64: 5, 0>, ends = array<i64: -1, 4>, steps = array<i64: -2, 2>} : (tensor<6x4xf32>) -> tensor<3x2xf32>
   return %a, %b, %s : tensor<2x4xf32>, tensor<4x4xf32>, tensor<3x2xf32>
 }
+
+// -----
+
+// Tests the index-tuple ops and float tests with their inferred types.
+// CHECK-LABEL: func @index_tuples
+func.func @index_tuples(%x: tensor<2x3x4xf32>, %i: tensor<2x5x1xi64>, %t: tensor<6x2xi32>, %u: tensor<6x4xf32>) -> (tensor<2x5x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xi1>, tensor<2x3x4xi1>) {
+  // CHECK: graph.gather_nd {{.*}}batch_dims = 1{{.*}} -> tensor<2x5x4xf32>
+  %g = graph.gather_nd %x, %i {batch_dims = 1 : i64} : (tensor<2x3x4xf32>, tensor<2x5x1xi64>) -> tensor<2x5x4xf32>
+  // CHECK: graph.scatter_nd {{.*}}reduction = "add"{{.*}} -> tensor<2x3x4xf32>
+  %s = graph.scatter_nd %x, %t, %u {reduction = "add"} : (tensor<2x3x4xf32>, tensor<6x2xi32>, tensor<6x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: graph.is_nan {{.*}} -> tensor<2x3x4xi1>
+  %n = graph.is_nan %x : (tensor<2x3x4xf32>) -> tensor<2x3x4xi1>
+  // CHECK: graph.is_inf {{.*}}detect_positive = false{{.*}} -> tensor<2x3x4xi1>
+  %f = graph.is_inf %x {detect_positive = false} : (tensor<2x3x4xf32>) -> tensor<2x3x4xi1>
+  return %g, %s, %n, %f : tensor<2x5x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xi1>, tensor<2x3x4xi1>
+}

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Models as users export them, checked against PyTorch for every strategy.
+
+Two sources:
+  * zoo/NAME-EXPORTER/: Hugging Face transformers (BERT, GPT-2, Llama with
+    grouped-query attention, ViT, T5's encoder) at a tiny size with random
+    weights, exported by PyTorch 2.11's TorchScript and dynamo exporters on
+    a GPU machine (bench/export_zoo.py) and committed with PyTorch's
+    outputs; transformers is not a Debian package, so they cannot be made
+    here at test time.
+  * torchvision's MobileNetV3, EfficientNet, ConvNeXt, RegNet and Swin,
+    exported at test time by Debian's PyTorch (random weights, 64x64).
+
+Each is compiled for one device, a 2-stage pipeline with 2 micro-batches
+and 2 data-parallel replicas, and every plan's outputs must match
+PyTorch's (rtol 1e-3, atol 1e-4 by default). A model a strategy cannot
+split fails the test: these exports are expected to split.
+"""
+import argparse
+import os
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+VISION = ["mobilenet_v3_small", "efficientnet_b0", "convnext_tiny",
+          "regnet_y_400mf", "swin_t"]
+STRATEGIES = {
+    "single": [],
+    "pipeline": ["--devices", "2", "--strategy", "pipeline",
+                 "--micro-batches", "2"],
+    "data": ["--devices", "2", "--strategy", "data"],
+}
+
+
+def export_vision(work):
+    """Exports the torchvision models into WORK; returns their directories."""
+    try:
+        import torch
+        import torchvision
+        from onnx import numpy_helper
+    except ImportError as e:
+        print("SKIPPED torchvision models: need python3-torch, "
+              "python3-torchvision and python3-onnx (%s)" % e)
+        return []
+    dirs = []
+    for name in VISION:
+        directory = os.path.join(work, name)
+        data = os.path.join(directory, "test_data_set_0")
+        os.makedirs(data, exist_ok=True)
+        torch.manual_seed(0)
+        model = getattr(torchvision.models, name)(num_classes=10).eval()
+        x = torch.randn(2, 3, 64, 64)
+        with torch.no_grad():
+            y = model(x)
+        kwargs = dict(opset_version=17, input_names=["input"],
+                      output_names=["output"])
+        try:
+            torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
+                              dynamo=False, **kwargs)
+        except TypeError:  # PyTorch before the dynamo exporter
+            torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
+                              **kwargs)
+        for file, value, tensor in (("input_0.pb", x, "input"),
+                                    ("output_0.pb", y, "output")):
+            with open(os.path.join(data, file), "wb") as f:
+                f.write(numpy_helper.from_array(value.numpy(), tensor)
+                        .SerializeToString())
+        dirs.append(directory)
+    return dirs
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--only", default="", help="models whose name contains this")
+    ap.add_argument("--run-args", default="",
+                    help="extra partc-run arguments (e.g. --backend cuda)")
+    ap.add_argument("--rtol", default="1e-3")
+    ap.add_argument("--atol", default="1e-4")
+    ap.add_argument("--no-vision", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    zoo = os.path.join(HERE, "zoo")
+    dirs = [os.path.join(zoo, d) for d in sorted(os.listdir(zoo))]
+    if not a.no_vision:
+        dirs += export_vision(a.work)
+    failed = checked = 0
+    for directory in dirs:
+        name = os.path.basename(directory)
+        if a.only and a.only not in name:
+            continue
+        for strategy, flags in STRATEGIES.items():
+            plan = os.path.join(a.work, "%s-%s.plan" % (name, strategy))
+            steps = [
+                [os.path.join(a.bin, "partc"), "compile",
+                 os.path.join(directory, "model.onnx"), "-o", plan, "--quiet"]
+                + flags,
+                [os.path.join(a.bin, "partc-run"), plan, "--check",
+                 os.path.join(directory, "test_data_set_0"), "--rtol", a.rtol,
+                 "--atol", a.atol, "--quiet"] + a.run_args.split(),
+            ]
+            checked += 1
+            for step in steps:
+                p = subprocess.run(step, capture_output=True, text=True,
+                                   timeout=600)
+                if p.returncode != 0:
+                    failed += 1
+                    print("FAIL %-28s %-8s %s" % (name, strategy,
+                                                  (p.stdout + p.stderr)[-800:]))
+                    break
+            else:
+                print("ok   %-28s %s" % (name, strategy))
+    print("zoo: %d of %d checks passed" % (checked - failed, checked))
+    return 1 if failed or not checked else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
