@@ -46,6 +46,9 @@ if [[ $what == *smoke* ]]; then
   # An exported exact Gelu as one fused element-wise kernel.
   $B/partc compile $W/ex/gelu.onnx -o $W/gelu.plan --batch 4 --quiet
   t $B/partc-run $W/gelu.plan --backend cuda --precision fp32 --check $W/ex/gelu_data
+  # A fully masked softmax row is zeros (nan_to_zero), not NaN.
+  $B/partc compile $W/ex/masked_softmax.onnx -o $W/masked.plan --batch 2 --quiet
+  t $B/partc-run $W/masked.plan --backend cuda --precision fp32 --check $W/ex/masked_softmax_data
   $B/partc compile $W/ex/chain.onnx -o $W/chain1.plan --batch 4 --quiet
   t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data
   # Attention heads read in place by strided batched GEMMs (pointer arrays).
@@ -172,7 +175,7 @@ fi
 if [[ $what == *models* ]]; then
   echo "== models (cuda, fp32)"
   timeout 240 python3 test/models/run_models.py --bin $B --work $W/models --max-devices $NGPU \
-    --run-args "--backend cuda --precision fp32" 2>&1 | tee $OUT/models-cuda.txt
+    --run-args "--backend cuda --precision fp32 --devices-per-gpu $((3 - NGPU > 1 ? 2 : 1))" 2>&1 | tee $OUT/models-cuda.txt
 fi
 if [[ $what == *pergpu* ]]; then
   echo "== several plan devices per GPU (data-parallel replicas side by side)"
@@ -260,11 +263,25 @@ if [[ $what == *zoo* ]]; then
   # PyTorch's exporters), compiled and checked against PyTorch on the GPU.
   echo "== zoo"
   Z=$W/zoo
-  python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo 2>&1 | grep -v Warning | tail -40
-  tar -C $W -cJf $OUT/zoo-tiny.tar.xz zoo
-  python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo \
-    --models ${ZOO_VISION:-mobilenet_v3_small,efficientnet_b0,convnext_tiny,regnet_y_400mf,swin_t} 2>&1 | grep -v Warning | tail -20
+  if [[ $what == *zooexport* ]]; then
+    python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo 2>&1 | grep -v Warning | tail -40
+    tar -C $W -cJf $OUT/zoo-tiny.tar.xz zoo
+    python3 bench/export_zoo.py --out $Z --exporter torchscript,dynamo \
+      --models ${ZOO_VISION:-mobilenet_v3_small,efficientnet_b0,convnext_tiny,regnet_y_400mf,swin_t} 2>&1 | grep -v Warning | tail -20
+  fi
+  if [[ $what == *zoocheck* ]]; then
+    # The committed tiny exports and torchvision's models on the GPU, every
+    # strategy the GPUs allow.
+    timeout 400 python3 test/models/run_zoo.py --bin $B --work $W/zoocheck \
+      --run-args "--backend cuda --precision fp32 --devices-per-gpu $((NGPU > 1 ? 1 : 2))" 2>&1 | grep -E "^ok|^FAIL|^zoo" | tee $OUT/zoocheck.txt | grep -v "^ok"
+  fi
+  if [[ $what == *zoobench* ]]; then
+    timeout 500 python3 -u bench/bench_zoo.py --bin $B --work $W/zoobench \
+      ${ZOO_MODELS:+--models $ZOO_MODELS} 2>&1 | grep -v -i warn | tee $OUT/zoobench.txt
+  fi
+  [[ $what == *zooexport* ]] || Z=/nonexistent
   for d in $Z/*/; do
+    [ -d "$d" ] || continue
     n=$(basename $d)
     if ! timeout 120 $B/partc compile $d/model.onnx -o $d/p.plan --quiet > $d/compile.log 2>&1; then
       echo "  $n: COMPILE FAILED: $(head -c 600 $d/compile.log)"; continue
@@ -278,7 +295,7 @@ if [[ $what == *quick* ]]; then
   timeout 450 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 --quick 2>&1 | tee $OUT/bench-quick.txt
   cp $W/bench/profile_*.json $W/bench/trace_*.json $OUT/ 2>/dev/null
 fi
-if [[ $what == *bench* ]]; then
+if [[ ,$what, == *,bench,* ]]; then
   echo "== bench"
   timeout 480 python3 -u bench/bench_resnet.py --bin $B --work $W/bench --batch 64 2>&1 | tee $OUT/bench.txt
   timeout 120 python3 .device/torch_baselines.py infer 2>&1 | tail -3 | tee -a $OUT/bench.txt

@@ -41,6 +41,43 @@ struct FuseActivationsPass
     for (graph::AddOp add : adds)
       if (!fuseMatMulBias(add))
         fuseResidual(add);
+    SmallVector<graph::WhereOp> wheres;
+    getOperation().walk([&](graph::WhereOp where) { wheres.push_back(where); });
+    for (graph::WhereOp where : wheres)
+      fuseSoftmaxNanToZero(where);
+  }
+
+  /// Whether `v` is a constant of zeros.
+  static bool isZeroConstant(Value v) {
+    auto c = v.getDefiningOp<graph::ConstantOp>();
+    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
+    if (!dense || !isa<FloatType>(dense.getElementType()))
+      return false;
+    return llvm::all_of(dense.getValues<APFloat>(),
+                        [](const APFloat &f) { return f.isZero(); });
+  }
+
+  /// where(is_nan(s), 0, s) -> s with nan_to_zero, for s = softmax(x) used
+  /// by nothing else: PyTorch's exported scaled_dot_product_attention zeroes
+  /// fully masked rows so, at two passes over the attention matrix.
+  static void fuseSoftmaxNanToZero(graph::WhereOp where) {
+    auto softmax = where.getY().getDefiningOp<graph::SoftmaxOp>();
+    auto isNan = where.getCondition().getDefiningOp<graph::IsNanOp>();
+    if (!softmax || !isNan || isNan.getInput() != softmax.getResult() ||
+        !isZeroConstant(where.getX()) || where.getType() != softmax.getType() ||
+        !isNan->hasOneUse() ||
+        graph::getDevice(softmax) != graph::getDevice(where) ||
+        llvm::any_of(softmax->getUsers(), [&](Operation *user) {
+          return user != where.getOperation() && user != isNan.getOperation();
+        }))
+      return;
+    softmax.setNanToZero(true);
+    softmax->setLoc(
+        FusedLoc::get(softmax->getContext(),
+                      {softmax.getLoc(), isNan.getLoc(), where.getLoc()}));
+    where.getResult().replaceAllUsesWith(softmax.getResult());
+    where.erase();
+    isNan.erase();
   }
 
   /// Operand k of `add` if an Op produced it that can take the add into

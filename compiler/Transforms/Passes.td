@@ -12,7 +12,9 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
     folds identities and chained reshapes, and erases unused ops. A gather
     or gather_nd whose constant indices read its data in order becomes a
     reshape (exporters index a batch that way, which would otherwise tie
-    samples to fixed positions).
+    samples to fixed positions), and an f32 add or subtract of zeros or
+    multiply or divide by ones that does not broadcast its other operand
+    is that operand (an exported attention without a mask adds zeros).
   }];
 }
 
@@ -40,6 +42,8 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     another tensor of the same type becomes the convolution's `addend`.
     Both keep the add's activation, so a linear layer's bias and a ResNet
     block's residual connection cost no pass over memory of their own.
+    Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
+    `nan_to_zero`, as PyTorch's exported attention writes it.
   }];
 }
 

@@ -397,7 +397,13 @@ def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
 }
 
 def Graph_SoftmaxOp : Graph_UnaryOp<"softmax", "Softmax along one axis"> {
-  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis);
+  let description = [{
+    With `nan_to_zero`, NaN results (a row whose every input is -inf) are
+    0: PyTorch's exported attention zeroes them with IsNaN and Where, which
+    partc-fuse-activations folds in here.
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<BoolAttr, "false">:$nan_to_zero);
 }
 def Graph_LogSoftmaxOp : Graph_UnaryOp<"log_softmax",
                                        "Log-softmax along one axis"> {

@@ -185,8 +185,10 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
+/// With `nanToZero`, NaN results become 0 (graph.softmax's nan_to_zero).
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
-                          int64_t inner, bool log, cudaStream_t s);
+                          int64_t inner, bool log, bool nanToZero,
+                          cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,

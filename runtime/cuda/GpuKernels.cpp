@@ -136,15 +136,50 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
   return status;
 }
 
+/// Broadcast strides of `ins` read as `out`, with each dimension merged
+/// into the one inside it where every input steps over both as over one
+/// (contiguous, or broadcast along both) and unit dimensions dropped: fewer
+/// divisions per element ([B, H, L, L] + a [B, 1, L, L] mask indexes as
+/// [B, H, L * L]). Outermost first.
+static void collapseDims(const Shape &out, const std::vector<Shape> &ins,
+                         Shape &shape,
+                         std::vector<std::vector<int64_t>> &strides) {
+  std::vector<std::vector<int64_t>> full;
+  for (const Shape &in : ins)
+    full.push_back(broadcastStrides(in, out));
+  shape.clear();
+  strides.assign(ins.size(), {});
+  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !shape.empty();
+    for (size_t k = 0; k < ins.size() && merge; ++k)
+      merge = full[k][d] == strides[k].back() * shape.back();
+    if (merge) {
+      shape.back() *= out[d];
+      continue;
+    }
+    shape.push_back(out[d]);
+    for (size_t k = 0; k < ins.size(); ++k)
+      strides[k].push_back(full[k][d]);
+  }
+  std::reverse(shape.begin(), shape.end());
+  for (std::vector<int64_t> &s : strides)
+    std::reverse(s.begin(), s.end());
+}
+
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
+  Shape shape;
+  std::vector<std::vector<int64_t>> strides;
+  collapseDims(out,
+               {ins.begin(), ins.begin() + std::min<size_t>(ins.size(), 3)},
+               shape, strides);
   Strides st;
-  st.rank = static_cast<int>(out.size());
-  for (int d = 0; d < st.rank; ++d)
-    st.shape[d] = out[d];
-  for (size_t k = 0; k < ins.size() && k < 3; ++k) {
-    std::vector<int64_t> s = broadcastStrides(ins[k], out);
-    for (int d = 0; d < st.rank; ++d)
-      st.stride[k][d] = s[d];
+  st.rank = static_cast<int>(shape.size());
+  for (int d = 0; d < st.rank; ++d) {
+    st.shape[d] = shape[d];
+    for (size_t k = 0; k < strides.size(); ++k)
+      st.stride[k][d] = strides[k][d];
   }
   return st;
 }
@@ -499,8 +534,14 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
   FusedParams p;
   p.steps = static_cast<int>(program.steps.size());
   p.inputs = static_cast<int>(a.inputs.size());
-  p.rank = static_cast<int>(out.size());
   p.n = static_cast<uint32_t>(n);
+  std::vector<Shape> inShapes;
+  for (const TensorType &t : a.inputs)
+    inShapes.push_back(t.shape);
+  Shape collapsed;
+  std::vector<std::vector<int64_t>> strides;
+  collapseDims(out, inShapes, collapsed, strides);
+  p.rank = static_cast<int>(collapsed.size());
   for (int s = 0; s < p.steps; ++s) {
     p.step[s] = static_cast<uint8_t>(program.steps[s]);
     p.lhs[s] = static_cast<int8_t>(program.lhs[s]);
@@ -509,15 +550,14 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
         fused::arity(program.steps[s]) == 2 ? program.rhs[s] : program.lhs[s]);
   }
   for (int d = 0; d < p.rank; ++d)
-    p.shape[d] = static_cast<uint32_t>(out[d]);
+    p.shape[d] = static_cast<uint32_t>(collapsed[d]);
   for (int i = 0; i < p.inputs; ++i) {
     const Shape &in = a.inputs[i].shape;
     p.mode[i] = in == out              ? FusedParams::Same
                 : numElements(in) == 1 ? FusedParams::Scalar
                                        : FusedParams::Broadcast;
-    std::vector<int64_t> strides = broadcastStrides(in, out);
     for (int d = 0; d < p.rank; ++d)
-      p.stride[i][d] = static_cast<uint32_t>(strides[d]);
+      p.stride[i][d] = static_cast<uint32_t>(strides[i][d]);
   }
   k = std::make_unique<FusedElementwiseKernel>(p);
   return Status();
@@ -586,10 +626,15 @@ const std::map<std::string, Factory> &factories() {
         bool same = a.inputs[0].shape == out && a.inputs[1].shape == out;
         bool relu;
         PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-        if (!same) {
-          // Broadcasting runs as a one-step fused chain: a scalar operand
-          // is read once per thread and the rest 16 bytes at a time, and
-          // index arithmetic stays in 32 bits.
+        auto plainOrScalar = [&](const Shape &in) {
+          return in == out || numElements(in) == 1;
+        };
+        if (!same && plainOrScalar(a.inputs[0].shape) &&
+            plainOrScalar(a.inputs[1].shape)) {
+          // A scalar operand runs as a one-step fused chain: read once per
+          // thread and the rest 16 bytes at a time. Other broadcasts index
+          // through collapsed strides below, without the chain's
+          // interpreter.
           fused::Program program;
           fused::stepFromName(a.name, program.steps.emplace_back());
           program.lhs = {0};
@@ -855,10 +900,12 @@ const std::map<std::string, Factory> &factories() {
         int64_t axis = a.attrs.getInt("axis", -1);
         int64_t outer = product(x, 0, axis), len = x[axis],
                 inner = product(x, axis + 1, x.size());
+        bool nanToZero = a.attrs.getInt("nan_to_zero", 0) != 0;
         k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out) {
           return cudaStatus(launchSoftmax(in[0].as<float>(), out[0].as<float>(),
-                                          outer, len, inner, log, ctx.stream),
+                                          outer, len, inner, log, nanToZero,
+                                          ctx.stream),
                             "softmax");
         });
         return Status();

@@ -28,6 +28,35 @@ __host__ __device__ inline bool narrowIndex(int64_t n) {
   return n <= INT32_MAX;
 }
 
+/// Offsets into inputs 0..N-1 of output element `i`, decomposing `i` once
+/// for all of them; `narrow` when every extent and `i` fit 32 bits.
+template <int N>
+__device__ inline void offsetsOf(const Strides &st, int64_t i, bool narrow,
+                                 int64_t (&off)[N]) {
+#pragma unroll
+  for (int k = 0; k < N; ++k)
+    off[k] = 0;
+  if (narrow) {
+    uint32_t j = static_cast<uint32_t>(i);
+    for (int d = st.rank - 1; d >= 0; --d) {
+      uint32_t extent = static_cast<uint32_t>(st.shape[d]);
+      uint32_t c = j % extent;
+      j /= extent;
+#pragma unroll
+      for (int k = 0; k < N; ++k)
+        off[k] += int64_t(c) * st.stride[k][d];
+    }
+    return;
+  }
+  for (int d = st.rank - 1; d >= 0; --d) {
+    int64_t c = i % st.shape[d];
+    i /= st.shape[d];
+#pragma unroll
+    for (int k = 0; k < N; ++k)
+      off[k] += c * st.stride[k][d];
+  }
+}
+
 /// Offset into input `k` of output element `i`; `narrow` when every shape
 /// extent and `i` fit 32 bits.
 __device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i,
@@ -177,10 +206,11 @@ __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
                              float *y, int64_t n, Strides st, bool relu) {
   bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = maybeRelu(binaryOp(op, a[offsetOf(st, 0, i, narrow)],
-                              b[offsetOf(st, 1, i, narrow)]),
-                     relu);
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[2];
+    offsetsOf(st, i, narrow, off);
+    y[i] = maybeRelu(binaryOp(op, a[off[0]], b[off[1]]), relu);
+  }
 }
 
 // Fused steps list the unary and binary ops in the order of UnaryCode and
@@ -447,8 +477,13 @@ __global__ void globalPoolKernel(const float *x, float *y, int64_t size,
 }
 
 /// One thread per (outer, inner) row along the axis.
+__device__ inline float zeroNan(float v, bool nanToZero) {
+  return nanToZero && isnan(v) ? 0.f : v;
+}
+
 __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
-                              int64_t axis, int64_t inner, bool log) {
+                              int64_t axis, int64_t inner, bool log,
+                              bool nanToZero) {
   int64_t rows = outer * inner;
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
@@ -463,7 +498,7 @@ __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
       sum += expf(xp[a * inner] - m);
     for (int64_t a = 0; a < axis; ++a) {
       float v = xp[a * inner] - m;
-      yp[a * inner] = log ? v - logf(sum) : expf(v) / sum;
+      yp[a * inner] = zeroNan(log ? v - logf(sum) : expf(v) / sum, nanToZero);
     }
   }
 }
@@ -472,7 +507,7 @@ __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
 /// warp's loads are coalesced; the row is read three times, from cache
 /// after the first.
 __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
-                                  int64_t cols, bool log) {
+                                  int64_t cols, bool log, bool nanToZero) {
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
@@ -492,7 +527,7 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
     float logSum = logf(sum);
     for (int64_t c = lane; c < cols; c += 32) {
       float v = xr[c] - m;
-      yr[c] = log ? v - logSum : expf(v) / sum;
+      yr[c] = zeroNan(log ? v - logSum : expf(v) / sum, nanToZero);
     }
   }
 }
@@ -739,7 +774,9 @@ __global__ void compareKernel(int op, const T *a, const T *b, bool *y,
   bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    T u = a[offsetOf(st, 0, i, narrow)], v = b[offsetOf(st, 1, i, narrow)];
+    int64_t off[2];
+    offsetsOf(st, i, narrow, off);
+    T u = a[off[0]], v = b[off[1]];
     bool r = false;
     switch (op) {
     case 0:
@@ -767,9 +804,11 @@ __global__ void whereKernel(const bool *c, const T *x, const T *y, T *out,
                             int64_t n, Strides st) {
   bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = c[offsetOf(st, 0, i, narrow)] ? x[offsetOf(st, 1, i, narrow)]
-                                           : y[offsetOf(st, 2, i, narrow)];
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[3];
+    offsetsOf(st, i, narrow, off);
+    out[i] = c[off[0]] ? x[off[1]] : y[off[2]];
+  }
 }
 
 template <typename From, typename To> __device__ inline To convert(From v) {
@@ -991,15 +1030,16 @@ cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
 }
 
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
-                          int64_t inner, bool log, cudaStream_t s) {
+                          int64_t inner, bool log, bool nanToZero,
+                          cudaStream_t s) {
   if (inner == 1 && axis >= 32) {
     // A warp per row: as many threads as rows times 32.
-    softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(x, y, outer,
-                                                                 axis, log);
+    softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(
+        x, y, outer, axis, log, nanToZero);
     return cudaGetLastError();
   }
-  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(x, y, outer, axis,
-                                                              inner, log);
+  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
+      x, y, outer, axis, inner, log, nanToZero);
   return cudaGetLastError();
 }
 

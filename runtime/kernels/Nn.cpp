@@ -327,8 +327,10 @@ private:
 
 class SoftmaxKernel : public Kernel {
 public:
-  SoftmaxKernel(int64_t outer, int64_t axisLen, int64_t inner, bool log)
-      : outer_(outer), axis_(axisLen), inner_(inner), log_(log) {}
+  SoftmaxKernel(int64_t outer, int64_t axisLen, int64_t inner, bool log,
+                bool nanToZero)
+      : outer_(outer), axis_(axisLen), inner_(inner), log_(log),
+        nanToZero_(nanToZero) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     dispatchType(in[0].type.dtype, [&](auto tag) {
@@ -353,13 +355,13 @@ private:
           sum += std::exp(static_cast<double>(xp[a * inner_] - m));
         for (int64_t a = 0; a < axis_; ++a) {
           double v = static_cast<double>(xp[a * inner_] - m);
-          yp[a * inner_] =
-              static_cast<T>(log_ ? v - std::log(sum) : std::exp(v) / sum);
+          T r = static_cast<T>(log_ ? v - std::log(sum) : std::exp(v) / sum);
+          yp[a * inner_] = nanToZero_ && std::isnan(r) ? T(0) : r;
         }
       }
   }
   int64_t outer_, axis_, inner_;
-  bool log_;
+  bool log_, nanToZero_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -730,7 +732,9 @@ void registerNnKernels(KernelTable &t) {
         outer *= x.shape[d];
       for (size_t d = axis + 1; d < x.shape.size(); ++d)
         inner *= x.shape[d];
-      k = std::make_unique<SoftmaxKernel>(outer, x.shape[axis], inner, log);
+      k = std::make_unique<SoftmaxKernel>(outer, x.shape[axis], inner, log,
+                                          a.attrs.getInt("nan_to_zero", 0) !=
+                                              0);
       return Status();
     };
   };

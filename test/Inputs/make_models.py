@@ -301,6 +301,30 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq"])])
 save(graph, "dynamic.onnx")
 
+# masked_softmax.onnx: attention weights as PyTorch exports them: masked
+# scores, a softmax, and IsNaN + Where zeroing the row whose every key is
+# masked (softmax gives NaN there).
+keep = np.ones((1, 4, 6), bool)
+keep[0, 1, :] = False
+keep[0, 2, 3:] = False
+graph = helper.make_graph(
+    [helper.make_node("Where", ["keep", "x", "ninf"], ["s"], name="mask"),
+     helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+     helper.make_node("IsNaN", ["p"], ["nan"], name="isnan"),
+     helper.make_node("Where", ["nan", "zero", "p"], ["y"], name="zero_nan")],
+    "masked_softmax",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4, 6])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 6])],
+    [numpy_helper.from_array(keep, "keep"),
+     init("ninf", np.array([-np.inf])), init("zero", np.array([0.0]))])
+save(graph, "masked_softmax.onnx")
+xm = rng.standard_normal((2, 4, 6))
+sm = np.where(keep, xm, -np.inf)
+with np.errstate(invalid="ignore"):
+    pm = np.exp(sm - sm.max(-1, keepdims=True))
+    pm = pm / pm.sum(-1, keepdims=True)
+write_data_set("masked_softmax_data", xm, np.nan_to_num(pm, nan=0.0))
+
 # dropout_train{0,1}.onnx: Dropout in training mode dropping nothing (the
 # identity, as torchvision's Swin exports it) and dropping a tenth.
 for name, ratio in (("dropout_train0.onnx", 0.0), ("dropout_train1.onnx", 0.1)):

@@ -101,3 +101,20 @@ func.func @float_tests_and_scatter() -> (tensor<3xi1>, tensor<3xi1>, tensor<4xf3
   %s = graph.scatter_nd %d, %t, %u {reduction = "mul"} : (tensor<4xf32>, tensor<3x1xi64>, tensor<3xf32>) -> tensor<4xf32>
   return %n, %i, %s : tensor<3xi1>, tensor<3xi1>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that adding zeros and multiplying by ones are dropped where they
+// do not broadcast the other operand, and kept where they do.
+// CHECK-LABEL: func @identity_operands
+func.func @identity_operands(%x: tensor<2x3xf32>, %v: tensor<3xf32>) -> (tensor<2x3xf32>, tensor<2x3xf32>) {
+  // CHECK-NOT: graph.mul
+  // CHECK: %[[W:.*]] = graph.add %arg1, %{{.*}} : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: return %arg0, %[[W]]
+  %z = graph.constant {value = dense<0.0> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %o = graph.constant {value = dense<1.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %a = graph.add %z, %x : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m = graph.mul %a, %o : (tensor<2x3xf32>, tensor<1xf32>) -> tensor<2x3xf32>
+  %w = graph.add %v, %z : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %m, %w : tensor<2x3xf32>, tensor<2x3xf32>
+}

@@ -133,3 +133,41 @@ func.func @residual(%x: tensor<2x5x8xf32>, %y: tensor<2x5x4xf32>, %w: tensor<4x8
   %t = graph.add %n, %x : (tensor<2x5x8xf32>, tensor<2x5x8xf32>) -> tensor<2x5x8xf32>
   return %r, %t : tensor<2x5x8xf32>, tensor<2x5x8xf32>
 }
+
+// -----
+
+// Tests that IsNaN + Where zeroing a softmax's NaNs (PyTorch's exported
+// attention) becomes the softmax's nan_to_zero.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // CHECK: %[[S:.*]] = graph.softmax %arg0 {axis = 1 : i64, nan_to_zero = true}
+  // CHECK-NOT: graph.is_nan
+  // CHECK-NOT: graph.where
+  // CHECK: return %[[S]]
+  %zero = graph.constant {value = dense<0.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %s = graph.softmax %x {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %n = graph.is_nan %s : (tensor<2x4xf32>) -> tensor<2x4xi1>
+  %y = graph.where %n, %zero, %s : (tensor<2x4xi1>, tensor<1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that the softmax keeps its NaNs when another op reads it, or when
+// they become something other than zero.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  // CHECK: graph.softmax %arg0 {axis = 1 : i64} :
+  // CHECK: graph.where
+  // CHECK: graph.softmax %arg0 {axis = 0 : i64} :
+  // CHECK: graph.where
+  %zero = graph.constant {value = dense<0.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %one = graph.constant {value = dense<1.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %s = graph.softmax %x {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %n = graph.is_nan %s : (tensor<2x4xf32>) -> tensor<2x4xi1>
+  %y = graph.where %n, %zero, %s : (tensor<2x4xi1>, tensor<1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %t = graph.softmax %x {axis = 0 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %m = graph.is_nan %t : (tensor<2x4xf32>) -> tensor<2x4xi1>
+  %z = graph.where %m, %one, %t : (tensor<2x4xi1>, tensor<1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y, %s, %z : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}

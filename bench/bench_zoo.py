@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Hugging Face models at their published sizes: partc against PyTorch eager.
+
+Each model (random weights, bench/export_zoo.py) is exported with the
+TorchScript exporter, compiled by partc and timed beside PyTorch eager on
+the same GPU, fp32 with TF32 allowed on both sides. PyTorch runs the
+transformers implementation users get (scaled_dot_product_attention).
+partc's outputs are compared with PyTorch's float32 CPU outputs. Prints a
+markdown table and where partc's kernel time goes; never a test.
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import torch
+from onnx import TensorProto, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+# name: (batch, sequence)
+MODELS = {"bert": (32, 128), "gpt2": (16, 256), "vit": (32, 0),
+          "llama": (16, 256), "t5enc": (32, 128)}
+
+
+def load_exporter():
+    spec = importlib.util.spec_from_file_location(
+        "export_zoo", os.path.join(HERE, "export_zoo.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sh(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        raise RuntimeError(" ".join(cmd) + "\n" + (p.stdout + p.stderr)[-2000:])
+    return p.stdout + p.stderr
+
+
+def tensor(path):
+    t = TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return numpy_helper.to_array(t)
+
+
+def time_eager(model, inputs, iterations):
+    model = model.cuda()
+    args = tuple(v.cuda() for v in inputs.values())
+    start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+    times = []
+    with torch.no_grad():
+        for i in range(iterations + 5):
+            start.record()
+            model(*args)
+            end.record()
+            torch.cuda.synchronize()
+            if i >= 5:
+                times.append(start.elapsed_time(end))
+    model.cpu()
+    return sorted(times)[len(times) // 2]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--gpus", type=int, default=torch.cuda.device_count())
+    ap.add_argument("--iterations", type=int, default=30)
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+    exporter = load_exporter()
+    rows = []
+    for name in a.models.split(","):
+        batch, seq = MODELS[name]
+        directory, model, inputs, expected = exporter.export_one(
+            name, "torchscript", "base", batch, seq, a.work, 17, check=False)
+        data = os.path.join(directory, "test_data_set_0")
+        eager = time_eager(model, inputs, a.iterations)
+        configs = [("partc", 1, [])]
+        if a.gpus >= 2:
+            configs += [("partc pipeline", 2, ["--devices", "2", "--strategy",
+                                                "pipeline"]),
+                        ("partc data-parallel", 2, ["--devices", "2",
+                                                    "--strategy", "data"])]
+        for label, gpus, flags in configs:
+            plan = os.path.join(directory, "%d%s.plan" % (gpus, label[-4:]))
+            sh([os.path.join(a.bin, "partc"), "compile",
+                os.path.join(directory, "model.onnx"), "-o", plan,
+                "--quiet"] + flags)
+            run = [os.path.join(a.bin, "partc-run"), plan, "--backend", "cuda"]
+            for i, k in enumerate(inputs):
+                run += ["--input", "%s=%s" % (k, os.path.join(
+                    data, "input_%d.pb" % i))]
+            out_dir = os.path.join(directory, "out")
+            first = sh(run + ["--output-dir", out_dir])
+            fallback = re.search(r"[^\n]*fallback[^\n]*", first)
+            err = max(float(np.abs(tensor(os.path.join(out_dir,
+                                                       "output_%d.pb" % i)) -
+                                   e.numpy()).max() /
+                            max(1e-30, np.abs(e.numpy()).max()))
+                      for i, e in enumerate(expected))
+            out = sh(run + ["--keep-inputs", "--quiet", "--iterations",
+                            str(a.iterations), "--warmup", "5"])
+            latency = float(re.search(r"p50 ([0-9.]+)", out).group(1))
+            out = sh(run + ["--keep-inputs", "--quiet", "--stream",
+                            "--iterations", str(5 * a.iterations)])
+            streamed = float(re.search(r"([0-9.]+) ms per batch",
+                                       out).group(1))
+            if gpus == 1:
+                table = os.path.join(directory, "profile.json")
+                sh(run + ["--keep-inputs", "--quiet", "--iterations", "5",
+                          "--warmup", "2", "--profile", table])
+                with open(table) as f:
+                    kernels = json.load(f)["kernels"]
+                by_kind = {}
+                for k in kernels:
+                    kind = k["signature"].split("(")[0]
+                    by_kind[kind] = by_kind.get(kind, 0) + k["seconds"]
+                print("  %s kernels %.2f ms: %s" % (name, sum(by_kind.values()) * 1e3,
+                      ", ".join("%s %.2f" % (kind, t * 1e3) for kind, t in sorted(
+                          by_kind.items(), key=lambda x: -x[1])[:8])), flush=True)
+            rows.append((name, batch, seq, label, gpus, eager, latency,
+                         streamed, err,
+                         fallback.group(0) if fallback else ""))
+            print("%s %s on %d GPU(s): eager %.2f ms, partc latency %.2f, "
+                  "streamed %.2f ms/batch, rel err %.1e %s" %
+                  (rows[-1][:1] + rows[-1][3:5] + rows[-1][5:10]), flush=True)
+    print("\n| model | batch x seq | plan | GPUs | PyTorch eager ms | partc "
+          "latency ms | partc streamed ms/batch | vs eager | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, batch, seq, label, gpus, eager, latency, streamed, err,
+         fallback) in rows:
+        print("| %s | %d x %s | %s | %d | %.2f | %.2f | %.2f | %.2fx | %.1e%s |"
+              % (name, batch, seq or "224^2", label, gpus, eager, latency,
+                 streamed, eager / streamed, err,
+                 " (" + fallback + ")" if fallback else ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
