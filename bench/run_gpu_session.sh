@@ -170,6 +170,7 @@ if [[ $what == *conformance* ]]; then
   # -u: a timeout must not swallow buffered output.
   timeout 420 python3 -u test/conformance/run_conformance.py --bin $B --data $W/data --jobs 48 \
     --expected /dev/null --run-args "--backend cuda --precision fp32" \
+    ${CONFORMANCE_FILTER:+--filter $CONFORMANCE_FILTER} \
     --write-doc $OUT/conformance-cuda.md 2>&1 | tail -12
 fi
 if [[ $what == *models* ]]; then
@@ -278,6 +279,14 @@ if [[ $what == *zoo* ]]; then
   if [[ $what == *zoobench* ]]; then
     timeout 500 python3 -u bench/bench_zoo.py --bin $B --work $W/zoobench \
       ${ZOO_MODELS:+--models $ZOO_MODELS} 2>&1 | grep -v -i warn | tee $OUT/zoobench.txt
+  fi
+  if [[ $what == *zoohost* ]]; then
+    # Kernels without a GPU implementation (they run on the host and keep
+    # the plan out of CUDA graphs).
+    for d in test/models/zoo/*/; do
+      $B/partc compile $d/model.onnx -o $W/zh.plan --quiet && \
+        $B/partc-run $W/zh.plan --backend cuda 2>&1 | grep -i "on the host" | sed "s|^|  $(basename $d): |"
+    done
   fi
   [[ $what == *zooexport* ]] || Z=/nonexistent
   for d in $Z/*/; do

@@ -216,6 +216,10 @@ cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
 cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
                             const void *updates, const NdTupleParams &p,
                             int reduction, int *badIndex, cudaStream_t s);
+/// Logical ops on bool with broadcasting: 0 and, 1 or, 2 xor; 3 not (of a,
+/// with `b` unused).
+cudaError_t launchLogical(int op, const bool *a, const bool *b, bool *y,
+                          int64_t n, const Strides &st, cudaStream_t s);
 /// IsNaN (nan) or IsInf (of the signs asked for) of f32 elements.
 cudaError_t launchFloatTest(const float *x, bool *y, int64_t n, bool nan,
                             bool positive, bool negative, cudaStream_t s);

@@ -998,6 +998,34 @@ const std::map<std::string, Factory> &factories() {
         return Status();
       };
     };
+    auto logical = [](int code) -> Factory {
+      return [code](const KernelArgs &a, DeviceContext &,
+                    std::unique_ptr<GpuKernel> &k) -> Status {
+        const Shape &out = a.outputs[0].shape;
+        for (const TensorType &t : a.inputs)
+          if (t.dtype != DType::Bool)
+            return Status();
+        if (out.size() > static_cast<size_t>(kMaxRank))
+          return Status();
+        std::vector<Shape> shapes;
+        for (const TensorType &t : a.inputs)
+          shapes.push_back(t.shape);
+        Strides st = makeStrides(out, shapes);
+        k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                       const std::vector<TensorRef> &o) {
+          const bool *rhs = in.size() > 1 ? in[1].as<bool>() : nullptr;
+          return cudaStatus(
+              launchLogical(code, in[0].as<bool>(), rhs, o[0].as<bool>(),
+                            o[0].type.numElements(), st, ctx.stream),
+              "logical");
+        });
+        return Status();
+      };
+    };
+    t["and"] = logical(0);
+    t["or"] = logical(1);
+    t["xor"] = logical(2);
+    t["not"] = logical(3);
     t["equal"] = compare(0);
     t["less"] = compare(1);
     t["greater"] = compare(2);

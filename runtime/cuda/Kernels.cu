@@ -715,6 +715,19 @@ __global__ void scatterNdReduceKernel(float *out, const void *indices,
     }
 }
 
+__global__ void logicalKernel(int op, const bool *a, const bool *b, bool *y,
+                              int64_t n, Strides st) {
+  bool narrow = narrowIndex(n);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[2];
+    offsetsOf(st, i, narrow, off);
+    bool u = a[off[0]];
+    bool v = op == 3 ? false : b[off[1]];
+    y[i] = op == 0 ? u && v : op == 1 ? u || v : op == 2 ? u != v : !u;
+  }
+}
+
 __global__ void floatTestKernel(const float *x, bool *y, int64_t n, bool nan,
                                 bool positive, bool negative) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -1197,6 +1210,14 @@ cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
   return cudaGetLastError();
 }
 
+cudaError_t launchLogical(int op, const bool *a, const bool *b, bool *y,
+                          int64_t n, const Strides &st, cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  logicalKernel<<<blocksFor(n), kThreads, 0, s>>>(op, a, b, y, n, st);
+  return cudaGetLastError();
+}
+
 cudaError_t launchFloatTest(const float *x, bool *y, int64_t n, bool nan,
                             bool positive, bool negative, cudaStream_t s) {
   if (n == 0)
@@ -1301,6 +1322,10 @@ template <typename Fn> bool dispatchCast(DType from, DType to, Fn &&fn) {
   PARTC_CAST(I32, I64, int32_t, int64_t)
   PARTC_CAST(F32, Bool, float, bool)
   PARTC_CAST(Bool, F32, bool, float)
+  PARTC_CAST(I64, Bool, int64_t, bool)
+  PARTC_CAST(Bool, I64, bool, int64_t)
+  PARTC_CAST(I32, Bool, int32_t, bool)
+  PARTC_CAST(Bool, I32, bool, int32_t)
   PARTC_CAST(F64, F32, double, float)
   PARTC_CAST(F32, F64, float, double)
   PARTC_CAST(F32, F16, float, __half)
