@@ -1130,6 +1130,26 @@ static int copyUnit(int64_t bytes, const void *a, const void *b) {
   return 1;
 }
 
+/// Calls fn(Unit{}) with the unsigned type of `unit` bytes (16, 8, 4, 2, 1).
+template <typename Fn> void withCopyUnit(int unit, Fn &&fn) {
+  switch (unit) {
+  case 16:
+    fn(uint4{});
+    break;
+  case 8:
+    fn(uint2{});
+    break;
+  case 4:
+    fn(0u);
+    break;
+  case 2:
+    fn(static_cast<unsigned short>(0));
+    break;
+  default:
+    fn(static_cast<unsigned char>(0));
+  }
+}
+
 cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
                            void *out, const NdTupleParams &p, int *badIndex,
                            cudaStream_t s) {
@@ -1137,33 +1157,12 @@ cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
   if (bytes == 0)
     return cudaSuccess;
   int unit = copyUnit(p.sliceBytes, data, out);
-  unsigned blocks = blocksFor(bytes / unit);
-  switch (unit) {
-  case 16:
-    gatherNdKernel<uint4><<<blocks, kThreads, 0, s>>>(
-        static_cast<const uint4 *>(data), indices, idx64,
-        static_cast<uint4 *>(out), p, badIndex);
-    break;
-  case 8:
-    gatherNdKernel<uint2><<<blocks, kThreads, 0, s>>>(
-        static_cast<const uint2 *>(data), indices, idx64,
-        static_cast<uint2 *>(out), p, badIndex);
-    break;
-  case 4:
-    gatherNdKernel<unsigned><<<blocks, kThreads, 0, s>>>(
-        static_cast<const unsigned *>(data), indices, idx64,
-        static_cast<unsigned *>(out), p, badIndex);
-    break;
-  case 2:
-    gatherNdKernel<unsigned short><<<blocks, kThreads, 0, s>>>(
-        static_cast<const unsigned short *>(data), indices, idx64,
-        static_cast<unsigned short *>(out), p, badIndex);
-    break;
-  default:
-    gatherNdKernel<unsigned char><<<blocks, kThreads, 0, s>>>(
-        static_cast<const unsigned char *>(data), indices, idx64,
-        static_cast<unsigned char *>(out), p, badIndex);
-  }
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    gatherNdKernel<Unit><<<blocksFor(bytes / unit), kThreads, 0, s>>>(
+        static_cast<const Unit *>(data), indices, idx64,
+        static_cast<Unit *>(out), p, badIndex);
+  });
   return cudaGetLastError();
 }
 
@@ -1180,33 +1179,12 @@ cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
     return cudaGetLastError();
   }
   int unit = copyUnit(p.sliceBytes, out, updates);
-  unsigned blocks = blocksFor(bytes / unit);
-  switch (unit) {
-  case 16:
-    scatterNdKernel<uint4><<<blocks, kThreads, 0, s>>>(
-        static_cast<uint4 *>(out), indices, idx64,
-        static_cast<const uint4 *>(updates), p, badIndex);
-    break;
-  case 8:
-    scatterNdKernel<uint2><<<blocks, kThreads, 0, s>>>(
-        static_cast<uint2 *>(out), indices, idx64,
-        static_cast<const uint2 *>(updates), p, badIndex);
-    break;
-  case 4:
-    scatterNdKernel<unsigned><<<blocks, kThreads, 0, s>>>(
-        static_cast<unsigned *>(out), indices, idx64,
-        static_cast<const unsigned *>(updates), p, badIndex);
-    break;
-  case 2:
-    scatterNdKernel<unsigned short><<<blocks, kThreads, 0, s>>>(
-        static_cast<unsigned short *>(out), indices, idx64,
-        static_cast<const unsigned short *>(updates), p, badIndex);
-    break;
-  default:
-    scatterNdKernel<unsigned char><<<blocks, kThreads, 0, s>>>(
-        static_cast<unsigned char *>(out), indices, idx64,
-        static_cast<const unsigned char *>(updates), p, badIndex);
-  }
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    scatterNdKernel<Unit><<<blocksFor(bytes / unit), kThreads, 0, s>>>(
+        static_cast<Unit *>(out), indices, idx64,
+        static_cast<const Unit *>(updates), p, badIndex);
+  });
   return cudaGetLastError();
 }
 
