@@ -582,12 +582,9 @@ BatchInfo analyzeBatch(func::FuncOp func) {
             llvm::none_of(v.getUsers(), [&](Operation *user) {
               // An earlier user read it as shared; it must stay so.
               return user->isBeforeInBlock(&op);
-            })) {
+            }))
           uniform.push_back(v);
-          locs[i] = BatchLoc();
-          flags[i] = true;
-        }
-      // Operands repeated in the list take the same location.
+      // Every use of a promoted value, repeated operands too.
       for (auto [i, v] : llvm::enumerate(op.getOperands()))
         if (llvm::is_contained(uniform, v)) {
           locs[i] = BatchLoc();

@@ -1,4 +1,5 @@
 //===- FoldConstants.cpp - partc-fold-constants ---------------------------===//
+#include "compiler/Transforms/PassUtils.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -104,25 +105,12 @@ struct GatherNdInOrder : OpRewritePattern<graph::GatherNdOp> {
   }
 };
 
-/// Whether `v` is an f32 constant whose every element is `value`.
-bool isF32ConstantOf(Value v, float value) {
-  auto c = v.getDefiningOp<graph::ConstantOp>();
-  if (!c || !cast<RankedTensorType>(c.getType()).getElementType().isF32())
-    return false;
-  std::vector<uint8_t> scratch;
-  ArrayRef<uint8_t> bytes = constantBytes(c.getValue(), scratch);
-  for (size_t i = 0; i + 4 <= bytes.size(); i += 4)
-    if (std::memcmp(bytes.data() + i, &value, 4))
-      return false;
-  return !bytes.empty();
-}
-
 /// x + 0, x - 0, x * 1 and x / 1 are x where broadcasting does not widen x:
 /// exporters add all-zero attention masks (PyTorch's scaled dot-product
 /// attention without a mask), each a pass over the attention matrix.
 template <typename Op, bool Commutes>
 struct DropIdentityOperand : OpRewritePattern<Op> {
-  DropIdentityOperand(MLIRContext *ctx, float identity)
+  DropIdentityOperand(MLIRContext *ctx, double identity)
       : OpRewritePattern<Op>(ctx), identity(identity) {}
   LogicalResult matchAndRewrite(Op op,
                                 PatternRewriter &rewriter) const override {
@@ -130,14 +118,15 @@ struct DropIdentityOperand : OpRewritePattern<Op> {
       return failure();
     for (unsigned k = 0; k < (Commutes ? 2u : 1u); ++k) {
       Value x = op->getOperand(k), other = op->getOperand(1 - k);
-      if (x.getType() == op.getType() && isF32ConstantOf(other, identity)) {
+      if (x.getType() == op.getType() &&
+          isUniformFloatConstant(other, identity)) {
         rewriter.replaceOp(op, x);
         return success();
       }
     }
     return failure();
   }
-  float identity;
+  double identity;
 };
 
 struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
@@ -146,10 +135,10 @@ struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
     // ConstantEvaluable trait and folders) and erases dead pure ops.
     RewritePatternSet patterns(&getContext());
     patterns.add<GatherInOrder, GatherNdInOrder>(&getContext());
-    patterns.add<DropIdentityOperand<graph::AddOp, true>>(&getContext(), 0.f);
-    patterns.add<DropIdentityOperand<graph::SubOp, false>>(&getContext(), 0.f);
-    patterns.add<DropIdentityOperand<graph::MulOp, true>>(&getContext(), 1.f);
-    patterns.add<DropIdentityOperand<graph::DivOp, false>>(&getContext(), 1.f);
+    patterns.add<DropIdentityOperand<graph::AddOp, true>>(&getContext(), 0.0);
+    patterns.add<DropIdentityOperand<graph::SubOp, false>>(&getContext(), 0.0);
+    patterns.add<DropIdentityOperand<graph::MulOp, true>>(&getContext(), 1.0);
+    patterns.add<DropIdentityOperand<graph::DivOp, false>>(&getContext(), 1.0);
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();
   }

@@ -1,4 +1,5 @@
 //===- FuseActivations.cpp - partc-fuse-activations -----------------------===//
+#include "compiler/Transforms/PassUtils.h"
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
@@ -47,16 +48,6 @@ struct FuseActivationsPass
       fuseSoftmaxNanToZero(where);
   }
 
-  /// Whether `v` is a constant of zeros.
-  static bool isZeroConstant(Value v) {
-    auto c = v.getDefiningOp<graph::ConstantOp>();
-    auto dense = c ? dyn_cast<DenseElementsAttr>(c.getValue()) : nullptr;
-    if (!dense || !isa<FloatType>(dense.getElementType()))
-      return false;
-    return llvm::all_of(dense.getValues<APFloat>(),
-                        [](const APFloat &f) { return f.isZero(); });
-  }
-
   /// where(is_nan(s), 0, s) -> s with nan_to_zero, for s = softmax(x) used
   /// by nothing else: PyTorch's exported scaled_dot_product_attention zeroes
   /// fully masked rows so, at two passes over the attention matrix.
@@ -64,8 +55,8 @@ struct FuseActivationsPass
     auto softmax = where.getY().getDefiningOp<graph::SoftmaxOp>();
     auto isNan = where.getCondition().getDefiningOp<graph::IsNanOp>();
     if (!softmax || !isNan || isNan.getInput() != softmax.getResult() ||
-        !isZeroConstant(where.getX()) || where.getType() != softmax.getType() ||
-        !isNan->hasOneUse() ||
+        !isUniformFloatConstant(where.getX(), 0.0) ||
+        where.getType() != softmax.getType() || !isNan->hasOneUse() ||
         graph::getDevice(softmax) != graph::getDevice(where) ||
         llvm::any_of(softmax->getUsers(), [&](Operation *user) {
           return user != where.getOperation() && user != isNan.getOperation();

@@ -2,6 +2,9 @@
 #include "compiler/Transforms/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
+
+#include <cstring>
 
 namespace mlir::partc {
 
@@ -88,6 +91,34 @@ std::optional<double> scalarF32Constant(Value v) {
   if (!dense)
     return std::nullopt;
   return (*dense.value_begin<APFloat>()).convertToDouble();
+}
+
+bool isUniformFloatConstant(Value v, double value) {
+  auto constant = v.getDefiningOp<graph::ConstantOp>();
+  if (!constant)
+    return false;
+  Type element = cast<RankedTensorType>(v.getType()).getElementType();
+  if (!isa<FloatType>(element))
+    return false;
+  if (auto dense = dyn_cast<DenseElementsAttr>(constant.getValue()))
+    return llvm::all_of(dense.getValues<APFloat>(), [&](const APFloat &f) {
+      return f.convertToDouble() == value;
+    });
+  std::vector<uint8_t> scratch;
+  ArrayRef<uint8_t> bytes = constantBytes(constant.getValue(), scratch);
+  auto allEqual = [&](auto zero) {
+    using T = decltype(zero);
+    for (size_t i = 0; i + sizeof(T) <= bytes.size(); i += sizeof(T)) {
+      T f;
+      std::memcpy(&f, bytes.data() + i, sizeof(T));
+      if (f != value)
+        return false;
+    }
+    return !bytes.empty();
+  };
+  if (element.isF32())
+    return allEqual(0.f);
+  return element.isF64() && allEqual(0.0);
 }
 
 std::optional<int64_t> scalarIntConstant(Value v) {

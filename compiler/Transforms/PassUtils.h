@@ -34,6 +34,11 @@ LogicalResult reinferTypes(Operation *op);
 /// The value of a one-element f32 graph.constant, if `v` is one.
 std::optional<double> scalarF32Constant(Value v);
 
+/// Whether `v` is a floating-point graph.constant whose every element
+/// equals `value` (dense attributes of any float type, resource blobs of
+/// f32 or f64).
+bool isUniformFloatConstant(Value v, double value);
+
 /// The value of a one-element integer graph.constant, if `v` is one.
 std::optional<int64_t> scalarIntConstant(Value v);
 

@@ -12,7 +12,7 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
     folds identities and chained reshapes, and erases unused ops. A gather
     or gather_nd whose constant indices read its data in order becomes a
     reshape (exporters index a batch that way, which would otherwise tie
-    samples to fixed positions), and an f32 add or subtract of zeros or
+    samples to fixed positions), and a floating-point add or subtract of zeros or
     multiply or divide by ones that does not broadcast its other operand
     is that operand (an exported attention without a mask adds zeros).
   }];

@@ -11,6 +11,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "runtime/Support.h"
 #include "runtime/kernels/FusedElementwise.h"
+#include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/StridedMatMul.h"
 
 #include <algorithm>
@@ -809,9 +810,9 @@ INFER_SIGNATURE(ScatterNdOp) {
     return fail(loc, "updates " + shapeStr(updates.getShape()) + " should be " +
                          shapeStr(expect) + " of the data's element type");
   auto reduction = attrs.getAs<StringAttr>("reduction");
-  if (reduction && !llvm::is_contained(
-                       ArrayRef<StringRef>{"none", "add", "mul", "max", "min"},
-                       reduction.getValue()))
+  ::partc::runtime::ScatterReduction parsed;
+  if (reduction &&
+      !::partc::runtime::parseScatterReduction(reduction.str(), parsed))
     return fail(loc, "unknown reduction '" + reduction.getValue() +
                          "' (none, add, mul, max or min)");
   types.push_back(x);

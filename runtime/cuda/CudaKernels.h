@@ -211,8 +211,9 @@ cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
                            void *out, const NdTupleParams &p, int *badIndex,
                            cudaStream_t s);
 /// Writes each slice of `updates` to the slice its tuple addresses in `out`
-/// (already a copy of the data), one f32 `reduction` (0 none, 1 add, 2 mul,
-/// 3 max, 4 min) or, for none, elements of any size (p is in bytes).
+/// (already a copy of the data), one f32 `reduction` (ScatterReduction's codes:
+/// 0 none, 1 add, 2 mul, 3 max, 4 min) or, for none, elements of any size (p is
+/// in bytes).
 cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
                             const void *updates, const NdTupleParams &p,
                             int reduction, int *badIndex, cudaStream_t s);

@@ -136,36 +136,16 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
   return status;
 }
 
-/// Broadcast strides of `ins` read as `out`, with each dimension merged
-/// into the one inside it where every input steps over both as over one
-/// (contiguous, or broadcast along both) and unit dimensions dropped: fewer
-/// divisions per element ([B, H, L, L] + a [B, 1, L, L] mask indexes as
-/// [B, H, L * L]). Outermost first.
+/// Broadcast strides of `ins` read as `out`, with the dimensions every
+/// input walks alike merged (mergeDimensions). Outermost first.
 static void collapseDims(const Shape &out, const std::vector<Shape> &ins,
                          Shape &shape,
                          std::vector<std::vector<int64_t>> &strides) {
-  std::vector<std::vector<int64_t>> full;
+  shape = out;
+  strides.clear();
   for (const Shape &in : ins)
-    full.push_back(broadcastStrides(in, out));
-  shape.clear();
-  strides.assign(ins.size(), {});
-  for (int d = static_cast<int>(out.size()) - 1; d >= 0; --d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !shape.empty();
-    for (size_t k = 0; k < ins.size() && merge; ++k)
-      merge = full[k][d] == strides[k].back() * shape.back();
-    if (merge) {
-      shape.back() *= out[d];
-      continue;
-    }
-    shape.push_back(out[d]);
-    for (size_t k = 0; k < ins.size(); ++k)
-      strides[k].push_back(full[k][d]);
-  }
-  std::reverse(shape.begin(), shape.end());
-  for (std::vector<int64_t> &s : strides)
-    std::reverse(s.begin(), s.end());
+    strides.push_back(broadcastStrides(in, out));
+  mergeDimensions(shape, strides);
 }
 
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins) {
@@ -769,20 +749,18 @@ const std::map<std::string, Factory> &factories() {
     t["scatter_nd"] = [](const KernelArgs &a, DeviceContext &,
                          std::unique_ptr<GpuKernel> &k) -> Status {
       IndexTuples tuples;
-      std::string how = a.attrs.getString("reduction", "none");
-      const char *const codes[] = {"none", "add", "mul", "max", "min"};
-      int reduction =
-          static_cast<int>(std::find(std::begin(codes), std::end(codes), how) -
-                           std::begin(codes));
+      ScatterReduction reduction;
       // Reductions run in f32 only; the CPU kernel takes the rest.
-      if (reduction == 5 ||
-          (reduction != 0 && a.inputs[0].dtype != DType::F32) ||
+      if (!parseScatterReduction(a.attrs.getString("reduction", "none"),
+                                 reduction) ||
+          (reduction != ScatterReduction::None &&
+           a.inputs[0].dtype != DType::F32) ||
           !makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, tuples)
                .ok())
         return Status();
       auto g = std::make_unique<ScatterNdKernel>(
           tupleParams(tuples, dtypeSize(a.inputs[0].dtype)),
-          a.inputs[1].dtype == DType::I64, reduction);
+          a.inputs[1].dtype == DType::I64, static_cast<int>(reduction));
       PARTC_RETURN_IF_ERROR(g->init());
       k = std::move(g);
       return Status();

@@ -27,22 +27,36 @@ struct CopyLayout {
   size_t elementBytes = 4;
 };
 
-/// Folds dimension d + 1 into d where the input steps over d exactly as
-/// over the whole of d + 1, and drops extents of 1.
-inline CopyLayout mergeContiguous(CopyLayout l) {
-  for (int d = static_cast<int>(l.shape.size()) - 2; d >= 0; --d) {
-    int64_t merged;
-    if (l.shape[d + 1] == 1)
-      merged = l.stride[d];
-    else if (l.shape[d] == 1 || l.stride[d] == l.stride[d + 1] * l.shape[d + 1])
-      merged = l.stride[d + 1];
-    else
+/// Folds dimension d + 1 into d where every operand (one stride per
+/// dimension each) steps over d exactly as over the whole of d + 1 (walks
+/// both contiguously, or is broadcast along both), and drops extents of 1.
+/// Broadcasting element-wise kernels index a [B, H, L, L] output with a
+/// [B, 1, L, L] mask as [B, H, L * L].
+inline void mergeDimensions(std::vector<int64_t> &shape,
+                            std::vector<std::vector<int64_t>> &strides) {
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d) {
+    bool innerUnit = shape[d + 1] == 1;
+    bool mergeable = true;
+    for (size_t k = 0; k < strides.size() && !innerUnit && shape[d] != 1; ++k)
+      mergeable =
+          mergeable && strides[k][d] == strides[k][d + 1] * shape[d + 1];
+    if (!mergeable)
       continue;
-    l.shape[d] *= l.shape[d + 1];
-    l.stride[d] = merged;
-    l.shape.erase(l.shape.begin() + d + 1);
-    l.stride.erase(l.stride.begin() + d + 1);
+    shape[d] *= shape[d + 1];
+    shape.erase(shape.begin() + d + 1);
+    for (std::vector<int64_t> &s : strides) {
+      if (!innerUnit)
+        s[d] = s[d + 1];
+      s.erase(s.begin() + d + 1);
+    }
   }
+}
+
+/// mergeDimensions for the copy's one input.
+inline CopyLayout mergeContiguous(CopyLayout l) {
+  std::vector<std::vector<int64_t>> strides = {std::move(l.stride)};
+  mergeDimensions(l.shape, strides);
+  l.stride = std::move(strides[0]);
   return l;
 }
 

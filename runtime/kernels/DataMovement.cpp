@@ -273,8 +273,8 @@ private:
 
 class ScatterNdKernel : public Kernel {
 public:
-  ScatterNdKernel(IndexTuples g, DType dtype, std::string reduction)
-      : g_(g), dtype_(dtype), reduction_(std::move(reduction)) {}
+  ScatterNdKernel(IndexTuples g, DType dtype, ScatterReduction reduction)
+      : g_(g), dtype_(dtype), reduction_(reduction) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     size_t es = dtypeSize(dtype_);
@@ -286,7 +286,7 @@ public:
     for (int64_t t = 0; t < g_.tuplesPerBatch; ++t) {
       int64_t offset;
       PARTC_RETURN_IF_ERROR(tupleOffset(g_, in[1], t, offset));
-      if (reduction_ == "none") {
+      if (reduction_ == ScatterReduction::None) {
         std::memcpy(y + offset * es, u + t * n * es, n * es);
         continue;
       }
@@ -304,23 +304,27 @@ public:
 private:
   template <typename T> T combine(T a, T b) const {
     if constexpr (std::is_same_v<T, bool>) {
-      if (reduction_ == "add" || reduction_ == "max")
+      if (reduction_ == ScatterReduction::Add ||
+          reduction_ == ScatterReduction::Max)
         return a || b;
       return a && b;
     } else {
-      if (reduction_ == "add")
+      switch (reduction_) {
+      case ScatterReduction::Add:
         return static_cast<T>(a + b);
-      if (reduction_ == "mul")
+      case ScatterReduction::Mul:
         return static_cast<T>(a * b);
-      if (reduction_ == "max")
+      case ScatterReduction::Max:
         return std::max(a, b);
-      return std::min(a, b);
+      default:
+        return std::min(a, b);
+      }
     }
   }
 
   IndexTuples g_;
   DType dtype_;
-  std::string reduction_;
+  ScatterReduction reduction_;
 };
 
 } // namespace
@@ -349,17 +353,20 @@ void registerDataMovementKernels(KernelTable &t) {
     IndexTuples g;
     PARTC_RETURN_IF_ERROR(
         makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, g));
-    std::string reduction = a.attrs.getString("reduction", "none");
+    std::string name = a.attrs.getString("reduction", "none");
+    ScatterReduction reduction;
+    if (!parseScatterReduction(name, reduction))
+      return Status::error("unknown reduction '" + name + "'");
     DType dtype = a.inputs[0].dtype;
     if (a.outputs[0] != a.inputs[0] || a.inputs[2].dtype != dtype ||
         a.inputs[2].numElements() != g.tuplesPerBatch * g.sliceElements)
       return Status::error("updates " + a.inputs[2].str() + " and result " +
                            a.outputs[0].str() + " do not match data " +
                            a.inputs[0].str());
-    if (reduction != "none" && !dispatchType(dtype, [](auto) {}))
-      return Status::error("reduction '" + reduction +
-                           "' needs a numeric "
-                           "element type");
+    if (reduction != ScatterReduction::None &&
+        !dispatchType(dtype, [](auto) {}))
+      return Status::error("reduction '" + name +
+                           "' needs a numeric element type");
     k = std::make_unique<ScatterNdKernel>(g, dtype, reduction);
     return Status();
   };

@@ -41,6 +41,22 @@ struct IndexTuples {
   }
 };
 
+/// How ScatterND combines an update with the element it lands on; the GPU
+/// kernel takes the same codes.
+enum class ScatterReduction : int { None, Add, Mul, Max, Min };
+
+/// The reduction named by ScatterND's attribute, or false for another name.
+inline bool parseScatterReduction(const std::string &name,
+                                  ScatterReduction &out) {
+  const char *const names[] = {"none", "add", "mul", "max", "min"};
+  for (int i = 0; i < 5; ++i)
+    if (name == names[i]) {
+      out = static_cast<ScatterReduction>(i);
+      return true;
+    }
+  return false;
+}
+
 /// Describes tuples of `indices` into `data` after `batchDims` shared leading
 /// dimensions; fails on shapes GatherND and ScatterND do not allow.
 inline Status makeIndexTuples(const Shape &data, const Shape &indices,

@@ -126,4 +126,23 @@ TEST(CopyLayout, RowSliceBecomesTwoDimensionsOfWideElements) {
   EXPECT_FALSE(widenElements(mergeContiguous(t), 8));
 }
 
+TEST(CopyLayout, OperandsMergeOnlyWhereAllWalkAlike) {
+  // Attention scores [2, 4, 8, 8] plus a mask [2, 1, 8, 8]: the mask is
+  // broadcast over the heads, so [B, H, L * L], not one dimension.
+  std::vector<int64_t> shape = {2, 4, 8, 8};
+  std::vector<std::vector<int64_t>> strides = {{256, 64, 8, 1}, {64, 0, 8, 1}};
+  mergeDimensions(shape, strides);
+  EXPECT_EQ(shape, (std::vector<int64_t>{2, 4, 64}));
+  EXPECT_EQ(strides[0], (std::vector<int64_t>{256, 64, 1}));
+  EXPECT_EQ(strides[1], (std::vector<int64_t>{64, 0, 1}));
+  // A bias over the last dimension with unit dimensions between: the
+  // broadcast dimensions merge with each other, not with the bias's.
+  shape = {3, 1, 5, 6};
+  strides = {{30, 30, 6, 1}, {0, 0, 0, 1}};
+  mergeDimensions(shape, strides);
+  EXPECT_EQ(shape, (std::vector<int64_t>{15, 6}));
+  EXPECT_EQ(strides[0], (std::vector<int64_t>{6, 1}));
+  EXPECT_EQ(strides[1], (std::vector<int64_t>{0, 1}));
+}
+
 } // namespace
