@@ -555,6 +555,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.fuseEpilogues = options.fuseEpilogues;
     ctx.cudnnGraph = options.cudnnGraph;
     ctx.cudnnKnobs = options.cudnnKnobs;
+    ctx.generatedChains = options.generatedChains;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));

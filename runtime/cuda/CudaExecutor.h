@@ -41,6 +41,9 @@ struct CudaOptions {
   /// With cudnnGraph: also time the heuristic's first engine configurations
   /// with one knob (split-K slices, tile shape...) moved at a time.
   bool cudnnKnobs = true;
+  /// Compile each fused element-wise chain with NVRTC at load
+  /// (ChainCodegen.h) instead of interpreting its program.
+  bool generatedChains = true;
   /// Streaming: let the sender's kernels write a transferred value straight
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).

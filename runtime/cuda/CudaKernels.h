@@ -3,6 +3,7 @@
 #define PARTC_RUNTIME_CUDA_CUDAKERNELS_H
 
 #include "runtime/Support.h"
+#include "runtime/cuda/FusedChain.cuh"
 #include "runtime/kernels/Attrs.h"
 
 #include <cuda_runtime.h>
@@ -36,6 +37,9 @@ struct DeviceContext {
   bool cudnnGraph = true;
   /// ...and also its first engine configurations with one knob moved.
   bool cudnnKnobs = true;
+  /// Run fused element-wise chains through code generated per program
+  /// (ChainCodegen.h) rather than the interpreter.
+  bool generatedChains = true;
   /// Scratch shared by the device's kernels (they run in stream order).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;
@@ -248,24 +252,12 @@ struct PadParams {
 cudaError_t launchPadF32(const float *x, float *y, int64_t n,
                          const PadParams &p, float value, cudaStream_t s);
 
-/// A fused element-wise chain (runtime/kernels/FusedElementwise.h) over
-/// fewer than 2^31 elements, passed to the kernel by value. Each input is
-/// read at the output's index (Same), at 0 (Scalar) or through `stride`
-/// (Broadcast).
-constexpr int kFusedMaxSteps = 16, kFusedMaxInputs = 8, kFusedMaxRank = 6;
-struct FusedParams {
-  enum Mode : uint8_t { Same, Scalar, Broadcast };
-  int steps = 0, inputs = 0, rank = 0;
-  uint8_t step[kFusedMaxSteps] = {};
-  int8_t lhs[kFusedMaxSteps] = {}, rhs[kFusedMaxSteps] = {};
-  uint8_t mode[kFusedMaxInputs] = {};
-  uint32_t shape[kFusedMaxRank] = {};
-  uint32_t stride[kFusedMaxInputs][kFusedMaxRank] = {};
-  const float *in[kFusedMaxInputs] = {};
-  float *out = nullptr;
-  uint32_t n = 0;
-};
+/// The fused-chain interpreter (FusedChain.cuh), for any program.
 cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s);
+/// Whether `p` may run four elements per thread (runFusedChain4), and the
+/// blocks of 256 threads either way.
+bool fusedVectorizable(const FusedParams &p);
+unsigned fusedBlocks(const FusedParams &p, bool vectorized);
 
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,

@@ -1,4 +1,5 @@
 //===- GpuKernels.cpp - GPU kernel factories: cuDNN, cuBLAS, own kernels --===//
+#include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/LibraryStatus.h"
 #include "runtime/kernels/CopyLayout.h"
@@ -16,6 +17,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 
 namespace partc::runtime::cuda {
 
@@ -200,22 +202,28 @@ private:
   float alpha_, beta_, lo_, hi_;
 };
 
+/// Runs the code generated for its program where NVRTC compiled it, else
+/// the interpreter.
 class FusedElementwiseKernel : public GpuKernel {
 public:
-  explicit FusedElementwiseKernel(const FusedParams &params)
-      : params_(params) {}
+  FusedElementwiseKernel(const FusedParams &params,
+                         const std::optional<GeneratedChain> &generated)
+      : params_(params), generated_(generated) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     FusedParams p = params_;
     for (size_t k = 0; k < in.size(); ++k)
       p.in[k] = in[k].as<float>();
     p.out = out[0].as<float>();
-    return cudaStatus(launchFusedElementwise(p, ctx.stream),
+    return cudaStatus(generated_
+                          ? launchGeneratedChain(*generated_, p, ctx.stream)
+                          : launchFusedElementwise(p, ctx.stream),
                       "fused element-wise kernel");
   }
 
 private:
   FusedParams params_;
+  std::optional<GeneratedChain> generated_;
 };
 
 class BinaryKernel : public GpuKernel {
@@ -501,7 +509,7 @@ int64_t product(const Shape &s, size_t from, size_t to) {
 /// none where its launch parameters cannot hold them (more than 2^31
 /// elements, rank above kFusedMaxRank).
 Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
-                         std::unique_ptr<GpuKernel> &k) {
+                         DeviceContext &ctx, std::unique_ptr<GpuKernel> &k) {
   static_assert(kFusedMaxSteps == fused::kMaxSteps &&
                     kFusedMaxInputs == fused::kMaxInputs &&
                     kFusedMaxRank == fused::kMaxRank,
@@ -539,7 +547,15 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
     for (int d = 0; d < p.rank; ++d)
       p.stride[i][d] = static_cast<uint32_t>(strides[i][d]);
   }
-  k = std::make_unique<FusedElementwiseKernel>(p);
+  std::optional<GeneratedChain> generated;
+  if (ctx.generatedChains) {
+    GeneratedChain chain;
+    // Where NVRTC fails, the interpreter computes the same; the failure is
+    // reported once (generatedChainStats).
+    if (generateChain(p, ctx.gpu, chain).ok())
+      generated = chain;
+  }
+  k = std::make_unique<FusedElementwiseKernel>(p, generated);
   return Status();
 }
 
@@ -596,7 +612,7 @@ const std::map<std::string, Factory> &factories() {
       t[name] = unary(code);
 
     auto binary = [](BinaryCode op) -> Factory {
-      return [op](const KernelArgs &a, DeviceContext &,
+      return [op](const KernelArgs &a, DeviceContext &ctx,
                   std::unique_ptr<GpuKernel> &k) -> Status {
         if (!allF32(a))
           return Status();
@@ -624,7 +640,7 @@ const std::map<std::string, Factory> &factories() {
             program.lhs.push_back(-1);
             program.rhs.push_back(-1);
           }
-          PARTC_RETURN_IF_ERROR(createFusedKernel(a, program, k));
+          PARTC_RETURN_IF_ERROR(createFusedKernel(a, program, ctx, k));
           if (k)
             return Status();
         }
@@ -642,12 +658,12 @@ const std::map<std::string, Factory> &factories() {
     for (auto &[name, code] : binaries)
       t[name] = binary(code);
 
-    t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &,
+    t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &ctx,
                                 std::unique_ptr<GpuKernel> &k) -> Status {
       fused::Program program;
       PARTC_RETURN_IF_ERROR(fused::parseProgram(
           a.attrs, static_cast<int>(a.inputs.size()), program));
-      return createFusedKernel(a, program, k);
+      return createFusedKernel(a, program, ctx, k);
     };
     t["copy"] = [](const KernelArgs &, DeviceContext &,
                    std::unique_ptr<GpuKernel> &k) -> Status {

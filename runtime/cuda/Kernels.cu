@@ -80,42 +80,23 @@ __device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i,
   return off;
 }
 
+// Fused steps list the unary and binary ops in the order of UnaryCode and
+// BinaryCode, so that an op converts to its step by a cast.
+static_assert(static_cast<int>(fused::Step::Cos) ==
+                      static_cast<int>(UnaryCode::Cos) &&
+                  static_cast<int>(fused::Step::GeluTanh) ==
+                      static_cast<int>(UnaryCode::GeluTanh),
+              "fused unary steps follow UnaryCode");
+static_assert(static_cast<int>(fused::Step::Max) -
+                      static_cast<int>(fused::Step::Add) ==
+                  static_cast<int>(BinaryCode::Max),
+              "fused binary steps follow BinaryCode");
+
 __device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
                                 float lo, float hi) {
+  if (op <= UnaryCode::GeluTanh)
+    return fusedStep(static_cast<fused::Step>(op), x, x);
   switch (op) {
-  case UnaryCode::Relu:
-    return x > 0.f ? x : 0.f;
-  case UnaryCode::Sigmoid:
-    return 1.f / (1.f + expf(-x));
-  case UnaryCode::Tanh:
-    return tanhf(x);
-  case UnaryCode::Erf:
-    return erff(x);
-  case UnaryCode::Sqrt:
-    return sqrtf(x);
-  case UnaryCode::Neg:
-    return -x;
-  case UnaryCode::Exp:
-    return expf(x);
-  case UnaryCode::Log:
-    return logf(x);
-  case UnaryCode::Abs:
-    return fabsf(x);
-  case UnaryCode::Reciprocal:
-    return 1.f / x;
-  case UnaryCode::Floor:
-    return floorf(x);
-  case UnaryCode::Ceil:
-    return ceilf(x);
-  case UnaryCode::Sin:
-    return sinf(x);
-  case UnaryCode::Cos:
-    return cosf(x);
-  case UnaryCode::Gelu:
-    return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
-  case UnaryCode::GeluTanh:
-    return 0.5f * x *
-           (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
   case UnaryCode::LeakyRelu:
     return x >= 0.f ? x : alpha * x;
   case UnaryCode::HardSigmoid:
@@ -163,23 +144,9 @@ __global__ void unaryKernel(UnaryCode op, const float *x, float *y, int64_t n,
 }
 
 __device__ inline float binaryOp(BinaryCode op, float a, float b) {
-  switch (op) {
-  case BinaryCode::Add:
-    return a + b;
-  case BinaryCode::Sub:
-    return a - b;
-  case BinaryCode::Mul:
-    return a * b;
-  case BinaryCode::Div:
-    return a / b;
-  case BinaryCode::Pow:
-    return powf(a, b);
-  case BinaryCode::Min:
-    return fminf(a, b);
-  case BinaryCode::Max:
-    return fmaxf(a, b);
-  }
-  return a;
+  constexpr int firstBinary = static_cast<int>(fused::Step::Add);
+  return fusedStep(static_cast<fused::Step>(firstBinary + static_cast<int>(op)),
+                   a, b);
 }
 
 __global__ void binarySameKernel(BinaryCode op, const float *a, const float *b,
@@ -213,90 +180,31 @@ __global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
   }
 }
 
-// Fused steps list the unary and binary ops in the order of UnaryCode and
-// BinaryCode, so that a step converts by a cast.
-static_assert(static_cast<int>(fused::Step::Cos) ==
-                      static_cast<int>(UnaryCode::Cos) &&
-                  static_cast<int>(fused::Step::GeluTanh) ==
-                      static_cast<int>(UnaryCode::GeluTanh),
-              "fused unary steps follow UnaryCode");
-static_assert(static_cast<int>(fused::Step::Max) -
-                      static_cast<int>(fused::Step::Add) ==
-                  static_cast<int>(BinaryCode::Max),
-              "fused binary steps follow BinaryCode");
-
-/// One step of a fused chain, as unaryOp and binaryOp compute it.
-__device__ inline float fusedStep(uint8_t step, float a, float b) {
-  constexpr int firstBinary = static_cast<int>(fused::Step::Add);
-  return step >= firstBinary
-             ? binaryOp(static_cast<BinaryCode>(step - firstBinary), a, b)
-             : unaryOp(static_cast<UnaryCode>(step), a, 0.f, 0.f, 0.f, 0.f);
-}
-
-/// Runs the chain on one element whose inputs are `x`.
-__device__ inline float runFused(const FusedParams &p, const float *x) {
-  float v[kFusedMaxSteps];
-  for (int s = 0; s < p.steps; ++s) {
-    int l = p.lhs[s], r = p.rhs[s];
-    float a = l >= 0 ? x[l] : v[-l - 1];
-    float b = r >= 0 ? x[r] : v[-r - 1];
-    v[s] = fusedStep(p.step[s], a, b);
+/// Any program, read from the launch parameters: the Chain of the fused
+/// loops (FusedChain.cuh) where the code generated per program is not at
+/// hand.
+struct InterpretedChain {
+  static constexpr int kInputs = kFusedMaxInputs;
+  __device__ unsigned char mode(const FusedParams &p, int k) const {
+    return k < p.inputs ? p.mode[k] : FusedParams::Unused;
   }
-  return v[p.steps - 1];
-}
-
-/// Element-wise over the output; broadcast inputs decompose the index.
-__global__ void fusedKernel(FusedParams p, bool broadcast) {
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
-       i += gridDim.x * blockDim.x) {
-    uint32_t off[kFusedMaxInputs] = {};
-    if (broadcast) {
-      uint32_t j = i;
-      for (int d = p.rank - 1; d >= 0; --d) {
-        uint32_t c = j % p.shape[d];
-        j /= p.shape[d];
-        for (int k = 0; k < p.inputs; ++k)
-          off[k] += c * p.stride[k][d];
-      }
-    }
-    float x[kFusedMaxInputs];
-    for (int k = 0; k < p.inputs; ++k)
-      x[k] = p.in[k][p.mode[k] == FusedParams::Same     ? i
-                     : p.mode[k] == FusedParams::Scalar ? 0
-                                                        : off[k]];
-    p.out[i] = runFused(p, x);
-  }
-}
-
-/// fusedStep on four elements.
-__device__ inline float4 fusedStep4(uint8_t step, float4 a, float4 b) {
-  return make_float4(fusedStep(step, a.x, b.x), fusedStep(step, a.y, b.y),
-                     fusedStep(step, a.z, b.z), fusedStep(step, a.w, b.w));
-}
-
-/// Four elements per thread through 16-byte accesses, where every input
-/// is read at the output's index or is a scalar (loaded once per thread).
-__global__ void fusedKernel4(FusedParams p) {
-  float4 scalar[kFusedMaxInputs];
-  for (int k = 0; k < p.inputs; ++k)
-    if (p.mode[k] == FusedParams::Scalar)
-      scalar[k] = make_float4(p.in[k][0], p.in[k][0], p.in[k][0], p.in[k][0]);
-  uint32_t n4 = p.n / 4;
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n4;
-       i += gridDim.x * blockDim.x) {
-    float4 x[kFusedMaxInputs];
-    for (int k = 0; k < p.inputs; ++k)
-      x[k] = p.mode[k] == FusedParams::Same
-                 ? reinterpret_cast<const float4 *>(p.in[k])[i]
-                 : scalar[k];
-    float4 v[kFusedMaxSteps];
+  __device__ float operator()(const FusedParams &p,
+                              const float (&x)[kInputs]) const {
+    float v[kFusedMaxSteps];
     for (int s = 0; s < p.steps; ++s) {
       int l = p.lhs[s], r = p.rhs[s];
-      v[s] = fusedStep4(p.step[s], l >= 0 ? x[l] : v[-l - 1],
-                        r >= 0 ? x[r] : v[-r - 1]);
+      v[s] = fusedStep(static_cast<fused::Step>(p.step[s]),
+                       l >= 0 ? x[l] : v[-l - 1], r >= 0 ? x[r] : v[-r - 1]);
     }
-    reinterpret_cast<float4 *>(p.out)[i] = v[p.steps - 1];
+    return v[p.steps - 1];
   }
+};
+
+__global__ void fusedKernel(FusedParams p) {
+  runFusedChain(p, InterpretedChain());
+}
+__global__ void fusedKernel4(FusedParams p) {
+  runFusedChain4(p, InterpretedChain());
 }
 
 template <typename T>
@@ -897,17 +805,33 @@ cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
   return cudaGetLastError();
 }
 
-cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
-  bool broadcast = false, vectorizable = p.n % 4 == 0 && aligned16(p.out);
+bool fusedVectorizable(const FusedParams &p) {
+  if (p.n % 4 != 0 || !aligned16(p.out))
+    return false;
   for (int k = 0; k < p.inputs; ++k) {
-    broadcast = broadcast || p.mode[k] == FusedParams::Broadcast;
-    if (p.mode[k] == FusedParams::Same)
-      vectorizable = vectorizable && aligned16(p.in[k]);
+    if (p.mode[k] == FusedParams::Same && !aligned16(p.in[k]))
+      return false;
+    if (p.mode[k] != FusedParams::Broadcast)
+      continue;
+    unsigned innerStride = p.stride[k][p.rank - 1];
+    if (p.shape[p.rank - 1] % 4 != 0 || innerStride > 1 ||
+        (innerStride == 1 && !aligned16(p.in[k])))
+      return false;
   }
-  if (vectorizable && !broadcast)
-    fusedKernel4<<<blocksFor(p.n / 4), kThreads, 0, s>>>(p);
+  return true;
+}
+
+unsigned fusedBlocks(const FusedParams &p, bool vectorized) {
+  static_assert(kFusedThreads == kThreads, "blocksFor counts blocks of these");
+  return static_cast<unsigned>(blocksFor(vectorized ? p.n / 4 : p.n));
+}
+
+cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
+  bool vectorized = fusedVectorizable(p);
+  if (vectorized)
+    fusedKernel4<<<fusedBlocks(p, true), kFusedThreads, 0, s>>>(p);
   else
-    fusedKernel<<<blocksFor(p.n), kThreads, 0, s>>>(p, broadcast);
+    fusedKernel<<<fusedBlocks(p, false), kFusedThreads, 0, s>>>(p);
   return cudaGetLastError();
 }
 

@@ -14,46 +14,13 @@
 
 #include "runtime/Support.h"
 #include "runtime/kernels/Attrs.h"
+#include "runtime/kernels/FusedSteps.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace partc::runtime::fused {
-
-/// Kept small so that a GPU kernel takes the whole program as a launch
-/// parameter and evaluates it in registers.
-constexpr int kMaxSteps = 16;
-constexpr int kMaxInputs = 8;
-constexpr int kMaxRank = 6;
-
-enum class Step : uint8_t {
-  // Unary.
-  Relu,
-  Sigmoid,
-  Tanh,
-  Erf,
-  Sqrt,
-  Neg,
-  Exp,
-  Log,
-  Abs,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Sin,
-  Cos,
-  Gelu,
-  GeluTanh,
-  // Binary.
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Min,
-  Max,
-};
 
 /// The step named `name` (a graph op mnemonic, or "gelu_tanh"); false if
 /// such a step does not exist.

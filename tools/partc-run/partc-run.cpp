@@ -11,6 +11,7 @@
 #include "runtime/kernels/Kernel.h"
 #include "runtime/plan/Plan.h"
 #ifdef PARTC_HAVE_CUDA
+#include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaExecutor.h"
 #endif
 
@@ -42,7 +43,7 @@ struct Options {
   bool keepInputs = false;
   bool graphs = true;
   bool fuseEpilogues = true;
-  bool cudnnGraph = true, cudnnKnobs = true;
+  bool cudnnGraph = true, cudnnKnobs = true, generatedChains = true;
   bool directTransfers = true;
   bool hostStaging = false;
   int devicesPerGpu = 1;
@@ -76,6 +77,9 @@ void usage() {
       "configurations as its\n"
       "                  heuristics set them, not also with one knob (split-K, "
       "tile shape...) moved)\n"
+      "                 [--no-generated-chains] (cuda: interpret fused "
+      "element-wise chains instead of\n"
+      "                  compiling code for each at load with NVRTC)\n"
       "                 [--no-direct-transfers] (cuda, --stream: stage every "
       "transfer through\n"
       "                  copies of its own instead of letting kernels write "
@@ -188,6 +192,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.cudnnGraph = false;
     } else if (a == "--no-cudnn-knobs") {
       o.cudnnKnobs = false;
+    } else if (a == "--no-generated-chains") {
+      o.generatedChains = false;
     } else if (a == "--no-direct-transfers") {
       o.directTransfers = false;
     } else if (flag == "--devices-per-gpu") {
@@ -540,6 +546,7 @@ int main(int argc, char **argv) {
     cudaOptions.fuseEpilogues = opts.fuseEpilogues;
     cudaOptions.cudnnGraph = opts.cudnnGraph;
     cudaOptions.cudnnKnobs = opts.cudnnKnobs;
+    cudaOptions.generatedChains = opts.generatedChains;
     cudaOptions.directTransfers = opts.directTransfers;
     cudaOptions.hostStaging = opts.hostStaging;
     cudaOptions.devicesPerGpu = opts.devicesPerGpu;
@@ -557,6 +564,17 @@ int main(int argc, char **argv) {
         !plan.channels.empty())
       std::fprintf(stderr, "partc-run: %s\n",
                    cudaExec->transferSummary().c_str());
+    cuda::ChainStats chains = cuda::generatedChainStats();
+    if (chains.failed && !opts.quiet)
+      std::fprintf(stderr,
+                   "partc-run: note: %d fused chain program(s) run "
+                   "interpreted because NVRTC could not compile them: %s\n",
+                   chains.failed, chains.firstFailure.c_str());
+    if (chains.compiled && opts.summary && !opts.quiet)
+      std::fprintf(stderr,
+                   "partc-run: %d fused chain program(s) compiled at load "
+                   "(NVRTC) in %.0f ms\n",
+                   chains.compiled, chains.seconds * 1e3);
     if (!opts.profilePath.empty() && !cudaExec->variantSummary().empty())
       std::fprintf(stderr, "partc-run: kernels chosen by timing: %s\n",
                    cudaExec->variantSummary().c_str());
