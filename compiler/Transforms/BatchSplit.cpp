@@ -370,11 +370,38 @@ std::optional<BatchLoc> followBatch(Operation *op,
         else
           why = "it splits the batch dimension";
       })
-      .Case<graph::SoftmaxOp, graph::LogSoftmaxOp>([&](auto s) {
+      .Case<graph::LogSoftmaxOp>([&](graph::LogSoftmaxOp s) {
         if (normalizeAxis(s.getAxis(), rank) != in.axis)
           result = in;
         else
           why = "it normalizes over the batch dimension";
+      })
+      .Case<graph::SoftmaxOp>([&](graph::SoftmaxOp s) {
+        if (!locs[0]) {
+          why = "its bias is batched but its input is not";
+          return;
+        }
+        if (normalizeAxis(s.getAxis(), rank) == in.axis) {
+          why = "it normalizes over the batch dimension";
+          return;
+        }
+        // The bias broadcasts to the input, right-aligned, as in an add.
+        if (Value bias = s.getBias()) {
+          int64_t shift = rank - rankOf(bias);
+          if (locs[1]) {
+            BatchLoc aligned = *locs[1];
+            aligned.axis += shift;
+            if (aligned != in) {
+              why = "its bias carries the batch in another dimension";
+              return;
+            }
+          } else if (in.axis - shift >= 0 &&
+                     shapeOf(bias)[in.axis - shift] != 1) {
+            why = "operand #1 is not batched but spans the batch dimension";
+            return;
+          }
+        }
+        result = in;
       })
       .Case<graph::LayerNormOp>([&](graph::LayerNormOp l) {
         if (locs[0] && in.axis < normalizeAxis(l.getAxis(), rank) &&

@@ -46,6 +46,32 @@ struct FuseActivationsPass
     getOperation().walk([&](graph::WhereOp where) { wheres.push_back(where); });
     for (graph::WhereOp where : wheres)
       fuseSoftmaxNanToZero(where);
+    SmallVector<graph::SoftmaxOp> softmaxes;
+    getOperation().walk(
+        [&](graph::SoftmaxOp softmax) { softmaxes.push_back(softmax); });
+    for (graph::SoftmaxOp softmax : softmaxes)
+      fuseSoftmaxBias(softmax);
+  }
+
+  /// softmax(x + m) -> softmax(x, bias = m) for an add whose only use is
+  /// the softmax and whose result has x's type: an attention mask (causal
+  /// or padding) added to the scores costs a pass over the attention
+  /// matrix, and the softmax reads the small mask as it goes.
+  static void fuseSoftmaxBias(graph::SoftmaxOp softmax) {
+    auto add = softmax.getInput().getDefiningOp<graph::AddOp>();
+    if (!add || softmax.getBias() || !add->hasOneUse() ||
+        add->hasAttr("activation") ||
+        graph::getDevice(add) != graph::getDevice(softmax))
+      return;
+    Value x = add.getLhs(), bias = add.getRhs();
+    if (x.getType() != add.getType())
+      std::swap(x, bias);
+    if (x.getType() != add.getType())
+      return;
+    softmax->setOperands({x, bias});
+    softmax->setLoc(FusedLoc::get(softmax->getContext(),
+                                  {add.getLoc(), softmax.getLoc()}));
+    add.erase();
   }
 
   /// where(is_nan(s), 0, s) -> s with nan_to_zero, for s = softmax(x) used

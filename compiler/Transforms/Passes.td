@@ -43,7 +43,9 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     Both keep the add's activation, so a linear layer's bias and a ResNet
     block's residual connection cost no pass over memory of their own.
     Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
-    `nan_to_zero`, as PyTorch's exported attention writes it.
+    `nan_to_zero`, as PyTorch's exported attention writes it, and the
+    softmax of a graph.add (its only use) of x and a tensor that broadcasts
+    to x takes that tensor as its `bias`: the attention mask.
   }];
 }
 

@@ -56,6 +56,12 @@ OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
 
+OpFoldResult ConcatOp::fold(FoldAdaptor) {
+  if (getInputs().size() == 1 && getInputs()[0].getType() == getType())
+    return getInputs()[0];
+  return {};
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();

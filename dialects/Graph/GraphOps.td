@@ -396,14 +396,21 @@ def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_SoftmaxOp : Graph_UnaryOp<"softmax", "Softmax along one axis"> {
+def Graph_SoftmaxOp : Graph_ComputeOp<"softmax"> {
+  let summary = "Softmax along one axis";
   let description = [{
+    With `bias`, the softmax of `input + bias`, `bias` broadcast to the
+    input numpy-style: partc-fuse-activations folds an attention mask's add
+    in here, which saves a pass over the attention matrix.
+
     With `nan_to_zero`, NaN results (a row whose every input is -inf) are
     0: PyTorch's exported attention zeroes them with IsNaN and Where, which
-    partc-fuse-activations folds in here.
+    partc-fuse-activations folds in here too.
   }];
-  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
+  let arguments = (ins Graph_Tensor:$input, Optional<Graph_Tensor>:$bias,
+                       I64Attr:$axis,
                        DefaultValuedAttr<BoolAttr, "false">:$nan_to_zero);
+  let results = (outs Graph_Tensor:$output);
 }
 def Graph_LogSoftmaxOp : Graph_UnaryOp<"log_softmax",
                                        "Log-softmax along one axis"> {
@@ -436,6 +443,9 @@ def Graph_ConcatOp : Graph_ComputeOp<"concat"> {
   let summary = "Concatenation along `axis`";
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Graph_Tensor:$output);
+  // Of one tensor: that tensor (exporters write a key/value cache's
+  // concatenation with an empty past so).
+  let hasFolder = 1;
 }
 
 def Graph_SplitOp : Graph_ComputeOp<"split"> {

@@ -229,10 +229,22 @@ INFER_SIGNATURE(ConstantOp) {
 }
 
 INFER_SIGNATURE(SoftmaxOp) {
-  if (failed(inferSame(loc, operands, types)))
+  if (failed(requireOperands(loc, operands, 1, 2)))
     return failure();
-  return normalizedAxis(loc, intAttr(attrs, "axis", -1),
-                        tensorOf(operands[0]).getRank());
+  auto x = tensorOf(operands[0]);
+  if (operands.size() == 2) {
+    auto bias = tensorOf(operands[1]);
+    SmallVector<int64_t> s;
+    if (bias.getElementType() != x.getElementType() ||
+        !broadcast(bias.getShape(), x.getShape(), s) ||
+        ArrayRef<int64_t>(s) != x.getShape())
+      return fail(loc, "bias " + typeStr(bias) + " does not broadcast to " +
+                           typeStr(x) +
+                           "; hint: the bias is added to the input before "
+                           "the softmax");
+  }
+  types.push_back(x);
+  return normalizedAxis(loc, intAttr(attrs, "axis", -1), x.getRank());
 }
 
 INFER_SIGNATURE(LogSoftmaxOp) {

@@ -189,10 +189,20 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
+/// graph.softmax's bias, added to the input as it is read.
+struct SoftmaxBias {
+  const float *data = nullptr; // none
+  /// Offset of each row's first element (rows: all dimensions but the
+  /// last), and the stride along the last dimension.
+  Strides rows;
+  int64_t columnStride = 0;
+  /// Offset of each element (for softmax along another axis).
+  Strides elements;
+};
 /// With `nanToZero`, NaN results become 0 (graph.softmax's nan_to_zero).
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
                           int64_t inner, bool log, bool nanToZero,
-                          cudaStream_t s);
+                          const SoftmaxBias &bias, cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,

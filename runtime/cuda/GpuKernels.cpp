@@ -895,10 +895,27 @@ const std::map<std::string, Factory> &factories() {
         int64_t outer = product(x, 0, axis), len = x[axis],
                 inner = product(x, axis + 1, x.size());
         bool nanToZero = a.attrs.getInt("nan_to_zero", 0) != 0;
+        SoftmaxBias bias;
+        bool hasBias = a.inputs.size() == 2;
+        if (hasBias) {
+          if (x.size() > static_cast<size_t>(kMaxRank))
+            return Status();
+          // The bias right-aligned to x's rank, then split into its rows
+          // and its last dimension.
+          Shape b = a.inputs[1].shape;
+          b.insert(b.begin(), x.size() - b.size(), 1);
+          bias.elements = makeStrides(x, {b});
+          bias.rows = makeStrides(Shape(x.begin(), x.end() - 1),
+                                  {Shape(b.begin(), b.end() - 1)});
+          bias.columnStride = b.back() == 1 ? 0 : 1;
+        }
         k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out) {
+          SoftmaxBias b = bias;
+          if (hasBias)
+            b.data = in[1].as<float>();
           return cudaStatus(launchSoftmax(in[0].as<float>(), out[0].as<float>(),
-                                          outer, len, inner, log, nanToZero,
+                                          outer, len, inner, log, nanToZero, b,
                                           ctx.stream),
                             "softmax");
         });

@@ -391,21 +391,30 @@ __device__ inline float zeroNan(float v, bool nanToZero) {
 
 __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
                               int64_t axis, int64_t inner, bool log,
-                              bool nanToZero) {
+                              bool nanToZero, SoftmaxBias bias) {
   int64_t rows = outer * inner;
+  bool narrow = narrowIndex(rows * axis);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
        r += int64_t(gridDim.x) * blockDim.x) {
     int64_t o = r / inner, in = r % inner;
-    const float *xp = x + o * axis * inner + in;
-    float *yp = y + o * axis * inner + in;
+    int64_t first = o * axis * inner + in;
+    const float *xp = x + first;
+    float *yp = y + first;
+    // x[a] plus the bias, as the add fused into the softmax computed it.
+    auto at = [&](int64_t a) {
+      float v = xp[a * inner];
+      if (bias.data)
+        v += bias.data[offsetOf(bias.elements, 0, first + a * inner, narrow)];
+      return v;
+    };
     float m = -INFINITY;
     for (int64_t a = 0; a < axis; ++a)
-      m = fmaxf(m, xp[a * inner]);
+      m = fmaxf(m, at(a));
     float sum = 0.f;
     for (int64_t a = 0; a < axis; ++a)
-      sum += expf(xp[a * inner] - m);
+      sum += expf(at(a) - m);
     for (int64_t a = 0; a < axis; ++a) {
-      float v = xp[a * inner] - m;
+      float v = at(a) - m;
       yp[a * inner] = zeroNan(log ? v - logf(sum) : expf(v) / sum, nanToZero);
     }
   }
@@ -415,26 +424,33 @@ __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
 /// warp's loads are coalesced; the row is read three times, from cache
 /// after the first.
 __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
-                                  int64_t cols, bool log, bool nanToZero) {
+                                  int64_t cols, bool log, bool nanToZero,
+                                  SoftmaxBias bias) {
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
        r < rows; r += warps) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
+    const float *br =
+        bias.data ? bias.data + offsetOf(bias.rows, 0, r, narrow) : nullptr;
+    auto at = [&](int64_t c) {
+      return br ? xr[c] + br[c * bias.columnStride] : xr[c];
+    };
     float m = -INFINITY;
     for (int64_t c = lane; c < cols; c += 32)
-      m = fmaxf(m, xr[c]);
+      m = fmaxf(m, at(c));
     for (int o = 16; o > 0; o /= 2)
       m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     float sum = 0.f;
     for (int64_t c = lane; c < cols; c += 32)
-      sum += expf(xr[c] - m);
+      sum += expf(at(c) - m);
     for (int o = 16; o > 0; o /= 2)
       sum += __shfl_xor_sync(0xffffffffu, sum, o);
     float logSum = logf(sum);
     for (int64_t c = lane; c < cols; c += 32) {
-      float v = xr[c] - m;
+      float v = at(c) - m;
       yr[c] = zeroNan(log ? v - logSum : expf(v) / sum, nanToZero);
     }
   }
@@ -968,15 +984,15 @@ cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
 
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
                           int64_t inner, bool log, bool nanToZero,
-                          cudaStream_t s) {
+                          const SoftmaxBias &bias, cudaStream_t s) {
   if (inner == 1 && axis >= 32) {
     // A warp per row: as many threads as rows times 32.
     softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(
-        x, y, outer, axis, log, nanToZero);
+        x, y, outer, axis, log, nanToZero, bias);
     return cudaGetLastError();
   }
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
-      x, y, outer, axis, inner, log, nanToZero);
+      x, y, outer, axis, inner, log, nanToZero, bias);
   return cudaGetLastError();
 }
 

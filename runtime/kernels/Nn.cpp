@@ -327,16 +327,35 @@ private:
 
 class SoftmaxKernel : public Kernel {
 public:
-  SoftmaxKernel(int64_t outer, int64_t axisLen, int64_t inner, bool log,
-                bool nanToZero)
-      : outer_(outer), axis_(axisLen), inner_(inner), log_(log),
-        nanToZero_(nanToZero) {}
+  /// `biasStrides`, when not empty, read the bias broadcast to the input.
+  SoftmaxKernel(Shape shape, int64_t axis, bool log, bool nanToZero,
+                std::vector<int64_t> biasStrides)
+      : shape_(std::move(shape)), axis_(shape_[axis]), log_(log),
+        nanToZero_(nanToZero), biasStrides_(std::move(biasStrides)) {
+    for (int64_t d = 0; d < axis; ++d)
+      outer_ *= shape_[d];
+    for (size_t d = axis + 1; d < shape_.size(); ++d)
+      inner_ *= shape_[d];
+  }
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     dispatchType(in[0].type.dtype, [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (std::is_floating_point_v<T>)
-        compute(in[0].as<T>(), out[0].as<T>());
+      if constexpr (std::is_floating_point_v<T>) {
+        const T *x = in[0].as<T>();
+        std::vector<T> biased;
+        if (in.size() == 2) {
+          // The add the bias was fused from, rounded as it was.
+          const T *bias = in[1].as<T>();
+          biased.resize(numElements(shape_));
+          broadcastLoop<1>(shape_, {biasStrides_},
+                           [&](int64_t o, const auto &idx) {
+                             biased[o] = static_cast<T>(x[o] + bias[idx[0]]);
+                           });
+          x = biased.data();
+        }
+        compute(x, out[0].as<T>());
+      }
     });
     return Status();
   }
@@ -360,8 +379,10 @@ private:
         }
       }
   }
-  int64_t outer_, axis_, inner_;
+  Shape shape_;
+  int64_t outer_ = 1, axis_, inner_ = 1;
   bool log_, nanToZero_;
+  std::vector<int64_t> biasStrides_;
 };
 
 //===----------------------------------------------------------------------===//
@@ -720,21 +741,26 @@ void registerNnKernels(KernelTable &t) {
   };
   auto softmax = [](bool log) {
     return [log](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-      PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+      PARTC_RETURN_IF_ERROR(checkArity(a, 1, log ? 1 : 2, 1));
       const TensorType &x = a.inputs[0];
       if (!isFloatType(x.dtype) || a.outputs[0] != x)
         return Status::error("unsupported type " + x.str());
       int64_t axis = a.attrs.getInt("axis", -1);
       if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
         return Status::error("axis " + std::to_string(axis) + " out of range");
-      int64_t outer = 1, inner = 1;
-      for (int64_t d = 0; d < axis; ++d)
-        outer *= x.shape[d];
-      for (size_t d = axis + 1; d < x.shape.size(); ++d)
-        inner *= x.shape[d];
-      k = std::make_unique<SoftmaxKernel>(outer, x.shape[axis], inner, log,
-                                          a.attrs.getInt("nan_to_zero", 0) !=
-                                              0);
+      std::vector<int64_t> biasStrides;
+      if (a.inputs.size() == 2) {
+        const TensorType &bias = a.inputs[1];
+        Shape joined;
+        if (bias.dtype != x.dtype ||
+            !broadcastShapes(bias.shape, x.shape, joined) || joined != x.shape)
+          return Status::error("bias " + bias.str() +
+                               " does not broadcast to " + x.str());
+        biasStrides = broadcastStrides(bias.shape, x.shape);
+      }
+      k = std::make_unique<SoftmaxKernel>(
+          x.shape, axis, log, a.attrs.getInt("nan_to_zero", 0) != 0,
+          std::move(biasStrides));
       return Status();
     };
   };

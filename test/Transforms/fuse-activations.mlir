@@ -171,3 +171,38 @@ func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tenso
   %z = graph.where %m, %one, %t : (tensor<2x4xi1>, tensor<1xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
   return %y, %s, %z : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that an attention mask added to the scores becomes the softmax's
+// bias, whichever side of the add it is on.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x3x4x4xf32>, %y: tensor<2x3x4x4xf32>) -> (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) {
+  // CHECK: %[[M:.*]] = graph.constant
+  // CHECK-NOT: graph.add
+  // CHECK: graph.softmax %arg0, %[[M]] {axis = 3 : i64} : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xf32>)
+  // CHECK: graph.softmax %arg1, %[[M]] {axis = 3 : i64, nan_to_zero = true}
+  %mask = graph.constant {value = dense<[[[[0.0, 0xFF800000, 0xFF800000, 0xFF800000], [0.0, 0.0, 0xFF800000, 0xFF800000], [0.0, 0.0, 0.0, 0xFF800000], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xf32>} : () -> tensor<1x1x4x4xf32>
+  %a = graph.add %x, %mask : (tensor<2x3x4x4xf32>, tensor<1x1x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %s = graph.softmax %a {axis = 3 : i64} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %b = graph.add %mask, %y : (tensor<1x1x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %t = graph.softmax %b {axis = 3 : i64, nan_to_zero = true} : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %s, %t : tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Tests that the add stays where another op reads its sum, or where it
+// broadcasts both operands.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4xf32>, %r: tensor<2x1xf32>, %c: tensor<1x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
+  // CHECK: %[[A:.*]] = graph.add %arg0, %arg0
+  // CHECK: graph.softmax %[[A]] {axis = 1 : i64} :
+  // CHECK: %[[B:.*]] = graph.add %arg1, %arg2
+  // CHECK: graph.softmax %[[B]] {axis = 1 : i64} :
+  %a = graph.add %x, %x : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %s = graph.softmax %a {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %b = graph.add %r, %c : (tensor<2x1xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %t = graph.softmax %b {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %a, %s, %t : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
+}

@@ -99,3 +99,14 @@ func.func @main(%x: tensor<4x3xf32>) -> tensor<4x1xf32> {
   %g = graph.gather_nd %x, %i : (tensor<4x3xf32>, tensor<4x1x2xi64>) -> tensor<4x1xf32>
   return %g : tensor<4x1xf32>
 }
+
+// -----
+
+// Tests that a softmax whose bias differs per sample, but is not batched,
+// cannot be replicated.
+func.func @main(%x: tensor<4x6xf32>) -> tensor<4x6xf32> {
+  %m = graph.constant {value = dense<[[0.0], [1.0], [2.0], [3.0]]> : tensor<4x1xf32>} : () -> tensor<4x1xf32>
+  // expected-error@+1 {{cannot be split along the batch: operand #1 is not batched but spans the batch dimension}}
+  %a = graph.softmax %x, %m {axis = 1 : i64} : (tensor<4x6xf32>, tensor<4x1xf32>) -> tensor<4x6xf32>
+  return %a : tensor<4x6xf32>
+}

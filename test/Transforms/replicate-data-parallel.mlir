@@ -98,3 +98,21 @@ func.func @main(%x: tensor<4x2x3xf32>) -> tensor<4x3x3xf32> {
   %y = graph.concat %cls, %a {axis = 1 : i64} : (tensor<4x1x3xf32>, tensor<4x2x3xf32>) -> tensor<4x3x3xf32>
   return %y : tensor<4x3x3xf32>
 }
+
+// -----
+
+// Tests a softmax's bias: a shared mask stays whole, a batched one is
+// sliced with the scores, and a mask broadcast to the fixed batch gives
+// each replica its leading rows.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x2x3xf32>, %pad: tensor<4x1x3xf32>) -> (tensor<4x2x3xf32>, tensor<4x2x3xf32>, tensor<4x2x3xf32>) {
+  // CHECK: graph.softmax {{.*}} : (tensor<2x2x3xf32>, tensor<2x3xf32>) -> tensor<2x2x3xf32>
+  // CHECK: graph.softmax {{.*}} : (tensor<2x2x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>
+  // CHECK: graph.softmax {{.*}} : (tensor<2x2x3xf32>, tensor<2x1x3xf32>) -> tensor<2x2x3xf32>
+  %causal = graph.constant {value = dense<[[0.0, -1.0, -2.0], [0.0, 0.0, -1.0]]> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %fixed = graph.constant {value = dense<[[[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]], [[0.0, -1.0, -2.0]]]> : tensor<4x1x3xf32>} : () -> tensor<4x1x3xf32>
+  %a = graph.softmax %x, %causal {axis = 2 : i64} : (tensor<4x2x3xf32>, tensor<2x3xf32>) -> tensor<4x2x3xf32>
+  %b = graph.softmax %x, %pad {axis = 2 : i64} : (tensor<4x2x3xf32>, tensor<4x1x3xf32>) -> tensor<4x2x3xf32>
+  %c = graph.softmax %x, %fixed {axis = 2 : i64} : (tensor<4x2x3xf32>, tensor<4x1x3xf32>) -> tensor<4x2x3xf32>
+  return %a, %b, %c : tensor<4x2x3xf32>, tensor<4x2x3xf32>, tensor<4x2x3xf32>
+}

@@ -47,3 +47,15 @@ func.func @gather_out_of_range() -> tensor<1xf32> {
   %g = graph.gather %d, %i {axis = 0 : i64} : (tensor<2xf32>, tensor<1xi64>) -> tensor<1xf32>
   return %g : tensor<1xf32>
 }
+
+// -----
+
+// Tests that a concatenation of one tensor is that tensor.
+// CHECK-LABEL: func @concat_one
+func.func @concat_one(%x: tensor<2x3xf32>) -> (tensor<2x3xf32>, tensor<2x6xf32>) {
+  // CHECK: %[[C:.*]] = graph.concat %arg0, %arg0
+  // CHECK-NEXT: return %arg0, %[[C]]
+  %0 = graph.concat %x {axis = 1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %1 = graph.concat %x, %x {axis = 1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return %0, %1 : tensor<2x3xf32>, tensor<2x6xf32>
+}

@@ -134,3 +134,13 @@ func.func @scatter_nd_reduction(%x: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tens
   %0 = graph.scatter_nd %x, %i, %u {reduction = "sum"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// Tests that a softmax's bias must broadcast to its input.
+func.func @softmax_bias(%x: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<2x4xf32> {
+  // expected-error@+2 {{bias tensor<3x4xf32> does not broadcast to tensor<2x4xf32>; hint: the bias is added to the input before the softmax}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.softmax %x, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
