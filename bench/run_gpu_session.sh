@@ -50,7 +50,10 @@ if [[ $what == *smoke* ]]; then
   $B/partc compile $W/ex/masked_softmax.onnx -o $W/masked.plan --batch 2 --quiet
   t $B/partc-run $W/masked.plan --backend cuda --precision fp32 --check $W/ex/masked_softmax_data
   $B/partc compile $W/ex/chain.onnx -o $W/chain1.plan --batch 4 --quiet
-  t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data
+  t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data --summary
+  t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data --no-generated-chains
+  # Generated fused chains against the interpreter and the CPU kernel.
+  t $B/partc-cuda-unittests
   # Attention heads read in place by strided batched GEMMs (pointer arrays).
   $B/partc compile $W/ex/attention.onnx -o $W/attention1.plan --batch 4 --quiet
   t $B/partc-run $W/attention1.plan --backend cuda --precision fp32 --check $W/ex/attention_data

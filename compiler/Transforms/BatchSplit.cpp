@@ -200,9 +200,10 @@ bool followsBatch(Operation *op) {
          isa<graph::ReshapeOp, graph::ExpandOp, graph::TransposeOp,
              graph::SliceOp, graph::PadOp, graph::ConcatOp, graph::SplitOp,
              graph::SoftmaxOp, graph::LogSoftmaxOp, graph::LayerNormOp,
-             graph::ReduceSumOp, graph::ReduceMeanOp, graph::ReduceMaxOp,
-             graph::ReduceMinOp, graph::ReduceProdOp, graph::MatMulOp,
-             graph::StridedMatMulOp, graph::GemmOp, graph::GatherOp>(op);
+             graph::RmsNormOp, graph::ReduceSumOp, graph::ReduceMeanOp,
+             graph::ReduceMaxOp, graph::ReduceMinOp, graph::ReduceProdOp,
+             graph::MatMulOp, graph::StridedMatMulOp, graph::GemmOp,
+             graph::GatherOp>(op);
 }
 
 int64_t normalizeAxis(int64_t axis, int64_t rank) {
@@ -403,7 +404,7 @@ std::optional<BatchLoc> followBatch(Operation *op,
         }
         result = in;
       })
-      .Case<graph::LayerNormOp>([&](graph::LayerNormOp l) {
+      .Case<graph::LayerNormOp, graph::RmsNormOp>([&](auto l) {
         if (locs[0] && in.axis < normalizeAxis(l.getAxis(), rank) &&
             llvm::all_of(locs.drop_front(),
                          [](const std::optional<BatchLoc> &b) { return !b; }))

@@ -69,8 +69,8 @@ struct FuseActivationsPass
     if (x.getType() != add.getType())
       return;
     softmax->setOperands({x, bias});
-    softmax->setLoc(FusedLoc::get(softmax->getContext(),
-                                  {add.getLoc(), softmax.getLoc()}));
+    softmax->setLoc(
+        FusedLoc::get(softmax->getContext(), {add.getLoc(), softmax.getLoc()}));
     add.erase();
   }
 

@@ -63,6 +63,19 @@ def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseNormalizations
+    : Pass<"partc-fuse-normalizations", "mlir::ModuleOp"> {
+  let summary = "Recognizes RMS normalization written out op by op";
+  let description = [{
+    Llama's and T5's exports write RMS normalization as
+    x * 1 / sqrt(reduce_mean(x^2) + epsilon) (or x / sqrt(...)), five
+    kernels and three passes over x, each of whose intermediate results
+    only the next reads. Over the last dimension, this pass replaces the
+    whole by one graph.rms_norm, taking a constant per-channel weight that
+    multiplies its result as the op's `scale`.
+  }];
+}
+
 def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Runs chains of f32 element-wise ops as one kernel";
   let description = [{

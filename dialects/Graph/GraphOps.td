@@ -396,6 +396,20 @@ def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
   let results = (outs Graph_Tensor:$output);
 }
 
+def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm"> {
+  let summary = "Root-mean-square normalization over dimensions [axis, rank)";
+  let description = [{
+    x / sqrt(mean(x^2) + epsilon), times `scale` (broadcast to the
+    normalized dimensions) where given: ONNX's RMSNormalization, and what
+    partc-fuse-normalizations finds written out in Llama's and T5's
+    exports.
+  }];
+  let arguments = (ins Graph_Tensor:$input, Optional<Graph_Tensor>:$scale,
+                       I64Attr:$axis,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_Tensor:$output);
+}
+
 def Graph_SoftmaxOp : Graph_ComputeOp<"softmax"> {
   let summary = "Softmax along one axis";
   let description = [{

@@ -571,9 +571,10 @@ INFER_SIGNATURE(BatchNormOp) {
   return success();
 }
 
-INFER_SIGNATURE(LayerNormOp) {
-  if (failed(requireOperands(loc, operands, 2, 3)))
-    return failure();
+/// Layer and RMS normalization: scale and bias broadcast to the normalized
+/// dimensions [axis, rank).
+static LogicalResult inferNormalization(Loc loc, ValueRange operands,
+                                        DictionaryAttr attrs, Types &types) {
   auto x = tensorOf(operands[0]);
   int64_t axis = intAttr(attrs, "axis", -1);
   if (failed(normalizedAxis(loc, axis, x.getRank())))
@@ -589,6 +590,18 @@ INFER_SIGNATURE(LayerNormOp) {
   }
   types.push_back(x);
   return success();
+}
+
+INFER_SIGNATURE(LayerNormOp) {
+  if (failed(requireOperands(loc, operands, 2, 3)))
+    return failure();
+  return inferNormalization(loc, operands, attrs, types);
+}
+
+INFER_SIGNATURE(RmsNormOp) {
+  if (failed(requireOperands(loc, operands, 1, 2)))
+    return failure();
+  return inferNormalization(loc, operands, attrs, types);
 }
 
 static LogicalResult inferReduce(Loc loc, ValueRange operands,

@@ -189,6 +189,11 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
+/// x / sqrt(mean(x^2) + eps) per row of `cols`, times a scale of
+/// `scaleCount` elements (1 or cols; none where null).
+cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
+                          int64_t rows, int64_t cols, int64_t scaleCount,
+                          float eps, cudaStream_t s);
 /// graph.softmax's bias, added to the input as it is read.
 struct SoftmaxBias {
   const float *data = nullptr; // none

@@ -907,6 +907,10 @@ const std::map<std::string, Factory> &factories() {
           bias.elements = makeStrides(x, {b});
           bias.rows = makeStrides(Shape(x.begin(), x.end() - 1),
                                   {Shape(b.begin(), b.end() - 1)});
+          // Those strides count rows of the bias; its rows hold b.back()
+          // elements.
+          for (int d = 0; d < bias.rows.rank; ++d)
+            bias.rows.stride[0][d] *= b.back();
           bias.columnStride = b.back() == 1 ? 0 : 1;
         }
         k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
@@ -924,6 +928,30 @@ const std::map<std::string, Factory> &factories() {
     };
     t["softmax"] = softmax(false);
     t["log_softmax"] = softmax(true);
+    t["rms_norm"] = [](const KernelArgs &a, DeviceContext &,
+                       std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
+        return Status();
+      const Shape &x = a.inputs[0].shape;
+      int64_t axis = a.attrs.getInt("axis", -1);
+      int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
+      bool hasScale = a.inputs.size() == 2;
+      int64_t scaleCount = hasScale ? a.inputs[1].numElements() : 1;
+      // A scale of one value per normalized element, in order, or one
+      // value; other broadcasts run on the host.
+      if (hasScale && scaleCount != 1 && scaleCount != cols)
+        return Status();
+      float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out) {
+        return cudaStatus(launchRmsNorm(in[0].as<float>(),
+                                        hasScale ? in[1].as<float>() : nullptr,
+                                        out[0].as<float>(), rows, cols,
+                                        scaleCount, eps, ctx.stream),
+                          "rms_norm");
+      });
+      return Status();
+    };
     t["layer_norm"] = [](const KernelArgs &a, DeviceContext &,
                          std::unique_ptr<GpuKernel> &k) -> Status {
       if (!allF32(a))

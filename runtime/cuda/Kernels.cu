@@ -456,6 +456,50 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
   }
 }
 
+/// RMS normalization, a warp per row: the sum of squares by shuffles, then
+/// a second pass over the row (from cache) to scale it. The scale has
+/// `scaleCount` elements, 1 or cols (none where null); with Vec, rows are
+/// read 16 bytes at a time (cols a multiple of 4, rows aligned).
+template <bool Vec>
+__global__ void rmsNormRowsKernel(const float *x, const float *scale, float *y,
+                                  int64_t rows, int64_t cols,
+                                  int64_t scaleCount, float eps) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  int64_t units = Vec ? cols / 4 : cols;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float sum = 0.f;
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float4 v = reinterpret_cast<const float4 *>(xr)[u];
+        sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      } else {
+        sum += xr[u] * xr[u];
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float inv = 1.f / sqrtf(sum / float(cols) + eps);
+    auto scaled = [&](float v, int64_t c) {
+      v *= inv;
+      return scale ? v * scale[scaleCount == 1 ? 0 : c] : v;
+    };
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float4 v = reinterpret_cast<const float4 *>(xr)[u];
+        reinterpret_cast<float4 *>(yr)[u] =
+            make_float4(scaled(v.x, 4 * u), scaled(v.y, 4 * u + 1),
+                        scaled(v.z, 4 * u + 2), scaled(v.w, 4 * u + 3));
+      } else {
+        yr[u] = scaled(xr[u], u);
+      }
+    }
+  }
+}
+
 /// Rows of at most 32 x 4 x kMaxChunks elements, a multiple of 128: a warp
 /// per row holding its row in registers (16-byte loads), mean and variance
 /// by shuffles, the variance about the mean.
@@ -1014,6 +1058,21 @@ cudaError_t launchLayerNorm(const float *x, const float *scale,
   }
   layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       x, scale, bias, y, cols, scaleMod, biasMod, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
+                          int64_t rows, int64_t cols, int64_t scaleCount,
+                          float eps, cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  // A warp per row: as many threads as rows times 32.
+  if (cols % 4 == 0 && aligned16(x) && aligned16(y))
+    rmsNormRowsKernel<true><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
+  else
+    rmsNormRowsKernel<false><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
   return cudaGetLastError();
 }
 

@@ -325,6 +325,38 @@ private:
   std::vector<int64_t> scaleIdx_, biasIdx_;
 };
 
+class RmsNormKernel : public Kernel {
+public:
+  /// `scaleIdx` (one index per normalized element) is empty without scale.
+  RmsNormKernel(int64_t rows, int64_t cols, double eps,
+                std::vector<int64_t> scaleIdx)
+      : rows_(rows), cols_(cols), eps_(eps), scaleIdx_(std::move(scaleIdx)) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>();
+    const float *scale = in.size() == 2 ? in[1].as<float>() : nullptr;
+    float *y = out[0].as<float>();
+    for (int64_t r = 0; r < rows_; ++r) {
+      const float *xr = x + r * cols_;
+      float *yr = y + r * cols_;
+      double squares = 0;
+      for (int64_t i = 0; i < cols_; ++i)
+        squares += static_cast<double>(xr[i]) * xr[i];
+      double inv = 1.0 / std::sqrt(squares / static_cast<double>(cols_) + eps_);
+      for (int64_t i = 0; i < cols_; ++i) {
+        double v = xr[i] * inv;
+        yr[i] = static_cast<float>(scale ? v * scale[scaleIdx_[i]] : v);
+      }
+    }
+    return Status();
+  }
+
+private:
+  int64_t rows_, cols_;
+  double eps_;
+  std::vector<int64_t> scaleIdx_;
+};
+
 class SoftmaxKernel : public Kernel {
 public:
   /// `biasStrides`, when not empty, read the bias broadcast to the input.
@@ -707,6 +739,34 @@ void registerNnKernels(KernelTable &t) {
                                           a.attrs.getFloat("epsilon", 1e-5));
     return Status();
   };
+  t["rms_norm"] = [](const KernelArgs &a,
+                     std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 2, 1));
+    PARTC_RETURN_IF_ERROR(requireF32(a));
+    const Shape &x = a.inputs[0].shape;
+    int64_t axis = a.attrs.getInt("axis", -1);
+    if (axis < 0 || axis >= static_cast<int64_t>(x.size()) ||
+        a.outputs[0].shape != x)
+      return Status::error("bad axis or shapes");
+    Shape norm(x.begin() + axis, x.end());
+    int64_t cols = numElements(norm);
+    int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
+    std::vector<int64_t> scaleIdx;
+    if (a.inputs.size() == 2) {
+      const Shape &scale = a.inputs[1].shape;
+      Shape joined;
+      if (!broadcastShapes(scale, norm, joined) || joined != norm)
+        return Status::error("scale " + a.inputs[1].str() +
+                             " does not broadcast to " + shapeToString(norm));
+      std::array<std::vector<int64_t>, 1> st{broadcastStrides(scale, norm)};
+      scaleIdx.resize(cols);
+      broadcastLoop<1>(norm, st,
+                       [&](int64_t o, const auto &i) { scaleIdx[o] = i[0]; });
+    }
+    k = std::make_unique<RmsNormKernel>(
+        rows, cols, a.attrs.getFloat("epsilon", 1e-5), std::move(scaleIdx));
+    return Status();
+  };
   t["layer_norm"] = [](const KernelArgs &a,
                        std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
@@ -758,9 +818,9 @@ void registerNnKernels(KernelTable &t) {
                                " does not broadcast to " + x.str());
         biasStrides = broadcastStrides(bias.shape, x.shape);
       }
-      k = std::make_unique<SoftmaxKernel>(
-          x.shape, axis, log, a.attrs.getInt("nan_to_zero", 0) != 0,
-          std::move(biasStrides));
+      k = std::make_unique<SoftmaxKernel>(x.shape, axis, log,
+                                          a.attrs.getInt("nan_to_zero", 0) != 0,
+                                          std::move(biasStrides));
       return Status();
     };
   };

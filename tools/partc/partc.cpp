@@ -267,6 +267,7 @@ int compile() {
   if (layout == "nhwc")
     pm.addPass(mlir::partc::createConvertLayout());
   pm.addPass(mlir::partc::createFuseActivations());
+  pm.addPass(mlir::partc::createFuseNormalizations());
   if (!noFoldMatMulViews)
     pm.addPass(mlir::partc::createFoldMatMulViews());
   if (!noFuseElementwise)

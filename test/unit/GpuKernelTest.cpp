@@ -1,8 +1,8 @@
-//===- ChainCodegenTest.cpp - Fused chains generated and compiled ---------===//
+//===- GpuKernelTest.cpp - GPU kernels against the CPU kernels ------------===//
 //
-// Generated source must compile with NVRTC (checked without a GPU, for
-// Hopper), and on a GPU the generated kernels must give the interpreter's
-// and the CPU kernel's numbers for every input layout.
+// On a GPU, kernels must give the CPU kernels' numbers for every layout
+// their launchers tell apart. Without one, the code generated for fused
+// chains must still compile with NVRTC (for Hopper).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ChainCodegen.h"
@@ -80,18 +80,18 @@ struct Layout {
   Shape output;
 };
 
-/// Runs fused_elementwise(steps, args) on the GPU, generated and
-/// interpreted, and on the CPU.
-void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
-                     const Layout &layout) {
-  SCOPED_TRACE(std::string(layout.name) + ": " + steps);
-  AttrMap attrs;
-  attrs.set("steps", AttrValue::ofString(steps));
-  attrs.set("args", AttrValue::ofInts(args));
+/// Runs kernel `name` on the CPU and on the GPU once per context that
+/// `contexts` lists (by name), and expects the same numbers within `rtol`.
+/// Inputs are uniform in [lo, hi).
+void expectGpuMatchesCpu(
+    const std::string &name, const AttrMap &attrs, const Layout &layout,
+    const std::vector<std::pair<const char *, DeviceContext>> &contexts,
+    float lo = 0.25f, float hi = 2.f, float rtol = 1e-5f) {
+  SCOPED_TRACE(name + ", " + layout.name);
   std::vector<TensorType> inTypes;
   std::vector<std::vector<float>> host;
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uniform(0.25f, 2.f);
+  std::uniform_real_distribution<float> uniform(lo, hi);
   for (const Shape &s : layout.inputs) {
     inTypes.push_back({DType::F32, s});
     host.emplace_back(numElements(s));
@@ -102,9 +102,7 @@ void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
   int64_t n = numElements(layout.output);
 
   std::unique_ptr<Kernel> cpu;
-  ASSERT_TRUE(
-      createCpuKernel("fused_elementwise", attrs, inTypes, {outType}, cpu)
-          .ok());
+  ASSERT_TRUE(createCpuKernel(name, attrs, inTypes, {outType}, cpu).ok());
   std::vector<TensorRef> cpuIn;
   for (size_t k = 0; k < host.size(); ++k)
     cpuIn.push_back({host[k].data(), inTypes[k]});
@@ -121,12 +119,10 @@ void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
   }
   void *y = nullptr;
   ASSERT_EQ(cudaMalloc(&y, n * sizeof(float)), cudaSuccess);
-  for (bool generated : {true, false}) {
-    DeviceContext ctx;
-    ctx.generatedChains = generated;
+  for (auto [variant, prototype] : contexts) {
+    DeviceContext ctx = prototype;
     std::unique_ptr<GpuKernel> k;
-    Status s =
-        createGpuKernel("fused_elementwise", attrs, inTypes, {outType}, ctx, k);
+    Status s = createGpuKernel(name, attrs, inTypes, {outType}, ctx, k);
     ASSERT_TRUE(s.ok() && k) << s.message();
     cudaMemset(y, 0, n * sizeof(float));
     ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
@@ -135,14 +131,26 @@ void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
         cudaMemcpy(got.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost),
         cudaSuccess);
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_NEAR(got[i], expected[i], 1e-5f * std::fabs(expected[i]) + 1e-6f)
-          << (generated ? "generated" : "interpreted") << ", element " << i;
+      ASSERT_NEAR(got[i], expected[i], rtol * std::fabs(expected[i]) + 1e-6f)
+          << variant << ", element " << i;
   }
-  EXPECT_EQ(generatedChainStats().failed, 0)
-      << generatedChainStats().firstFailure;
   for (TensorRef &r : gpuIn)
     cudaFree(r.data);
   cudaFree(y);
+}
+
+/// fused_elementwise(steps, args), generated and interpreted.
+void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
+                     const Layout &layout) {
+  AttrMap attrs;
+  attrs.set("steps", AttrValue::ofString(steps));
+  attrs.set("args", AttrValue::ofInts(args));
+  DeviceContext generated, interpreted;
+  interpreted.generatedChains = false;
+  expectGpuMatchesCpu("fused_elementwise", attrs, layout,
+                      {{"generated", generated}, {"interpreted", interpreted}});
+  EXPECT_EQ(generatedChainStats().failed, 0)
+      << generatedChainStats().firstFailure;
 }
 
 TEST(ChainCodegen, GeneratedKernelsMatchInterpreterAndCpu) {
@@ -165,6 +173,61 @@ TEST(ChainCodegen, GeneratedKernelsMatchInterpreterAndCpu) {
   expectSameOnGpu("mul,pow,mul,add,mul,tanh,add,mul",
                   {0, 1, 0, 2, -2, 3, 0, -3, -4, 4, -5, -6, 5, -1, -7},
                   {"scalars", {{16, 32}, {}, {}, {}, {}, {}}, {16, 32}});
+}
+
+} // namespace
+
+namespace {
+
+TEST(GpuKernels, SoftmaxAddsItsBias) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  // Rows of 32 or more run a warp per row, shorter ones a thread per row,
+  // and a softmax along another axis indexes the bias per element.
+  const Layout last[] = {
+      {"causal mask, warp per row",
+       {{2, 3, 40, 40}, {1, 1, 40, 40}},
+       {2, 3, 40, 40}},
+      {"padding mask, warp per row",
+       {{2, 3, 5, 64}, {2, 1, 1, 64}},
+       {2, 3, 5, 64}},
+      {"per-row bias, warp per row",
+       {{2, 3, 5, 64}, {2, 1, 5, 1}},
+       {2, 3, 5, 64}},
+      {"lower rank, thread per row", {{2, 3, 8, 8}, {8, 8}}, {2, 3, 8, 8}},
+      {"full bias, thread per row", {{4, 6}, {4, 6}}, {4, 6}},
+  };
+  for (const Layout &l : last) {
+    AttrMap attrs;
+    attrs.set("axis",
+              AttrValue::ofInts({static_cast<int64_t>(l.output.size() - 1)}));
+    expectGpuMatchesCpu("softmax", attrs, l, {{"softmax", DeviceContext()}},
+                        -3.f, 3.f, 1e-4f);
+  }
+  AttrMap axis1;
+  axis1.set("axis", AttrValue::ofInts({1}));
+  expectGpuMatchesCpu("softmax", axis1,
+                      {"another axis", {{2, 5, 3}, {1, 5, 1}}, {2, 5, 3}},
+                      {{"softmax", DeviceContext()}}, -3.f, 3.f, 1e-4f);
+}
+
+TEST(GpuKernels, RmsNormWithAndWithoutScale) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  const Layout layouts[] = {
+      {"16-byte rows", {{6, 64}}, {6, 64}},
+      {"odd rows", {{5, 33}}, {5, 33}},
+      {"scale per channel", {{2, 3, 64}, {64}}, {2, 3, 64}},
+      {"one scale", {{3, 40}, {1}}, {3, 40}},
+  };
+  for (const Layout &l : layouts) {
+    AttrMap attrs;
+    attrs.set("axis",
+              AttrValue::ofInts({static_cast<int64_t>(l.output.size() - 1)}));
+    attrs.set("epsilon", AttrValue::ofFloats({1e-6}));
+    expectGpuMatchesCpu("rms_norm", attrs, l, {{"rms_norm", DeviceContext()}},
+                        -2.f, 2.f, 1e-5f);
+  }
 }
 
 } // namespace

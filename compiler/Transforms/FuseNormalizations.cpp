@@ -1,0 +1,182 @@
+//===- FuseNormalizations.cpp - partc-fuse-normalizations -----------------===//
+#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_FUSENORMALIZATIONS
+#include "compiler/Transforms/Passes.h.inc"
+
+namespace {
+
+/// Ops of one written-out RMS normalization, root last.
+struct RmsChain {
+  Value input;
+  double epsilon = 0;
+  SmallVector<Operation *> ops;
+};
+
+/// The op defining `v` if it is an OpTy whose result only the chain reads.
+template <typename OpTy> OpTy singleUse(Value v) {
+  auto op = v.getDefiningOp<OpTy>();
+  return op && op->hasOneUse() ? op : OpTy();
+}
+
+/// x where `v` is pow(x, 2) or x * x.
+Value squaredOperand(Value v) {
+  if (auto pow = singleUse<graph::PowOp>(v))
+    return isUniformFloatConstant(pow.getRhs(), 2.0) ? pow.getLhs() : Value();
+  if (auto mul = singleUse<graph::MulOp>(v))
+    return mul.getLhs() == mul.getRhs() && !mul->hasAttr("activation")
+               ? mul.getLhs()
+               : Value();
+  return {};
+}
+
+/// Matches sqrt(reduce_mean(x^2, last axis) + epsilon) in `v`, appending its
+/// ops to `chain`.
+bool matchRootMeanSquare(Value v, RmsChain &chain) {
+  auto sqrt = singleUse<graph::SqrtOp>(v);
+  auto add = sqrt ? singleUse<graph::AddOp>(sqrt.getInput()) : nullptr;
+  if (!add || add->hasAttr("activation"))
+    return false;
+  Value meanValue = add.getLhs(), eps = add.getRhs();
+  std::optional<double> epsilon = scalarF32Constant(eps);
+  if (!epsilon) {
+    std::swap(meanValue, eps);
+    epsilon = scalarF32Constant(eps);
+  }
+  auto mean = singleUse<graph::ReduceMeanOp>(meanValue);
+  if (!epsilon || !mean || !mean.getKeepdims())
+    return false;
+  Value x = squaredOperand(mean.getInput());
+  auto type = x ? dyn_cast<RankedTensorType>(x.getType()) : nullptr;
+  if (!type || !type.getElementType().isF32() || type.getRank() < 1 ||
+      mean.getAxes().size() != 1 ||
+      (mean.getAxes()[0] != type.getRank() - 1 && mean.getAxes()[0] != -1))
+    return false;
+  chain.input = x;
+  chain.epsilon = *epsilon;
+  chain.ops = {mean.getInput().getDefiningOp(), mean, add, sqrt};
+  return true;
+}
+
+/// Matches x * (1 / rms), x * reciprocal(rms) or x / rms rooted at `root`.
+bool matchRmsNorm(Operation *root, RmsChain &chain) {
+  if (root->hasAttr("activation"))
+    return false;
+  if (auto div = dyn_cast<graph::DivOp>(root)) {
+    if (!matchRootMeanSquare(div.getRhs(), chain) ||
+        chain.input != div.getLhs())
+      return false;
+  } else if (auto mul = dyn_cast<graph::MulOp>(root)) {
+    bool matched = false;
+    for (auto [x, r] : {std::pair(mul.getLhs(), mul.getRhs()),
+                        std::pair(mul.getRhs(), mul.getLhs())}) {
+      Value rms;
+      Operation *inverse = nullptr;
+      if (auto rec = singleUse<graph::ReciprocalOp>(r)) {
+        rms = rec.getInput();
+        inverse = rec;
+      } else if (auto div = singleUse<graph::DivOp>(r);
+                 div && !div->hasAttr("activation") &&
+                 isUniformFloatConstant(div.getLhs(), 1.0) &&
+                 cast<RankedTensorType>(div.getLhs().getType())
+                         .getNumElements() == 1) {
+        rms = div.getRhs();
+        inverse = div;
+      }
+      if (rms && matchRootMeanSquare(rms, chain) && chain.input == x) {
+        chain.ops.push_back(inverse);
+        matched = true;
+        break;
+      }
+    }
+    if (!matched)
+      return false;
+  } else {
+    return false;
+  }
+  chain.ops.push_back(root);
+  return root->getResult(0).getType() == chain.input.getType() &&
+         llvm::all_of(chain.ops, [&](Operation *op) {
+           return graph::getDevice(op) == graph::getDevice(root);
+         });
+}
+
+/// The weight that multiplies the normalization's result, if its only user
+/// is such a multiply by a constant with one value per channel.
+graph::MulOp scaleOf(Operation *root, Value &weight) {
+  Value result = root->getResult(0);
+  if (!result.hasOneUse())
+    return nullptr;
+  auto mul = dyn_cast<graph::MulOp>(*result.getUsers().begin());
+  if (!mul || mul->hasAttr("activation") || mul.getType() != result.getType() ||
+      graph::getDevice(mul) != graph::getDevice(root))
+    return nullptr;
+  weight = mul.getLhs() == result ? mul.getRhs() : mul.getLhs();
+  auto type = cast<RankedTensorType>(weight.getType());
+  int64_t channels = cast<RankedTensorType>(result.getType()).getShape().back();
+  if (!weight.getDefiningOp<graph::ConstantOp>() || type.getRank() != 1 ||
+      type.getDimSize(0) != channels || !type.getElementType().isF32())
+    return nullptr;
+  return mul;
+}
+
+struct FuseNormalizationsPass
+    : public impl::FuseNormalizationsBase<FuseNormalizationsPass> {
+  void runOnOperation() override {
+    SmallVector<Operation *> roots;
+    getOperation().walk([&](Operation *op) {
+      if (isa<graph::MulOp, graph::DivOp>(op))
+        roots.push_back(op);
+    });
+    llvm::SmallPtrSet<Operation *, 16> erased;
+    for (Operation *root : roots) {
+      RmsChain chain;
+      if (erased.contains(root) || !matchRmsNorm(root, chain))
+        continue;
+      Value weight;
+      graph::MulOp scale = scaleOf(root, weight);
+      SmallVector<Location> locs;
+      for (Operation *op : chain.ops)
+        locs.push_back(op->getLoc());
+      if (scale)
+        locs.push_back(scale.getLoc());
+      OpBuilder builder(scale ? scale.getOperation() : root);
+      auto type = cast<RankedTensorType>(chain.input.getType());
+      auto norm = graph::RmsNormOp::create(
+          builder, FusedLoc::get(root->getContext(), locs), type, chain.input,
+          weight, builder.getI64IntegerAttr(type.getRank() - 1),
+          builder.getF64FloatAttr(chain.epsilon));
+      for (NamedAttribute a : root->getDiscardableAttrs())
+        norm->setAttr(a.getName(), a.getValue());
+      Operation *last = scale ? scale.getOperation() : root;
+      last->getResult(0).replaceAllUsesWith(norm.getResult());
+      // The scalars (2, epsilon, 1) go with the ops, unless read elsewhere.
+      llvm::SetVector<Operation *> constants;
+      for (Operation *op : chain.ops)
+        for (Value v : op->getOperands())
+          if (auto c = v.getDefiningOp<graph::ConstantOp>())
+            constants.insert(c);
+      if (scale) {
+        erased.insert(scale);
+        scale.erase();
+      }
+      // Root first: each op's only user goes before it.
+      for (Operation *op : llvm::reverse(chain.ops)) {
+        erased.insert(op);
+        op->erase();
+      }
+      for (Operation *c : constants)
+        if (c->use_empty())
+          c->erase();
+    }
+  }
+};
+
+} // namespace
+} // namespace mlir::partc

@@ -1,0 +1,72 @@
+// RUN: partc-opt %s --partc-fuse-normalizations --split-input-file | FileCheck %s
+
+// Tests Llama's RMS normalization, x * (1 / sqrt(mean(x^2) + eps)), and the
+// per-channel weight after it, as one op.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  // CHECK: %[[W:.*]] = graph.constant {{.*}} : () -> tensor<8xf32>
+  // CHECK-NEXT: %[[N:.*]] = graph.rms_norm %arg0, %[[W]] {axis = 2 : i64, epsilon = 9.99999997{{[0-9]*}}E-7 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  // CHECK-NEXT: return %[[N]]
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %eps = graph.constant {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
+  %one = graph.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %w = graph.constant {value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %p = graph.pow %x, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %m = graph.reduce_mean %p {axes = array<i64: 2>} : (tensor<2x3x8xf32>) -> tensor<2x3x1xf32>
+  %a = graph.add %m, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %s = graph.sqrt %a : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %r = graph.div %one, %s : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %n = graph.mul %x, %r : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y = graph.mul %w, %n : (tensor<8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Tests T5's form (x * x, reciprocal) and a division by the root mean
+// square, each without a weight.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK-DAG: graph.rms_norm %arg0 {axis = 1 : i64, epsilon = 9.99999997{{[0-9]*}}E-7 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK-DAG: graph.rms_norm %arg1 {axis = 1 : i64, epsilon = 9.99999997{{[0-9]*}}E-7 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK-NOT: graph.reduce_mean
+  %eps = graph.constant {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
+  %p = graph.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = graph.reduce_mean %p {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a = graph.add %eps, %m : (tensor<f32>, tensor<4x1xf32>) -> tensor<4x1xf32>
+  %s = graph.sqrt %a : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %r = graph.reciprocal %s : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = graph.mul %r, %x : (tensor<4x1xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %p2 = graph.mul %z, %z : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m2 = graph.reduce_mean %p2 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a2 = graph.add %m2, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s2 = graph.sqrt %a2 : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n2 = graph.div %z, %s2 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %n, %n2 : tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that nothing is fused where another op reads the mean, the mean
+// runs over another axis, or the squares are of another tensor.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK-NOT: graph.rms_norm
+  %eps = graph.constant {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
+  %p = graph.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = graph.reduce_mean %p {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a = graph.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s = graph.sqrt %a : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = graph.div %x, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %p2 = graph.mul %x, %x : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m2 = graph.reduce_mean %p2 {axes = array<i64: 0>} : (tensor<4x8xf32>) -> tensor<1x8xf32>
+  %a2 = graph.add %m2, %eps : (tensor<1x8xf32>, tensor<f32>) -> tensor<1x8xf32>
+  %s2 = graph.sqrt %a2 : (tensor<1x8xf32>) -> tensor<1x8xf32>
+  %n2 = graph.div %x, %s2 : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
+  %p3 = graph.mul %z, %z : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m3 = graph.reduce_mean %p3 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a3 = graph.add %m3, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s3 = graph.sqrt %a3 : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n3 = graph.div %x, %s3 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %n, %m, %n2, %n3 : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
