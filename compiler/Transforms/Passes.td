@@ -14,7 +14,8 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
     reshape (exporters index a batch that way, which would otherwise tie
     samples to fixed positions), and a floating-point add or subtract of zeros or
     multiply or divide by ones that does not broadcast its other operand
-    is that operand (an exported attention without a mask adds zeros).
+    is that operand (an exported attention without a mask adds zeros);
+    a square or cube by Pow is a multiplication.
   }];
 }
 

@@ -189,6 +189,18 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
+/// Rows of a concatenation along one axis: `outer` rows, each the parts'
+/// rows of partBytes[k] bytes in order (or, with `split`, the reverse).
+constexpr int kConcatMaxParts = 8;
+struct ConcatRowsParams {
+  void *parts[kConcatMaxParts] = {};
+  int64_t partBytes[kConcatMaxParts] = {};
+  int count = 0;
+  void *whole = nullptr;
+  int64_t outer = 0;
+  bool split = false;
+};
+cudaError_t launchConcatRows(const ConcatRowsParams &p, cudaStream_t s);
 /// x / sqrt(mean(x^2) + eps) per row of `cols`, times a scale of
 /// `scaleCount` elements (1 or cols; none where null).
 cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,

@@ -322,6 +322,18 @@ public:
              const std::vector<TensorRef> &out) override {
     const std::vector<TensorRef> &parts = split_ ? out : in;
     char *whole = static_cast<char *>(split_ ? in[0].data : out[0].data);
+    if (rowsKernel()) {
+      ConcatRowsParams p;
+      p.count = static_cast<int>(parts.size());
+      for (int k = 0; k < p.count; ++k) {
+        p.parts[k] = parts[k].data;
+        p.partBytes[k] = static_cast<int64_t>(chunks_[k]);
+      }
+      p.whole = whole;
+      p.outer = outer_;
+      p.split = split_;
+      return cudaStatus(launchConcatRows(p, ctx.stream), "concat");
+    }
     size_t pos = 0;
     for (size_t p = 0; p < parts.size(); ++p) {
       if (chunks_[p] && outer_) {
@@ -341,6 +353,12 @@ public:
   }
 
 private:
+  /// Many short rows: one kernel over all parts rather than a 2-D copy per
+  /// part, which moves short rows slowly.
+  bool rowsKernel() const {
+    return outer_ > 1 && row_ < 4096 &&
+           chunks_.size() <= static_cast<size_t>(kConcatMaxParts);
+  }
   int64_t outer_;
   std::vector<size_t> chunks_;
   size_t row_ = 0;

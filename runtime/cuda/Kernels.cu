@@ -456,6 +456,56 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
   }
 }
 
+/// Softmax over contiguous rows of at most 32 x PerLane elements: a warp
+/// per row holding the row in registers (lane l has elements l, l + 32,
+/// ...), so that it is read once; the bias is added as it is loaded.
+template <int PerLane>
+__global__ void softmaxRowsInRegisters(const float *x, float *y, int64_t rows,
+                                       int cols, bool log, bool nanToZero,
+                                       SoftmaxBias bias) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    const float *br =
+        bias.data ? bias.data + offsetOf(bias.rows, 0, r, narrow) : nullptr;
+    float v[PerLane];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+      int c = lane + 32 * k;
+      v[k] = -INFINITY;
+      if (c < cols) {
+        v[k] = br ? xr[c] + br[c * bias.columnStride] : xr[c];
+        m = fmaxf(m, v[k]);
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k)
+      if (lane + 32 * k < cols) {
+        // Softmax keeps exp(v - m); log-softmax keeps v - m.
+        float e = expf(v[k] - m);
+        sum += e;
+        v[k] = log ? v[k] - m : e;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum);
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+      int c = lane + 32 * k;
+      if (c < cols)
+        yr[c] = zeroNan(log ? v[k] - logSum : v[k] / sum, nanToZero);
+    }
+  }
+}
+
 /// RMS normalization, a warp per row: the sum of squares by shuffles, then
 /// a second pass over the row (from cache) to scale it. The scale has
 /// `scaleCount` elements, 1 or cols (none where null); with Vec, rows are
@@ -1030,9 +1080,25 @@ cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
                           int64_t inner, bool log, bool nanToZero,
                           const SoftmaxBias &bias, cudaStream_t s) {
   if (inner == 1 && axis >= 32) {
-    // A warp per row: as many threads as rows times 32.
-    softmaxRowsKernel<<<blocksFor(outer * 32), kThreads, 0, s>>>(
-        x, y, outer, axis, log, nanToZero, bias);
+    // A warp per row: as many threads as rows times 32, the row in
+    // registers where it fits.
+    unsigned blocks = blocksFor(outer * 32);
+    int cols = static_cast<int>(axis);
+    if (axis <= 32 * 4)
+      softmaxRowsInRegisters<4>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (axis <= 32 * 8)
+      softmaxRowsInRegisters<8>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (axis <= 32 * 16)
+      softmaxRowsInRegisters<16>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (axis <= 32 * 32)
+      softmaxRowsInRegisters<32>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else
+      softmaxRowsKernel<<<blocks, kThreads, 0, s>>>(x, y, outer, axis, log,
+                                                    nanToZero, bias);
     return cudaGetLastError();
   }
   softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
@@ -1147,6 +1213,59 @@ template <typename Fn> void withCopyUnit(int unit, Fn &&fn) {
   default:
     fn(static_cast<unsigned char>(0));
   }
+}
+
+/// Concatenation (or split) of rows: unit i of the whole is unit i % row
+/// of row i / row, which part k holds at column i % row - (the units of
+/// the parts before it). Rows are short (a rotary embedding's halves), so
+/// one kernel over every part beats a 2-D copy per part.
+template <typename Unit>
+__global__ void concatRowsKernel(ConcatRowsParams p, int64_t rowUnits,
+                                 int64_t total, bool narrow) {
+  int64_t partUnits[kConcatMaxParts];
+#pragma unroll
+  for (int k = 0; k < kConcatMaxParts; ++k)
+    partUnits[k] = p.partBytes[k] / int64_t(sizeof(Unit));
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row, col;
+    if (narrow) {
+      row = uint32_t(i) / uint32_t(rowUnits);
+      col = uint32_t(i) - uint32_t(row) * uint32_t(rowUnits);
+    } else {
+      row = i / rowUnits;
+      col = i % rowUnits;
+    }
+    int k = 0;
+    while (k + 1 < p.count && col >= partUnits[k]) {
+      col -= partUnits[k];
+      ++k;
+    }
+    Unit *whole = static_cast<Unit *>(p.whole) + i;
+    Unit *part = static_cast<Unit *>(p.parts[k]) + row * partUnits[k] + col;
+    if (p.split)
+      *part = *whole;
+    else
+      *whole = *part;
+  }
+}
+
+cudaError_t launchConcatRows(const ConcatRowsParams &p, cudaStream_t s) {
+  int64_t rowBytes = 0;
+  int unit = 16;
+  for (int k = 0; k < p.count; ++k) {
+    rowBytes += p.partBytes[k];
+    unit = std::min(unit, copyUnit(p.partBytes[k], p.parts[k], p.whole));
+  }
+  int64_t total = p.outer * rowBytes / unit;
+  if (total == 0)
+    return cudaSuccess;
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    concatRowsKernel<Unit><<<blocksFor(total), kThreads, 0, s>>>(
+        p, rowBytes / unit, total, narrowIndex(total));
+  });
+  return cudaGetLastError();
 }
 
 cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,

@@ -118,3 +118,26 @@ func.func @identity_operands(%x: tensor<2x3xf32>, %v: tensor<3xf32>) -> (tensor<
   %w = graph.add %v, %z : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return %m, %w : tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that squares and cubes are multiplications, and that other powers
+// and broadcasting ones stay powers.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x3xf32>, %s: tensor<f32>) -> (tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>) {
+  // CHECK: %[[SQ:.*]] = graph.mul %arg0, %arg0
+  // CHECK: %[[C2:.*]] = graph.mul %arg0, %arg0
+  // CHECK: %[[CUBE:.*]] = graph.mul %[[C2]], %arg0
+  // CHECK: %[[P:.*]] = graph.pow %arg0
+  // CHECK: %[[B:.*]] = graph.pow %arg1
+  // CHECK: return %[[SQ]], %[[CUBE]], %[[P]], %[[B]]
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %three = graph.constant {value = dense<3.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %half = graph.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %wide = graph.constant {value = dense<2.0> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %a = graph.pow %x, %two : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %b = graph.pow %x, %three : (tensor<2x3xf32>, tensor<1xf32>) -> tensor<2x3xf32>
+  %c = graph.pow %x, %half : (tensor<2x3xf32>, tensor<f32>) -> tensor<2x3xf32>
+  %d = graph.pow %s, %wide : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %a, %b, %c, %d : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
+}

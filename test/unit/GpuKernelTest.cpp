@@ -194,6 +194,9 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
       {"per-row bias, warp per row",
        {{2, 3, 5, 64}, {2, 1, 5, 1}},
        {2, 3, 5, 64}},
+      {"rows of 300 in registers", {{3, 2, 300}, {3, 1, 300}}, {3, 2, 300}},
+      {"rows beyond the registers", {{2, 1100}, {1, 1100}}, {2, 1100}},
+      {"no bias, rows of 200", {{5, 200}}, {5, 200}},
       {"lower rank, thread per row", {{2, 3, 8, 8}, {8, 8}}, {2, 3, 8, 8}},
       {"full bias, thread per row", {{4, 6}, {4, 6}}, {4, 6}},
   };
@@ -204,6 +207,12 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
     expectGpuMatchesCpu("softmax", attrs, l, {{"softmax", DeviceContext()}},
                         -3.f, 3.f, 1e-4f);
   }
+  AttrMap last1;
+  last1.set("axis", AttrValue::ofInts({1}));
+  for (int64_t cols : {40, 200, 1100})
+    expectGpuMatchesCpu("log_softmax", last1,
+                        {"log-softmax", {{3, cols}}, {3, cols}},
+                        {{"log_softmax", DeviceContext()}}, -3.f, 3.f, 1e-4f);
   AttrMap axis1;
   axis1.set("axis", AttrValue::ofInts({1}));
   expectGpuMatchesCpu("softmax", axis1,
@@ -227,6 +236,24 @@ TEST(GpuKernels, RmsNormWithAndWithoutScale) {
     attrs.set("epsilon", AttrValue::ofFloats({1e-6}));
     expectGpuMatchesCpu("rms_norm", attrs, l, {{"rms_norm", DeviceContext()}},
                         -2.f, 2.f, 1e-5f);
+  }
+}
+
+TEST(GpuKernels, ConcatOfShortRows) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  const Layout layouts[] = {
+      {"rotary halves, 16-byte units",
+       {{2, 4, 16, 32}, {2, 4, 16, 32}},
+       {2, 4, 16, 64}},
+      {"three parts of odd widths", {{6, 3}, {6, 5}, {6, 1}}, {6, 9}},
+      {"an empty part", {{4, 0}, {4, 8}}, {4, 8}},
+  };
+  for (const Layout &l : layouts) {
+    AttrMap attrs;
+    attrs.set("axis",
+              AttrValue::ofInts({static_cast<int64_t>(l.output.size() - 1)}));
+    expectGpuMatchesCpu("concat", attrs, l, {{"concat", DeviceContext()}});
   }
 }
 
