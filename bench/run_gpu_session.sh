@@ -172,7 +172,7 @@ if [[ $what == *conformance* ]]; then
   echo "== conformance (cuda, fp32)"
   # -u: a timeout must not swallow buffered output.
   timeout 420 python3 -u test/conformance/run_conformance.py --bin $B --data $W/data --jobs 48 \
-    --expected /dev/null --run-args "--backend cuda --precision fp32" \
+    --expected /dev/null --run-args "--backend cuda --precision fp32 --devices-per-gpu $((NGPU > 1 ? 1 : 2))" \
     ${CONFORMANCE_FILTER:+--filter $CONFORMANCE_FILTER} \
     --write-doc $OUT/conformance-cuda.md 2>&1 | tail -12
 fi
