@@ -55,8 +55,7 @@ bool matchRootMeanSquare(Value v, RmsChain &chain) {
   Value x = squaredOperand(mean.getInput());
   auto type = x ? dyn_cast<RankedTensorType>(x.getType()) : nullptr;
   if (!type || !type.getElementType().isF32() || type.getRank() < 1 ||
-      mean.getAxes().size() != 1 ||
-      (mean.getAxes()[0] != type.getRank() - 1 && mean.getAxes()[0] != -1))
+      mean.getAxes().size() != 1 || mean.getAxes()[0] != type.getRank() - 1)
     return false;
   chain.input = x;
   chain.epsilon = *epsilon;
