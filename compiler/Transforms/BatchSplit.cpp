@@ -279,6 +279,38 @@ stridedMatMulBatch(graph::StridedMatMulOp m,
   return result;
 }
 
+/// Where the result of `op`, whose operands broadcast numpy-style
+/// (right-aligned), carries the batch: batched operands must agree, and
+/// shared ones have extent 1 (or no dimension) where the batch lies.
+std::optional<BatchLoc> alignBroadcast(Operation *op,
+                                       ArrayRef<std::optional<BatchLoc>> locs,
+                                       std::string &why) {
+  int64_t resultRank = rankOf(op->getResult(0));
+  std::optional<BatchLoc> aligned;
+  for (auto [i, l] : llvm::enumerate(locs)) {
+    if (!l)
+      continue;
+    BatchLoc a = *l;
+    a.axis += resultRank - rankOf(op->getOperand(i));
+    if (aligned && *aligned != a) {
+      why = "its operands carry the batch in different dimensions";
+      return std::nullopt;
+    }
+    aligned = a;
+  }
+  for (auto [i, l] : llvm::enumerate(locs)) {
+    if (l)
+      continue;
+    int64_t axis = aligned->axis - (resultRank - rankOf(op->getOperand(i)));
+    if (axis >= 0 && shapeOf(op->getOperand(i))[axis] != 1) {
+      why = "operand #" + std::to_string(i) +
+            " is not batched but spans the batch dimension";
+      return std::nullopt;
+    }
+  }
+  return aligned;
+}
+
 /// Where the results of `op` carry the batch, for ops that follow it into
 /// any dimension; `locs` holds each operand's (none when unbatched).
 std::optional<BatchLoc> followBatch(Operation *op,
@@ -296,32 +328,8 @@ std::optional<BatchLoc> followBatch(Operation *op,
   BatchLoc in = locs[0] ? *locs[0] : *first;
   int64_t extent = in.outer * batch * in.inner;
 
-  if (graph::isElementwise(op)) {
-    // Right-aligned broadcasting: batched operands agree, shared ones have
-    // extent 1 (or no dimension) where the batch lies.
-    int64_t resultRank = rankOf(op->getResult(0));
-    std::optional<BatchLoc> aligned;
-    for (auto [i, l] : llvm::enumerate(locs)) {
-      if (!l)
-        continue;
-      BatchLoc a = *l;
-      a.axis += resultRank - rankOf(op->getOperand(i));
-      if (aligned && *aligned != a)
-        return fail("its operands carry the batch in different dimensions");
-      aligned = a;
-    }
-    for (auto [i, l] : llvm::enumerate(locs)) {
-      if (l)
-        continue;
-      int64_t axis = aligned->axis - (resultRank - rankOf(op->getOperand(i)));
-      if (axis >= 0 && shapeOf(op->getOperand(i))[axis] != 1) {
-        why = "operand #" + std::to_string(i) +
-              " is not batched but spans the batch dimension";
-        return std::nullopt;
-      }
-    }
-    return aligned;
-  }
+  if (graph::isElementwise(op))
+    return alignBroadcast(op, locs, why);
   std::optional<BatchLoc> result;
   llvm::TypeSwitch<Operation *>(op)
       .Case<graph::ReshapeOp>([&](auto r) {
@@ -378,31 +386,12 @@ std::optional<BatchLoc> followBatch(Operation *op,
           why = "it normalizes over the batch dimension";
       })
       .Case<graph::SoftmaxOp>([&](graph::SoftmaxOp s) {
-        if (!locs[0]) {
+        if (!locs[0])
           why = "its bias is batched but its input is not";
-          return;
-        }
-        if (normalizeAxis(s.getAxis(), rank) == in.axis) {
+        else if (normalizeAxis(s.getAxis(), rank) == in.axis)
           why = "it normalizes over the batch dimension";
-          return;
-        }
-        // The bias broadcasts to the input, right-aligned, as in an add.
-        if (Value bias = s.getBias()) {
-          int64_t shift = rank - rankOf(bias);
-          if (locs[1]) {
-            BatchLoc aligned = *locs[1];
-            aligned.axis += shift;
-            if (aligned != in) {
-              why = "its bias carries the batch in another dimension";
-              return;
-            }
-          } else if (in.axis - shift >= 0 &&
-                     shapeOf(bias)[in.axis - shift] != 1) {
-            why = "operand #1 is not batched but spans the batch dimension";
-            return;
-          }
-        }
-        result = in;
+        else // the bias broadcasts to the input, as in an add
+          result = alignBroadcast(op, locs, why);
       })
       .Case<graph::LayerNormOp, graph::RmsNormOp>([&](auto l) {
         if (locs[0] && in.axis < normalizeAxis(l.getAxis(), rank) &&

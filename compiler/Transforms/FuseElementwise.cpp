@@ -101,20 +101,7 @@ bool matchExactGelu(graph::MulOp outer) {
     for (NamedAttribute a : outer->getDiscardableAttrs())
       gelu->setAttr(a.getName(), a.getValue());
     outer.getResult().replaceAllUsesWith(gelu.getResult());
-    // The scalars go with the ops that read them, unless read elsewhere.
-    llvm::SetVector<Operation *> constants;
-    for (Operation *op : {outer.getOperation(), add.getOperation(), scale})
-      for (Value v : op->getOperands())
-        if (auto c = v.getDefiningOp<graph::ConstantOp>())
-          constants.insert(c);
-    outer.erase();
-    inner.erase();
-    add.erase();
-    erf.erase();
-    scale->erase();
-    for (Operation *c : constants)
-      if (c->use_empty())
-        c->erase();
+    eraseWithTheirConstants({outer, inner, add, erf, scale});
     return true;
   }
   return false;

@@ -4,7 +4,6 @@
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
-#include "llvm/ADT/SetVector.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSENORMALIZATIONS
@@ -155,24 +154,13 @@ struct FuseNormalizationsPass
         norm->setAttr(a.getName(), a.getValue());
       Operation *last = scale ? scale.getOperation() : root;
       last->getResult(0).replaceAllUsesWith(norm.getResult());
-      // The scalars (2, epsilon, 1) go with the ops, unless read elsewhere.
-      llvm::SetVector<Operation *> constants;
-      for (Operation *op : chain.ops)
-        for (Value v : op->getOperands())
-          if (auto c = v.getDefiningOp<graph::ConstantOp>())
-            constants.insert(c);
-      if (scale) {
-        erased.insert(scale);
-        scale.erase();
-      }
+      SmallVector<Operation *> dead;
+      if (scale)
+        dead.push_back(scale);
       // Root first: each op's only user goes before it.
-      for (Operation *op : llvm::reverse(chain.ops)) {
-        erased.insert(op);
-        op->erase();
-      }
-      for (Operation *c : constants)
-        if (c->use_empty())
-          c->erase();
+      llvm::append_range(dead, llvm::reverse(chain.ops));
+      erased.insert(dead.begin(), dead.end());
+      eraseWithTheirConstants(dead);
     }
   }
 };

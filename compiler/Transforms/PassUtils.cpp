@@ -4,6 +4,8 @@
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
 
+#include "llvm/ADT/SetVector.h"
+
 #include <cstring>
 
 namespace mlir::partc {
@@ -131,6 +133,19 @@ std::optional<int64_t> scalarIntConstant(Value v) {
   if (!dense)
     return std::nullopt;
   return (*dense.value_begin<APInt>()).getSExtValue();
+}
+
+void eraseWithTheirConstants(ArrayRef<Operation *> ops) {
+  llvm::SetVector<Operation *> constants;
+  for (Operation *op : ops)
+    for (Value v : op->getOperands())
+      if (auto c = v.getDefiningOp<graph::ConstantOp>())
+        constants.insert(c);
+  for (Operation *op : ops)
+    op->erase();
+  for (Operation *c : constants)
+    if (c->use_empty())
+      c->erase();
 }
 
 } // namespace mlir::partc

@@ -42,6 +42,11 @@ bool isUniformFloatConstant(Value v, double value);
 /// The value of a one-element integer graph.constant, if `v` is one.
 std::optional<int64_t> scalarIntConstant(Value v);
 
+/// Erases `ops`, replaced by a fused op and listed users first, and then
+/// the graph.constants they read that nothing else reads (the scalars of a
+/// pattern go with it).
+void eraseWithTheirConstants(ArrayRef<Operation *> ops);
+
 } // namespace mlir::partc
 
 #endif // PARTC_COMPILER_TRANSFORMS_PASSUTILS_H

@@ -209,12 +209,10 @@ cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
 /// graph.softmax's bias, added to the input as it is read.
 struct SoftmaxBias {
   const float *data = nullptr; // none
-  /// Offset of each row's first element (rows: all dimensions but the
-  /// last), and the stride along the last dimension.
-  Strides rows;
-  int64_t columnStride = 0;
-  /// Offset of each element (for softmax along another axis).
+  /// The bias's offset of each element of the input (a row's first one
+  /// gives the row's), and its stride along the last dimension.
   Strides elements;
+  int64_t columnStride = 0;
 };
 /// With `nanToZero`, NaN results become 0 (graph.softmax's nan_to_zero).
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,

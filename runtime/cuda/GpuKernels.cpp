@@ -918,18 +918,9 @@ const std::map<std::string, Factory> &factories() {
         if (hasBias) {
           if (x.size() > static_cast<size_t>(kMaxRank))
             return Status();
-          // The bias right-aligned to x's rank, then split into its rows
-          // and its last dimension.
-          Shape b = a.inputs[1].shape;
-          b.insert(b.begin(), x.size() - b.size(), 1);
+          const Shape &b = a.inputs[1].shape;
           bias.elements = makeStrides(x, {b});
-          bias.rows = makeStrides(Shape(x.begin(), x.end() - 1),
-                                  {Shape(b.begin(), b.end() - 1)});
-          // Those strides count rows of the bias; its rows hold b.back()
-          // elements.
-          for (int d = 0; d < bias.rows.rank; ++d)
-            bias.rows.stride[0][d] *= b.back();
-          bias.columnStride = b.back() == 1 ? 0 : 1;
+          bias.columnStride = b.empty() || b.back() == 1 ? 0 : 1;
         }
         k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                        const std::vector<TensorRef> &out) {

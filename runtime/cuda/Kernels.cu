@@ -389,6 +389,14 @@ __device__ inline float zeroNan(float v, bool nanToZero) {
   return nanToZero && isnan(v) ? 0.f : v;
 }
 
+/// The bias of the row whose first element is input element `first`
+/// (`narrow`: the input's indices fit 32 bits).
+__device__ inline const float *softmaxBiasRow(const SoftmaxBias &bias,
+                                              int64_t first, bool narrow) {
+  return bias.data ? bias.data + offsetOf(bias.elements, 0, first, narrow)
+                   : nullptr;
+}
+
 __global__ void softmaxKernel(const float *x, float *y, int64_t outer,
                               int64_t axis, int64_t inner, bool log,
                               bool nanToZero, SoftmaxBias bias) {
@@ -428,13 +436,12 @@ __global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
                                   SoftmaxBias bias) {
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  bool narrow = narrowIndex(rows);
+  bool narrow = narrowIndex(rows * cols);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
        r < rows; r += warps) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
-    const float *br =
-        bias.data ? bias.data + offsetOf(bias.rows, 0, r, narrow) : nullptr;
+    const float *br = softmaxBiasRow(bias, r * cols, narrow);
     auto at = [&](int64_t c) {
       return br ? xr[c] + br[c * bias.columnStride] : xr[c];
     };
@@ -466,13 +473,12 @@ __global__ void softmaxRowsInRegisters(const float *x, float *y, int64_t rows,
                                        SoftmaxBias bias) {
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  bool narrow = narrowIndex(rows);
+  bool narrow = narrowIndex(rows * cols);
   for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
        r < rows; r += warps) {
     const float *xr = x + r * cols;
     float *yr = y + r * cols;
-    const float *br =
-        bias.data ? bias.data + offsetOf(bias.rows, 0, r, narrow) : nullptr;
+    const float *br = softmaxBiasRow(bias, r * cols, narrow);
     float v[PerLane];
     float m = -INFINITY;
 #pragma unroll

@@ -325,6 +325,20 @@ private:
   std::vector<int64_t> scaleIdx_, biasIdx_;
 };
 
+/// For a normalization's scale or bias of shape `param`, the element each
+/// of the normalized dimensions' elements reads; false where `param` does
+/// not broadcast to `norm`.
+bool normalizedIndices(const Shape &param, const Shape &norm,
+                       std::vector<int64_t> &idx) {
+  Shape joined;
+  if (!broadcastShapes(param, norm, joined) || joined != norm)
+    return false;
+  std::array<std::vector<int64_t>, 1> st{broadcastStrides(param, norm)};
+  idx.resize(numElements(norm));
+  broadcastLoop<1>(norm, st, [&](int64_t o, const auto &i) { idx[o] = i[0]; });
+  return true;
+}
+
 class RmsNormKernel : public Kernel {
 public:
   /// `scaleIdx` (one index per normalized element) is empty without scale.
@@ -752,17 +766,10 @@ void registerNnKernels(KernelTable &t) {
     int64_t cols = numElements(norm);
     int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
     std::vector<int64_t> scaleIdx;
-    if (a.inputs.size() == 2) {
-      const Shape &scale = a.inputs[1].shape;
-      Shape joined;
-      if (!broadcastShapes(scale, norm, joined) || joined != norm)
-        return Status::error("scale " + a.inputs[1].str() +
-                             " does not broadcast to " + shapeToString(norm));
-      std::array<std::vector<int64_t>, 1> st{broadcastStrides(scale, norm)};
-      scaleIdx.resize(cols);
-      broadcastLoop<1>(norm, st,
-                       [&](int64_t o, const auto &i) { scaleIdx[o] = i[0]; });
-    }
+    if (a.inputs.size() == 2 &&
+        !normalizedIndices(a.inputs[1].shape, norm, scaleIdx))
+      return Status::error("scale " + a.inputs[1].str() +
+                           " does not broadcast to " + shapeToString(norm));
     k = std::make_unique<RmsNormKernel>(
         rows, cols, a.attrs.getFloat("epsilon", 1e-5), std::move(scaleIdx));
     return Status();
@@ -779,19 +786,10 @@ void registerNnKernels(KernelTable &t) {
     Shape norm(x.begin() + axis, x.end());
     int64_t cols = numElements(norm);
     int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
-    auto indices = [&](const Shape &p, std::vector<int64_t> &idx) -> bool {
-      Shape s;
-      if (!broadcastShapes(p, norm, s) || s != norm)
-        return false;
-      std::array<std::vector<int64_t>, 1> st{broadcastStrides(p, norm)};
-      idx.resize(cols);
-      broadcastLoop<1>(norm, st,
-                       [&](int64_t o, const auto &i) { idx[o] = i[0]; });
-      return true;
-    };
     std::vector<int64_t> si, bi;
-    if (!indices(a.inputs[1].shape, si) ||
-        (a.inputs.size() == 3 && !indices(a.inputs[2].shape, bi)))
+    if (!normalizedIndices(a.inputs[1].shape, norm, si) ||
+        (a.inputs.size() == 3 &&
+         !normalizedIndices(a.inputs[2].shape, norm, bi)))
       return Status::error("scale or bias does not broadcast to " +
                            shapeToString(norm));
     k = std::make_unique<LayerNormKernel>(rows, cols,
