@@ -3,12 +3,12 @@
 #include "compiler/Transforms/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSEELEMENTWISE
@@ -18,37 +18,39 @@ namespace {
 
 namespace fused = ::partc::runtime::fused;
 
+/// One step of a chain: its name and its parameters.
+struct ChainStep {
+  StringRef name;
+  SmallVector<double, 2> params;
+};
+
 /// The fused steps an op becomes (an add with a ReLU is two), or none if it
-/// cannot join a chain.
-SmallVector<StringRef, 2> stepsOf(Operation *op) {
-  if (op->getNumResults() != 1)
+/// cannot join a chain: any f32 op that the runtime runs as one step of
+/// ElementwiseOps.h.
+SmallVector<ChainStep, 2> stepsOf(Operation *op) {
+  if (!graph::isElementwise(op) || op->getNumResults() != 1)
     return {};
   auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
   if (!type || !type.getElementType().isF32() ||
-      type.getRank() > fused::kMaxRank)
+      type.getRank() > fused::kMaxRank ||
+      !llvm::all_of(op->getOperandTypes(), [](Type t) {
+        return cast<ShapedType>(t).getElementType().isF32();
+      }))
     return {};
-  return llvm::TypeSwitch<Operation *, SmallVector<StringRef, 2>>(op)
-      .Case<graph::ReluOp, graph::SigmoidOp, graph::TanhOp, graph::ErfOp,
-            graph::SqrtOp, graph::NegOp, graph::ExpOp, graph::LogOp,
-            graph::AbsOp, graph::ReciprocalOp, graph::FloorOp, graph::CeilOp,
-            graph::SinOp, graph::CosOp, graph::SubOp, graph::MulOp,
-            graph::DivOp, graph::PowOp, graph::MinOp, graph::MaxOp>(
-          [](Operation *op) -> SmallVector<StringRef, 2> {
-            return {op->getName().stripDialect()};
-          })
-      .Case<graph::GeluOp>([](graph::GeluOp gelu) -> SmallVector<StringRef, 2> {
-        if (gelu.getApproximate() == "tanh")
-          return {"gelu_tanh"};
-        if (gelu.getApproximate() == "none")
-          return {"gelu"};
-        return {};
-      })
-      .Case<graph::AddOp>([](graph::AddOp add) -> SmallVector<StringRef, 2> {
-        if (add.getActivation())
-          return {"add", "relu"};
-        return {"add"};
-      })
-      .Default([](Operation *) -> SmallVector<StringRef, 2> { return {}; });
+  fused::Step step;
+  double params[2];
+  if (!fused::stepOfKernel(kernelNameFor(op), toKernelAttrs(op), step, params)
+           .ok())
+    return {};
+  const auto &info = ::partc::runtime::ew::info(step);
+  SmallVector<ChainStep, 2> steps = {
+      {info.name, SmallVector<double, 2>(params, params + info.params)}};
+  if (auto activation = op->getAttrOfType<StringAttr>("activation")) {
+    if (activation.getValue() != "relu")
+      return {};
+    steps.push_back({"relu", {}});
+  }
+  return steps;
 }
 
 bool near(std::optional<double> value, double expected) {
@@ -206,21 +208,23 @@ struct FuseElementwisePass
     llvm::SetVector<Value> inputs = inputsOf(ops);
     SmallVector<Attribute> steps;
     SmallVector<int64_t> args;
+    SmallVector<double> params;
     // The step whose result each fused op's value is.
     DenseMap<Value, int64_t> stepOf;
     MLIRContext *ctx = root->getContext();
     for (Operation *op : ops) {
-      SmallVector<StringRef, 2> names = stepsOf(op);
+      SmallVector<ChainStep, 2> chainSteps = stepsOf(op);
       for (Value v : op->getOperands())
         args.push_back(
             stepOf.count(v)
                 ? -stepOf[v] - 1
                 : static_cast<int64_t>(llvm::find(inputs, v) - inputs.begin()));
-      steps.push_back(StringAttr::get(ctx, names[0]));
-      // An add's ReLU reads the add.
-      for (StringRef extra : ArrayRef<StringRef>(names).drop_front()) {
-        args.push_back(-static_cast<int64_t>(steps.size()));
-        steps.push_back(StringAttr::get(ctx, extra));
+      for (auto [i, step] : llvm::enumerate(chainSteps)) {
+        // An add's ReLU reads the add.
+        if (i > 0)
+          args.push_back(-static_cast<int64_t>(steps.size()));
+        steps.push_back(StringAttr::get(ctx, step.name));
+        params.append(step.params.begin(), step.params.end());
       }
       stepOf[op->getResult(0)] = static_cast<int64_t>(steps.size()) - 1;
     }
@@ -233,7 +237,9 @@ struct FuseElementwisePass
     auto fusedOp = graph::FusedElementwiseOp::create(
         builder, FusedLoc::get(ctx, locs), root->getResult(0).getType(),
         inputs.getArrayRef(), builder.getArrayAttr(steps),
-        builder.getDenseI64ArrayAttr(args));
+        builder.getDenseI64ArrayAttr(args),
+        params.empty() ? DenseF64ArrayAttr()
+                       : builder.getDenseF64ArrayAttr(params));
     for (NamedAttribute a : root->getDiscardableAttrs())
       fusedOp->setAttr(a.getName(), a.getValue());
     root->getResult(0).replaceAllUsesWith(fusedOp.getResult());

@@ -110,6 +110,10 @@ rt::AttrMap toKernelAttrs(DictionaryAttr attrs) {
       map.set(name.str(),
               rt::AttrValue::ofInts(std::vector<int64_t>(
                   arr.asArrayRef().begin(), arr.asArrayRef().end())));
+    else if (auto arr = dyn_cast<DenseF64ArrayAttr>(a))
+      map.set(name.str(),
+              rt::AttrValue::ofFloats(std::vector<double>(
+                  arr.asArrayRef().begin(), arr.asArrayRef().end())));
     else if (auto s = dyn_cast<StringAttr>(a))
       map.set(name.str(), rt::AttrValue::ofString(s.str()));
     else if (isa<UnitAttr>(a))

@@ -42,16 +42,6 @@ int64_t defaultBytes(Operation *op) {
 
 } // namespace mlir::partc::graph
 
-bool mlir::partc::graph::isElementwise(Operation *op) {
-  return isa<FusedElementwiseOp, WhereOp, CastOp, IdentityOp, ReluOp, SigmoidOp,
-             TanhOp, ErfOp, SqrtOp, NegOp, ExpOp, LogOp, AbsOp, ReciprocalOp,
-             FloorOp, CeilOp, RoundOp, SinOp, CosOp, SignOp, NotOp, IsNanOp,
-             IsInfOp, SoftplusOp, HardSwishOp, GeluOp, LeakyReluOp, EluOp,
-             HardSigmoidOp, ClipOp, AddOp, SubOp, MulOp, DivOp, PowOp, MinOp,
-             MaxOp, ModOp, EqualOp, LessOp, GreaterOp, LessOrEqualOp,
-             GreaterOrEqualOp, AndOp, OrOp, XorOp>(op);
-}
-
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
 OpFoldResult IdentityOp::fold(FoldAdaptor) { return getInput(); }
@@ -95,13 +85,17 @@ LogicalResult FusedElementwiseOp::verify() {
     steps += (steps.empty() ? "" : ",") + cast<StringAttr>(a).str();
   namespace fused = ::partc::runtime::fused;
   fused::Program program;
+  std::vector<double> params;
+  if (auto p = getParams())
+    params.assign(p->begin(), p->end());
   ::partc::runtime::Status s =
-      fused::parseProgram(steps, {getArgs().begin(), getArgs().end()},
+      fused::parseProgram(steps, {getArgs().begin(), getArgs().end()}, params,
                           static_cast<int>(getInputs().size()), program);
   if (!s.ok())
     return emitOpError() << "has an invalid program: " << s.message()
                          << "; args lists each step's operands (k >= 0: "
-                            "operand k, k < 0: step -k-1)";
+                            "operand k, k < 0: step -k-1), params the "
+                            "parameters of the steps that take any";
   if (cast<ShapedType>(getType()).getRank() > fused::kMaxRank)
     return emitOpError() << "has rank " << cast<ShapedType>(getType()).getRank()
                          << "; fused chains support rank <= "

@@ -33,10 +33,22 @@ public:
   }
 };
 
-/// Whether each element of `op`'s result depends only on the operands'
-/// elements at its index, after numpy broadcasting (unary and binary math,
+/// Ops whose result element at each index depends only on the operands'
+/// elements at that index, after numpy broadcasting.
+template <typename ConcreteType>
+class Elementwise : public OpTrait::TraitBase<ConcreteType, Elementwise> {};
+
+/// Whether `op` has the Elementwise trait (unary and binary math,
 /// comparisons and logic, where, cast, identity, fused chains of them).
-bool isElementwise(Operation *op);
+inline bool isElementwise(Operation *op) { return op->hasTrait<Elementwise>(); }
+
+/// Shape rules shared by the element-wise op classes of GraphOps.td: the
+/// operand's type, and numpy broadcasting (i1 results for `predicate`).
+LogicalResult inferSameType(std::optional<Location> loc, ValueRange operands,
+                            SmallVectorImpl<Type> &types);
+LogicalResult inferBroadcastType(std::optional<Location> loc,
+                                 ValueRange operands, bool predicate,
+                                 SmallVectorImpl<Type> &types);
 
 /// Placement: the device index of `op`, -1 for host, nullopt if unplaced.
 std::optional<int64_t> getDevice(Operation *op);

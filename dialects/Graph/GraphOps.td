@@ -19,6 +19,13 @@ def ConstantEvaluable : NativeOpTrait<"ConstantEvaluable"> {
   let cppNamespace = "::mlir::partc::graph";
 }
 
+/// An op that keeps the element of the result at each index apart from
+/// the others: each depends only on the operands' elements at that index
+/// after numpy broadcasting.
+def Graph_Elementwise : NativeOpTrait<"Elementwise"> {
+  let cppNamespace = "::mlir::partc::graph";
+}
+
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
          !listconcat(traits, [Pure,
@@ -71,7 +78,8 @@ def Graph_TransferOp : Graph_Op<"transfer", [Graph_CostOpInterface]> {
   let hasVerifier = 1;
 }
 
-def Graph_IdentityOp : Graph_Op<"identity", [ConstantEvaluable, Graph_CostOpInterface]> {
+def Graph_IdentityOp : Graph_Op<"identity", [ConstantEvaluable,
+    Graph_CostOpInterface, Graph_Elementwise]> {
   let summary = "Identity (also ONNX Dropout in inference)";
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
@@ -92,6 +100,39 @@ def Graph_ReshapeOp : Graph_ComputeOp<"reshape"> {
 // Element-wise
 //===----------------------------------------------------------------------===//
 
+/// An element-wise op; the importer translates the ONNX operator
+/// `onnxType` to it generically where `onnxType` is set (operands in order,
+/// ONNX attributes to attributes of the same name, defaults from here).
+class Graph_ElementwiseOp<string mnemonic, string onnxType,
+                          list<Trait> traits = []>
+    : Graph_ComputeOp<mnemonic, !listconcat(traits, [Graph_Elementwise])> {
+  let extraClassDeclaration = !if(!empty(onnxType), "",
+      "static constexpr ::llvm::StringLiteral kOnnxOpType = \"" # onnxType #
+      "\";");
+}
+
+/// f(x) per element, of the operand's type. The formula is the struct of
+/// the same kernel name in runtime/kernels/ElementwiseOps.h, which the
+/// CPU and GPU kernels and fused chains share; its float attributes are the
+/// struct's parameters.
+class Graph_MathOp<string mnemonic, string onnxType, string doc>
+    : Graph_ElementwiseOp<mnemonic, onnxType> {
+  let summary = doc;
+  let arguments = (ins Graph_Tensor:$input);
+  let results = (outs Graph_Tensor:$output);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr,
+        ::mlir::OpaqueProperties, ::mlir::RegionRange,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferSameType(loc, operands, types);
+    }
+  }];
+}
+
+/// The same shape-preserving rule for ops that are not element-wise
+/// (global pooling, log-softmax) lives in ShapeInference.cpp.
 class Graph_UnaryOp<string mnemonic, string doc>
     : Graph_ComputeOp<mnemonic> {
   let summary = doc;
@@ -99,50 +140,74 @@ class Graph_UnaryOp<string mnemonic, string doc>
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ReluOp : Graph_UnaryOp<"relu", "max(x, 0)">;
-def Graph_SigmoidOp : Graph_UnaryOp<"sigmoid", "1 / (1 + exp(-x))">;
-def Graph_TanhOp : Graph_UnaryOp<"tanh", "Hyperbolic tangent">;
-def Graph_ErfOp : Graph_UnaryOp<"erf", "Error function">;
-def Graph_SqrtOp : Graph_UnaryOp<"sqrt", "Square root">;
-def Graph_NegOp : Graph_UnaryOp<"neg", "Negation">;
-def Graph_ExpOp : Graph_UnaryOp<"exp", "Exponential">;
-def Graph_LogOp : Graph_UnaryOp<"log", "Natural logarithm">;
-def Graph_AbsOp : Graph_UnaryOp<"abs", "Absolute value">;
-def Graph_ReciprocalOp : Graph_UnaryOp<"reciprocal", "1 / x">;
-def Graph_FloorOp : Graph_UnaryOp<"floor", "Round down">;
-def Graph_CeilOp : Graph_UnaryOp<"ceil", "Round up">;
-def Graph_RoundOp : Graph_UnaryOp<"round", "Round half to even">;
-def Graph_SinOp : Graph_UnaryOp<"sin", "Sine">;
-def Graph_CosOp : Graph_UnaryOp<"cos", "Cosine">;
-def Graph_SignOp : Graph_UnaryOp<"sign", "Sign">;
-def Graph_NotOp : Graph_UnaryOp<"not", "Logical not">;
-def Graph_SoftplusOp : Graph_UnaryOp<"softplus", "log(1 + exp(x))">;
-def Graph_HardSwishOp : Graph_UnaryOp<"hard_swish", "x * hard_sigmoid(x)">;
+def Graph_ReluOp : Graph_MathOp<"relu", "Relu", "max(x, 0)">;
+def Graph_SigmoidOp : Graph_MathOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
+def Graph_TanhOp : Graph_MathOp<"tanh", "Tanh", "Hyperbolic tangent">;
+def Graph_ErfOp : Graph_MathOp<"erf", "Erf", "Error function">;
+def Graph_SqrtOp : Graph_MathOp<"sqrt", "Sqrt", "Square root">;
+def Graph_NegOp : Graph_MathOp<"neg", "Neg", "Negation">;
+def Graph_ExpOp : Graph_MathOp<"exp", "Exp", "Exponential">;
+def Graph_LogOp : Graph_MathOp<"log", "Log", "Natural logarithm">;
+def Graph_AbsOp : Graph_MathOp<"abs", "Abs", "Absolute value">;
+def Graph_ReciprocalOp : Graph_MathOp<"reciprocal", "Reciprocal", "1 / x">;
+def Graph_FloorOp : Graph_MathOp<"floor", "Floor", "Round down">;
+def Graph_CeilOp : Graph_MathOp<"ceil", "Ceil", "Round up">;
+def Graph_RoundOp : Graph_MathOp<"round", "Round", "Round half to even">;
+def Graph_SinOp : Graph_MathOp<"sin", "Sin", "Sine">;
+def Graph_CosOp : Graph_MathOp<"cos", "Cos", "Cosine">;
+def Graph_SignOp : Graph_MathOp<"sign", "Sign", "Sign">;
+def Graph_NotOp : Graph_MathOp<"not", "Not", "Logical not">;
+def Graph_SoftplusOp : Graph_MathOp<"softplus", "Softplus", "log(1 + exp(x))">;
+def Graph_HardSwishOp : Graph_MathOp<"hard_swish", "HardSwish",
+                                     "x * hard_sigmoid(x)">;
+def Graph_MishOp : Graph_MathOp<"mish", "Mish", "x * tanh(softplus(x))">;
+def Graph_SoftsignOp : Graph_MathOp<"softsign", "Softsign", "x / (1 + |x|)">;
 
-def Graph_GeluOp : Graph_UnaryOp<"gelu", "Gaussian error linear unit"> {
+def Graph_GeluOp : Graph_MathOp<"gelu", "Gelu", "Gaussian error linear unit"> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedStrAttr<StrAttr, "none">:$approximate);
 }
-def Graph_LeakyReluOp : Graph_UnaryOp<"leaky_relu", "x >= 0 ? x : alpha * x"> {
+def Graph_LeakyReluOp : Graph_MathOp<"leaky_relu", "LeakyRelu",
+                                     "x >= 0 ? x : alpha * x"> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "0.01">:$alpha);
 }
-def Graph_EluOp : Graph_UnaryOp<"elu", "x >= 0 ? x : alpha * (exp(x) - 1)"> {
+def Graph_EluOp : Graph_MathOp<"elu", "Elu",
+                               "x >= 0 ? x : alpha * (exp(x) - 1)"> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
 }
-def Graph_HardSigmoidOp : Graph_UnaryOp<"hard_sigmoid",
-                                        "clamp(alpha * x + beta, 0, 1)"> {
+def Graph_HardSigmoidOp : Graph_MathOp<"hard_sigmoid", "HardSigmoid",
+                                       "clamp(alpha * x + beta, 0, 1)"> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "0.2">:$alpha,
                        DefaultValuedAttr<F64Attr, "0.5">:$beta);
 }
-def Graph_ClipOp : Graph_UnaryOp<"clip", "clamp(x, min, max)"> {
-  let arguments = (ins Graph_Tensor:$input, OptionalAttr<F64Attr>:$min,
-                       OptionalAttr<F64Attr>:$max);
+def Graph_SeluOp : Graph_MathOp<"selu", "Selu",
+    "x > 0 ? gamma * x : gamma * (alpha * exp(x) - alpha)"> {
+  let arguments = (ins Graph_Tensor:$input,
+      DefaultValuedAttr<F64Attr, "1.67326319217681884765625">:$alpha,
+      DefaultValuedAttr<F64Attr, "1.05070102214813232421875">:$gamma);
+}
+def Graph_CeluOp : Graph_MathOp<"celu", "Celu",
+    "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+}
+def Graph_ThresholdedReluOp : Graph_MathOp<"thresholded_relu",
+    "ThresholdedRelu", "x > alpha ? x : 0"> {
+  let arguments = (ins Graph_Tensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+}
+/// Clip's bounds arrive as inputs from opset 11 on, so its import is not
+/// generic.
+def Graph_ClipOp : Graph_MathOp<"clip", "", "clamp(x, min, max)"> {
+  let arguments = (ins Graph_Tensor:$input,
+      DefaultValuedAttr<F64Attr, "-std::numeric_limits<double>::infinity()">:$min,
+      DefaultValuedAttr<F64Attr, "std::numeric_limits<double>::infinity()">:$max);
 }
 
-def Graph_IsNanOp : Graph_ComputeOp<"is_nan"> {
+def Graph_IsNanOp : Graph_ElementwiseOp<"is_nan", "IsNaN"> {
   let summary = "x != x (i1 result)";
   let description = [{
     PyTorch's attention exports use it to zero the rows of a softmax whose
@@ -151,7 +216,7 @@ def Graph_IsNanOp : Graph_ComputeOp<"is_nan"> {
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
 }
-def Graph_IsInfOp : Graph_ComputeOp<"is_inf"> {
+def Graph_IsInfOp : Graph_ElementwiseOp<"is_inf", "IsInf"> {
   let summary = "Infinity test, per sign (i1 result; ONNX IsInf)";
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<BoolAttr, "true">:$detect_positive,
@@ -159,43 +224,65 @@ def Graph_IsInfOp : Graph_ComputeOp<"is_inf"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-class Graph_BinaryOp<string mnemonic, string doc>
-    : Graph_ComputeOp<mnemonic> {
+/// a op b per element with numpy broadcasting; comparisons and logic give
+/// i1 (`predicate`). The float formula of arithmetic ops is the struct of
+/// the same kernel name in runtime/kernels/ElementwiseOps.h.
+class Graph_BinaryOp<string mnemonic, string onnxType, string doc,
+                     bit predicate = 0>
+    : Graph_ElementwiseOp<mnemonic, onnxType> {
   let summary = doc # " with numpy broadcasting";
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs);
   let results = (outs Graph_Tensor:$output);
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *, ::std::optional<::mlir::Location> loc,
+        ::mlir::ValueRange operands, ::mlir::DictionaryAttr,
+        ::mlir::OpaqueProperties, ::mlir::RegionRange,
+        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
+      return inferBroadcastType(loc, operands, }] # !if(predicate, "true",
+                                                            "false") # [{,
+                                types);
+    }
+  }];
 }
 
-def Graph_AddOp : Graph_BinaryOp<"add", "Addition"> {
+// Binary ops have importers of their own: opsets before 7 broadcast by an
+// attribute, Max, Min and Sum are variadic, Pow and Mod have integer rules.
+def Graph_AddOp : Graph_BinaryOp<"add", "", "Addition"> {
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
                        OptionalAttr<Graph_ActivationAttr>:$activation);
 }
-def Graph_SubOp : Graph_BinaryOp<"sub", "Subtraction">;
-def Graph_MulOp : Graph_BinaryOp<"mul", "Multiplication">;
-def Graph_DivOp : Graph_BinaryOp<"div", "Division">;
-def Graph_PowOp : Graph_BinaryOp<"pow", "Power">;
-def Graph_MinOp : Graph_BinaryOp<"min", "Minimum">;
-def Graph_MaxOp : Graph_BinaryOp<"max", "Maximum">;
-def Graph_ModOp : Graph_BinaryOp<"mod", "Modulo (sign of the divisor)">;
-def Graph_EqualOp : Graph_BinaryOp<"equal", "Equality (i1 result)">;
-def Graph_LessOp : Graph_BinaryOp<"less", "Less than (i1 result)">;
-def Graph_GreaterOp : Graph_BinaryOp<"greater", "Greater than (i1 result)">;
-def Graph_LessOrEqualOp : Graph_BinaryOp<"less_or_equal", "<= (i1 result)">;
-def Graph_GreaterOrEqualOp : Graph_BinaryOp<"greater_or_equal", ">= (i1 result)">;
-def Graph_AndOp : Graph_BinaryOp<"and", "Logical and">;
-def Graph_OrOp : Graph_BinaryOp<"or", "Logical or">;
-def Graph_XorOp : Graph_BinaryOp<"xor", "Logical xor">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "", "Subtraction">;
+def Graph_MulOp : Graph_BinaryOp<"mul", "", "Multiplication">;
+def Graph_DivOp : Graph_BinaryOp<"div", "", "Division">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "", "Power">;
+def Graph_MinOp : Graph_BinaryOp<"min", "", "Minimum">;
+def Graph_MaxOp : Graph_BinaryOp<"max", "", "Maximum">;
+def Graph_ModOp : Graph_BinaryOp<"mod", "", "Modulo (sign of the divisor)">;
+def Graph_EqualOp : Graph_BinaryOp<"equal", "", "Equality (i1 result)", 1>;
+def Graph_LessOp : Graph_BinaryOp<"less", "", "Less than (i1 result)", 1>;
+def Graph_GreaterOp : Graph_BinaryOp<"greater", "",
+                                     "Greater than (i1 result)", 1>;
+def Graph_LessOrEqualOp : Graph_BinaryOp<"less_or_equal", "",
+                                         "<= (i1 result)", 1>;
+def Graph_GreaterOrEqualOp : Graph_BinaryOp<"greater_or_equal", "", ">= (i1 result)", 1>;
+def Graph_AndOp : Graph_BinaryOp<"and", "", "Logical and", 1>;
+def Graph_OrOp : Graph_BinaryOp<"or", "", "Logical or", 1>;
+def Graph_XorOp : Graph_BinaryOp<"xor", "", "Logical xor", 1>;
 
 def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
+    Graph_Elementwise,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "A chain of f32 element-wise ops run as one kernel";
   let description = [{
     Made by partc-fuse-elementwise. `steps` names each step's operation (a
-    unary or binary op's mnemonic, or `gelu_tanh`); `args` lists every
-    step's operands in order: k >= 0 is the op's operand k, k < 0 the
-    result of step -k-1. The last step's result is the op's. Operands
-    broadcast numpy-style to the result's shape, so one pass over memory
-    replaces one per step.
+    unary or binary op's mnemonic, or `gelu_tanh`; the steps of
+    runtime/kernels/ElementwiseOps.h); `args` lists every step's operands
+    in order: k >= 0 is the op's operand k, k < 0 the result of step -k-1;
+    `params` the parameters of the steps that take any (leaky_relu's
+    alpha, clip's bounds), in step order. The last step's result is the
+    op's. Operands broadcast numpy-style to the result's shape, so one pass
+    over memory replaces one per step.
 
     ```mlir
     // 0.5 * x * (1 + erf(x / sqrt(2)))
@@ -207,18 +294,19 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
     ```
   }];
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, StrArrayAttr:$steps,
-                       DenseI64ArrayAttr:$args);
+                       DenseI64ArrayAttr:$args,
+                       OptionalAttr<DenseF64ArrayAttr>:$params);
   let results = (outs Graph_Tensor:$output);
   let hasVerifier = 1;
 }
 
-def Graph_WhereOp : Graph_ComputeOp<"where"> {
+def Graph_WhereOp : Graph_ElementwiseOp<"where", "Where"> {
   let summary = "cond ? x : y with broadcasting";
   let arguments = (ins Graph_Tensor:$condition, Graph_Tensor:$x, Graph_Tensor:$y);
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_CastOp : Graph_ComputeOp<"cast"> {
+def Graph_CastOp : Graph_ElementwiseOp<"cast", ""> {
   let summary = "Element type conversion";
   let arguments = (ins Graph_Tensor:$input, TypeAttr:$to);
   let results = (outs Graph_Tensor:$output);

@@ -171,54 +171,21 @@ LogicalResult normalizedAxis(Loc loc, int64_t axis, int64_t rank,
 
 #define INFER_SAME(OP)                                                         \
   INFER_SIGNATURE(OP) { return inferSame(loc, operands, types); }
-#define INFER_BROADCAST(OP, PREDICATE)                                         \
-  INFER_SIGNATURE(OP) {                                                        \
-    return inferBroadcast(loc, operands, PREDICATE, types);                    \
-  }
 
-INFER_SAME(ReluOp)
-INFER_SAME(SigmoidOp)
-INFER_SAME(TanhOp)
-INFER_SAME(ErfOp)
-INFER_SAME(SqrtOp)
-INFER_SAME(NegOp)
-INFER_SAME(ExpOp)
-INFER_SAME(LogOp)
-INFER_SAME(AbsOp)
-INFER_SAME(ReciprocalOp)
-INFER_SAME(FloorOp)
-INFER_SAME(CeilOp)
-INFER_SAME(RoundOp)
-INFER_SAME(SinOp)
-INFER_SAME(CosOp)
-INFER_SAME(SignOp)
-INFER_SAME(NotOp)
-INFER_SAME(SoftplusOp)
-INFER_SAME(HardSwishOp)
-INFER_SAME(GeluOp)
-INFER_SAME(LeakyReluOp)
-INFER_SAME(EluOp)
-INFER_SAME(HardSigmoidOp)
-INFER_SAME(ClipOp)
+LogicalResult mlir::partc::graph::inferSameType(Loc loc, ValueRange operands,
+                                                Types &types) {
+  return inferSame(loc, operands, types);
+}
+
+LogicalResult mlir::partc::graph::inferBroadcastType(Loc loc,
+                                                     ValueRange operands,
+                                                     bool predicate,
+                                                     Types &types) {
+  return inferBroadcast(loc, operands, predicate, types);
+}
+
 INFER_SAME(IdentityOp)
 INFER_SAME(TransferOp)
-
-INFER_BROADCAST(AddOp, false)
-INFER_BROADCAST(SubOp, false)
-INFER_BROADCAST(MulOp, false)
-INFER_BROADCAST(DivOp, false)
-INFER_BROADCAST(PowOp, false)
-INFER_BROADCAST(MinOp, false)
-INFER_BROADCAST(MaxOp, false)
-INFER_BROADCAST(ModOp, false)
-INFER_BROADCAST(EqualOp, true)
-INFER_BROADCAST(LessOp, true)
-INFER_BROADCAST(GreaterOp, true)
-INFER_BROADCAST(LessOrEqualOp, true)
-INFER_BROADCAST(GreaterOrEqualOp, true)
-INFER_BROADCAST(AndOp, true)
-INFER_BROADCAST(OrOp, true)
-INFER_BROADCAST(XorOp, true)
 
 INFER_SIGNATURE(ConstantOp) {
   auto value = attrs.getAs<ElementsAttr>("value");

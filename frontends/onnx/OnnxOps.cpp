@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "frontends/onnx/NodeImporter.h"
 
+#include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
 #include "mlir/IR/Matchers.h"
 
@@ -972,16 +973,81 @@ LogicalResult importGemm(NodeImporter &n) {
                            n.i64("trans_b", n.attrInt("transB", 0))}));
 }
 
-NodeHandler withFloatAttrs(StringRef op,
-                           std::vector<std::pair<const char *, double>> attrs) {
-  return [op, attrs](NodeImporter &n) -> LogicalResult {
-    if (failed(requireInputs(n, 1)))
+/// The generic translation of an ONNX operator to the graph op `opName`
+/// with `numOperands` operands: the node's inputs in order, and each ONNX
+/// attribute to the op's attribute of the same name, typed as the op's
+/// default for it. Defaults live in the op's ODS definition alone.
+NodeHandler importGeneric(StringRef opName, size_t numOperands,
+                          ArrayRef<StringRef> attrNames) {
+  return [opName, numOperands, attrNames](NodeImporter &n) -> LogicalResult {
+    if (n.numInputs() != numOperands)
+      return n.error() << "has " << n.numInputs() << " inputs; "
+                       << n.node().op_type() << " takes " << numOperands;
+    if (failed(requireInputs(n, numOperands)))
       return failure();
-    SmallVector<NamedAttribute> named;
-    for (auto &[name, dflt] : attrs)
-      named.push_back(n.f64(name, n.attrFloat(name, dflt)));
-    return emit(n, n.build1(op, {n.input(0)}, named));
+    NamedAttrList defaults;
+    OperationName(("graph." + opName).str(), n.builder().getContext())
+        .populateDefaultAttrs(defaults);
+    SmallVector<NamedAttribute> attrs;
+    for (const auto &a : n.node().attribute()) {
+      // Opsets before 6 listed inputs that may be overwritten in place;
+      // results do not depend on it.
+      if (a.name() == "consumed_inputs")
+        continue;
+      Attribute dflt = defaults.get(a.name());
+      if (!llvm::is_contained(attrNames, a.name()) || !dflt)
+        return n.error() << "has attribute '" << a.name()
+                         << "', which partc does not support for "
+                         << n.node().op_type();
+      OpBuilder &b = n.builder();
+      if (isa<BoolAttr>(dflt))
+        attrs.push_back(b.getNamedAttr(
+            a.name(), b.getBoolAttr(n.attrInt(a.name(), 0) != 0)));
+      else if (isa<IntegerAttr>(dflt))
+        attrs.push_back(n.i64(a.name(), n.attrInt(a.name(), 0)));
+      else if (isa<FloatAttr>(dflt))
+        attrs.push_back(n.f64(a.name(), n.attrFloat(a.name(), 0)));
+      else if (isa<StringAttr>(dflt))
+        attrs.push_back(n.str(a.name(), n.attrString(a.name(), "")));
+      else
+        return n.error() << "has attribute '" << a.name()
+                         << "' of a kind the generic import cannot read";
+    }
+    SmallVector<Value> operands;
+    for (size_t i = 0; i < numOperands; ++i)
+      operands.push_back(n.input(i));
+    return emit(n, n.build1(opName, operands, attrs));
   };
+}
+
+template <typename Op> constexpr size_t fixedOperandCount() {
+  if constexpr (Op::template hasTrait<OpTrait::OneOperand>())
+    return 1;
+  else if constexpr (Op::template hasTrait<OpTrait::NOperands<2>::Impl>())
+    return 2;
+  else if constexpr (Op::template hasTrait<OpTrait::NOperands<3>::Impl>())
+    return 3;
+  return 0;
+}
+
+template <typename Op, typename = void> struct ImportedFromOnnx {
+  static void add(llvm::StringMap<NodeHandler> &) {}
+};
+/// Ops whose ODS class names an ONNX operator (kOnnxOpType).
+template <typename Op>
+struct ImportedFromOnnx<Op, decltype((void)Op::kOnnxOpType, void())> {
+  static void add(llvm::StringMap<NodeHandler> &h) {
+    static_assert(fixedOperandCount<Op>() > 0,
+                  "generic import needs a fixed number of operands");
+    h[Op::kOnnxOpType] =
+        importGeneric(Op::getOperationName().split('.').second,
+                      fixedOperandCount<Op>(), Op::getAttributeNames());
+  }
+};
+
+template <typename... Ops>
+void addGenericHandlers(llvm::StringMap<NodeHandler> &h) {
+  (ImportedFromOnnx<Ops>::add(h), ...);
 }
 
 } // namespace
@@ -989,27 +1055,12 @@ NodeHandler withFloatAttrs(StringRef op,
 const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
   static const llvm::StringMap<NodeHandler> handlers = [] {
     llvm::StringMap<NodeHandler> h;
+    addGenericHandlers<
+#define GET_OP_LIST
+#include "dialects/Graph/GraphOps.cpp.inc"
+        >(h);
     for (auto [onnxName, op] :
          std::vector<std::pair<const char *, const char *>>{
-             {"Relu", "relu"},
-             {"Sigmoid", "sigmoid"},
-             {"Tanh", "tanh"},
-             {"Erf", "erf"},
-             {"Sqrt", "sqrt"},
-             {"Neg", "neg"},
-             {"Exp", "exp"},
-             {"Log", "log"},
-             {"Abs", "abs"},
-             {"Reciprocal", "reciprocal"},
-             {"Floor", "floor"},
-             {"Ceil", "ceil"},
-             {"Round", "round"},
-             {"Sin", "sin"},
-             {"Cos", "cos"},
-             {"Sign", "sign"},
-             {"Not", "not"},
-             {"Softplus", "softplus"},
-             {"HardSwish", "hard_swish"},
              {"GlobalAveragePool", "global_avg_pool"},
              {"GlobalMaxPool", "global_max_pool"},
              {"Identity", "identity"}})
@@ -1036,32 +1087,6 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
     h["Min"] = variadic("min", false);
     h["Pow"] = importPow;
     h["Mod"] = importMod;
-    h["Where"] = [](NodeImporter &n) -> LogicalResult {
-      if (failed(requireInputs(n, 3)))
-        return failure();
-      return emit(n, n.build1("where", {n.input(0), n.input(1), n.input(2)}));
-    };
-    h["Gelu"] = [](NodeImporter &n) -> LogicalResult {
-      if (failed(requireInputs(n, 1)))
-        return failure();
-      return emit(n, n.build1("gelu", {n.input(0)},
-                              {n.str("approximate",
-                                     n.attrString("approximate", "none"))}));
-    };
-    h["IsNaN"] = unary("is_nan");
-    h["IsInf"] = [](NodeImporter &n) -> LogicalResult {
-      if (failed(requireInputs(n, 1)))
-        return failure();
-      OpBuilder &b = n.builder();
-      return emit(
-          n,
-          n.build1(
-              "is_inf", {n.input(0)},
-              {b.getNamedAttr("detect_positive",
-                              b.getBoolAttr(n.attrInt("detect_positive", 1))),
-               b.getNamedAttr("detect_negative", b.getBoolAttr(n.attrInt(
-                                                     "detect_negative", 1)))}));
-    };
     h["GatherND"] = [](NodeImporter &n) -> LogicalResult {
       if (failed(requireInputs(n, 2)))
         return failure();
@@ -1076,10 +1101,6 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
           n, n.build1("scatter_nd", {n.input(0), n.input(1), n.input(2)},
                       {n.str("reduction", n.attrString("reduction", "none"))}));
     };
-    h["LeakyRelu"] = withFloatAttrs("leaky_relu", {{"alpha", 0.01}});
-    h["Elu"] = withFloatAttrs("elu", {{"alpha", 1.0}});
-    h["HardSigmoid"] =
-        withFloatAttrs("hard_sigmoid", {{"alpha", 0.2}, {"beta", 0.5}});
     h["Clip"] = importClip;
     h["Cast"] = importCast;
     h["Softmax"] = [](NodeImporter &n) { return importSoftmax(n, "softmax"); };

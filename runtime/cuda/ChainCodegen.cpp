@@ -6,6 +6,7 @@
 #include <nvrtc.h>
 
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -31,6 +32,15 @@ Status nvrtcStatus(nvrtcResult r, const char *what) {
 
 std::string operand(int k) {
   return k >= 0 ? "x[" + std::to_string(k) + "]" : "v" + std::to_string(-k - 1);
+}
+
+/// A float constant exactly, infinities included.
+std::string floatBits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof(bits));
+  std::ostringstream s;
+  s << "__int_as_float(0x" << std::hex << bits << ")";
+  return s.str();
 }
 
 const char *modeName(unsigned char mode) {
@@ -83,7 +93,7 @@ std::string chainSource(const FusedParams &p) {
   std::ostringstream s;
   s << "#include \"runtime/cuda/FusedChain.cuh\"\n"
        "using namespace partc::runtime::cuda;\n"
-       "using partc::runtime::fused::Step;\n"
+       "using partc::runtime::ew::Step;\n"
        "namespace {\n"
        "struct Chain {\n"
        "  static constexpr int kInputs = "
@@ -99,11 +109,12 @@ std::string chainSource(const FusedParams &p) {
        "  __device__ float operator()(const FusedParams &,\n"
        "                              const float (&x)[kInputs]) const {\n";
   for (int i = 0; i < p.steps; ++i) {
-    auto step = static_cast<fused::Step>(p.step[i]);
+    auto step = static_cast<ew::Step>(p.step[i]);
     s << "    float v" << i << " = fusedStep(static_cast<Step>("
       << static_cast<int>(p.step[i]) << "), " << operand(p.lhs[i]) << ", "
-      << operand(fused::arity(step) == 2 ? p.rhs[i] : p.lhs[i]) << "); // "
-      << fused::stepName(step) << "\n";
+      << operand(ew::arity(step) == 2 ? p.rhs[i] : p.lhs[i]) << ", "
+      << floatBits(p.param[i][0]) << ", " << floatBits(p.param[i][1])
+      << "); // " << ew::info(step).name << "\n";
   }
   s << "    return v" << p.steps - 1
     << ";\n"

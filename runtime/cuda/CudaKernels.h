@@ -131,37 +131,11 @@ struct Strides {
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins);
 
 // Launchers implemented in .cu files.
-enum class UnaryCode : int {
-  Relu,
-  Sigmoid,
-  Tanh,
-  Erf,
-  Sqrt,
-  Neg,
-  Exp,
-  Log,
-  Abs,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Sin,
-  Cos,
-  Gelu,
-  GeluTanh,
-  LeakyRelu,
-  HardSigmoid,
-  HardSwish,
-  Clip,
-  Softplus,
-  Elu,
-  Sign,
-  Round
-};
-enum class BinaryCode : int { Add, Sub, Mul, Div, Pow, Min, Max };
-cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
-                           float alpha, float beta, float lo, float hi,
-                           cudaStream_t s);
-cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
+/// y = op(x) for a unary step (ElementwiseOps.h) with its parameters.
+cudaError_t launchUnaryF32(ew::Step op, const float *x, float *y, int64_t n,
+                           float p, float q, cudaStream_t s);
+/// y = op(a, b) for a binary step, then a ReLU where `relu`.
+cudaError_t launchBinaryF32(ew::Step op, const float *a, const float *b,
                             float *y, int64_t n, const Strides &st, bool same,
                             bool relu, cudaStream_t s);
 cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,

@@ -3,14 +3,15 @@
 // Compiled twice: by nvcc into Kernels.cu, whose interpreter runs any
 // fused_elementwise program, and by NVRTC at load time under the code that
 // ChainCodegen.cpp generates for one program, so that both compute every
-// step alike. NVRTC sees this file and FusedSteps.h only: no system headers.
+// step alike. NVRTC sees this file and ElementwiseOps.h only: no system
+// headers.
 // The host side (g++) reads FusedParams alone.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTC_RUNTIME_CUDA_FUSEDCHAIN_CUH
 #define PARTC_RUNTIME_CUDA_FUSEDCHAIN_CUH
 
-#include "runtime/kernels/FusedSteps.h"
+#include "runtime/kernels/ElementwiseOps.h"
 
 namespace partc::runtime::cuda {
 
@@ -28,6 +29,8 @@ struct FusedParams {
   int steps = 0, inputs = 0, rank = 0;
   unsigned char step[kFusedMaxSteps] = {};
   signed char lhs[kFusedMaxSteps] = {}, rhs[kFusedMaxSteps] = {};
+  /// Each step's parameters (ElementwiseOps.h), zero where it takes none.
+  float param[kFusedMaxSteps][2] = {};
   unsigned char mode[kFusedMaxInputs] = {};
   unsigned shape[kFusedMaxRank] = {};
   unsigned stride[kFusedMaxInputs][kFusedMaxRank] = {};
@@ -39,60 +42,11 @@ struct FusedParams {
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 
 /// One step on f32 values. The unfused unary and binary kernels compute
-/// these ops through it too; where `step` is a constant, as in generated
+/// their ops through it too; where `step` is a constant, as in generated
 /// code, the switch folds away.
-__device__ __forceinline__ float fusedStep(fused::Step step, float a, float b) {
-  using fused::Step;
-  switch (step) {
-  case Step::Relu:
-    return a > 0.f ? a : 0.f;
-  case Step::Sigmoid:
-    return 1.f / (1.f + expf(-a));
-  case Step::Tanh:
-    return tanhf(a);
-  case Step::Erf:
-    return erff(a);
-  case Step::Sqrt:
-    return sqrtf(a);
-  case Step::Neg:
-    return -a;
-  case Step::Exp:
-    return expf(a);
-  case Step::Log:
-    return logf(a);
-  case Step::Abs:
-    return fabsf(a);
-  case Step::Reciprocal:
-    return 1.f / a;
-  case Step::Floor:
-    return floorf(a);
-  case Step::Ceil:
-    return ceilf(a);
-  case Step::Sin:
-    return sinf(a);
-  case Step::Cos:
-    return cosf(a);
-  case Step::Gelu:
-    return 0.5f * a * (1.f + erff(a * 0.70710678118654752f));
-  case Step::GeluTanh:
-    return 0.5f * a *
-           (1.f + tanhf(0.79788456080286536f * (a + 0.044715f * a * a * a)));
-  case Step::Add:
-    return a + b;
-  case Step::Sub:
-    return a - b;
-  case Step::Mul:
-    return a * b;
-  case Step::Div:
-    return a / b;
-  case Step::Pow:
-    return powf(a, b);
-  case Step::Min:
-    return fminf(a, b);
-  case Step::Max:
-    return fmaxf(a, b);
-  }
-  return a;
+__device__ __forceinline__ float fusedStep(ew::Step step, float a, float b,
+                                           float p, float q) {
+  return ew::applyStep<float>(step, a, b, p, q);
 }
 
 // The loops below take a Chain: kInputs, mode(p, k) (FusedParams::Mode,

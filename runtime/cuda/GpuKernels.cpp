@@ -187,19 +187,20 @@ using Factory = std::function<Status(const KernelArgs &, DeviceContext &,
 
 class UnaryKernel : public GpuKernel {
 public:
-  UnaryKernel(UnaryCode op, float alpha, float beta, float lo, float hi)
-      : op_(op), alpha_(alpha), beta_(beta), lo_(lo), hi_(hi) {}
+  UnaryKernel(ew::Step op, const double (&params)[2])
+      : op_(op), p_(static_cast<float>(params[0])),
+        q_(static_cast<float>(params[1])) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     return cudaStatus(launchUnaryF32(op_, in[0].as<float>(), out[0].as<float>(),
-                                     in[0].type.numElements(), alpha_, beta_,
-                                     lo_, hi_, ctx.stream),
+                                     in[0].type.numElements(), p_, q_,
+                                     ctx.stream),
                       "unary kernel");
   }
 
 private:
-  UnaryCode op_;
-  float alpha_, beta_, lo_, hi_;
+  ew::Step op_;
+  float p_, q_;
 };
 
 /// Runs the code generated for its program where NVRTC compiled it, else
@@ -228,7 +229,7 @@ private:
 
 class BinaryKernel : public GpuKernel {
 public:
-  BinaryKernel(BinaryCode op, Strides st, bool same, bool relu)
+  BinaryKernel(ew::Step op, Strides st, bool same, bool relu)
       : op_(op), st_(st), same_(same), relu_(relu) {}
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
@@ -240,7 +241,7 @@ public:
   }
 
 private:
-  BinaryCode op_;
+  ew::Step op_;
   Strides st_;
   bool same_, relu_;
 };
@@ -553,7 +554,9 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
     p.lhs[s] = static_cast<int8_t>(program.lhs[s]);
     // Unary steps read their operand twice rather than garbage.
     p.rhs[s] = static_cast<int8_t>(
-        fused::arity(program.steps[s]) == 2 ? program.rhs[s] : program.lhs[s]);
+        ew::arity(program.steps[s]) == 2 ? program.rhs[s] : program.lhs[s]);
+    for (int i = 0; i < 2; ++i)
+      p.param[s][i] = static_cast<float>(program.params[s][i]);
   }
   for (int d = 0; d < p.rank; ++d)
     p.shape[d] = static_cast<uint32_t>(collapsed[d]);
@@ -580,56 +583,23 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
 const std::map<std::string, Factory> &factories() {
   static const std::map<std::string, Factory> table = [] {
     std::map<std::string, Factory> t;
-    auto unary = [](UnaryCode op) -> Factory {
-      return [op](const KernelArgs &a, DeviceContext &,
-                  std::unique_ptr<GpuKernel> &k) -> Status {
-        if (!allF32(a))
-          return Status();
-        UnaryCode code = op;
-        if (op == UnaryCode::Gelu &&
-            a.attrs.getString("approximate", "none") == "tanh")
-          code = UnaryCode::GeluTanh;
-        float alpha = static_cast<float>(
-            a.attrs.getFloat("alpha", op == UnaryCode::HardSigmoid ? 0.2
-                                      : op == UnaryCode::Elu       ? 1.0
-                                                                   : 0.01));
-        float beta = static_cast<float>(a.attrs.getFloat("beta", 0.5));
-        float lo = static_cast<float>(
-            a.attrs.getFloat("min", -std::numeric_limits<double>::infinity()));
-        float hi = static_cast<float>(
-            a.attrs.getFloat("max", std::numeric_limits<double>::infinity()));
-        k = std::make_unique<UnaryKernel>(code, alpha, beta, lo, hi);
+    // Every unary step of ElementwiseOps.h; gelu picks its step by its
+    // approximation.
+    Factory unary = [](const KernelArgs &a, DeviceContext &,
+                       std::unique_ptr<GpuKernel> &k) -> Status {
+      if (!allF32(a))
         return Status();
-      };
+      ew::Step step;
+      double params[2];
+      PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));
+      k = std::make_unique<UnaryKernel>(step, params);
+      return Status();
     };
-    const std::pair<const char *, UnaryCode> unaries[] = {
-        {"relu", UnaryCode::Relu},
-        {"sigmoid", UnaryCode::Sigmoid},
-        {"tanh", UnaryCode::Tanh},
-        {"erf", UnaryCode::Erf},
-        {"sqrt", UnaryCode::Sqrt},
-        {"neg", UnaryCode::Neg},
-        {"exp", UnaryCode::Exp},
-        {"log", UnaryCode::Log},
-        {"abs", UnaryCode::Abs},
-        {"reciprocal", UnaryCode::Reciprocal},
-        {"floor", UnaryCode::Floor},
-        {"ceil", UnaryCode::Ceil},
-        {"sin", UnaryCode::Sin},
-        {"cos", UnaryCode::Cos},
-        {"gelu", UnaryCode::Gelu},
-        {"leaky_relu", UnaryCode::LeakyRelu},
-        {"hard_sigmoid", UnaryCode::HardSigmoid},
-        {"hard_swish", UnaryCode::HardSwish},
-        {"clip", UnaryCode::Clip},
-        {"softplus", UnaryCode::Softplus},
-        {"elu", UnaryCode::Elu},
-        {"sign", UnaryCode::Sign},
-        {"round", UnaryCode::Round}};
-    for (auto &[name, code] : unaries)
-      t[name] = unary(code);
+    for (int i = 0; i < ew::kNumUnary; ++i)
+      if (static_cast<ew::Step>(i) != ew::Step::GeluTanh)
+        t[ew::kSteps[i].name] = unary;
 
-    auto binary = [](BinaryCode op) -> Factory {
+    auto binary = [](ew::Step op) -> Factory {
       return [op](const KernelArgs &a, DeviceContext &ctx,
                   std::unique_ptr<GpuKernel> &k) -> Status {
         if (!allF32(a))
@@ -650,13 +620,15 @@ const std::map<std::string, Factory> &factories() {
           // through collapsed strides below, without the chain's
           // interpreter.
           fused::Program program;
-          fused::stepFromName(a.name, program.steps.emplace_back());
+          program.steps = {op};
           program.lhs = {0};
           program.rhs = {1};
+          program.params = {{0, 0}};
           if (relu) {
-            program.steps.push_back(fused::Step::Relu);
+            program.steps.push_back(ew::Step::Relu);
             program.lhs.push_back(-1);
             program.rhs.push_back(-1);
+            program.params.push_back({0, 0});
           }
           PARTC_RETURN_IF_ERROR(createFusedKernel(a, program, ctx, k));
           if (k)
@@ -668,13 +640,8 @@ const std::map<std::string, Factory> &factories() {
         return Status();
       };
     };
-    const std::pair<const char *, BinaryCode> binaries[] = {
-        {"add", BinaryCode::Add}, {"sub", BinaryCode::Sub},
-        {"mul", BinaryCode::Mul}, {"div", BinaryCode::Div},
-        {"pow", BinaryCode::Pow}, {"min", BinaryCode::Min},
-        {"max", BinaryCode::Max}};
-    for (auto &[name, code] : binaries)
-      t[name] = binary(code);
+    for (int i = ew::kNumUnary; i < ew::kNumSteps; ++i)
+      t[ew::kSteps[i].name] = binary(static_cast<ew::Step>(i));
 
     t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &ctx,
                                 std::unique_ptr<GpuKernel> &k) -> Status {

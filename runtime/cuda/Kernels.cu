@@ -80,85 +80,48 @@ __device__ inline int64_t offsetOf(const Strides &st, int k, int64_t i,
   return off;
 }
 
-// Fused steps list the unary and binary ops in the order of UnaryCode and
-// BinaryCode, so that an op converts to its step by a cast.
-static_assert(static_cast<int>(fused::Step::Cos) ==
-                      static_cast<int>(UnaryCode::Cos) &&
-                  static_cast<int>(fused::Step::GeluTanh) ==
-                      static_cast<int>(UnaryCode::GeluTanh),
-              "fused unary steps follow UnaryCode");
-static_assert(static_cast<int>(fused::Step::Max) -
-                      static_cast<int>(fused::Step::Add) ==
-                  static_cast<int>(BinaryCode::Max),
-              "fused binary steps follow BinaryCode");
-
-__device__ inline float unaryOp(UnaryCode op, float x, float alpha, float beta,
-                                float lo, float hi) {
-  if (op <= UnaryCode::GeluTanh)
-    return fusedStep(static_cast<fused::Step>(op), x, x);
-  switch (op) {
-  case UnaryCode::LeakyRelu:
-    return x >= 0.f ? x : alpha * x;
-  case UnaryCode::HardSigmoid:
-    return fmaxf(0.f, fminf(1.f, alpha * x + beta));
-  case UnaryCode::HardSwish:
-    return x * fmaxf(0.f, fminf(1.f, x / 6.f + 0.5f));
-  case UnaryCode::Clip:
-    return fminf(hi, fmaxf(lo, x));
-  case UnaryCode::Softplus:
-    return log1pf(expf(x));
-  case UnaryCode::Elu:
-    return x >= 0.f ? x : alpha * (expf(x) - 1.f);
-  case UnaryCode::Sign:
-    return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-  case UnaryCode::Round:
-    return nearbyintf(x);
-  }
-  return x;
-}
-
 /// Four elements per thread through 16-byte loads (n divisible by 4).
 __device__ inline float maybeRelu(float x, bool relu) {
   return relu && x < 0.f ? 0.f : x;
 }
 
-__global__ void unaryKernel4(UnaryCode op, const float4 *x, float4 *y,
-                             int64_t n4, float alpha, float beta, float lo,
-                             float hi) {
+__device__ inline float unaryOp(ew::Step op, float x, float p, float q) {
+  return fusedStep(op, x, x, p, q);
+}
+
+__global__ void unaryKernel4(ew::Step op, const float4 *x, float4 *y,
+                             int64_t n4, float p, float q) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
        i += int64_t(gridDim.x) * blockDim.x) {
     float4 v = x[i];
-    v.x = unaryOp(op, v.x, alpha, beta, lo, hi);
-    v.y = unaryOp(op, v.y, alpha, beta, lo, hi);
-    v.z = unaryOp(op, v.z, alpha, beta, lo, hi);
-    v.w = unaryOp(op, v.w, alpha, beta, lo, hi);
+    v.x = unaryOp(op, v.x, p, q);
+    v.y = unaryOp(op, v.y, p, q);
+    v.z = unaryOp(op, v.z, p, q);
+    v.w = unaryOp(op, v.w, p, q);
     y[i] = v;
   }
 }
 
-__global__ void unaryKernel(UnaryCode op, const float *x, float *y, int64_t n,
-                            float alpha, float beta, float lo, float hi) {
+__global__ void unaryKernel(ew::Step op, const float *x, float *y, int64_t n,
+                            float p, float q) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    y[i] = unaryOp(op, x[i], alpha, beta, lo, hi);
+    y[i] = unaryOp(op, x[i], p, q);
 }
 
-__device__ inline float binaryOp(BinaryCode op, float a, float b) {
-  constexpr int firstBinary = static_cast<int>(fused::Step::Add);
-  return fusedStep(static_cast<fused::Step>(firstBinary + static_cast<int>(op)),
-                   a, b);
+__device__ inline float binaryOp(ew::Step op, float a, float b) {
+  return fusedStep(op, a, b, 0.f, 0.f);
 }
 
-__global__ void binarySameKernel(BinaryCode op, const float *a, const float *b,
+__global__ void binarySameKernel(ew::Step op, const float *a, const float *b,
                                  float *y, int64_t n, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     y[i] = maybeRelu(binaryOp(op, a[i], b[i]), relu);
 }
 
-__global__ void binarySameKernel4(BinaryCode op, const float4 *a,
-                                  const float4 *b, float4 *y, int64_t n4,
-                                  bool relu) {
+__global__ void binarySameKernel4(ew::Step op, const float4 *a, const float4 *b,
+                                  float4 *y, int64_t n4, bool relu) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
        i += int64_t(gridDim.x) * blockDim.x) {
     float4 u = a[i], v = b[i];
@@ -169,7 +132,7 @@ __global__ void binarySameKernel4(BinaryCode op, const float4 *a,
   }
 }
 
-__global__ void binaryKernel(BinaryCode op, const float *a, const float *b,
+__global__ void binaryKernel(ew::Step op, const float *a, const float *b,
                              float *y, int64_t n, Strides st, bool relu) {
   bool narrow = narrowIndex(n);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -193,8 +156,9 @@ struct InterpretedChain {
     float v[kFusedMaxSteps];
     for (int s = 0; s < p.steps; ++s) {
       int l = p.lhs[s], r = p.rhs[s];
-      v[s] = fusedStep(static_cast<fused::Step>(p.step[s]),
-                       l >= 0 ? x[l] : v[-l - 1], r >= 0 ? x[r] : v[-r - 1]);
+      v[s] =
+          fusedStep(static_cast<ew::Step>(p.step[s]), l >= 0 ? x[l] : v[-l - 1],
+                    r >= 0 ? x[r] : v[-r - 1], p.param[s][0], p.param[s][1]);
     }
     return v[p.steps - 1];
   }
@@ -909,16 +873,14 @@ bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }
 
-cudaError_t launchUnaryF32(UnaryCode op, const float *x, float *y, int64_t n,
-                           float alpha, float beta, float lo, float hi,
-                           cudaStream_t s) {
+cudaError_t launchUnaryF32(ew::Step op, const float *x, float *y, int64_t n,
+                           float p, float q, cudaStream_t s) {
   if (n % 4 == 0 && aligned16(x) && aligned16(y))
     unaryKernel4<<<blocksFor(n / 4), kThreads, 0, s>>>(
         op, reinterpret_cast<const float4 *>(x), reinterpret_cast<float4 *>(y),
-        n / 4, alpha, beta, lo, hi);
+        n / 4, p, q);
   else
-    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, alpha, beta, lo,
-                                                  hi);
+    unaryKernel<<<blocksFor(n), kThreads, 0, s>>>(op, x, y, n, p, q);
   return cudaGetLastError();
 }
 
@@ -952,7 +914,7 @@ cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-cudaError_t launchBinaryF32(BinaryCode op, const float *a, const float *b,
+cudaError_t launchBinaryF32(ew::Step op, const float *a, const float *b,
                             float *y, int64_t n, const Strides &st, bool same,
                             bool relu, cudaStream_t s) {
   if (same && n % 4 == 0 && aligned16(a) && aligned16(b) && aligned16(y))
@@ -1023,7 +985,7 @@ cudaError_t launchEpilogue(float *y, const float *bias, const float *z,
   if (n == 0 || (!bias && !z && !relu))
     return cudaSuccess;
   if (!bias && !z)
-    return launchUnaryF32(UnaryCode::Relu, y, y, n, 0, 0, 0, 0, s);
+    return launchUnaryF32(ew::Step::Relu, y, y, n, 0, 0, s);
   auto aligned = [](const void *p) {
     return reinterpret_cast<uintptr_t>(p) % 16 == 0;
   };

@@ -42,4 +42,31 @@ std::string AttrMap::getString(const std::string &name,
   return it->second.str;
 }
 
+std::vector<double> AttrMap::getFloats(const std::string &name) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::Floats)
+    return {};
+  return it->second.floats;
+}
+
+Status AttrMap::requireFloat(const std::string &name, double &value) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::Floats ||
+      it->second.floats.size() != 1)
+    return Status::error("needs the float attribute '" + name +
+                         "' (compile the model again with this partc)");
+  value = it->second.floats[0];
+  return Status();
+}
+
+Status AttrMap::requireString(const std::string &name,
+                              std::string &value) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::String)
+    return Status::error("needs the string attribute '" + name +
+                         "' (compile the model again with this partc)");
+  value = it->second.str;
+  return Status();
+}
+
 } // namespace partc::runtime

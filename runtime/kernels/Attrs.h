@@ -59,6 +59,11 @@ public:
   double getFloat(const std::string &name, double dflt) const;
   std::vector<int64_t> getInts(const std::string &name) const;
   std::string getString(const std::string &name, const std::string &dflt) const;
+  std::vector<double> getFloats(const std::string &name) const;
+  /// Attributes without a default in the kernel: their defaults live in the
+  /// op's definition, and a plan must carry them.
+  Status requireFloat(const std::string &name, double &value) const;
+  Status requireString(const std::string &name, std::string &value) const;
   bool operator==(const AttrMap &o) const { return map_ == o.map_; }
 
 private:

@@ -11,179 +11,92 @@ namespace partc::runtime {
 namespace {
 
 //===----------------------------------------------------------------------===//
-// Unary
+// Unary (formulas in ElementwiseOps.h)
 //===----------------------------------------------------------------------===//
 
-enum class UnaryOp {
-  Relu,
-  Sigmoid,
-  Tanh,
-  Erf,
-  Sqrt,
-  Neg,
-  Exp,
-  Log,
-  Abs,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Sin,
-  Cos,
-  Gelu,
-  GeluTanh,
-  LeakyRelu,
-  HardSigmoid,
-  HardSwish,
-  Clip,
-  Not,
-  Softplus,
-  Elu,
-  Sign,
-  Round
-};
-
-struct UnaryParams {
-  double alpha = 0, beta = 0, lo = 0, hi = 0;
-};
-
-template <typename T> T applyUnary(UnaryOp op, T x, const UnaryParams &p) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return op == UnaryOp::Not ? !x : x;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    switch (op) {
-    case UnaryOp::Relu:
-      return x > T(0) ? x : T(0);
-    case UnaryOp::Sigmoid:
-      return T(1) / (T(1) + std::exp(-x));
-    case UnaryOp::Tanh:
-      return std::tanh(x);
-    case UnaryOp::Erf:
-      return std::erf(x);
-    case UnaryOp::Sqrt:
-      return std::sqrt(x);
-    case UnaryOp::Neg:
-      return -x;
-    case UnaryOp::Exp:
-      return std::exp(x);
-    case UnaryOp::Log:
-      return std::log(x);
-    case UnaryOp::Abs:
-      return std::fabs(x);
-    case UnaryOp::Reciprocal:
-      return T(1) / x;
-    case UnaryOp::Floor:
-      return std::floor(x);
-    case UnaryOp::Ceil:
-      return std::ceil(x);
-    case UnaryOp::Sin:
-      return std::sin(x);
-    case UnaryOp::Cos:
-      return std::cos(x);
-    case UnaryOp::Gelu:
-      return T(0.5) * x * (T(1) + std::erf(x * T(0.70710678118654752440)));
-    case UnaryOp::GeluTanh:
-      return T(0.5) * x *
-             (T(1) + std::tanh(T(0.79788456080286535588) *
-                               (x + T(0.044715) * x * x * x)));
-    case UnaryOp::LeakyRelu:
-      return x >= T(0) ? x : T(p.alpha) * x;
-    case UnaryOp::HardSigmoid:
-      return std::max(T(0), std::min(T(1), T(p.alpha) * x + T(p.beta)));
-    case UnaryOp::HardSwish:
-      return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5)));
-    case UnaryOp::Clip:
-      return std::min(T(p.hi), std::max(T(p.lo), x));
-    case UnaryOp::Softplus:
-      return std::log1p(std::exp(x));
-    case UnaryOp::Elu:
-      return x >= T(0) ? x : T(p.alpha) * (std::exp(x) - T(1));
-    case UnaryOp::Sign:
-      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-    case UnaryOp::Round:
-      return std::nearbyint(x);
-    case UnaryOp::Not:
-      return x;
-    }
-    return x;
-  } else {
-    switch (op) {
-    case UnaryOp::Relu:
-      return x > T(0) ? x : T(0);
-    case UnaryOp::Neg:
-      return static_cast<T>(-x);
-    case UnaryOp::Abs:
-      if constexpr (std::is_signed_v<T>)
-        return x < 0 ? static_cast<T>(-x) : x;
-      return x;
-    case UnaryOp::Clip:
-      return static_cast<T>(std::min<double>(p.hi, std::max<double>(p.lo, x)));
-    case UnaryOp::Sign:
-      return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0));
-    default:
-      return x;
-    }
-  }
-}
-
-bool unaryAllowsType(UnaryOp op, DType t) {
-  if (t == DType::Bool)
-    return op == UnaryOp::Not;
-  if (isFloatType(t))
-    return op != UnaryOp::Not;
-  return op == UnaryOp::Relu || op == UnaryOp::Neg || op == UnaryOp::Abs ||
-         op == UnaryOp::Clip || op == UnaryOp::Sign;
+template <typename T> T saturate(double v) {
+  if (std::isnan(v))
+    return T(0);
+  if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+    return std::numeric_limits<T>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+    return std::numeric_limits<T>::max();
+  return static_cast<T>(v);
 }
 
 class UnaryKernel : public Kernel {
 public:
-  UnaryKernel(UnaryOp op, UnaryParams params) : op_(op), params_(params) {}
+  UnaryKernel(ew::Step step, const double (&params)[2])
+      : step_(step), p_(params[0]), q_(params[1]) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     int64_t n = in[0].type.numElements();
     dispatchType(in[0].type.dtype, [&](auto tag) {
       using T = decltype(tag);
-      const T *x = in[0].as<T>();
-      T *y = out[0].as<T>();
-      if (op_ == UnaryOp::Relu) {
-        // The hottest unary op in CNNs gets a loop the compiler vectorizes.
-        for (int64_t i = 0; i < n; ++i)
-          y[i] = x[i] > T(0) ? x[i] : T(0);
-        return;
+      if constexpr (!std::is_same_v<T, bool>) {
+        const T *x = in[0].as<T>();
+        T *y = out[0].as<T>();
+        if (step_ == ew::Step::Relu) {
+          // The hottest unary op in CNNs gets a loop the compiler vectorizes.
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = ew::Relu::apply<T>(x[i], T(0), T(0));
+          return;
+        }
+        if constexpr (std::is_floating_point_v<T>) {
+          T p = static_cast<T>(p_), q = static_cast<T>(q_);
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = ew::applyStep<T>(step_, x[i], x[i], p, q);
+        } else {
+          // Clip's infinite default bounds saturate to the type's range.
+          T p = saturate<T>(p_), q = saturate<T>(q_);
+          for (int64_t i = 0; i < n; ++i)
+            y[i] = ew::applyIntegerStep<T>(step_, x[i], p, q);
+        }
       }
-      for (int64_t i = 0; i < n; ++i)
-        y[i] = applyUnary<T>(op_, x[i], params_);
     });
     return Status();
   }
 
 private:
-  UnaryOp op_;
-  UnaryParams params_;
+  ew::Step step_;
+  double p_, q_;
 };
 
-void addUnary(KernelTable &t, const char *name, UnaryOp op) {
-  t[name] = [op](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
-    if (a.inputs[0] != a.outputs[0])
-      return Status::error("input " + a.inputs[0].str() + " and output " +
-                           a.outputs[0].str() + " differ");
-    if (!unaryAllowsType(op, a.inputs[0].dtype))
-      return Status::error(std::string("element type ") +
-                           dtypeName(a.inputs[0].dtype) + " is not supported");
-    UnaryParams p;
-    p.alpha = a.attrs.getFloat("alpha", op == UnaryOp::HardSigmoid ? 0.2
-                                        : op == UnaryOp::Elu       ? 1.0
-                                                                   : 0.01);
-    p.beta = a.attrs.getFloat("beta", 0.5);
-    p.lo = a.attrs.getFloat("min", -std::numeric_limits<double>::infinity());
-    p.hi = a.attrs.getFloat("max", std::numeric_limits<double>::infinity());
-    UnaryOp effective = op;
-    if (op == UnaryOp::Gelu &&
-        a.attrs.getString("approximate", "none") == "tanh")
-      effective = UnaryOp::GeluTanh;
-    k = std::make_unique<UnaryKernel>(effective, p);
+/// Logical not, the one unary op on bool.
+class NotKernel : public Kernel {
+public:
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t n = in[0].type.numElements();
+    const bool *x = in[0].as<bool>();
+    bool *y = out[0].as<bool>();
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = !x[i];
     return Status();
-  };
+  }
+};
+
+Status checkSameType(const KernelArgs &a) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+  if (a.inputs[0] != a.outputs[0])
+    return Status::error("input " + a.inputs[0].str() + " and output " +
+                         a.outputs[0].str() + " differ");
+  return Status();
+}
+
+Status createUnary(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+  PARTC_RETURN_IF_ERROR(checkSameType(a));
+  ew::Step step;
+  double params[2];
+  PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));
+  DType t = a.inputs[0].dtype;
+  bool integer = !isFloatType(t) && t != DType::Bool;
+  if (!(t == DType::F32 || t == DType::F64 ||
+        (integer && ew::info(step).integers)))
+    return Status::error(std::string("element type ") + dtypeName(t) +
+                         " is not supported");
+  k = std::make_unique<UnaryKernel>(step, params);
+  return Status();
 }
 
 //===----------------------------------------------------------------------===//
@@ -223,6 +136,12 @@ bool isLogical(BinaryOp op) {
 }
 
 template <typename T> T applyArith(BinaryOp op, T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (op <= BinaryOp::Max)
+      return ew::applyStep<T>(
+          static_cast<ew::Step>(static_cast<int>(ew::kFirstBinary) +
+                                static_cast<int>(op)),
+          a, b, T(0), T(0));
   switch (op) {
   case BinaryOp::Add:
     return static_cast<T>(a + b);
@@ -489,26 +408,12 @@ public:
 // Fused element-wise chains (FusedElementwise.h)
 //===----------------------------------------------------------------------===//
 
-// Fused steps list the unary and binary ops in the order of UnaryOp and
-// BinaryOp, so that a step converts by a cast.
-static_assert(static_cast<int>(fused::Step::Relu) ==
-                      static_cast<int>(UnaryOp::Relu) &&
-                  static_cast<int>(fused::Step::Cos) ==
-                      static_cast<int>(UnaryOp::Cos) &&
-                  static_cast<int>(fused::Step::GeluTanh) ==
-                      static_cast<int>(UnaryOp::GeluTanh),
-              "fused unary steps follow UnaryOp");
-static_assert(static_cast<int>(fused::Step::Max) -
-                      static_cast<int>(fused::Step::Add) ==
+// Binary steps list the arithmetic ops in the order of BinaryOp, so that an
+// op converts to its step by an offset.
+static_assert(static_cast<int>(ew::Step::Max) -
+                      static_cast<int>(ew::kFirstBinary) ==
                   static_cast<int>(BinaryOp::Max),
-              "fused binary steps follow BinaryOp");
-
-UnaryOp unaryOf(fused::Step step) { return static_cast<UnaryOp>(step); }
-
-BinaryOp binaryOf(fused::Step step) {
-  return static_cast<BinaryOp>(static_cast<int>(step) -
-                               static_cast<int>(fused::Step::Add));
-}
+              "binary steps follow BinaryOp");
 
 class FusedElementwiseKernel : public Kernel {
 public:
@@ -516,6 +421,9 @@ public:
                          const std::vector<TensorType> &inputs,
                          const Shape &out)
       : program_(std::move(program)), out_(out) {
+    for (size_t s = 0; s < program_.steps.size(); ++s)
+      for (int i = 0; i < 2; ++i)
+        params_[s][i] = static_cast<float>(program_.params[s][i]);
     for (size_t k = 0; k < fused::kMaxInputs; ++k)
       strides_[k] = k < inputs.size() ? broadcastStrides(inputs[k].shape, out)
                                       : std::vector<int64_t>(out.size(), 0);
@@ -533,11 +441,14 @@ public:
           auto operand = [&](int ref) {
             return ref >= 0 ? x[ref][idx[ref]] : value[-ref - 1];
           };
-          for (size_t s = 0; s < steps; ++s)
-            value[s] = fused::applyStep(
-                program_.steps[s], operand(program_.lhs[s]),
-                fused::arity(program_.steps[s]) == 2 ? operand(program_.rhs[s])
-                                                     : 0.0f);
+          for (size_t s = 0; s < steps; ++s) {
+            float a = operand(program_.lhs[s]);
+            value[s] = ew::applyStep<float>(program_.steps[s], a,
+                                            ew::arity(program_.steps[s]) == 2
+                                                ? operand(program_.rhs[s])
+                                                : a,
+                                            params_[s][0], params_[s][1]);
+          }
           y[o] = value[steps - 1];
         });
     return Status();
@@ -545,6 +456,7 @@ public:
 
 private:
   fused::Program program_;
+  float params_[fused::kMaxSteps][2] = {};
   Shape out_;
   std::array<std::vector<int64_t>, fused::kMaxInputs> strides_;
 };
@@ -593,30 +505,18 @@ KernelFactory floatTest(bool nan) {
 } // namespace
 
 void registerElementwiseKernels(KernelTable &t) {
-  addUnary(t, "relu", UnaryOp::Relu);
-  addUnary(t, "sigmoid", UnaryOp::Sigmoid);
-  addUnary(t, "tanh", UnaryOp::Tanh);
-  addUnary(t, "erf", UnaryOp::Erf);
-  addUnary(t, "sqrt", UnaryOp::Sqrt);
-  addUnary(t, "neg", UnaryOp::Neg);
-  addUnary(t, "exp", UnaryOp::Exp);
-  addUnary(t, "log", UnaryOp::Log);
-  addUnary(t, "abs", UnaryOp::Abs);
-  addUnary(t, "reciprocal", UnaryOp::Reciprocal);
-  addUnary(t, "floor", UnaryOp::Floor);
-  addUnary(t, "ceil", UnaryOp::Ceil);
-  addUnary(t, "sin", UnaryOp::Sin);
-  addUnary(t, "cos", UnaryOp::Cos);
-  addUnary(t, "gelu", UnaryOp::Gelu);
-  addUnary(t, "leaky_relu", UnaryOp::LeakyRelu);
-  addUnary(t, "hard_sigmoid", UnaryOp::HardSigmoid);
-  addUnary(t, "hard_swish", UnaryOp::HardSwish);
-  addUnary(t, "clip", UnaryOp::Clip);
-  addUnary(t, "not", UnaryOp::Not);
-  addUnary(t, "softplus", UnaryOp::Softplus);
-  addUnary(t, "elu", UnaryOp::Elu);
-  addUnary(t, "sign", UnaryOp::Sign);
-  addUnary(t, "round", UnaryOp::Round);
+  for (int i = 0; i < ew::kNumUnary; ++i)
+    t[ew::kSteps[i].name] = createUnary;
+  // gelu_tanh is a step, not a kernel: gelu runs it by its attribute.
+  t.erase(ew::info(ew::Step::GeluTanh).name);
+  t["gelu"] = createUnary;
+  t["not"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkSameType(a));
+    if (a.inputs[0].dtype != DType::Bool)
+      return Status::error("not takes bool, got " + a.inputs[0].str());
+    k = std::make_unique<NotKernel>();
+    return Status();
+  };
   t["is_nan"] = floatTest(true);
   t["is_inf"] = floatTest(false);
 
@@ -714,33 +614,40 @@ void registerElementwiseKernels(KernelTable &t) {
 
 namespace fused {
 
-namespace {
-const char *const kStepNames[] = {
-    "relu", "sigmoid",    "tanh",  "erf",  "sqrt", "neg", "exp",  "log",
-    "abs",  "reciprocal", "floor", "ceil", "sin",  "cos", "gelu", "gelu_tanh",
-    "add",  "sub",        "mul",   "div",  "pow",  "min", "max"};
-constexpr size_t kStepCount = sizeof(kStepNames) / sizeof(kStepNames[0]);
-static_assert(kStepCount == static_cast<size_t>(Step::Max) + 1,
-              "a name per step");
-} // namespace
-
 bool stepFromName(const std::string &name, Step &step) {
-  for (size_t i = 0; i < kStepCount; ++i)
-    if (name == kStepNames[i]) {
+  for (int i = 0; i < ew::kNumSteps; ++i)
+    if (name == ew::kSteps[i].name) {
       step = static_cast<Step>(i);
       return true;
     }
   return false;
 }
 
-const char *stepName(Step step) {
-  return kStepNames[static_cast<size_t>(step)];
+Status stepOfKernel(const std::string &kernel, const AttrMap &attrs, Step &step,
+                    double (&params)[2]) {
+  params[0] = params[1] = 0;
+  if (kernel == "gelu") {
+    std::string approximate;
+    PARTC_RETURN_IF_ERROR(attrs.requireString("approximate", approximate));
+    if (approximate != "none" && approximate != "tanh")
+      return Status::error("approximate must be none or tanh, got '" +
+                           approximate + "'");
+    step = approximate == "tanh" ? Step::GeluTanh : Step::Gelu;
+    return Status();
+  }
+  if (!stepFromName(kernel, step) || step == Step::GeluTanh)
+    return Status::error("'" + kernel + "' is not an element-wise step");
+  const ew::StepInfo &info = ew::info(step);
+  for (int i = 0; i < info.params; ++i)
+    PARTC_RETURN_IF_ERROR(attrs.requireFloat(info.paramNames[i], params[i]));
+  return Status();
 }
 
 Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
-                    int numInputs, Program &program) {
+                    const std::vector<double> &params, int numInputs,
+                    Program &program) {
   program = Program();
-  size_t next = 0;
+  size_t next = 0, nextParam = 0;
   std::vector<bool> inputRead(numInputs, false);
   std::vector<bool> stepRead;
   for (size_t begin = 0; begin <= steps.size();) {
@@ -755,7 +662,7 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
       return Status::error("more than " + std::to_string(kMaxSteps) +
                            " fused steps");
     int refs[2] = {0, 0};
-    for (int k = 0; k < arity(step); ++k) {
+    for (int k = 0; k < ew::arity(step); ++k) {
       if (next == args.size())
         return Status::error("step " + std::to_string(program.steps.size()) +
                              " (" + name + ") lacks operands in 'args'");
@@ -774,6 +681,15 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
         stepRead[-ref - 1] = true;
       refs[k] = static_cast<int>(ref);
     }
+    std::array<double, 2> stepParams = {0, 0};
+    for (int i = 0; i < ew::info(step).params; ++i) {
+      if (nextParam == params.size())
+        return Status::error("step " + std::to_string(program.steps.size()) +
+                             " (" + name + ") lacks its parameter '" +
+                             ew::info(step).paramNames[i] + "' in 'params'");
+      stepParams[i] = params[nextParam++];
+    }
+    program.params.push_back(stepParams);
     program.steps.push_back(step);
     program.lhs.push_back(refs[0]);
     program.rhs.push_back(refs[1]);
@@ -784,6 +700,10 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
     return Status::error("'args' holds " + std::to_string(args.size()) +
                          " operands but the steps read " +
                          std::to_string(next));
+  if (nextParam != params.size())
+    return Status::error("'params' holds " + std::to_string(params.size()) +
+                         " values but the steps take " +
+                         std::to_string(nextParam));
   for (int k = 0; k < numInputs; ++k)
     if (!inputRead[k])
       return Status::error("input " + std::to_string(k) + " is never read");
@@ -796,13 +716,7 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
 
 Status parseProgram(const AttrMap &attrs, int numInputs, Program &program) {
   return parseProgram(attrs.getString("steps", ""), attrs.getInts("args"),
-                      numInputs, program);
-}
-
-float applyStep(Step step, float a, float b) {
-  if (arity(step) == 2)
-    return applyArith<float>(binaryOf(step), a, b);
-  return applyUnary<float>(unaryOf(step), a, UnaryParams());
+                      attrs.getFloats("params"), numInputs, program);
 }
 
 } // namespace fused

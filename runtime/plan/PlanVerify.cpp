@@ -1,4 +1,5 @@
 //===- PlanVerify.cpp - Semantic checks and summary of a plan -------------===//
+#include "runtime/kernels/Kernel.h"
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
@@ -129,10 +130,21 @@ Status verifyPlan(const Plan &plan) {
         return Status();
       };
       switch (in.op) {
-      case OpCode::Kernel:
+      case OpCode::Kernel: {
         if (in.kernel.empty())
           return Status::error(where + ": kernel has no name");
+        // Every backend's kernels take the CPU kernel's checks of types and
+        // attributes: a plan that lacks a parameter is refused here, never
+        // run with a default the kernel made up.
+        std::vector<TensorType> inputs, outputs;
+        instructionTypes(in, inputs, outputs);
+        std::unique_ptr<Kernel> kernel;
+        Status s =
+            createCpuKernel(in.kernel, in.attrs, inputs, outputs, kernel);
+        if (!s.ok())
+          return Status::error(where + ": " + s.message());
         break;
+      }
       case OpCode::LoadInput:
       case OpCode::StoreOutput: {
         bool load = in.op == OpCode::LoadInput;

@@ -184,6 +184,47 @@ mc = xc @ cw
 yc = np.exp(np.tanh(mc - cb) * 0.75) + mc
 write_data_set("chain_data", xc, yc)
 
+# activations.onnx: linear layers between the activations added through
+# the one-definition recipe (docs/adding-an-op.md), with non-default
+# parameters where they have any, so that fused chains carry parameters.
+aw1 = rng.standard_normal((16, 24)) * 0.4
+aw2 = rng.standard_normal((24, 24)) * 0.4
+aw3 = rng.standard_normal((24, 8)) * 0.4
+nodes = [
+    helper.make_node("MatMul", ["x", "w1"], ["m1"], name="fc1"),
+    helper.make_node("Mish", ["m1"], ["a1"], name="mish"),
+    helper.make_node("MatMul", ["a1", "w2"], ["m2"], name="fc2"),
+    helper.make_node("Selu", ["m2"], ["a2"], name="selu", alpha=1.5, gamma=1.1),
+    helper.make_node("Celu", ["a2"], ["a3"], name="celu", alpha=0.8),
+    helper.make_node("Softsign", ["a3"], ["a4"], name="softsign"),
+    helper.make_node("ThresholdedRelu", ["a4"], ["a5"], name="thresholded_relu",
+                     alpha=0.05),
+    helper.make_node("MatMul", ["a5", "w3"], ["m3"], name="fc3"),
+    helper.make_node("LeakyRelu", ["m3"], ["a6"], name="leaky_relu"),
+    helper.make_node("HardSigmoid", ["a6"], ["y"], name="hard_sigmoid",
+                     alpha=0.3, beta=0.4),
+]
+graph = helper.make_graph(
+    nodes, "activations",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 8])],
+    [init("w1", aw1), init("w2", aw2), init("w3", aw3)])
+save(graph, "activations.onnx", opset=18)
+xa = rng.standard_normal((4, 6, 16))
+f32 = lambda v: v.astype(np.float32).astype(np.float64)
+xa, aw1, aw2, aw3 = f32(xa), f32(aw1), f32(aw2), f32(aw3)
+h = xa @ aw1
+h = h * np.tanh(np.log1p(np.exp(h)))
+h = h @ aw2
+h = np.where(h > 0, 1.1 * h, 1.1 * (1.5 * np.exp(h) - 1.5))
+h = np.maximum(0, h) + np.minimum(0, 0.8 * (np.exp(h / 0.8) - 1))
+h = h / (1 + np.abs(h))
+h = np.where(h > 0.05, h, 0)
+h = h @ aw3
+h = np.where(h >= 0, h, 0.01 * h)
+ya = np.clip(0.3 * h + 0.4, 0, 1)
+write_data_set("activations_data", xa, ya)
+
 # attention.onnx: self-attention with 2 heads: a QKV projection split into
 # q, k and v, heads split by Reshape and Transpose, scores scaled by Div,
 # Softmax, heads merged by Transpose and Reshape, an output projection

@@ -34,3 +34,22 @@ func.func @integer(%x: tensor<4xi32>) -> tensor<4xi32> {
   %a = graph.fused_elementwise %x {steps = ["neg"], args = array<i64: 0>} : (tensor<4xi32>) -> tensor<4xi32>
   return %a : tensor<4xi32>
 }
+
+// -----
+
+// Tests that a step's parameters must be given: their defaults live in the
+// ops' definitions, which the chain no longer names.
+func.func @missing_params(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.fused_elementwise' op has an invalid program: step 1 (selu) lacks its parameter 'gamma' in 'params'}}
+  %a = graph.fused_elementwise %x {steps = ["neg", "selu"], args = array<i64: 0, -1>, params = array<f64: 1.5>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+// Tests that every parameter given is read by a step.
+func.func @extra_params(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'params' holds 2 values but the steps take 1}}
+  %a = graph.fused_elementwise %x {steps = ["neg", "leaky_relu"], args = array<i64: 0, -1>, params = array<f64: 0.1, 0.2>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

@@ -108,3 +108,23 @@ func.func @long(%x: tensor<4xf32>) -> tensor<4xf32> {
   %17 = graph.neg %16 : (tensor<4xf32>) -> tensor<4xf32>
   return %17 : tensor<4xf32>
 }
+
+// -----
+
+// Tests that ops with parameters join chains and carry them in step order,
+// their defaults (leaky_relu's alpha) included, and that an integer op
+// stays out.
+// CHECK-LABEL: func @parameters
+func.func @parameters(%x: tensor<4xf32>, %i: tensor<4xi32>) -> (tensor<4xf32>, tensor<4xi32>) {
+  // CHECK: %[[F:.*]] = graph.fused_elementwise %arg0 {args = array<i64: 0, -1, -2, -3>, params = array<f64: 1.000000e-02, 5.000000e-01, 1.500000e+00, 0xFFF0000000000000, 1.000000e+00>, steps = ["leaky_relu", "mish", "selu", "clip"]}
+  // CHECK: %[[I:.*]] = graph.clip %arg1
+  // CHECK: %[[N:.*]] = graph.neg %[[I]]
+  // CHECK: return %[[F]], %[[N]]
+  %a = graph.leaky_relu %x : (tensor<4xf32>) -> tensor<4xf32>
+  %b = graph.mish %a : (tensor<4xf32>) -> tensor<4xf32>
+  %c = graph.selu %b {alpha = 0.5 : f64, gamma = 1.5 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %d = graph.clip %c {max = 1.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %e = graph.clip %i {min = 0.0 : f64} : (tensor<4xi32>) -> tensor<4xi32>
+  %f = graph.neg %e : (tensor<4xi32>) -> tensor<4xi32>
+  return %d, %f : tensor<4xf32>, tensor<4xi32>
+}

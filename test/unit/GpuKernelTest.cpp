@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace partc::runtime;
@@ -21,7 +22,7 @@ using namespace partc::runtime::cuda;
 
 namespace {
 
-FusedParams paramsFor(const std::vector<fused::Step> &steps,
+FusedParams paramsFor(const std::vector<ew::Step> &steps,
                       const std::vector<int> &lhs, const std::vector<int> &rhs,
                       const std::vector<FusedParams::Mode> &modes) {
   FusedParams p;
@@ -31,6 +32,8 @@ FusedParams paramsFor(const std::vector<fused::Step> &steps,
     p.step[s] = static_cast<unsigned char>(steps[s]);
     p.lhs[s] = static_cast<signed char>(lhs[s]);
     p.rhs[s] = static_cast<signed char>(rhs[s]);
+    p.param[s][0] = 0.75f;
+    p.param[s][1] = std::numeric_limits<float>::infinity();
   }
   for (int k = 0; k < p.inputs; ++k)
     p.mode[k] = modes[k];
@@ -40,21 +43,25 @@ FusedParams paramsFor(const std::vector<fused::Step> &steps,
 TEST(ChainCodegen, EveryStepCompilesForHopperWithoutAGpu) {
   // Every unary step in one chain, then every binary step over inputs read
   // in each of the three ways.
-  std::vector<fused::Step> unary, binary;
-  std::vector<int> uLhs, bLhs, bRhs;
-  for (int s = 0; s <= static_cast<int>(fused::Step::GeluTanh); ++s) {
-    unary.push_back(static_cast<fused::Step>(s));
-    uLhs.push_back(s == 0 ? 0 : -s);
+  // Chains hold at most kMaxSteps, so the unary steps go in two halves;
+  // parameters include an infinity (clip's default bounds).
+  std::vector<ew::Step> unary[2], binary;
+  std::vector<int> uLhs[2], bLhs, bRhs;
+  for (int s = 0; s < ew::kNumUnary; ++s) {
+    int half = s < ew::kNumUnary / 2 ? 0 : 1;
+    int i = static_cast<int>(unary[half].size());
+    unary[half].push_back(static_cast<ew::Step>(s));
+    uLhs[half].push_back(i == 0 ? 0 : -i);
   }
-  for (int s = static_cast<int>(fused::Step::Add);
-       s <= static_cast<int>(fused::Step::Max); ++s) {
+  for (int s = ew::kNumUnary; s < ew::kNumSteps; ++s) {
     int i = static_cast<int>(binary.size());
-    binary.push_back(static_cast<fused::Step>(s));
+    binary.push_back(static_cast<ew::Step>(s));
     bLhs.push_back(i == 0 ? 0 : -i);
     bRhs.push_back(1 + i % 2);
   }
   for (const FusedParams &p :
-       {paramsFor(unary, uLhs, uLhs, {FusedParams::Same}),
+       {paramsFor(unary[0], uLhs[0], uLhs[0], {FusedParams::Same}),
+        paramsFor(unary[1], uLhs[1], uLhs[1], {FusedParams::Same}),
         paramsFor(binary, bLhs, bRhs,
                   {FusedParams::Broadcast, FusedParams::Scalar,
                    FusedParams::Same})}) {
@@ -139,12 +146,15 @@ void expectGpuMatchesCpu(
   cudaFree(y);
 }
 
-/// fused_elementwise(steps, args), generated and interpreted.
+/// fused_elementwise(steps, args, params), generated and interpreted.
 void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
-                     const Layout &layout) {
+                     const Layout &layout,
+                     const std::vector<double> &params = {}) {
   AttrMap attrs;
   attrs.set("steps", AttrValue::ofString(steps));
   attrs.set("args", AttrValue::ofInts(args));
+  if (!params.empty())
+    attrs.set("params", AttrValue::ofFloats(params));
   DeviceContext generated, interpreted;
   interpreted.generatedChains = false;
   expectGpuMatchesCpu("fused_elementwise", attrs, layout,
@@ -169,6 +179,11 @@ TEST(ChainCodegen, GeneratedKernelsMatchInterpreterAndCpu) {
   };
   for (const Layout &l : layouts)
     expectSameOnGpu(steps, args, l);
+  // Steps with parameters, one of them infinite (clip's default max).
+  expectSameOnGpu(
+      "selu,celu,leaky_relu,mul,clip", {0, -1, -2, -3, 1, -4},
+      {"parameters", {{8, 64}, {1, 64}}, {8, 64}},
+      {1.5, 1.1, 0.8, 0.02, -0.5, std::numeric_limits<double>::infinity()});
   // GPT-2's tanh Gelu as exported: 8 steps over 5 scalars.
   expectSameOnGpu("mul,pow,mul,add,mul,tanh,add,mul",
                   {0, 1, 0, 2, -2, 3, 0, -3, -4, 4, -5, -6, 5, -1, -7},
@@ -178,6 +193,30 @@ TEST(ChainCodegen, GeneratedKernelsMatchInterpreterAndCpu) {
 } // namespace
 
 namespace {
+
+TEST(GpuKernels, EveryUnaryStepMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  for (int s = 0; s < ew::kNumUnary; ++s) {
+    const ew::StepInfo &info = ew::kSteps[s];
+    std::string name = info.name;
+    AttrMap attrs;
+    if (static_cast<ew::Step>(s) == ew::Step::GeluTanh) {
+      name = "gelu";
+      attrs.set("approximate", AttrValue::ofString("tanh"));
+    } else if (static_cast<ew::Step>(s) == ew::Step::Gelu) {
+      attrs.set("approximate", AttrValue::ofString("none"));
+    }
+    const double values[2] = {0.7, 1.3};
+    for (int i = 0; i < info.params; ++i)
+      attrs.set(info.paramNames[i], AttrValue::ofFloats({values[i]}));
+    bool positive = name == "log" || name == "sqrt" || name == "reciprocal";
+    for (const Layout &l : {Layout{"16-byte units", {{8, 64}}, {8, 64}},
+                            Layout{"odd count", {{7, 9}}, {7, 9}}})
+      expectGpuMatchesCpu(name, attrs, l, {{name.c_str(), DeviceContext()}},
+                          positive ? 0.25f : -2.f, 2.f, 1e-5f);
+  }
+}
 
 TEST(GpuKernels, SoftmaxAddsItsBias) {
   if (CudaExecutor::deviceCount() == 0)

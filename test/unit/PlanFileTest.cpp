@@ -140,6 +140,31 @@ TEST(PlanVerify, RejectsPartiallyWrittenOutput) {
       << s.message();
 }
 
+TEST(PlanVerify, RejectsKernelWithoutItsParameter) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  Instruction &selu = plan.devices[0].instructions[1];
+  selu.kernel = "selu";
+  selu.attrs.set("alpha", AttrValue::ofFloats({1.5}));
+  // gamma's default lives in the op's definition, never in the kernel.
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("'gamma'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("device 0 instruction 1"), std::string::npos)
+      << s.message();
+  selu.attrs.set("gamma", AttrValue::ofFloats({1.1}));
+  EXPECT_TRUE(verifyPlan(plan).ok());
+}
+
+TEST(PlanVerify, RejectsUnknownKernel) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  plan.devices[1].instructions[1].kernel = "frobnicate";
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("no CPU kernel named 'frobnicate'"),
+            std::string::npos)
+      << s.message();
+}
+
 } // namespace
 
 namespace {
