@@ -2,6 +2,7 @@
 #ifndef PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
 #define PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
 
+#include "dialects/Graph/BatchRule.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
@@ -24,18 +25,7 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice)> microBatchOf = nullptr,
            ArrayRef<int64_t> sliceSizes = {});
 
-/// Where a value carries the batch: along dimension `axis`, whose index is
-/// (x * batch + n) * inner + j for sample n. Inputs have {0, 1, 1}; PyTorch's
-/// attention, for one, moves the batch to dimension 1 ({1, 1, 1}) and merges
-/// it with the heads ({0, 1, heads}) or with the sequence ({0, length, 1}).
-struct BatchLoc {
-  int64_t axis = 0, outer = 1, inner = 1;
-  bool isLeading() const { return axis == 0 && outer == 1 && inner == 1; }
-  bool operator==(const BatchLoc &o) const {
-    return axis == o.axis && outer == o.outer && inner == o.inner;
-  }
-  bool operator!=(const BatchLoc &o) const { return !(*this == o); }
-};
+using graph::BatchLoc;
 
 /// The batch size of `func` (dimension 0 of its first ranked input) and
 /// whether every op keeps samples apart; on failure `why` names the op.

@@ -2,6 +2,7 @@
 #ifndef PARTC_DIALECTS_GRAPH_GRAPHOPS_H
 #define PARTC_DIALECTS_GRAPH_GRAPHOPS_H
 
+#include "dialects/Graph/BatchRule.h"
 #include "dialects/Graph/GraphDialect.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"

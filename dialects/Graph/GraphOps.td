@@ -86,7 +86,8 @@ def Graph_IdentityOp : Graph_Op<"identity", [ConstantEvaluable,
   let hasFolder = 1;
 }
 
-def Graph_ReshapeOp : Graph_ComputeOp<"reshape"> {
+def Graph_ReshapeOp : Graph_ComputeOp<"reshape", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Reshape to a static shape (also Flatten, Squeeze, Unsqueeze)";
   let description = [{
     Lowered to a view of its operand's buffer; no data moves.
@@ -133,8 +134,8 @@ class Graph_MathOp<string mnemonic, string onnxType, string doc>
 
 /// The same shape-preserving rule for ops that are not element-wise
 /// (global pooling, log-softmax) lives in ShapeInference.cpp.
-class Graph_UnaryOp<string mnemonic, string doc>
-    : Graph_ComputeOp<mnemonic> {
+class Graph_UnaryOp<string mnemonic, string doc, list<Trait> traits = []>
+    : Graph_ComputeOp<mnemonic, traits> {
   let summary = doc;
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
@@ -312,7 +313,8 @@ def Graph_CastOp : Graph_ElementwiseOp<"cast", ""> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ExpandOp : Graph_ComputeOp<"expand"> {
+def Graph_ExpandOp : Graph_ComputeOp<"expand", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Broadcast to a static shape";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
   let results = (outs Graph_Tensor:$output);
@@ -323,6 +325,7 @@ def Graph_ExpandOp : Graph_ComputeOp<"expand"> {
 //===----------------------------------------------------------------------===//
 
 def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "numpy.matmul (batched, broadcasting)";
   let description = [{
@@ -348,6 +351,7 @@ def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
 }
 
 def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface,
                               ["estimateFlops", "estimateBytes"]>]> {
   let summary = "alpha * matmul of strided views, stored permuted";
@@ -390,6 +394,7 @@ def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
 }
 
 def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
   let arguments = (ins Graph_Tensor:$a, Graph_Tensor:$b,
@@ -403,6 +408,7 @@ def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
 }
 
 def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "N-d convolution, explicit pads [begin..., end...]";
   let description = [{
@@ -432,7 +438,8 @@ def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
   }];
 }
 
-class Graph_PoolOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
+class Graph_PoolOp<string mnemonic, string doc, list<Trait> traits = []>
+    : Graph_ComputeOp<mnemonic, traits> {
   let summary = doc # " (channels first unless `channels_last`)";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
@@ -445,7 +452,8 @@ class Graph_PoolOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
 def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling">;
 
 def Graph_MaxPoolWithIndicesOp : Graph_PoolOp<"max_pool_with_indices",
-    "Max pooling that also returns where each maximum came from"> {
+    "Max pooling that also returns where each maximum came from",
+    [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let description = [{
     The second result holds, for each output element, the flat index of its
     maximum in the whole input (batch and channel included), as ONNX
@@ -467,7 +475,8 @@ def Graph_GlobalAvgPoolOp : Graph_UnaryOp<"global_avg_pool",
 def Graph_GlobalMaxPoolOp : Graph_UnaryOp<"global_max_pool",
                                           "Max over all spatial dimensions">;
 
-def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm"> {
+def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Inference batch normalization over channel dimension 1";
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
                        Graph_Tensor:$bias, Graph_Tensor:$mean,
@@ -476,7 +485,8 @@ def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
+def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Normalization over dimensions [axis, rank)";
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
                        Optional<Graph_Tensor>:$bias, I64Attr:$axis,
@@ -484,7 +494,8 @@ def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm"> {
+def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Root-mean-square normalization over dimensions [axis, rank)";
   let description = [{
     x / sqrt(mean(x^2) + epsilon), times `scale` (broadcast to the
@@ -498,7 +509,8 @@ def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_SoftmaxOp : Graph_ComputeOp<"softmax"> {
+def Graph_SoftmaxOp : Graph_ComputeOp<"softmax", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Softmax along one axis";
   let description = [{
     With `bias`, the softmax of `input + bias`, `bias` broadcast to the
@@ -515,11 +527,13 @@ def Graph_SoftmaxOp : Graph_ComputeOp<"softmax"> {
   let results = (outs Graph_Tensor:$output);
 }
 def Graph_LogSoftmaxOp : Graph_UnaryOp<"log_softmax",
-                                       "Log-softmax along one axis"> {
+    "Log-softmax along one axis",
+    [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let arguments = (ins Graph_Tensor:$input, I64Attr:$axis);
 }
 
-class Graph_ReduceOp<string mnemonic, string doc> : Graph_ComputeOp<mnemonic> {
+class Graph_ReduceOp<string mnemonic, string doc>
+    : Graph_ComputeOp<mnemonic, [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = doc # " over sorted, non-negative `axes`";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<I64Attr, "1">:$keepdims);
@@ -535,13 +549,15 @@ def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_TransposeOp : Graph_ComputeOp<"transpose"> {
+def Graph_TransposeOp : Graph_ComputeOp<"transpose", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Permutes dimensions";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ConcatOp : Graph_ComputeOp<"concat"> {
+def Graph_ConcatOp : Graph_ComputeOp<"concat", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Concatenation along `axis`";
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
   let results = (outs Graph_Tensor:$output);
@@ -550,14 +566,16 @@ def Graph_ConcatOp : Graph_ComputeOp<"concat"> {
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_ComputeOp<"split"> {
+def Graph_SplitOp : Graph_ComputeOp<"split", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Splits along `axis` into parts of the given `sizes`";
   let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
                        DenseI64ArrayAttr:$sizes);
   let results = (outs Variadic<Graph_Tensor>:$outputs);
 }
 
-def Graph_SliceOp : Graph_ComputeOp<"slice"> {
+def Graph_SliceOp : Graph_ComputeOp<"slice", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Strided slice with one normalized start/end/step per dimension";
   let description = [{
     `starts` are in range, `ends` are clamped (exclusive; -1 allowed for
@@ -569,13 +587,15 @@ def Graph_SliceOp : Graph_ComputeOp<"slice"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_GatherOp : Graph_ComputeOp<"gather"> {
+def Graph_GatherOp : Graph_ComputeOp<"gather", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "numpy.take along `axis`";
   let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices, I64Attr:$axis);
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_GatherNdOp : Graph_ComputeOp<"gather_nd"> {
+def Graph_GatherNdOp : Graph_ComputeOp<"gather_nd", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "ONNX GatherND: slices of `data` addressed by index tuples";
   let description = [{
     The last dimension of `indices` (k) addresses the first k dimensions of
@@ -588,7 +608,8 @@ def Graph_GatherNdOp : Graph_ComputeOp<"gather_nd"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ScatterNdOp : Graph_ComputeOp<"scatter_nd"> {
+def Graph_ScatterNdOp : Graph_ComputeOp<"scatter_nd", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "ONNX ScatterND: a copy of `data` with slices replaced";
   let description = [{
     Each index tuple (the last dimension of `indices`, k of them) addresses
@@ -602,7 +623,8 @@ def Graph_ScatterNdOp : Graph_ComputeOp<"scatter_nd"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_PadOp : Graph_ComputeOp<"pad"> {
+def Graph_PadOp : Graph_ComputeOp<"pad", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Pads with [begin..., end...] amounts";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads,
                        DefaultValuedStrAttr<StrAttr, "constant">:$mode,
