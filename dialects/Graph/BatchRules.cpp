@@ -622,3 +622,34 @@ ScatterNdOp::followBatch(OperandBatch locs, int64_t batch, std::string &why) {
     return !b[0];
   });
 }
+
+/// Data and indices batched alike, gathered along another dimension.
+std::optional<BatchLoc> GatherElementsOp::followBatch(OperandBatch locs,
+                                                      int64_t batch,
+                                                      std::string &why) {
+  auto [in, rank, extent] = carried(*this, locs, batch);
+  if (locs[0] && locs[1] && *locs[0] == *locs[1] &&
+      static_cast<int64_t>(getAxis()) != in.axis &&
+      shapeOf(getIndices())[in.axis] == extent)
+    return in;
+  return refuse(why, "it picks elements along the batch dimension or pairs "
+                     "batched data with unbatched indices");
+}
+
+//===----------------------------------------------------------------------===//
+// Resampling
+//===----------------------------------------------------------------------===//
+
+std::optional<BatchLoc> ResizeOp::followBatch(OperandBatch locs, int64_t batch,
+                                              std::string &why) {
+  auto [in, rank, extent] = carried(*this, locs, batch);
+  if (getScales()[in.axis] == 1.0 && getSizes()[in.axis] == extent)
+    return in;
+  return refuse(why, "it resizes the batch dimension");
+}
+
+void ResizeOp::sliceBatch(Operation *slice, int64_t, int64_t size, OperandBatch,
+                          std::optional<BatchLoc> resultLoc) {
+  if (resultLoc)
+    setExtent(*this, slice, "sizes", resultLoc->axis, *resultLoc, size);
+}

@@ -594,6 +594,49 @@ def Graph_GatherOp : Graph_ComputeOp<"gather", [
   let results = (outs Graph_Tensor:$output);
 }
 
+def Graph_GatherElementsOp : Graph_ComputeOp<"gather_elements", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+  let summary = "Elements of data picked along one axis (ONNX GatherElements)";
+  let description = [{
+    out[i] = data[i with its `axis` coordinate replaced by indices[i]]; the
+    result has the indices' shape. Negative indices count from the end; an
+    index out of range is an error when the kernel runs.
+
+    ```mlir
+    %y = graph.gather_elements %data, %idx {axis = 1 : i64}
+           : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices,
+                       I64Attr:$axis);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ResizeOp : Graph_ComputeOp<"resize", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
+  let summary = "Nearest or (multi-)linear resampling (ONNX Resize)";
+  let description = [{
+    The result has extents `sizes`; `scales` holds output over input extent
+    per dimension as the coordinate transformation reads it (ONNX's scales,
+    or sizes over input extents where the model gave sizes). The semantics
+    live in runtime/kernels/Resize.h, shared by both backends; cubic mode,
+    tf_crop_and_resize and antialiasing are refused at import.
+
+    ```mlir
+    %y = graph.resize %x {sizes = array<i64: 1, 3, 8, 8>,
+                          scales = array<f64: 1.0, 1.0, 2.0, 2.0>,
+                          mode = "linear"}
+           : (tensor<1x3x4x4xf32>) -> tensor<1x3x8x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$sizes,
+      DenseF64ArrayAttr:$scales,
+      DefaultValuedStrAttr<StrAttr, "nearest">:$mode,
+      DefaultValuedStrAttr<StrAttr, "half_pixel">:$coordinate_transformation_mode,
+      DefaultValuedStrAttr<StrAttr, "round_prefer_floor">:$nearest_mode);
+  let results = (outs Graph_Tensor:$output);
+}
+
 def Graph_GatherNdOp : Graph_ComputeOp<"gather_nd", [
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "ONNX GatherND: slices of `data` addressed by index tuples";

@@ -12,6 +12,7 @@
 #include "runtime/Support.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/IndexTuples.h"
+#include "runtime/kernels/Resize.h"
 #include "runtime/kernels/StridedMatMul.h"
 
 #include <algorithm>
@@ -729,6 +730,65 @@ INFER_SIGNATURE(GatherOp) {
   shape.append(idx.getShape().begin(), idx.getShape().end());
   shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(GatherElementsOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]);
+  int64_t axis = intAttr(attrs, "axis", 0);
+  if (failed(normalizedAxis(loc, axis, x.getRank())))
+    return failure();
+  if (!idx.getElementType().isInteger(32) &&
+      !idx.getElementType().isInteger(64))
+    return fail(loc, "indices must be i32 or i64");
+  if (idx.getRank() != x.getRank())
+    return fail(loc, "indices " + typeStr(idx) + " and data " + typeStr(x) +
+                         " must have the same rank");
+  for (int64_t d = 0; d < x.getRank(); ++d)
+    if (d != axis && idx.getDimSize(d) > x.getDimSize(d))
+      return fail(loc, "indices " + shapeStr(idx.getShape()) +
+                           " reach outside data " + shapeStr(x.getShape()) +
+                           " in dimension " + Twine(d) +
+                           "; only the axis may be longer");
+  types.push_back(RankedTensorType::get(idx.getShape(), x.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(ResizeOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  auto sizes = intsAttr(attrs, "sizes");
+  auto scales = attrs.getAs<DenseF64ArrayAttr>("scales");
+  if (!sizes || !scales || sizes->size() != size_t(x.getRank()) ||
+      scales.size() != x.getRank())
+    return fail(loc, "needs sizes and scales for each of the " +
+                         Twine(x.getRank()) + " dimensions");
+  for (auto [d, n] : llvm::enumerate(*sizes))
+    if (n < 1 || !(scales[d] > 0))
+      return fail(loc, "dimension " + Twine(d) + " has size " + Twine(n) +
+                           " and scale " + std::to_string(scales[d]) +
+                           "; both must be positive");
+  namespace rs = ::partc::runtime::resize;
+  std::string why;
+  rs::Mode mode;
+  rs::Coordinates coordinates;
+  rs::Rounding rounding;
+  auto str = [&](StringRef name, StringRef dflt) {
+    auto a = attrs.getAs<StringAttr>(name);
+    return (a ? a.getValue() : dflt).str();
+  };
+  if (!rs::parseMode(str("mode", "nearest"), mode, why) ||
+      !rs::parseCoordinates(str("coordinate_transformation_mode", "half_pixel"),
+                            coordinates, why) ||
+      !rs::parseRounding(str("nearest_mode", "round_prefer_floor"), rounding,
+                         why))
+    return fail(loc, why);
+  if (mode == rs::Mode::Linear && !isa<FloatType>(x.getElementType()))
+    return fail(loc, "linear resizing needs a float tensor, got " + typeStr(x));
+  types.push_back(RankedTensorType::get(*sizes, x.getElementType()));
   return success();
 }
 

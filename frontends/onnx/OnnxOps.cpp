@@ -460,6 +460,104 @@ LogicalResult importGather(NodeImporter &n) {
       n, n.build1("gather", {n.input(0), n.input(1)}, {n.i64("axis", *axis)}));
 }
 
+LogicalResult importGatherElements(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto axis = normAxis(n, n.attrInt("axis", 0), rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return emit(n, n.build1("gather_elements", {n.input(0), n.input(1)},
+                          {n.i64("axis", *axis)}));
+}
+
+/// Resize 10 (inputs X, scales), 11 to 19 (X, roi, scales, sizes; axes from
+/// 18): sizes and scales become attributes, and what partc does not
+/// implement is refused by name.
+LogicalResult importResize(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  Value x = n.input(0);
+  ArrayRef<int64_t> in = shapeOf(x);
+  int64_t rank = rankOf(x);
+  std::string mode = n.attrString("mode", "nearest");
+  if (mode == "cubic")
+    return n.error() << "Resize mode 'cubic' is not supported; partc "
+                        "implements nearest and linear";
+  if (n.attrInt("antialias", 0) != 0)
+    return n.error() << "Resize with antialias is not supported";
+  std::string coordinates =
+      n.opset() < 11
+          ? "asymmetric"
+          : n.attrString("coordinate_transformation_mode", "half_pixel");
+  if (coordinates == "tf_crop_and_resize")
+    return n.error() << "Resize's coordinate_transformation_mode "
+                        "'tf_crop_and_resize' is not supported";
+  // Resize 10 rounds nearest coordinates down, as Upsample did.
+  std::string rounding =
+      n.opset() < 11 ? "floor"
+                     : n.attrString("nearest_mode", "round_prefer_floor");
+  SmallVector<int64_t> axes;
+  if (auto a = n.attrInts("axes")) {
+    for (int64_t axis : *a) {
+      auto normalized = normAxis(n, axis, rank);
+      if (failed(normalized))
+        return failure();
+      axes.push_back(*normalized);
+    }
+  } else {
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  }
+  SmallVector<int64_t> sizes(in);
+  SmallVector<double> scales(rank, 1.0);
+  Value scalesInput = n.input(n.opset() < 11 ? 1 : 2);
+  Value sizesInput = n.opset() < 11 ? Value() : n.input(3);
+  // An empty tensor stands for an absent input.
+  if (scalesInput &&
+      cast<RankedTensorType>(scalesInput.getType()).getNumElements() == 0)
+    scalesInput = Value();
+  if (sizesInput &&
+      cast<RankedTensorType>(sizesInput.getType()).getNumElements() == 0)
+    sizesInput = Value();
+  if (!scalesInput == !sizesInput)
+    return n.error() << "Resize needs exactly one of scales and sizes";
+  if (sizesInput) {
+    if (n.attrString("keep_aspect_ratio_policy", "stretch") != "stretch")
+      return n.error() << "Resize's keep_aspect_ratio_policy '"
+                       << n.attrString("keep_aspect_ratio_policy", "")
+                       << "' is not supported (stretch only)";
+    auto given = n.constInts(sizesInput, "sizes");
+    if (failed(given))
+      return failure();
+    if (given->size() != axes.size())
+      return n.error() << "Resize has " << given->size() << " sizes for "
+                       << axes.size() << " axes";
+    for (auto [i, axis] : llvm::enumerate(axes)) {
+      sizes[axis] = (*given)[i];
+      scales[axis] = static_cast<double>((*given)[i]) / in[axis];
+    }
+  } else {
+    auto given = n.constFloats(scalesInput, "scales");
+    if (failed(given))
+      return failure();
+    if (given->size() != axes.size())
+      return n.error() << "Resize has " << given->size() << " scales for "
+                       << axes.size() << " axes";
+    for (auto [i, axis] : llvm::enumerate(axes)) {
+      scales[axis] = (*given)[i];
+      sizes[axis] = static_cast<int64_t>(std::floor(in[axis] * (*given)[i]));
+    }
+  }
+  OpBuilder &b = n.builder();
+  return emit(
+      n, n.build1("resize", {x},
+                  {n.ints("sizes", sizes),
+                   b.getNamedAttr("scales", b.getDenseF64ArrayAttr(scales)),
+                   n.str("mode", mode),
+                   n.str("coordinate_transformation_mode", coordinates),
+                   n.str("nearest_mode", rounding)}));
+}
+
 LogicalResult importExpand(NodeImporter &n) {
   if (failed(requireInputs(n, 2)))
     return failure();
@@ -1117,6 +1215,8 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
     h["Slice"] = importSlice;
     h["Gather"] = importGather;
     h["Expand"] = importExpand;
+    h["GatherElements"] = importGatherElements;
+    h["Resize"] = importResize;
     h["Gemm"] = importGemm;
     h["Conv"] = importConv;
     h["MaxPool"] = [](NodeImporter &n) { return importPool(n, "max_pool"); };

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -98,6 +99,30 @@ public:
 Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
                    const std::function<Status(size_t, void *)> &run,
                    void *reference, void *trial, int64_t n, size_t &chosen);
+
+/// Makes the GPU kernel for one plan instruction, or leaves the result empty
+/// where none applies to these types (the CPU kernel then runs instead).
+using GpuFactory = std::function<Status(const KernelArgs &, DeviceContext &,
+                                        std::unique_ptr<GpuKernel> &)>;
+using GpuKernelTable = std::map<std::string, GpuFactory>;
+
+/// Kernels whose data errors (an index out of range) a device flag reports,
+/// read after the run, so that no kernel synchronizes.
+class IndexCheckedKernel : public GpuKernel {
+public:
+  ~IndexCheckedKernel() override;
+  Status init();
+  Status checkAfterRun() override;
+
+protected:
+  Status clearFlag(cudaStream_t stream);
+  virtual std::string rangeError() const = 0;
+  int *bad_ = nullptr;
+};
+
+/// Each family of GPU kernels registers its factories, as the CPU kernels
+/// do (runtime/kernels/KernelRegistry.h).
+void registerDataMovementGpuKernels(GpuKernelTable &table);
 
 /// Creates a GPU kernel, or leaves `result` empty when none exists for this
 /// name and these types (the executor then falls back to the CPU kernel).

@@ -178,8 +178,7 @@ bool allF32(const KernelArgs &a) {
   return true;
 }
 
-using Factory = std::function<Status(const KernelArgs &, DeviceContext &,
-                                     std::unique_ptr<GpuKernel> &)>;
+using Factory = GpuFactory;
 
 //===----------------------------------------------------------------------===//
 // Element-wise
@@ -408,31 +407,6 @@ Factory floatTest(bool nan) {
 /// A kernel that checks its indices on the GPU: an out-of-range index sets a
 /// flag, read after the run, so that it is reported instead of silently
 /// leaving zeros.
-class IndexCheckedKernel : public GpuKernel {
-public:
-  ~IndexCheckedKernel() override {
-    if (bad_)
-      cudaFree(bad_);
-  }
-  Status init() {
-    return cudaStatus(cudaMalloc(&bad_, sizeof(int)), "index flag");
-  }
-  Status checkAfterRun() override {
-    int bad = 0;
-    PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
-                   "index check"));
-    return bad ? Status::error(rangeError()) : Status();
-  }
-
-protected:
-  Status clearFlag(cudaStream_t stream) {
-    return cudaStatus(cudaMemsetAsync(bad_, 0, sizeof(int), stream), "memset");
-  }
-  virtual std::string rangeError() const = 0;
-  int *bad_ = nullptr;
-};
-
 class GatherKernel : public IndexCheckedKernel {
 public:
   GatherKernel(int64_t outer, int64_t axisLen, int64_t count, int64_t inner,
@@ -580,9 +554,9 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
   return Status();
 }
 
-const std::map<std::string, Factory> &factories() {
-  static const std::map<std::string, Factory> table = [] {
-    std::map<std::string, Factory> t;
+const GpuKernelTable &factories() {
+  static const GpuKernelTable table = [] {
+    GpuKernelTable t;
     // Every unary step of ElementwiseOps.h; gelu picks its step by its
     // approximation.
     Factory unary = [](const KernelArgs &a, DeviceContext &,
@@ -1112,12 +1086,34 @@ const std::map<std::string, Factory> &factories() {
     t["reduce_max"] = reduce(2);
     t["reduce_min"] = reduce(3);
     t["reduce_prod"] = reduce(4);
+    registerDataMovementGpuKernels(t);
     return t;
   }();
   return table;
 }
 
 } // namespace
+
+IndexCheckedKernel::~IndexCheckedKernel() {
+  if (bad_)
+    cudaFree(bad_);
+}
+
+Status IndexCheckedKernel::init() {
+  return cudaStatus(cudaMalloc(&bad_, sizeof(int)), "index flag");
+}
+
+Status IndexCheckedKernel::checkAfterRun() {
+  int bad = 0;
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaMemcpy(&bad, bad_, sizeof(int), cudaMemcpyDeviceToHost),
+                 "index check"));
+  return bad ? Status::error(rangeError()) : Status();
+}
+
+Status IndexCheckedKernel::clearFlag(cudaStream_t stream) {
+  return cudaStatus(cudaMemsetAsync(bad_, 0, sizeof(int), stream), "memset");
+}
 
 Status createGpuKernel(const std::string &name, const AttrMap &attrs,
                        const std::vector<TensorType> &inputs,

@@ -49,6 +49,16 @@ std::vector<double> AttrMap::getFloats(const std::string &name) const {
   return it->second.floats;
 }
 
+Status AttrMap::requireInt(const std::string &name, int64_t &value) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::Ints ||
+      it->second.ints.size() != 1)
+    return Status::error("needs the integer attribute '" + name +
+                         "' (compile the model again with this partc)");
+  value = it->second.ints[0];
+  return Status();
+}
+
 Status AttrMap::requireFloat(const std::string &name, double &value) const {
   auto it = map_.find(name);
   if (it == map_.end() || it->second.kind != AttrValue::Kind::Floats ||

@@ -62,6 +62,7 @@ public:
   std::vector<double> getFloats(const std::string &name) const;
   /// Attributes without a default in the kernel: their defaults live in the
   /// op's definition, and a plan must carry them.
+  Status requireInt(const std::string &name, int64_t &value) const;
   Status requireFloat(const std::string &name, double &value) const;
   Status requireString(const std::string &name, std::string &value) const;
   bool operator==(const AttrMap &o) const { return map_ == o.map_; }

@@ -1,6 +1,7 @@
 //===- DataMovement.cpp - Transpose, concat, split, slice, gather, pad ----===//
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/IndexTuples.h"
+#include "runtime/kernels/Resize.h"
 
 #include <cstring>
 
@@ -327,9 +328,141 @@ private:
   ScatterReduction reduction_;
 };
 
+/// out[i] = data[i with its `axis` coordinate replaced by indices[i]].
+class GatherElementsKernel : public Kernel {
+public:
+  GatherElementsKernel(const Shape &data, const Shape &indices, int64_t axis,
+                       size_t es)
+      : indices_(indices), axis_(axis), es_(es),
+        dataStrides_(contiguousStrides(data)), axisLen_(data[axis]) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const char *data = static_cast<const char *>(in[0].data);
+    char *y = static_cast<char *>(out[0].data);
+    bool wide = in[1].type.dtype == DType::I64;
+    int64_t n = numElements(indices_);
+    int64_t rank = static_cast<int64_t>(indices_.size());
+    for (int64_t o = 0; o < n; ++o) {
+      int64_t i = wide ? in[1].as<int64_t>()[o] : in[1].as<int32_t>()[o];
+      if (i < -axisLen_ || i >= axisLen_)
+        return Status::error("index " + std::to_string(i) +
+                             " is out of range [" + std::to_string(-axisLen_) +
+                             ", " + std::to_string(axisLen_) + ")");
+      if (i < 0)
+        i += axisLen_;
+      int64_t offset = 0, rest = o;
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        int64_t c = rest % indices_[d];
+        rest /= indices_[d];
+        offset += (d == axis_ ? i : c) * dataStrides_[d];
+      }
+      std::memcpy(y + o * es_, data + offset * static_cast<int64_t>(es_), es_);
+    }
+    return Status();
+  }
+
+private:
+  Shape indices_;
+  int64_t axis_;
+  size_t es_;
+  std::vector<int64_t> dataStrides_;
+  int64_t axisLen_;
+};
+
+class ResizeKernel : public Kernel {
+public:
+  explicit ResizeKernel(const resize::Params &p) : p_(p) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t n = out[0].type.numElements();
+    dispatchType(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (!std::is_same_v<T, bool>) {
+        const T *x = in[0].as<T>();
+        T *y = out[0].as<T>();
+        for (int64_t o = 0; o < n; ++o)
+          y[o] = resize::resizeElement<T>(p_, x, o);
+      }
+    });
+    return Status();
+  }
+
+private:
+  resize::Params p_;
+};
+
 } // namespace
 
+Status resize::paramsOf(const KernelArgs &a, resize::Params &p) {
+  const Shape &in = a.inputs[0].shape, &out = a.outputs[0].shape;
+  std::vector<double> scales = a.attrs.getFloats("scales");
+  if (in.size() != out.size() || scales.size() != in.size() ||
+      in.size() > static_cast<size_t>(resize::kMaxRank))
+    return Status::error(
+        "input " + a.inputs[0].str() + ", result " + a.outputs[0].str() +
+        " and " + std::to_string(scales.size()) +
+        " scales do not agree (rank <= " + std::to_string(resize::kMaxRank) +
+        ")");
+  std::string mode, coordinates, rounding, why;
+  PARTC_RETURN_IF_ERROR(a.attrs.requireString("mode", mode));
+  PARTC_RETURN_IF_ERROR(
+      a.attrs.requireString("coordinate_transformation_mode", coordinates));
+  PARTC_RETURN_IF_ERROR(a.attrs.requireString("nearest_mode", rounding));
+  if (!resize::parseMode(mode, p.mode, why) ||
+      !resize::parseCoordinates(coordinates, p.coordinates, why) ||
+      !resize::parseRounding(rounding, p.rounding, why))
+    return Status::error(why);
+  p.rank = static_cast<int>(in.size());
+  for (int d = 0; d < p.rank; ++d) {
+    if (in[d] == 0 || !(scales[d] > 0))
+      return Status::error("dimension " + std::to_string(d) +
+                           " has extent 0 or a scale that is not positive");
+    p.inShape[d] = in[d];
+    p.outShape[d] = out[d];
+    p.scale[d] = scales[d];
+  }
+  return Status();
+}
+
 void registerDataMovementKernels(KernelTable &t) {
+  t["gather_elements"] = [](const KernelArgs &a,
+                            std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    const TensorType &data = a.inputs[0], &indices = a.inputs[1];
+    if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+      return Status::error("indices must be i32 or i64");
+    int64_t axis;
+    PARTC_RETURN_IF_ERROR(a.attrs.requireInt("axis", axis));
+    int64_t rank = static_cast<int64_t>(data.shape.size());
+    if (axis < 0 || axis >= rank || indices.shape.size() != data.shape.size())
+      return Status::error("axis " + std::to_string(axis) + " of data " +
+                           data.str() + " and indices " + indices.str() +
+                           " of the same rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != axis && indices.shape[d] > data.shape[d])
+        return Status::error("indices " + indices.str() +
+                             " reach outside data " + data.str());
+    if (a.outputs[0].dtype != data.dtype || a.outputs[0].shape != indices.shape)
+      return Status::error("result " + a.outputs[0].str() +
+                           " should have the indices' shape and the data's "
+                           "element type");
+    k = std::make_unique<GatherElementsKernel>(data.shape, indices.shape, axis,
+                                               dtypeSize(data.dtype));
+    return Status();
+  };
+  t["resize"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+    resize::Params p;
+    PARTC_RETURN_IF_ERROR(resize::paramsOf(a, p));
+    DType t = a.inputs[0].dtype;
+    if (a.outputs[0].dtype != t || t == DType::Bool || t == DType::F16 ||
+        t == DType::BF16 || dtypeSize(t) == 0 ||
+        (p.mode == resize::Mode::Linear && !isFloatType(t)))
+      return Status::error(std::string("element type ") + dtypeName(t) +
+                           " is not supported (linear needs floats)");
+    k = std::make_unique<ResizeKernel>(p);
+    return Status();
+  };
   t["gather_nd"] = [](const KernelArgs &a,
                       std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));

@@ -225,6 +225,61 @@ h = np.where(h >= 0, h, 0.01 * h)
 ya = np.clip(0.3 * h + 0.4, 0, 1)
 write_data_set("activations_data", xa, ya)
 
+# resample.onnx: a segmentation head in miniature: a convolution, a
+# bilinear upsampling to given sizes (half_pixel, as torchvision's models
+# export F.interpolate), a 1x1 convolution, a nearest downsampling by
+# scales, and GatherElements along the channels with indices that an
+# exporter broadcast to the fixed batch (equal rows per sample).
+def interp_matrix(n_in, n_out, scale, mode):
+    """Rows: output positions; columns: weights over input positions."""
+    m = np.zeros((n_out, n_in))
+    for o in range(n_out):
+        if mode == "linear":
+            c = (o + 0.5) / scale - 0.5
+            f = math.floor(c)
+            w = c - f
+            m[o, min(max(f, 0), n_in - 1)] += 1 - w
+            m[o, min(max(f + 1, 0), n_in - 1)] += w
+        else:  # nearest, asymmetric, floor
+            m[o, min(max(math.floor(o / scale), 0), n_in - 1)] = 1
+    return m
+
+
+rw1, rb1 = rng.standard_normal((4, 3, 3, 3)) * 0.3, rng.standard_normal(4) * 0.1
+rw2, rb2 = rng.standard_normal((6, 4, 1, 1)) * 0.3, rng.standard_normal(6) * 0.1
+gidx = rng.integers(-6, 6, size=(1, 2, 6, 6))
+gidx = np.repeat(gidx, 4, axis=0)
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+    helper.make_node("Resize", ["r1", "", "", "up_sizes"], ["u"], name="upsample",
+                     mode="linear", coordinate_transformation_mode="half_pixel"),
+    helper.make_node("Conv", ["u", "w2", "b2"], ["c2"], name="conv2"),
+    helper.make_node("Resize", ["c2", "", "down_scales"], ["d"], name="downsample",
+                     mode="nearest", coordinate_transformation_mode="asymmetric",
+                     nearest_mode="floor"),
+    helper.make_node("GatherElements", ["d", "gidx"], ["y"], name="pick", axis=1),
+]
+graph = helper.make_graph(
+    nodes, "resample",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 6, 6])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 2, 6, 6])],
+    [init("w1", rw1), init("b1", rb1), init("w2", rw2), init("b2", rb2),
+     numpy_helper.from_array(np.array([4, 4, 12, 12], dtype=np.int64), "up_sizes"),
+     numpy_helper.from_array(np.array([1, 1, 0.5, 0.5], dtype=np.float32), "down_scales"),
+     numpy_helper.from_array(gidx.astype(np.int64), "gidx")])
+save(graph, "resample.onnx")
+xr = rng.standard_normal((4, 3, 6, 6)).astype(np.float32).astype(np.float64)
+rw1, rb1, rw2, rb2 = (f32(v) for v in (rw1, rb1, rw2, rb2))
+h = np.maximum(conv(xr, rw1, rb1, 1), 0)
+up = interp_matrix(6, 12, 2.0, "linear")
+h = np.einsum("oh,nchw,pw->ncop", up, h, up)
+h = conv(h, rw2, rb2, 0)
+down = interp_matrix(12, 6, 0.5, "nearest")
+h = np.einsum("oh,nchw,pw->ncop", down, h, down)
+yr = np.take_along_axis(h, np.where(gidx < 0, gidx + 6, gidx), axis=1)
+write_data_set("resample_data", xr, yr)
+
 # attention.onnx: self-attention with 2 heads: a QKV projection split into
 # q, k and v, heads split by Reshape and Transpose, scores scaled by Div,
 # Softmax, heads merged by Transpose and Reshape, an output projection
@@ -377,6 +432,31 @@ for name, ratio in (("dropout_train0.onnx", 0.0), ("dropout_train1.onnx", 0.1)):
         [numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
          numpy_helper.from_array(np.array(True), "training")])
     save(graph, name)
+
+# Ops partc imports only in part: an attribute the generic import does not
+# know, Resize's cubic mode, GatherElements indices wider than the data.
+def single_node(name, node, x_shape, y_shape, inits=()):
+    graph = helper.make_graph(
+        [node], name.split(".")[0],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+        list(inits))
+    save(graph, name, opset=18)
+
+
+single_node("relu_extra_attr.onnx",
+            helper.make_node("Relu", ["x"], ["y"], name="relu", slope=0.5),
+            [2, 3], [2, 3])
+single_node("resize_cubic.onnx",
+            helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up",
+                             mode="cubic"),
+            [1, 1, 2, 2], [1, 1, 4, 4],
+            [numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+single_node("gather_elements_wide.onnx",
+            helper.make_node("GatherElements", ["x", "idx"], ["y"], name="pick",
+                             axis=0),
+            [2, 3], [2, 4],
+            [numpy_helper.from_array(np.zeros((2, 4), np.int64), "idx")])
 
 # external.onnx: weights in a separate file, as for models over 2 GiB.
 w = rng.standard_normal((8, 8)).astype(np.float32)

@@ -9,7 +9,9 @@ Two sources:
     outputs; transformers is not a Debian package, so they cannot be made
     here at test time.
   * torchvision's MobileNetV3, EfficientNet, ConvNeXt, RegNet and Swin,
-    exported at test time by Debian's PyTorch (random weights, 64x64).
+    and its FCN, DeepLabV3 and LR-ASPP segmentation models (bilinear
+    Resize), exported at test time by Debian's PyTorch (random weights,
+    64x64).
 
 Each is compiled for one device, a 2-stage pipeline with 2 micro-batches
 and 2 data-parallel replicas, and every plan's outputs must match
@@ -24,6 +26,25 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 VISION = ["mobilenet_v3_small", "efficientnet_b0", "convnext_tiny",
           "regnet_y_400mf", "swin_t"]
+SEGMENTATION = ["fcn_resnet50", "deeplabv3_resnet50",
+                "lraspp_mobilenet_v3_large"]
+
+
+class SegmentationOutput:
+    """The 'out' entry of a segmentation model's result dictionary."""
+
+    def __init__(self, model):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, x):
+                return self.model(x)["out"]
+
+        self.module = Wrapped().eval()
 STRATEGIES = {
     "single": [],
     "pipeline": ["--devices", "2", "--strategy", "pipeline",
@@ -43,12 +64,17 @@ def export_vision(work):
               "python3-torchvision and python3-onnx (%s)" % e)
         return []
     dirs = []
-    for name in VISION:
+    for name in VISION + SEGMENTATION:
         directory = os.path.join(work, name)
         data = os.path.join(directory, "test_data_set_0")
         os.makedirs(data, exist_ok=True)
         torch.manual_seed(0)
-        model = getattr(torchvision.models, name)(num_classes=10).eval()
+        if name in SEGMENTATION:
+            build = getattr(torchvision.models.segmentation, name)
+            model = SegmentationOutput(build(
+                weights=None, weights_backbone=None, num_classes=10)).module
+        else:
+            model = getattr(torchvision.models, name)(num_classes=10).eval()
         x = torch.randn(2, 3, 64, 64)
         with torch.no_grad():
             y = model(x)

@@ -298,4 +298,107 @@ TEST(GpuKernels, ConcatOfShortRows) {
   }
 }
 
+TEST(GpuKernels, ResizeMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    const char *mode, *coordinates, *rounding;
+    Shape in, out;
+    std::vector<double> scales;
+  };
+  const Case cases[] = {
+      {"linear",
+       "half_pixel",
+       "round_prefer_floor",
+       {2, 3, 5, 7},
+       {2, 3, 10, 14},
+       {1, 1, 2, 2}},
+      {"linear",
+       "pytorch_half_pixel",
+       "round_prefer_floor",
+       {1, 2, 8, 8},
+       {1, 2, 3, 5},
+       {1, 1, 3.0 / 8, 5.0 / 8}},
+      {"linear",
+       "align_corners",
+       "round_prefer_floor",
+       {1, 4, 6, 6},
+       {1, 4, 13, 9},
+       {1, 1, 13.0 / 6, 1.5}},
+      {"nearest",
+       "asymmetric",
+       "floor",
+       {2, 3, 4, 4},
+       {2, 3, 8, 8},
+       {1, 1, 2, 2}},
+      {"nearest",
+       "half_pixel",
+       "round_prefer_ceil",
+       {1, 3, 5, 5},
+       {1, 3, 7, 3},
+       {1, 1, 1.4, 0.6}},
+  };
+  for (const Case &c : cases) {
+    AttrMap attrs;
+    attrs.set("mode", AttrValue::ofString(c.mode));
+    attrs.set("coordinate_transformation_mode",
+              AttrValue::ofString(c.coordinates));
+    attrs.set("nearest_mode", AttrValue::ofString(c.rounding));
+    attrs.set("scales", AttrValue::ofFloats(c.scales));
+    std::string name = std::string(c.mode) + " " + c.coordinates;
+    expectGpuMatchesCpu("resize", attrs, {name.c_str(), {c.in}, c.out},
+                        {{"resize", DeviceContext()}}, -2.f, 2.f, 1e-6f);
+  }
+}
+
+TEST(GpuKernels, GatherElementsMatchesCpuAndReportsBadIndices) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  TensorType data{DType::F32, {3, 5, 4}}, indices{DType::I64, {3, 2, 4}};
+  TensorType outType{DType::F32, {3, 2, 4}};
+  std::vector<float> x(60);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i) * 0.5f;
+  std::vector<int64_t> idx(24);
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = static_cast<int64_t>(i * 7 % 10) - 5; // -5..4, negatives too
+  AttrMap attrs;
+  attrs.set("axis", AttrValue::ofInts({1}));
+  std::unique_ptr<Kernel> cpu;
+  ASSERT_TRUE(
+      createCpuKernel("gather_elements", attrs, {data, indices}, {outType}, cpu)
+          .ok());
+  std::vector<float> expected(24);
+  ASSERT_TRUE(cpu->run({{x.data(), data}, {idx.data(), indices}},
+                       {{expected.data(), outType}})
+                  .ok());
+  void *dx, *di, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, 60 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&di, 24 * 8), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 24 * 4), cudaSuccess);
+  cudaMemcpy(dx, x.data(), 60 * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(di, idx.data(), 24 * 8, cudaMemcpyHostToDevice);
+  DeviceContext ctx;
+  std::unique_ptr<GpuKernel> k;
+  ASSERT_TRUE(createGpuKernel("gather_elements", attrs, {data, indices},
+                              {outType}, ctx, k)
+                  .ok() &&
+              k);
+  ASSERT_TRUE(k->run(ctx, {{dx, data}, {di, indices}}, {{dy, outType}}).ok());
+  cudaDeviceSynchronize();
+  EXPECT_TRUE(k->checkAfterRun().ok());
+  std::vector<float> got(24);
+  cudaMemcpy(got.data(), dy, 24 * 4, cudaMemcpyDeviceToHost);
+  EXPECT_EQ(got, expected);
+  idx[7] = 5; // one past the end of axis 1
+  cudaMemcpy(di, idx.data(), 24 * 8, cudaMemcpyHostToDevice);
+  ASSERT_TRUE(k->run(ctx, {{dx, data}, {di, indices}}, {{dy, outType}}).ok());
+  cudaDeviceSynchronize();
+  Status s = k->checkAfterRun();
+  EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
+  cudaFree(dx);
+  cudaFree(di);
+  cudaFree(dy);
+}
+
 } // namespace

@@ -174,4 +174,47 @@ TEST(Kernels, RejectsInconsistentTypes) {
   EXPECT_FALSE(s.ok());
 }
 
+TEST(Kernels, GatherElementsReportsIndexOutOfRange) {
+  TensorType data{DType::F32, {2, 3}}, indices{DType::I64, {2, 2}};
+  TensorType out{DType::F32, {2, 2}};
+  AttrMap attrs;
+  attrs.set("axis", AttrValue::ofInts({1}));
+  std::unique_ptr<Kernel> k;
+  ASSERT_TRUE(
+      createCpuKernel("gather_elements", attrs, {data, indices}, {out}, k)
+          .ok());
+  std::vector<float> x = {1, 2, 3, 4, 5, 6}, y(4);
+  std::vector<int64_t> idx = {2, -3, 0, 1};
+  ASSERT_TRUE(
+      k->run({{x.data(), data}, {idx.data(), indices}}, {{y.data(), out}})
+          .ok());
+  EXPECT_EQ(y, (std::vector<float>{3, 1, 4, 5}));
+  idx[3] = 3;
+  Status s =
+      k->run({{x.data(), data}, {idx.data(), indices}}, {{y.data(), out}});
+  EXPECT_NE(s.message().find("index 3 is out of range [-3, 3)"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(Kernels, ResizeNeedsEveryAttribute) {
+  TensorType in{DType::F32, {1, 1, 2, 2}}, out{DType::F32, {1, 1, 4, 4}};
+  AttrMap attrs;
+  attrs.set("scales", AttrValue::ofFloats({1, 1, 2, 2}));
+  attrs.set("mode", AttrValue::ofString("linear"));
+  attrs.set("coordinate_transformation_mode",
+            AttrValue::ofString("half_pixel"));
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("resize", attrs, {in}, {out}, k);
+  EXPECT_NE(s.message().find("'nearest_mode'"), std::string::npos)
+      << s.message();
+  attrs.set("nearest_mode", AttrValue::ofString("floor"));
+  // Bilinear doubling of [[0, 1], [2, 3]] with half-pixel centres.
+  std::vector<float> y =
+      runF32("resize", attrs, {{{1, 1, 2, 2}, {0, 1, 2, 3}}}, {1, 1, 4, 4});
+  std::vector<float> expected = {0,   0.25, 0.75, 1,   0.5, 0.75, 1.25, 1.5,
+                                 1.5, 1.75, 2.25, 2.5, 2,   2.25, 2.75, 3};
+  EXPECT_EQ(y, expected);
+}
+
 } // namespace

@@ -144,3 +144,33 @@ func.func @softmax_bias(%x: tensor<2x4xf32>, %b: tensor<3x4xf32>) -> tensor<2x4x
   %0 = graph.softmax %x, %b {axis = 1 : i64} : (tensor<2x4xf32>, tensor<3x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that Resize names the modes partc implements.
+func.func @resize_cubic(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error@+2 {{mode 'cubic' is not supported (nearest or linear)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.resize %x {mode = "cubic", scales = array<f64: 1.0, 1.0, 2.0, 2.0>, sizes = array<i64: 1, 1, 4, 4>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+// Tests that Resize needs a size and a scale per dimension.
+func.func @resize_rank(%x: tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error@+2 {{needs sizes and scales for each of the 4 dimensions}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.resize %x {scales = array<f64: 2.0, 2.0>, sizes = array<i64: 1, 1, 4, 4>} : (tensor<1x1x2x2xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+// Tests that GatherElements takes indices of the data's rank.
+func.func @gather_elements_rank(%x: tensor<2x3xf32>, %i: tensor<2xi64>) -> tensor<2xf32> {
+  // expected-error@+2 {{must have the same rank}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.gather_elements %x, %i {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

@@ -65,3 +65,20 @@ func.func @index_tuples(%x: tensor<2x3x4xf32>, %i: tensor<2x5x1xi64>, %t: tensor
   %f = graph.is_inf %x {detect_positive = false} : (tensor<2x3x4xf32>) -> tensor<2x3x4xi1>
   return %g, %s, %n, %f : tensor<2x5x4xf32>, tensor<2x3x4xf32>, tensor<2x3x4xi1>, tensor<2x3x4xi1>
 }
+
+// -----
+
+// Tests that gather_elements, resize and the activations defined through
+// ElementwiseOps.h round-trip, defaults elided.
+// CHECK-LABEL: func @resample_and_activations
+func.func @resample_and_activations(%x: tensor<1x2x4x4xf32>, %i: tensor<1x1x4x4xi64>) -> (tensor<1x1x4x4xf32>, tensor<1x2x8x6xf32>, tensor<1x2x4x4xf32>) {
+  // CHECK: graph.gather_elements {{.*}}{axis = 1 : i64}{{.*}} -> tensor<1x1x4x4xf32>
+  %g = graph.gather_elements %x, %i {axis = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x1x4x4xi64>) -> tensor<1x1x4x4xf32>
+  // CHECK: graph.resize {{.*}}{mode = "linear", scales = array<f64: 1.000000e+00, 1.000000e+00, 2.000000e+00, 1.500000e+00>, sizes = array<i64: 1, 2, 8, 6>}
+  %r = graph.resize %x {mode = "linear", coordinate_transformation_mode = "half_pixel", scales = array<f64: 1.0, 1.0, 2.0, 1.5>, sizes = array<i64: 1, 2, 8, 6>} : (tensor<1x2x4x4xf32>) -> tensor<1x2x8x6xf32>
+  // CHECK: graph.selu %{{.*}} {gamma = 2.000000e+00 : f64}
+  %s = graph.selu %x {gamma = 2.0 : f64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  // CHECK: graph.mish
+  %m = graph.mish %s : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %g, %r, %m : tensor<1x1x4x4xf32>, tensor<1x2x8x6xf32>, tensor<1x2x4x4xf32>
+}
