@@ -14,5 +14,13 @@ cp -L /usr/lib/x86_64-linux-gnu/libonnx_proto.so.1 /usr/lib/x86_64-linux-gnu/lib
 tar -C /tmp/partc-pack -cJf .device/partc-bin.tar.xz bin lib
 tar -C /usr/share/libonnx-testdata -cJf .device/testdata.tar.xz data/node \
   data/pytorch-converted data/pytorch-operator data/simple
+# A second build to compare with (bench/compare_binaries.py): a directory
+# holding its partc and partc-run, e.g. a build of the previous commit.
+if [ -n "${OLD_BIN_DIR:-}" ]; then
+  rm -rf /tmp/partc-pack-old && mkdir -p /tmp/partc-pack-old/bin
+  strip -o /tmp/partc-pack-old/bin/partc "$OLD_BIN_DIR/partc"
+  strip -o /tmp/partc-pack-old/bin/partc-run "$OLD_BIN_DIR/partc-run"
+  tar -C /tmp/partc-pack-old -cJf .device/partc-old.tar.xz bin
+fi
 cp ../shared/bench/torch_baselines.py .device/ 2>/dev/null || true
 du -sh .device/*

@@ -25,10 +25,10 @@ torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$1/r50.onnx', dynamo=False
                   dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})" 2>/dev/null
 }
 
+t() { echo "+ $*"; timeout 60 "$@" || echo "FAILED ($?): $*"; }
 if [[ $what == *smoke* ]]; then
   echo "== smoke"
   python3 test/Inputs/make_models.py $W/ex > /dev/null
-  t() { echo "+ $*"; timeout 60 "$@" || echo "FAILED ($?): $*"; }
   $B/partc compile $W/ex/mlp.onnx -o $W/mlp1.plan --batch 4 --quiet
   t $B/partc-run $W/mlp1.plan --backend cuda --precision fp32 --check $W/ex/mlp_data
   t $B/partc-run $W/mlp1.plan --backend cuda --check $W/ex/mlp_data --rtol 1e-2 --atol 1e-4 --iterations 3
@@ -167,6 +167,36 @@ PY
   t $B/partc-run $W/pad.plan --backend cuda --precision fp32 --check $W/pad_ref
   timeout 60 $B/partc-run $W/pad.plan --backend cuda --iterations 3 --profile $OUT/pad-profile.json --quiet \
     && echo "profile with a host kernel: ok" || echo "profile with a host kernel: FAILED ($?)"
+fi
+if [[ $what == *newops* ]]; then
+  # The ops added through ElementwiseOps.h (fused chains with parameters,
+  # generated and interpreted, and one kernel each), Resize and
+  # GatherElements, against numpy; 2- and 4-device plans as plan devices.
+  echo "== new ops (cuda)"
+  python3 test/Inputs/make_models.py $W/ex > /dev/null
+  for s in "" "--no-fuse-elementwise"; do
+    $B/partc compile $W/ex/activations.onnx -o $W/act.plan --batch 4 --quiet $s
+    for r in "" "--no-generated-chains"; do
+      t $B/partc-run $W/act.plan --backend cuda --check $W/ex/activations_data --atol 1e-6 --quiet $r
+    done
+  done
+  $B/partc compile $W/ex/activations.onnx -o $W/act2.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+  t $B/partc-run $W/act2.plan --backend cuda --check $W/ex/activations_data --atol 1e-6 --devices-per-gpu 2 --quiet
+  $B/partc compile $W/ex/resample.onnx -o $W/resample.plan --quiet
+  t $B/partc-run $W/resample.plan --backend cuda --precision fp32 --check $W/ex/resample_data --atol 1e-5 --quiet
+  t $B/partc-run $W/resample.plan --backend cuda --precision fp32 --check $W/ex/resample_data --atol 1e-5 --iterations 10 --stream --quiet
+  $B/partc compile $W/ex/resample.onnx -o $W/resample4.plan --devices 4 --strategy data --quiet
+  t $B/partc-run $W/resample4.plan --backend cuda --precision fp32 --check $W/ex/resample_data --atol 1e-5 --devices-per-gpu 4 --quiet
+  $B/partc compile $W/ex/resample.onnx -o $W/resample2p.plan --devices 2 --strategy pipeline --micro-batches 2 --quiet
+  t $B/partc-run $W/resample2p.plan --backend cuda --precision fp32 --check $W/ex/resample_data --atol 1e-5 --devices-per-gpu 2 --quiet
+fi
+if [[ $what == *compare* ]]; then
+  # This build against the one packed as .device/partc-old.tar.xz
+  # (pack_device.sh with OLD_BIN_DIR set): ResNet-50, BERT-base, GPT-2.
+  echo "== old and new builds side by side"
+  mkdir -p $W/old && tar -C $W/old -xJf .device/partc-old.tar.xz
+  timeout 560 python3 -u bench/compare_binaries.py --old $W/old/bin --new $B \
+    --work $W/compare ${COMPARE_MODELS:+--models $COMPARE_MODELS} 2>&1 | grep -v -i warn | tee $OUT/compare.txt
 fi
 if [[ $what == *conformance* ]]; then
   echo "== conformance (cuda, fp32)"
