@@ -38,10 +38,9 @@ DictionaryAttr kernelParams(Operation *op) {
 class Lowering {
 public:
   /// `transport` is set on every send (null: device-to-device copies).
-  Lowering(ModuleOp module, func::FuncOp func, StringRef strategy,
-           StringAttr transport)
-      : module_(module), func_(func), strategy_(strategy),
-        builder_(module.getContext()), transport_(transport) {}
+  Lowering(ModuleOp module, func::FuncOp func, StringAttr transport)
+      : module_(module), func_(func), builder_(module.getContext()),
+        transport_(transport) {}
 
   LogicalResult run();
 
@@ -61,10 +60,10 @@ private:
   }
   void emitStores(Value graphValue, Value buffer, Location loc);
   LogicalResult checkKernel(Operation *op);
+  DictionaryAttr planMetadata();
 
   ModuleOp module_;
   func::FuncOp func_;
-  StringRef strategy_;
   OpBuilder builder_;
   StringAttr transport_;
   plan::ProgramOp program_;
@@ -75,6 +74,25 @@ private:
   DenseMap<Operation *, int64_t> channels_;
   std::vector<Device> devices_;
 };
+
+/// What the module records of the model and of placement's choice; a graph
+/// placed without a search is one device's, or a pipeline cut by hand.
+DictionaryAttr Lowering::planMetadata() {
+  MLIRContext *ctx = module_.getContext();
+  NamedAttrList meta;
+  if (auto plan = module_->getAttrOfType<DictionaryAttr>(
+          graph::GraphDialect::kPlanAttrName))
+    meta.append(plan.getValue());
+  if (!meta.get("strategy"))
+    meta.set("strategy", StringAttr::get(ctx, "single"));
+  if (!meta.get("micro_batches"))
+    meta.set("micro_batches", StringAttr::get(ctx, "1"));
+  if (auto model = module_->getAttrOfType<StringAttr>("graph.model"))
+    meta.set("model", model);
+  if (auto batch = module_->getAttrOfType<IntegerAttr>("graph.batch"))
+    meta.set("batch", StringAttr::get(ctx, std::to_string(batch.getInt())));
+  return meta.getDictionary(ctx);
+}
 
 LogicalResult Lowering::checkKernel(Operation *op) {
   std::vector<rt::TensorType> ins, outs;
@@ -228,11 +246,9 @@ LogicalResult Lowering::run() {
   }
 
   builder_.setInsertionPointToEnd(module_.getBody());
-  SmallVector<NamedAttribute> meta = {
-      builder_.getNamedAttr("strategy", builder_.getStringAttr(strategy_))};
   program_ = plan::ProgramOp::create(builder_, func_.getLoc(),
                                      builder_.getI64IntegerAttr(numDevices),
-                                     DictionaryAttr::get(ctx, meta));
+                                     planMetadata());
   program_.getBody().push_back(new Block());
   builder_.setInsertionPointToStart(&program_.getBody().front());
 
@@ -325,7 +341,7 @@ struct LowerToPlanPass : public impl::LowerToPlanBase<LowerToPlanPass> {
           << "'; expected p2p (device-to-device copies) or nccl";
       return signalPassFailure();
     }
-    Lowering lowering(getOperation(), *func, strategy, transportAttr);
+    Lowering lowering(getOperation(), *func, transportAttr);
     if (failed(lowering.run()))
       signalPassFailure();
   }

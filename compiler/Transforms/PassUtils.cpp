@@ -148,4 +148,15 @@ void eraseWithTheirConstants(ArrayRef<Operation *> ops) {
       c->erase();
 }
 
+void recordPlanChoice(ModuleOp module, StringRef key, StringRef value) {
+  MLIRContext *ctx = module.getContext();
+  NamedAttrList entries;
+  if (auto plan = module->getAttrOfType<DictionaryAttr>(
+          graph::GraphDialect::kPlanAttrName))
+    entries.append(plan.getValue());
+  entries.set(key, StringAttr::get(ctx, value));
+  module->setAttr(graph::GraphDialect::kPlanAttrName,
+                  entries.getDictionary(ctx));
+}
+
 } // namespace mlir::partc

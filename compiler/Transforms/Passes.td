@@ -160,13 +160,13 @@ def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
     plan.view, transfers become send/recv pairs with a wait_consumed before
     the source's next send to the same device (with `transport=nccl`, sends
     say that NCCL moves them). Checks that a CPU kernel exists for every op
-    and its types.
+    and its types. The program's metadata carries the model's name and batch
+    and what placement recorded in `graph.plan` (strategy, micro-batches,
+    predictions).
   }];
   let dependentDialects = ["::mlir::partc::plan::PlanDialect",
                            "::mlir::memref::MemRefDialect"];
   let options = [
-    Option<"strategy", "strategy", "std::string", "\"single\"",
-           "Strategy name recorded in the plan metadata">,
     Option<"transport", "transport", "std::string", "\"p2p\"",
            "How transfers move between GPUs: p2p (device-to-device copies) "
            "or nccl (NCCL send/receive)">,
@@ -192,15 +192,21 @@ def SearchPlan : Pass<"partc-search-plan", "mlir::ModuleOp"> {
     count and micro-batch count the stage split that minimizes the slowest
     stage including the transfers of every tensor live across a cut, subject
     to each device's memory, and applies the plan with the best predicted
-    throughput (or latency). Reports the choice as a remark; fails, naming
-    the heaviest stage and the device count that would fit, when nothing
-    fits.
+    throughput (or latency). `strategy` constrains the search: single (one
+    device), pipeline (every device a stage), data (every device a
+    replica), or auto. Records the choice and its predictions on the module
+    (`graph.plan`, which the plan's metadata carries), reports it as a
+    remark and, with `explain`, prints the ranking as text or JSON. Fails,
+    naming the heaviest stage and the device count that would fit, when
+    nothing fits.
   }];
   let options = [
     Option<"devices", "devices", "std::string", "\"1xh200\"",
            "Devices as COUNTxPRESET (e.g. 4xh200, 2xh100)">,
     Option<"topology", "topology", "std::string", "\"\"",
            "JSON topology file (overrides devices)">,
+    Option<"strategy", "strategy", "std::string", "\"auto\"",
+           "auto, single, pipeline or data">,
     Option<"objective", "objective", "std::string", "\"throughput\"",
            "throughput or latency">,
     Option<"stages", "stages", "int64_t", "0", "Fix the stage count (0: search)">,
@@ -208,6 +214,11 @@ def SearchPlan : Pass<"partc-search-plan", "mlir::ModuleOp"> {
            "Fix the replica count (0: search)">,
     Option<"microBatches", "micro-batches", "int64_t", "0",
            "Fix the micro-batch count (0: search)">,
+    Option<"costTable", "cost-table", "std::string", "\"\"",
+           "Measured kernel times (partc-run --profile), files separated by "
+           "commas">,
+    Option<"explain", "explain", "std::string", "\"\"",
+           "Print why the plan was chosen: text or json">,
     Option<"memoryGiB", "memory-gib", "double", "0",
            "Override every device's memory (GiB), for tests">,
   ];

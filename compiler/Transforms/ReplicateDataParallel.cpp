@@ -35,6 +35,7 @@ struct ReplicateDataParallelPass
         return signalPassFailure();
     }
     setNumDevices(module, replicas);
+    recordPlanChoice(module, "strategy", "data");
   }
 };
 } // namespace

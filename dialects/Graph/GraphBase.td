@@ -35,6 +35,9 @@ def Graph_Dialect : Dialect {
     /// Name of the micro-batch index attribute set by pipelining.
     static constexpr ::llvm::StringLiteral kMicroBatchAttrName =
         "graph.micro_batch";
+    /// Name of the module attribute in which placement records its choice
+    /// (strategy, micro-batches, predictions) for the plan's metadata.
+    static constexpr ::llvm::StringLiteral kPlanAttrName = "graph.plan";
     /// Name of the argument/result attribute holding the ONNX tensor name.
     static constexpr ::llvm::StringLiteral kNameAttrName = "graph.name";
   }];

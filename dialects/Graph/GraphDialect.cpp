@@ -44,8 +44,22 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kNameAttrName)
     return success(isa<StringAttr>(attr.getValue()));
-  if (name == "graph.opset" || name == "graph.num_devices")
+  if (name == "graph.opset" || name == "graph.num_devices" ||
+      name == "graph.batch")
     return success(isa<IntegerAttr>(attr.getValue()));
+  if (name == "graph.model")
+    return success(isa<StringAttr>(attr.getValue()));
+  // What placement chose, for the plan's metadata: strings by name.
+  if (name == kPlanAttrName) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (dict && llvm::all_of(dict, [](NamedAttribute entry) {
+          return isa<StringAttr>(entry.getValue());
+        }))
+      return success();
+    return op->emitError() << "'" << name
+                           << "' must be a dictionary of strings, got "
+                           << attr.getValue();
+  }
   return op->emitError() << "unknown graph dialect attribute '" << name << "'";
 }
 

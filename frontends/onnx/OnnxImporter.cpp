@@ -657,6 +657,12 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
                        builder_.getStringAttr(out.name()));
   module->getOperation()->setAttr("graph.opset",
                                   builder_.getI64IntegerAttr(opset));
+  // The plan's metadata names the model and the batch it was compiled for.
+  module->getOperation()->setAttr(
+      "graph.model",
+      builder_.getStringAttr(llvm::sys::path::filename(path_).str()));
+  module->getOperation()->setAttr("graph.batch",
+                                  builder_.getI64IntegerAttr(options_.batch));
   return module;
 }
 

@@ -1,4 +1,5 @@
 //===- partc-opt.cpp - partc pass driver for lit tests --------------------===//
+#include "compiler/Pipeline/CompilePipeline.h"
 #include "compiler/Transforms/Passes.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Plan/PlanDialect.h"
@@ -15,6 +16,7 @@ int main(int argc, char **argv) {
       .insert<mlir::partc::graph::GraphDialect, mlir::partc::plan::PlanDialect,
               mlir::func::FuncDialect, mlir::memref::MemRefDialect>();
   mlir::partc::registerPartcPasses();
+  mlir::partc::registerCompilePipeline();
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();
   return mlir::asMainReturnCode(

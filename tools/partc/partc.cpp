@@ -2,16 +2,17 @@
 //
 //   partc compile MODEL.onnx -o MODEL.plan [--devices N]
 //         [--strategy single|pipeline|data] [--micro-batches M] [--batch B]
-//         [--split-at NODE[,NODE...]] [--emit=plan|mlir|graph]
+//         [--split-at NODE[,NODE...]] [--emit=plan|mlir|graph|import]
 //         [--print-ir-after-all] [--quiet]
 //
+// The driver parses options, imports the model, runs the compile pipeline
+// (compiler/Pipeline) and writes its result; partc-opt runs the same
+// pipeline as --partc-compile.
+//
 //===----------------------------------------------------------------------===//
-#include "compiler/CostModel/OpCost.h"
-#include "compiler/CostModel/Topology.h"
+#include "compiler/Pipeline/CompilePipeline.h"
 #include "compiler/Target/PlanExport.h"
 #include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
-#include "compiler/Transforms/PlanSearch.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Plan/PlanDialect.h"
 #include "frontends/onnx/OnnxImporter.h"
@@ -91,8 +92,9 @@ static cl::list<std::string>
             cl::CommaSeparated);
 static cl::opt<std::string>
     emit("emit",
-         cl::desc("plan (the plan file), mlir (plan dialect) or graph "
-                  "(placed graph dialect)"),
+         cl::desc("plan (the plan file), mlir (plan dialect), graph (placed "
+                  "graph dialect) or import (the graph as imported, for "
+                  "partc-opt --partc-compile)"),
          cl::init("plan"));
 static cl::opt<bool> printIRAfterAll("print-ir-after-all",
                                      cl::desc("Print the IR after each pass"),
@@ -170,67 +172,32 @@ int fail(const llvm::Twine &msg) {
 }
 
 int compile() {
-  if (devicesOpt == "0" || (!devicesOpt.empty() && devicesOpt[0] == '-'))
-    return fail("--devices must be at least 1, got " + devicesOpt);
-  auto topo = topologyPath.empty()
-                  ? ::partc::costmodel::Topology::fromShorthand(devicesOpt)
-                  : ::partc::costmodel::Topology::fromJsonFile(topologyPath);
-  if (!topo)
-    return fail(llvm::toString(topo.takeError()));
-  int64_t numDevices = static_cast<int64_t>(topo->size());
   if (batch < 1)
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
-  if (microBatches < 0)
-    return fail("--micro-batches must be at least 1");
-  if (stagesOpt < 0 || replicasOpt < 0)
-    return fail("--stages and --replicas must be at least 1");
-  if (std::max<int64_t>(stagesOpt, 1) * std::max<int64_t>(replicasOpt, 1) >
-      numDevices)
-    return fail("--stages " + llvm::Twine(std::max<int64_t>(stagesOpt, 1)) +
-                " x --replicas " +
-                llvm::Twine(std::max<int64_t>(replicasOpt, 1)) + " needs " +
-                llvm::Twine(std::max<int64_t>(stagesOpt, 1) *
-                            std::max<int64_t>(replicasOpt, 1)) +
-                " devices, but --devices gives " + llvm::Twine(numDevices));
-  std::string strat = strategy;
-  if (!splitAt.empty() && strat == "auto")
-    strat = "pipeline";
-  if (strat != "auto" && strat != "single" && strat != "pipeline" &&
-      strat != "data")
-    return fail("unknown --strategy '" + strat +
-                "'; expected auto, single, pipeline or data");
-  if ((stagesOpt || replicasOpt) && strat != "auto")
-    return fail(
-        "--stages and --replicas constrain --strategy auto; --strategy " +
-        strat + " sets them itself");
-  if (strat == "single" && numDevices != 1)
-    return fail("--strategy single uses one device, but --devices is " +
-                llvm::Twine(numDevices));
-  if (!splitAt.empty() && strat != "pipeline")
-    return fail("--split-at applies to --strategy pipeline only");
-  if (transfers != "p2p" && transfers != "nccl")
-    return fail("unknown --transfers '" + transfers +
-                "'; expected p2p (device-to-device copies) or nccl");
-  if (objective != "throughput" && objective != "latency")
-    return fail("--objective must be throughput or latency, got '" + objective +
-                "'");
-  if (layout != "nhwc" && layout != "nchw")
-    return fail("--layout must be nhwc or nchw, got '" + layout + "'");
-  std::string explainMode = explain;
-  if (explain.getNumOccurrences() && explainMode.empty())
-    explainMode = "text";
-  if (!explainMode.empty() && explainMode != "text" && explainMode != "json")
-    return fail("--explain takes text or json, got '" + explainMode + "'");
-  ::partc::costmodel::CostTable costTable;
-  // Several profiles (say, at batch 64 and at micro-batch sizes) merge.
-  for (llvm::StringRef rest = costTablePath; !rest.empty();) {
-    auto [file, tail] = rest.split(',');
-    rest = tail;
-    if (llvm::Error e = costTable.load(file.str()))
-      return fail(llvm::toString(std::move(e)));
-  }
-  if (emit != "plan" && emit != "mlir" && emit != "graph")
-    return fail("unknown --emit '" + emit + "'; expected plan, mlir or graph");
+  if (emit != "plan" && emit != "mlir" && emit != "graph" && emit != "import")
+    return fail("unknown --emit '" + emit +
+                "'; expected plan, mlir, graph or import");
+  mlir::partc::CompilePipelineOptions options;
+  options.devices = devicesOpt;
+  options.topology = topologyPath;
+  options.strategy = strategy;
+  options.objective = objective;
+  options.stages = stagesOpt;
+  options.replicas = replicasOpt;
+  options.microBatches = microBatches;
+  options.costTable = costTablePath;
+  options.splitAt = SmallVector<std::string>(splitAt.begin(), splitAt.end());
+  options.transfers = transfers;
+  options.layout = layout;
+  options.fuseElementwise = !noFuseElementwise;
+  options.foldMatMulViews = !noFoldMatMulViews;
+  options.lower = emit != "graph";
+  options.explain = explain;
+  if (explain.getNumOccurrences() && explain.empty())
+    options.explain = "text";
+  if (std::string error = mlir::partc::checkCompileOptions(options);
+      !error.empty())
+    return fail(error);
 
   DialectRegistry registry;
   registry
@@ -255,6 +222,23 @@ int compile() {
   if (!module)
     return 1;
 
+  std::string error;
+  auto writeModule = [&](bool debugInfo) {
+    auto out = openOutputFile(outputPath, &error);
+    if (!out)
+      return fail("cannot write '" + outputPath + "': " + error);
+    OpPrintingFlags flags;
+    if (debugInfo)
+      flags.enableDebugInfo();
+    module->print(out->os(), flags);
+    out->os() << "\n";
+    out->keep();
+    return 0;
+  };
+  // The imported graph, with the ONNX node names, as partc-opt's input.
+  if (emit == "import")
+    return writeModule(/*debugInfo=*/true);
+
   PassManager pm(&context);
   if (printIRAfterAll) {
     context.disableMultithreading();
@@ -263,115 +247,16 @@ int compile() {
                         /*printModuleScope=*/true,
                         /*printAfterOnlyOnChange=*/false);
   }
-  pm.addPass(mlir::partc::createFoldConstants());
-  if (layout == "nhwc")
-    pm.addPass(mlir::partc::createConvertLayout());
-  pm.addPass(mlir::partc::createFuseActivations());
-  pm.addPass(mlir::partc::createFuseNormalizations());
-  if (!noFoldMatMulViews)
-    pm.addPass(mlir::partc::createFoldMatMulViews());
-  if (!noFuseElementwise)
-    pm.addPass(mlir::partc::createFuseElementwise());
-  std::string planLabel = strat;
-  std::optional<mlir::partc::SearchResult> searched;
-  if (!splitAt.empty()) {
-    mlir::partc::AssignDevicesOptions assign;
-    assign.numDevices = numDevices;
-    assign.splitAt.assign(splitAt.begin(), splitAt.end());
-    pm.addPass(mlir::partc::createAssignDevices(assign));
-    if (microBatches > 1)
-      pm.addPass(mlir::partc::createSchedulePipeline({microBatches, "gpipe"}));
-  } else {
-    // The cost model places the graph; explicit strategies constrain it.
-    if (failed(pm.run(*module)))
-      return 1;
-    pm.clear();
-    mlir::partc::SearchOptions search;
-    search.topology = *topo;
-    search.objective = objective;
-    search.costTable = costTable.empty() ? nullptr : &costTable;
-    search.microBatches = microBatches;
-    search.stages = stagesOpt;
-    search.replicas = replicasOpt;
-    if (strat == "single") {
-      search.stages = search.replicas = 1;
-    } else if (strat == "pipeline") {
-      search.stages = numDevices;
-      search.replicas = 1;
-    } else if (strat == "data") {
-      search.stages = 1;
-      search.replicas = numDevices;
-      search.microBatches = 1;
-    }
-    auto func = mlir::partc::getMainFunction(*module);
-    if (failed(func))
-      return 1;
-    auto result = mlir::partc::searchPlan(*func, search);
-    if (failed(result))
-      return 1;
-    if (failed(mlir::partc::applyPlan(*module, *func, result->best)))
-      return 1;
-    if (explainMode == "text")
-      llvm::outs() << mlir::partc::explainText(*result);
-    else if (explainMode == "json")
-      llvm::outs() << mlir::partc::explainJson(*result);
-    planLabel =
-        (strat == "auto" ? "auto: " : strat + ": ") + result->best.label();
-    searched = std::move(*result);
-  }
-  pm.addPass(mlir::partc::createInsertTransfers());
-  pm.addPass(mlir::partc::createVerifyPlacement());
-  if (emit != "graph") {
-    pm.addPass(mlir::partc::createLowerToPlan({planLabel, transfers}));
-    pm.addPass(mlir::partc::createPlanMemory());
-  }
+  mlir::partc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
     return 1;
-
-  std::string error;
-  if (emit != "plan") {
-    auto out = openOutputFile(outputPath, &error);
-    if (!out)
-      return fail("cannot write '" + outputPath + "': " + error);
-    module->print(out->os());
-    out->keep();
-    return 0;
-  }
+  if (emit != "plan")
+    return writeModule(/*debugInfo=*/false);
 
   ::partc::runtime::Plan plan;
   std::vector<uint8_t> weights;
   if (failed(mlir::partc::exportPlan(*module, plan, weights)))
     return 1;
-  plan.metadata["model"] = llvm::sys::path::filename(inputPath).str();
-  plan.metadata["batch"] = std::to_string(batch);
-  plan.metadata["micro_batches"] =
-      std::to_string(searched ? searched->best.microBatches
-                              : std::max<int64_t>(1, microBatches));
-  if (searched) {
-    // Predictions travel with the plan so partc-run can compare.
-    plan.metadata["predicted_step_ms"] =
-        std::to_string(searched->best.stepSeconds * 1e3);
-    plan.metadata["predicted_period_ms"] =
-        std::to_string(searched->best.periodSeconds * 1e3);
-    plan.metadata["stages"] = std::to_string(searched->best.stages);
-    std::string stages;
-    for (const auto &st : searched->best.stageReports)
-      stages += (stages.empty() ? "" : ",") + std::to_string(st.seconds * 1e3);
-    plan.metadata["predicted_stage_ms"] = stages;
-    // Which stage each plan device runs (replicas are chains of devices
-    // over fast links, not necessarily consecutive indices).
-    const auto &best = searched->best;
-    std::vector<int64_t> stageOf(best.stages * best.replicas, 0);
-    for (int64_t r = 0; r < best.replicas; ++r)
-      for (int64_t k = 0; k < best.stages; ++k)
-        if (best.device(r, k) < static_cast<int64_t>(stageOf.size()))
-          stageOf[best.device(r, k)] = k;
-    std::string deviceStages;
-    for (int64_t k : stageOf)
-      deviceStages += (deviceStages.empty() ? "" : ",") + std::to_string(k);
-    plan.metadata["device_stages"] = deviceStages;
-    plan.metadata["topology"] = searched->topology;
-  }
   ::partc::runtime::Status s =
       ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
@@ -379,7 +264,7 @@ int compile() {
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
-  if (!quiet && explainMode != "json") {
+  if (!quiet && options.explain != "json") {
     llvm::outs() << ::partc::runtime::summarizePlan(plan);
     llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)
                  << " ms\n";

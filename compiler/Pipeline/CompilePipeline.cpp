@@ -1,0 +1,123 @@
+//===- CompilePipeline.cpp - What partc compile runs ----------------------===//
+#include "compiler/Pipeline/CompilePipeline.h"
+
+#include "compiler/CostModel/Topology.h"
+#include "compiler/Transforms/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+#include <algorithm>
+
+namespace mlir::partc {
+
+namespace {
+llvm::Expected<::partc::costmodel::Topology>
+topologyOf(const CompilePipelineOptions &o) {
+  return o.topology.empty()
+             ? ::partc::costmodel::Topology::fromShorthand(o.devices)
+             : ::partc::costmodel::Topology::fromJsonFile(o.topology);
+}
+} // namespace
+
+std::string checkCompileOptions(const CompilePipelineOptions &o) {
+  if (o.devices == "0" || (!o.devices.empty() && o.devices[0] == '-'))
+    return "--devices must be at least 1, got " + o.devices;
+  auto topo = topologyOf(o);
+  if (!topo)
+    return llvm::toString(topo.takeError());
+  int64_t numDevices = static_cast<int64_t>(topo->size());
+  if (o.microBatches < 0)
+    return "--micro-batches must be at least 1";
+  if (o.stages < 0 || o.replicas < 0)
+    return "--stages and --replicas must be at least 1";
+  int64_t stages = std::max<int64_t>(o.stages, 1);
+  int64_t replicas = std::max<int64_t>(o.replicas, 1);
+  if (stages * replicas > numDevices)
+    return "--stages " + std::to_string(stages) + " x --replicas " +
+           std::to_string(replicas) + " needs " +
+           std::to_string(stages * replicas) +
+           " devices, but --devices gives " + std::to_string(numDevices);
+  const std::string &strategy = o.strategy;
+  if (strategy != "auto" && strategy != "single" && strategy != "pipeline" &&
+      strategy != "data")
+    return "unknown --strategy '" + strategy +
+           "'; expected auto, single, pipeline or data";
+  if ((o.stages || o.replicas) && strategy != "auto")
+    return "--stages and --replicas constrain --strategy auto; --strategy " +
+           strategy + " sets them itself";
+  if (strategy == "single" && numDevices != 1)
+    return "--strategy single uses one device, but --devices is " +
+           std::to_string(numDevices);
+  if (!o.splitAt.empty() && strategy != "pipeline" && strategy != "auto")
+    return "--split-at applies to --strategy pipeline only";
+  if (o.transfers != "p2p" && o.transfers != "nccl")
+    return "unknown --transfers '" + o.transfers +
+           "'; expected p2p (device-to-device copies) or nccl";
+  if (o.objective != "throughput" && o.objective != "latency")
+    return "--objective must be throughput or latency, got '" + o.objective +
+           "'";
+  if (o.layout != "nhwc" && o.layout != "nchw")
+    return "--layout must be nhwc or nchw, got '" + o.layout + "'";
+  if (!o.explain.empty() && o.explain != "text" && o.explain != "json")
+    return "--explain takes text or json, got '" + o.explain + "'";
+  return "";
+}
+
+void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
+  // Graph optimizations: each pass leaves ops the next can fuse further.
+  pm.addPass(createFoldConstants());
+  if (o.layout == "nhwc")
+    pm.addPass(createConvertLayout());
+  pm.addPass(createFuseActivations());
+  pm.addPass(createFuseNormalizations());
+  if (o.foldMatMulViews)
+    pm.addPass(createFoldMatMulViews());
+  if (o.fuseElementwise)
+    pm.addPass(createFuseElementwise());
+
+  // Placement: cut by hand, or chosen by the cost model, which explicit
+  // strategies constrain.
+  if (!o.splitAt.empty()) {
+    AssignDevicesOptions assign;
+    auto topo = topologyOf(o);
+    assign.numDevices = topo ? static_cast<int64_t>(topo->size()) : 1;
+    if (!topo)
+      llvm::consumeError(topo.takeError()); // checkCompileOptions said so
+    assign.splitAt.assign(o.splitAt.begin(), o.splitAt.end());
+    pm.addPass(createAssignDevices(assign));
+    if (o.microBatches > 1)
+      pm.addPass(createSchedulePipeline({o.microBatches, "gpipe"}));
+  } else {
+    SearchPlanOptions search;
+    search.devices = o.devices;
+    search.topology = o.topology;
+    search.strategy = o.strategy;
+    search.objective = o.objective;
+    search.stages = o.stages;
+    search.replicas = o.replicas;
+    search.microBatches = o.microBatches;
+    search.costTable = o.costTable;
+    search.explain = o.explain;
+    pm.addPass(createSearchPlan(search));
+  }
+  pm.addPass(createInsertTransfers());
+  pm.addPass(createVerifyPlacement());
+
+  // The plan dialect.
+  if (o.lower) {
+    pm.addPass(createLowerToPlan({o.transfers}));
+    pm.addPass(createPlanMemory());
+  }
+}
+
+void registerCompilePipeline() {
+  PassPipelineRegistration<CompilePipelineOptions>(
+      "partc-compile",
+      "Everything partc compile runs on an imported graph: optimizations, "
+      "placement, transfers, the plan dialect and its memory plan",
+      [](OpPassManager &pm, const CompilePipelineOptions &options) {
+        buildCompilePipeline(pm, options);
+      });
+}
+
+} // namespace mlir::partc

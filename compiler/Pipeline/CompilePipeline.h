@@ -1,0 +1,104 @@
+//===- CompilePipeline.h - What partc compile runs --------------*- C++ -*-===//
+//
+// The whole compilation from an imported graph to a plan dialect module,
+// as one pipeline with its options: `partc compile` builds it from its
+// flags, and partc-opt runs the same as --partc-compile="...", so that any
+// stage of a compilation can be replayed and tested.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_COMPILER_PIPELINE_COMPILEPIPELINE_H
+#define PARTC_COMPILER_PIPELINE_COMPILEPIPELINE_H
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace mlir::partc {
+
+struct CompilePipelineOptions
+    : public PassPipelineOptions<CompilePipelineOptions> {
+  Option<std::string> devices{
+      *this, "devices",
+      llvm::cl::desc("Devices: a count (H200s) or COUNTxPRESET, e.g. 4xh200, "
+                     "2xh100, 8xa100"),
+      llvm::cl::init("1")};
+  Option<std::string> topology{
+      *this, "topology",
+      llvm::cl::desc("JSON description of the machine (overrides devices)"),
+      llvm::cl::init("")};
+  Option<std::string> strategy{
+      *this, "strategy",
+      llvm::cl::desc("auto (searched by the cost model), single, pipeline or "
+                     "data"),
+      llvm::cl::init("auto")};
+  Option<std::string> objective{*this, "objective",
+                                llvm::cl::desc("throughput or latency"),
+                                llvm::cl::init("throughput")};
+  Option<int64_t> stages{
+      *this, "stages",
+      llvm::cl::desc("Pipeline stages per replica (strategy auto; 0: "
+                     "searched)"),
+      llvm::cl::init(0)};
+  Option<int64_t> replicas{
+      *this, "replicas",
+      llvm::cl::desc("Data-parallel replicas (strategy auto; 0: searched)"),
+      llvm::cl::init(0)};
+  Option<int64_t> microBatches{
+      *this, "micro-batches",
+      llvm::cl::desc("Micro-batches for pipelining (0: searched)"),
+      llvm::cl::init(0)};
+  Option<std::string> costTable{
+      *this, "cost-table",
+      llvm::cl::desc("Measured kernel times (partc-run --profile), files "
+                     "separated by commas"),
+      llvm::cl::init("")};
+  ListOption<std::string> splitAt{
+      *this, "split-at",
+      llvm::cl::desc("ONNX nodes after which a new stage starts (a "
+                     "pipeline cut by hand)")};
+  Option<std::string> transfers{
+      *this, "transfers",
+      llvm::cl::desc("p2p (device-to-device copies) or nccl"),
+      llvm::cl::init("p2p")};
+  Option<std::string> layout{
+      *this, "layout",
+      llvm::cl::desc("Convolution layout: nhwc (channels last) or nchw"),
+      llvm::cl::init("nhwc")};
+  Option<bool> fuseElementwise{
+      *this, "fuse-elementwise",
+      llvm::cl::desc("Fuse chains of element-wise ops into one kernel"),
+      llvm::cl::init(true)};
+  Option<bool> foldMatMulViews{
+      *this, "fold-matmul-views",
+      llvm::cl::desc("Read slices and transposes around batched MatMuls in "
+                     "place"),
+      llvm::cl::init(true)};
+  Option<bool> lower{
+      *this, "lower",
+      llvm::cl::desc("Lower the placed graph to the plan dialect and plan "
+                     "its memory (false: stop at the placed graph)"),
+      llvm::cl::init(true)};
+  Option<std::string> explain{
+      *this, "explain",
+      llvm::cl::desc("Print why the plan was chosen: text or json"),
+      llvm::cl::init("")};
+};
+
+/// Checks the options together (the topology parses, stages x replicas fit
+/// the devices, the strategy admits them); the error, or "".
+std::string checkCompileOptions(const CompilePipelineOptions &options);
+
+/// Graph optimizations, placement (searched, or cut by hand with
+/// split-at), transfers and their verification, then, with `lower`, the
+/// plan dialect and its memory plan. Options must have passed
+/// checkCompileOptions.
+void buildCompilePipeline(OpPassManager &pm,
+                          const CompilePipelineOptions &options);
+
+/// Registers --partc-compile with partc-opt.
+void registerCompilePipeline();
+
+} // namespace mlir::partc
+
+#endif // PARTC_COMPILER_PIPELINE_COMPILEPIPELINE_H
