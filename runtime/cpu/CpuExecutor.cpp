@@ -67,11 +67,12 @@ Status CpuExecutor::create(const Plan &plan,
   return Status();
 }
 
-void CpuExecutor::enableProfiling() {
+Status CpuExecutor::enableProfiling() {
   profiling_ = true;
   kernelTimes_.assign(plan_.devices.size(), {});
   for (size_t d = 0; d < plan_.devices.size(); ++d)
     kernelTimes_[d].assign(plan_.devices[d].instructions.size(), 0.0);
+  return Status();
 }
 
 double CpuExecutor::kernelSeconds(size_t d, size_t i) const {
@@ -94,7 +95,7 @@ void CpuExecutor::poisonArenas(uint8_t pattern) {
 }
 
 Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
-                        const std::vector<TensorRef> &outputs) {
+                        const std::vector<TensorRef> &outputs, bool) {
   if (inputs.size() != plan_.inputs.size() ||
       outputs.size() != plan_.outputs.size())
     return Status::error("wrong number of inputs or outputs");

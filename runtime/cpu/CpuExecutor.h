@@ -9,6 +9,7 @@
 #ifndef PARTC_RUNTIME_CPU_CPUEXECUTOR_H
 #define PARTC_RUNTIME_CPU_CPUEXECUTOR_H
 
+#include "runtime/Executor.h"
 #include "runtime/kernels/Kernel.h"
 #include "runtime/plan/Plan.h"
 
@@ -20,27 +21,28 @@ namespace partc::runtime {
 
 struct CpuDeviceState;
 
-class CpuExecutor {
+class CpuExecutor : public Executor {
 public:
   /// Prepares every kernel of the plan; fails with the device, instruction
   /// and ONNX node of the first one that cannot run.
   static Status create(const Plan &plan, std::unique_ptr<CpuExecutor> &result);
-  ~CpuExecutor();
+  ~CpuExecutor() override;
 
-  /// Runs the whole plan once. `inputs` and `outputs` follow the plan's
-  /// declarations and must have exactly their types.
+  /// Runs the whole plan once (inputs are always copied in).
   Status run(const std::vector<TensorRef> &inputs,
-             const std::vector<TensorRef> &outputs);
+             const std::vector<TensorRef> &outputs,
+             bool reuseInputs = false) override;
 
   /// Accumulates the wall time of every kernel instruction from now on.
-  void enableProfiling();
-  /// Mean seconds per run of instruction `i` of device `d` (kernels only).
-  double kernelSeconds(size_t d, size_t i) const;
+  Status enableProfiling() override;
+  double kernelSeconds(size_t d, size_t i) const override;
 
-  /// Records every instruction's interval in each following run.
-  void enableTracing() { tracing_ = true; }
+  Status enableTracing() override {
+    tracing_ = true;
+    return Status();
+  }
   /// The intervals of the last run (empty unless tracing).
-  std::vector<TraceEvent> lastRunTrace() const;
+  std::vector<TraceEvent> lastRunTrace() const override;
 
   /// Fills every arena with a byte pattern, so that reads of memory nobody
   /// wrote produce garbage (used by tests to catch missing transfers).

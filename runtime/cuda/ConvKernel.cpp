@@ -279,10 +279,10 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
       cudnnStatus(cudnnSetConvolutionGroupCount(
                       conv_, static_cast<int>(a.attrs.getInt("group", 1))),
                   "group count"));
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnSetConvolutionMathType(
-                      conv_, ctx.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
-                  "math type"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetConvolutionMathType(conv_, ctx.options.tf32 ? CUDNN_TENSOR_OP_MATH
+                                                          : CUDNN_FMA_MATH),
+      "math type"));
   // Pick the algorithm once, by measurement, and keep it.
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int found = 0;
@@ -308,7 +308,7 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
   for (size_t d = 2; d < ys.size() && !channelsLast_; ++d)
     inner_ *= ys[d];
   n_ = a.outputs[0].numElements();
-  if (ctx.cudnnGraph) {
+  if (ctx.options.cudnnGraph) {
     auto wide = [](const std::vector<int> &v) {
       return std::vector<int64_t>(v.begin(), v.end());
     };
@@ -316,12 +316,13 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
                           wide(packed(wd)), wide(yd),         wide(packed(yd)),
                           wide(padA),       wide(strideA),    wide(dilA)};
     graph_ = std::make_unique<CudnnGraphConv>();
-    graph_->init(ctx, geometry, hasBias_ && ctx.fuseEpilogues,
-                 hasAddend_ && ctx.fuseEpilogues, relu_ && ctx.fuseEpilogues);
+    graph_->init(ctx, geometry, hasBias_ && ctx.options.fuseEpilogues,
+                 hasAddend_ && ctx.options.fuseEpilogues,
+                 relu_ && ctx.options.fuseEpilogues);
     if (!graph_->size())
       graph_.reset();
   }
-  if (!ctx.fuseEpilogues)
+  if (!ctx.options.fuseEpilogues)
     return Status();
   if (hasBias_)
     PARTC_RETURN_IF_ERROR(initCudnnFused(ctx, nd));
@@ -463,9 +464,10 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   // Column-major view: W is C x K (used transposed), X is C x pixels, Y and
   // the residual are K x pixels.
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatmulDescCreate(
-          &gemm_, ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-          CUDA_R_32F),
+      cublasLtMatmulDescCreate(&gemm_,
+                               ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                : CUBLAS_COMPUTE_32F,
+                               CUDA_R_32F),
       "cuBLASLt descriptor"));
   cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
   cublasLtEpilogue_t epilogue = ltEpilogue(hasBias_, relu_);

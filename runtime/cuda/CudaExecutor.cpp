@@ -1,5 +1,6 @@
 //===- CudaExecutor.cpp - CUDA backend ------------------------------------===//
 #include "runtime/cuda/CudaExecutor.h"
+#include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/kernels/Kernel.h"
 
@@ -475,6 +476,52 @@ int CudaExecutor::deviceCount(std::string *why) {
 
 CudaExecutor::~CudaExecutor() = default;
 
+LoadReport CudaExecutor::loadReport() const {
+  LoadReport r;
+  if (fallbacks_)
+    r.notes.push_back(std::to_string(fallbacks_) +
+                      " kernel(s) run on the host because no GPU kernel "
+                      "exists yet: " +
+                      fallbackSummary());
+  // Staging through host memory is much slower than NVLink: say so.
+  if (!impl_->plan->channels.empty())
+    (hostStagedCount() ? r.notes : r.details).push_back(transferSummary());
+  cuda::ChainStats chains = cuda::generatedChainStats();
+  if (chains.failed)
+    r.notes.push_back(std::to_string(chains.failed) +
+                      " fused chain program(s) run interpreted because NVRTC "
+                      "could not compile them: " +
+                      chains.firstFailure);
+  if (chains.compiled) {
+    char buf[128];
+    std::snprintf(buf, sizeof(buf),
+                  "%d fused chain program(s) compiled at load (NVRTC) in "
+                  "%.0f ms",
+                  chains.compiled, chains.seconds * 1e3);
+    r.details.push_back(buf);
+  }
+  return r;
+}
+
+std::vector<std::string> CudaExecutor::runNotes() const {
+  if (graphFailure_.empty())
+    return {};
+  return {"CUDA graph capture failed (" + graphFailure_ +
+          "); kernels were launched directly"};
+}
+
+std::string CudaExecutor::profilingNote() const {
+  char buf[160];
+  std::snprintf(buf, sizeof(buf),
+                "profile: an event pair around an empty kernel takes %.1f us "
+                "on GPU 0; subtracted from each kernel",
+                eventOverheadSeconds(0) * 1e6);
+  std::string note = buf;
+  if (!variantSummary().empty())
+    note += "\nkernels chosen by timing: " + variantSummary();
+  return note;
+}
+
 std::string CudaExecutor::fallbackSummary() const {
   std::ostringstream os;
   for (auto &[name, count] : impl_->fallbackKinds)
@@ -551,11 +598,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     Impl::Device &dev = impl.devices[d];
     DeviceContext &ctx = dev.ctx;
     ctx.gpu = options.firstGpu + static_cast<int>(d / perGpu);
-    ctx.tf32 = options.tf32;
-    ctx.fuseEpilogues = options.fuseEpilogues;
-    ctx.cudnnGraph = options.cudnnGraph;
-    ctx.cudnnKnobs = options.cudnnKnobs;
-    ctx.generatedChains = options.generatedChains;
+    ctx.options = options;
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));

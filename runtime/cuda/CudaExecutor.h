@@ -10,6 +10,7 @@
 #ifndef PARTC_RUNTIME_CUDA_CUDAEXECUTOR_H
 #define PARTC_RUNTIME_CUDA_CUDAEXECUTOR_H
 
+#include "runtime/Executor.h"
 #include "runtime/plan/Plan.h"
 
 #include <memory>
@@ -17,57 +18,20 @@
 
 namespace partc::runtime {
 
-struct CudaOptions {
-  /// Allow TF32 tensor cores for fp32 matrix and convolution work.
-  bool tf32 = true;
-  /// First GPU to use; plan device d runs on GPU firstGpu + d /
-  /// devicesPerGpu.
-  int firstGpu = 0;
-  /// Plan devices per GPU, each with its own stream, arena and library
-  /// handles (weights are shared): a data-parallel plan for K x N devices
-  /// then runs K replicas side by side on each of N GPUs, whose kernels
-  /// overlap where one alone would leave the GPU partly idle (small
-  /// batches).
-  int devicesPerGpu = 1;
-  /// Capture the whole schedule as one CUDA graph after a first, direct run
-  /// and replay it (unless a kernel runs on the host).
-  bool graphs = true;
-  /// Let kernels pick, by timing at load, implementations that fuse their
-  /// epilogue (cuBLASLt for 1x1 convolutions, cuDNN's fused convolution).
-  bool fuseEpilogues = true;
-  /// Let convolutions also time the engine configurations of cuDNN's graph
-  /// API (CudnnGraphConv.h) beside the legacy API's algorithms.
-  bool cudnnGraph = true;
-  /// With cudnnGraph: also time the heuristic's first engine configurations
-  /// with one knob (split-K slices, tile shape...) moved at a time.
-  bool cudnnKnobs = true;
-  /// Compile each fused element-wise chain with NVRTC at load
-  /// (ChainCodegen.h) instead of interpreting its program.
-  bool generatedChains = true;
-  /// Streaming: let the sender's kernels write a transferred value straight
-  /// into the buffer the peer copy reads, and the receiver's read the one
-  /// it lands in, where the memory plan allows (no staging or landing copy).
-  bool directTransfers = true;
-  /// Stage every transfer that is not NCCL's through page-locked host
-  /// memory, as is done anyway between GPUs without peer access (so that
-  /// path can be checked on machines whose GPUs all reach each other).
-  bool hostStaging = false;
-};
-
-class CudaExecutor {
+class CudaExecutor : public Executor {
 public:
   /// Number of usable GPUs, or an explanation of why there are none.
   static int deviceCount(std::string *why = nullptr);
 
   static Status create(const Plan &plan, const CudaOptions &options,
                        std::unique_ptr<CudaExecutor> &result);
-  ~CudaExecutor();
+  ~CudaExecutor() override;
 
   /// Runs the plan once. With `skipInputLoads`, inputs copied by an earlier
   /// run are reused (for timing compute with device-resident inputs).
   Status run(const std::vector<TensorRef> &inputs,
              const std::vector<TensorRef> &outputs,
-             bool skipInputLoads = false);
+             bool skipInputLoads = false) override;
 
   /// Runs the plan `iterations` times back to back, as a server streaming
   /// batches would: no device waits for the host between batches, so with a
@@ -75,22 +39,31 @@ public:
   /// k. One host thread enqueues every device's work; between the points
   /// where devices synchronize, each device's instructions replay as small
   /// CUDA graphs. Outputs hold the last batch's results.
+  bool canStream() const override { return true; }
   Status runStream(const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs, size_t iterations,
-                   bool skipInputLoads = false);
+                   bool skipInputLoads = false) override;
 
   /// Page-locks host memory used for inputs and outputs so that copies are
   /// asynchronous DMA; undone when the executor is destroyed.
-  Status registerHostMemory(void *ptr, size_t bytes);
+  Status registerHostMemory(void *ptr, size_t bytes) override;
+
+  /// Kernels on the host, transfers through host memory, chains NVRTC
+  /// could not compile; with details, every route and the NVRTC time.
+  LoadReport loadReport() const override;
+  /// Why graph capture was abandoned, if it was.
+  std::vector<std::string> runNotes() const override;
 
   bool usesGraphs() const;
 
   /// Times every kernel with CUDA events from now on (launches directly,
   /// without graphs, while profiling).
-  Status enableProfiling();
-  double kernelSeconds(size_t d, size_t i) const;
+  Status enableProfiling() override;
+  double kernelSeconds(size_t d, size_t i) const override;
   /// The implementation tuning chose for instruction i of device d, or null.
-  const char *kernelVariant(size_t d, size_t i) const;
+  const char *kernelVariant(size_t d, size_t i) const override;
+  /// The event overhead subtracted, and the implementations chosen.
+  std::string profilingNote() const override;
   /// What an event pair around an empty kernel measured on device d; it is
   /// subtracted from each kernel's time.
   double eventOverheadSeconds(size_t d) const;
@@ -99,13 +72,13 @@ public:
   /// (direct launches); lastRunTrace() returns the last run's intervals,
   /// each device's relative to its own start (devices start within the
   /// host's launch skew of each other).
-  Status enableTracing();
-  std::vector<TraceEvent> lastRunTrace() const;
+  Status enableTracing() override;
+  std::vector<TraceEvent> lastRunTrace() const override;
   /// Records the following streamed runs (runStream) as spans: each graph
   /// segment and staging copy on the compute stream, each peer copy on the
   /// copy stream, one span per batch; lastRunTrace() returns them on one
   /// clock (devices aligned by the host's clock, to a few microseconds).
-  void enableStreamTracing();
+  void enableStreamTracing() override;
   /// Why graph capture was abandoned, if it was.
   const std::string &graphFailure() const { return graphFailure_; }
 

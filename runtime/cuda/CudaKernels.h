@@ -2,6 +2,7 @@
 #ifndef PARTC_RUNTIME_CUDA_CUDAKERNELS_H
 #define PARTC_RUNTIME_CUDA_CUDAKERNELS_H
 
+#include "runtime/Executor.h"
 #include "runtime/Support.h"
 #include "runtime/cuda/FusedChain.cuh"
 #include "runtime/kernels/Attrs.h"
@@ -30,17 +31,9 @@ struct DeviceContext {
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t cublasLt = nullptr;
-  bool tf32 = true;
-  /// Let kernels choose, by measurement, implementations that fuse their
-  /// epilogue (bias, residual add, ReLU) into the main computation.
-  bool fuseEpilogues = true;
-  /// Let convolutions time cuDNN graph-API plans as well.
-  bool cudnnGraph = true;
-  /// ...and also its first engine configurations with one knob moved.
-  bool cudnnKnobs = true;
-  /// Run fused element-wise chains through code generated per program
-  /// (ChainCodegen.h) rather than the interpreter.
-  bool generatedChains = true;
+  /// What the user asked of the backend (TF32, fused epilogues, cuDNN's
+  /// graph API and its knobs, generated chains).
+  CudaOptions options;
   /// Scratch shared by the device's kernels (they run in stream order).
   void *workspace = nullptr;
   size_t workspaceBytes = 0;

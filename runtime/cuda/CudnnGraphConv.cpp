@@ -281,7 +281,7 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
         cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                  &engine) != CUDNN_STATUS_SUCCESS ||
-        !acceptable(engine, ctx.tf32))
+        !acceptable(engine, ctx.options.tf32))
       continue;
     int64_t index = -1;
     cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,
@@ -290,7 +290,7 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
     if (!addPlan(ctx, configs[i], fused, label))
       continue;
     ++added;
-    if (ctx.cudnnKnobs && seeds++ < kKnobSeeds)
+    if (ctx.options.cudnnKnobs && seeds++ < kKnobSeeds)
       addKnobVariants(ctx, engine, configs[i], fused, label);
   }
 }

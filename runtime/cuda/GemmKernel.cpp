@@ -132,7 +132,7 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
   cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   int64_t ldb = g_.transB ? g_.k : g_.n, lda = g_.transA ? g_.m : g_.k;
   cublasComputeType_t compute =
-      ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+      ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   float beta = 0.f;
   if (addend_.matrix != Addend::None) {
     PARTC_RETURN_IF_ERROR(
@@ -171,13 +171,14 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
 Status LinearKernel::initLt(DeviceContext &ctx) {
   // One GEMM whose addend cuBLASLt can take: a bias, and a full C or the
   // residual.
-  if (!ctx.cublasLt || !ctx.fuseEpilogues || aOffsets_.size() != 1 ||
+  if (!ctx.cublasLt || !ctx.options.fuseEpilogues || aOffsets_.size() != 1 ||
       addend_.matrix == Addend::Broadcast)
     return Status();
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatmulDescCreate(
-          &desc_, ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-          CUDA_R_32F),
+      cublasLtMatmulDescCreate(&desc_,
+                               ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                : CUBLAS_COMPUTE_32F,
+                               CUDA_R_32F),
       "cuBLASLt descriptor"));
   // Column-major view: D^T[n, m] = op(B)^T[n, k] * op(A)^T[k, m]; the bias
   // has one value per row of D^T, that is per column of the result.
@@ -307,7 +308,7 @@ public:
     cublasOperation_t opX = g_.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opY = g_.y.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasComputeType_t compute =
-        ctx.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+        ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     int rows = static_cast<int>(g_.rows), cols = static_cast<int>(g_.cols),
         depth = static_cast<int>(g_.depth), ldx = static_cast<int>(g_.x.ld),
         ldy = static_cast<int>(g_.y.ld), ldc = static_cast<int>(g_.ldc);

@@ -86,7 +86,7 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
   PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));
   Status status = cudaStatus(cudaEventCreate(&stop), "tuning");
   // TF32 candidates round differently from each other, not by more.
-  const float tolerance = ctx.tf32 ? 1e-2f : 1e-4f;
+  const float tolerance = ctx.options.tf32 ? 1e-2f : 1e-4f;
   constexpr int kRepeats = 3;
   float best = INFINITY;
   for (size_t c = 0; c < count && status.ok(); ++c) {
@@ -543,7 +543,7 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
       p.stride[i][d] = static_cast<uint32_t>(strides[i][d]);
   }
   std::optional<GeneratedChain> generated;
-  if (ctx.generatedChains) {
+  if (ctx.options.generatedChains) {
     GeneratedChain chain;
     // Where NVRTC fails, the interpreter computes the same; the failure is
     // reported once (generatedChainStats).

@@ -79,4 +79,23 @@ TEST(CpuExecutor, KernelFailureAbortsOtherDevices) {
   EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
 }
 
+TEST(Executor, CreatesTheBackendItIsAskedFor) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  std::unique_ptr<Executor> exec;
+  ExecutorOptions options;
+  ASSERT_TRUE(createExecutor(plan, options, exec).ok());
+  std::vector<float> x = {-1, 2, -3, 4}, z(4);
+  TensorType t{DType::F32, {4}};
+  ASSERT_TRUE(exec->run({{x.data(), t}}, {{z.data(), t}}).ok());
+  EXPECT_EQ(z, (std::vector<float>{10, 22, 30, 44}));
+  EXPECT_FALSE(exec->canStream());
+  EXPECT_FALSE(exec->runStream({{x.data(), t}}, {{z.data(), t}}, 2).ok());
+  options.backend = "tpu";
+  Status s = createExecutor(plan, options, exec);
+  EXPECT_NE(s.message().find("backend 'tpu' is not available in this build"),
+            std::string::npos)
+      << s.message();
+}
+
 } // namespace

@@ -156,7 +156,7 @@ void expectSameOnGpu(const std::string &steps, const std::vector<int64_t> &args,
   if (!params.empty())
     attrs.set("params", AttrValue::ofFloats(params));
   DeviceContext generated, interpreted;
-  interpreted.generatedChains = false;
+  interpreted.options.generatedChains = false;
   expectGpuMatchesCpu("fused_elementwise", attrs, layout,
                       {{"generated", generated}, {"interpreted", interpreted}});
   EXPECT_EQ(generatedChainStats().failed, 0)
