@@ -114,8 +114,34 @@ protected:
 };
 
 /// Each family of GPU kernels registers its factories, as the CPU kernels
-/// do (runtime/kernels/KernelRegistry.h).
-void registerDataMovementGpuKernels(GpuKernelTable &table);
+/// do (runtime/kernels/KernelRegistry.h), in a file of its own.
+void registerElementwiseGpuKernels(GpuKernelTable &table); // ElementwiseKernels
+void registerNnGpuKernels(GpuKernelTable &table);          // NnKernels
+void registerLinearAlgebraGpuKernels(GpuKernelTable &table); // GemmKernel
+void registerDataMovementGpuKernels(GpuKernelTable &table);  // DataMovement.cu
+
+/// Whether every operand and result is f32 (what most GPU kernels take).
+bool allF32(const KernelArgs &a);
+/// The product of extents [from, to) of `s`.
+int64_t product(const Shape &s, size_t from, size_t to);
+
+/// A kernel that runs `fn` (ctx, inputs, outputs): for kernels whose whole
+/// state is what the factory captured.
+template <typename Fn> class LambdaKernel : public GpuKernel {
+public:
+  explicit LambdaKernel(Fn fn) : fn_(std::move(fn)) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return fn_(ctx, in, out);
+  }
+
+private:
+  Fn fn_;
+};
+
+template <typename Fn> std::unique_ptr<GpuKernel> lambda(Fn fn) {
+  return std::make_unique<LambdaKernel<Fn>>(std::move(fn));
+}
 
 /// Creates a GPU kernel, or leaves `result` empty when none exists for this
 /// name and these types (the executor then falls back to the CPU kernel).
@@ -145,6 +171,10 @@ struct Strides {
   int64_t shape[kMaxRank] = {};
   int64_t stride[3][kMaxRank] = {}; // per input, in elements
 };
+/// Broadcast strides of `ins` read as `out`, with the dimensions every
+/// input walks alike merged (mergeDimensions). Outermost first.
+void collapseDims(const Shape &out, const std::vector<Shape> &ins, Shape &shape,
+                  std::vector<std::vector<int64_t>> &strides);
 /// Strides of up to three inputs broadcast to `out`.
 Strides makeStrides(const Shape &out, const std::vector<Shape> &ins);
 

@@ -475,4 +475,19 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
   return Status();
 }
 
+void registerLinearAlgebraGpuKernels(GpuKernelTable &t) {
+  t["matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
+                   std::unique_ptr<GpuKernel> &k) -> Status {
+    return allF32(a) ? createMatMulKernel(a, ctx, k) : Status();
+  };
+  t["strided_matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
+                           std::unique_ptr<GpuKernel> &k) -> Status {
+    return createStridedMatMulKernel(a, ctx, k);
+  };
+  t["gemm"] = [](const KernelArgs &a, DeviceContext &ctx,
+                 std::unique_ptr<GpuKernel> &k) -> Status {
+    return allF32(a) ? createGemmKernel(a, ctx, k) : Status();
+  };
+}
+
 } // namespace partc::runtime::cuda

@@ -1,0 +1,245 @@
+//===- NnKernels.cpp - Convolution, normalization, pooling, softmax -------===//
+//
+// The GPU side of runtime/kernels/Nn.cpp: convolutions (ConvKernel.cpp),
+// batch, layer and RMS normalization, pooling, softmax and reductions.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/KernelRegistry.h"
+
+#include <algorithm>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+using Factory = GpuFactory;
+
+Factory poolFactory(bool isMax) {
+  return [isMax](const KernelArgs &a, DeviceContext &,
+                 std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+    Shape x = a.inputs[0].shape, y = a.outputs[0].shape;
+    if (channelsLast) {
+      x = channelsFirstShape(x);
+      y = channelsFirstShape(y);
+    }
+    Window w;
+    PARTC_RETURN_IF_ERROR(
+        makeWindow(a.attrs, x, y, a.attrs.getInts("kernel_shape"), w));
+    PoolParams p{};
+    p.planes = x[0] * x[1];
+    p.channelsLast = channelsLast ? x[1] : 0;
+    p.isMax = isMax;
+    p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
+    for (int i = 0; i < 3; ++i) {
+      p.in[i] = w.in[i];
+      p.out[i] = w.out[i];
+      p.kernel[i] = w.kernel[i];
+      p.stride[i] = w.stride[i];
+      p.dilation[i] = w.dilation[i];
+      p.padBegin[i] = w.padBegin[i];
+      p.padEnd[i] = w.padEnd[i];
+    }
+    k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(
+          launchPool(in[0].as<float>(), out[0].as<float>(), p, ctx.stream),
+          "pool");
+    });
+    return Status();
+  };
+}
+
+Factory globalFactory(bool isMax) {
+  return [isMax](const KernelArgs &a, DeviceContext &,
+                 std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    int64_t planes = x[0] * x[1], size = product(x, 2, x.size());
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchGlobalPool(in[0].as<float>(), out[0].as<float>(),
+                                         planes, size, isMax, ctx.stream),
+                        "global pool");
+    });
+    return Status();
+  };
+}
+
+Factory softmaxFactory(bool log) {
+  return [log](const KernelArgs &a, DeviceContext &,
+               std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t outer = product(x, 0, axis), len = x[axis],
+            inner = product(x, axis + 1, x.size());
+    bool nanToZero = a.attrs.getInt("nan_to_zero", 0) != 0;
+    SoftmaxBias bias;
+    bool hasBias = a.inputs.size() == 2;
+    if (hasBias) {
+      if (x.size() > static_cast<size_t>(kMaxRank))
+        return Status();
+      const Shape &b = a.inputs[1].shape;
+      bias.elements = makeStrides(x, {b});
+      bias.columnStride = b.empty() || b.back() == 1 ? 0 : 1;
+    }
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      SoftmaxBias b = bias;
+      if (hasBias)
+        b.data = in[1].as<float>();
+      return cudaStatus(launchSoftmax(in[0].as<float>(), out[0].as<float>(),
+                                      outer, len, inner, log, nanToZero, b,
+                                      ctx.stream),
+                        "softmax");
+    });
+    return Status();
+  };
+}
+
+Factory reduceFactory(int op) {
+  return [op](const KernelArgs &a, DeviceContext &,
+              std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    if (x.size() > static_cast<size_t>(kMaxRank))
+      return Status();
+    std::vector<int64_t> axes = a.attrs.getInts("axes");
+    std::vector<bool> red(x.size(), false);
+    for (int64_t ax : axes)
+      red[ax] = true;
+    std::vector<int64_t> strides = contiguousStrides(x);
+    Strides keep, reduced;
+    int64_t outCount = 1, count = 1;
+    for (size_t d = 0; d < x.size(); ++d) {
+      Strides &s = red[d] ? reduced : keep;
+      s.shape[s.rank] = x[d];
+      s.stride[0][s.rank] = strides[d];
+      ++s.rank;
+      (red[d] ? count : outCount) *= x[d];
+    }
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchReduceF32(in[0].as<float>(), out[0].as<float>(),
+                                        outCount, keep, reduced, count, op,
+                                        ctx.stream),
+                        "reduce");
+    });
+    return Status();
+  };
+}
+
+} // namespace
+
+void registerNnGpuKernels(GpuKernelTable &t) {
+  t["conv"] = [](const KernelArgs &a, DeviceContext &ctx,
+                 std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    size_t spatial = a.inputs[0].shape.size() - 2;
+    std::vector<int64_t> pads = a.attrs.getInts("pads");
+    if (spatial < 1 || spatial > 3)
+      return Status();
+    for (size_t i = 0; i < spatial; ++i)
+      if (pads[i] != pads[i + spatial])
+        return Status(); // cuDNN pads symmetrically
+    return createConvKernel(a, ctx, k);
+  };
+  t["batch_norm"] = [](const KernelArgs &a, DeviceContext &,
+                       std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    int64_t n = a.inputs[0].numElements(), c = x[1],
+            inner = product(x, 2, x.size());
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchBatchNorm(in[0].as<float>(), in[1].as<float>(),
+                                        in[2].as<float>(), in[3].as<float>(),
+                                        in[4].as<float>(), out[0].as<float>(),
+                                        n, c, inner, eps, ctx.stream),
+                        "batch_norm");
+    });
+    return Status();
+  };
+  t["max_pool"] = poolFactory(true);
+  t["avg_pool"] = poolFactory(false);
+  t["global_avg_pool"] = globalFactory(false);
+  t["global_max_pool"] = globalFactory(true);
+  t["softmax"] = softmaxFactory(false);
+  t["log_softmax"] = softmaxFactory(true);
+  t["rms_norm"] = [](const KernelArgs &a, DeviceContext &,
+                     std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
+    bool hasScale = a.inputs.size() == 2;
+    int64_t scaleCount = hasScale ? a.inputs[1].numElements() : 1;
+    // A scale of one value per normalized element, in order, or one
+    // value; other broadcasts run on the host.
+    if (hasScale && scaleCount != 1 && scaleCount != cols)
+      return Status();
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchRmsNorm(in[0].as<float>(),
+                                      hasScale ? in[1].as<float>() : nullptr,
+                                      out[0].as<float>(), rows, cols,
+                                      scaleCount, eps, ctx.stream),
+                        "rms_norm");
+    });
+    return Status();
+  };
+  t["layer_norm"] = [](const KernelArgs &a, DeviceContext &,
+                       std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[0].shape;
+    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
+    int64_t sm = a.inputs[1].numElements();
+    int64_t bm = a.inputs.size() == 3 ? a.inputs[2].numElements() : 1;
+    // Scale and bias must span the trailing dimensions (or be scalars).
+    Shape norm(x.begin() + axis, x.end());
+    auto trailing = [&](const Shape &s) {
+      int64_t n = numElements(s);
+      if (n == 1)
+        return true;
+      if (s.size() > norm.size())
+        return false;
+      return std::equal(s.rbegin(), s.rend(), norm.rbegin()) && n == cols;
+    };
+    if (!trailing(a.inputs[1].shape) ||
+        (a.inputs.size() == 3 && !trailing(a.inputs[2].shape)))
+      return Status();
+    bool hasBias = a.inputs.size() == 3;
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
+                                        hasBias ? in[2].as<float>() : nullptr,
+                                        out[0].as<float>(), rows, cols, sm, bm,
+                                        eps, ctx.stream),
+                        "layer_norm");
+    });
+    return Status();
+  };
+  t["reduce_sum"] = reduceFactory(0);
+  t["reduce_mean"] = reduceFactory(1);
+  t["reduce_max"] = reduceFactory(2);
+  t["reduce_min"] = reduceFactory(3);
+  t["reduce_prod"] = reduceFactory(4);
+}
+
+} // namespace partc::runtime::cuda
