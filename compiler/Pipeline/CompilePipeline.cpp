@@ -2,7 +2,7 @@
 #include "compiler/Pipeline/CompilePipeline.h"
 
 #include "compiler/CostModel/Topology.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Passes.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
@@ -88,7 +88,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     if (o.microBatches > 1)
       pm.addPass(createSchedulePipeline({o.microBatches, "gpipe"}));
   } else {
-    SearchPlanOptions search;
+    SearchPlacementOptions search;
     search.devices = o.devices;
     search.topology = o.topology;
     search.strategy = o.strategy;
@@ -98,7 +98,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     search.microBatches = o.microBatches;
     search.costTable = o.costTable;
     search.explain = o.explain;
-    pm.addPass(createSearchPlan(search));
+    pm.addPass(createSearchPlacement(search));
   }
   pm.addPass(createInsertTransfers());
   pm.addPass(createVerifyPlacement());

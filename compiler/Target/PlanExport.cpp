@@ -1,7 +1,7 @@
 //===- PlanExport.cpp - plan dialect to plan file -------------------------===//
 #include "compiler/Target/PlanExport.h"
 
-#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Utils/PassUtils.h"
 #include "dialects/Graph/RuntimeBridge.h"
 #include "dialects/Plan/PlanDialect.h"
 

@@ -1,6 +1,6 @@
 //===- partc-opt.cpp - partc pass driver for lit tests --------------------===//
 #include "compiler/Pipeline/CompilePipeline.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Passes.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Plan/PlanDialect.h"
 

@@ -12,7 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Pipeline/CompilePipeline.h"
 #include "compiler/Target/PlanExport.h"
-#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Utils/PassUtils.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Plan/PlanDialect.h"
 #include "frontends/onnx/OnnxImporter.h"

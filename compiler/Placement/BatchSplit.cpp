@@ -9,8 +9,8 @@
 // exactly those ops, and the analysis names the node otherwise.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Transforms/BatchSplit.h"
-#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Placement/BatchSplit.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"

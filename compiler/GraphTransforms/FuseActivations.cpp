@@ -1,6 +1,6 @@
 //===- FuseActivations.cpp - partc-fuse-activations -----------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
@@ -8,7 +8,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSEACTIVATIONS
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 struct FuseActivationsPass

@@ -1,4 +1,4 @@
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh100 memory-gib=0.005" --verify-diagnostics
+// RUN: partc-opt %s --split-input-file --partc-search-placement="devices=2xh100 memory-gib=0.005" --verify-diagnostics
 
 // Tests that a model whose weights exceed every split says how many devices
 // would do: 4 MiB per weight, 5 MiB per device.
@@ -32,7 +32,7 @@ module {
 // -----
 
 // Tests that unknown device presets are rejected with the list of presets.
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="devices=3xtpu" 2>&1 | FileCheck %s --check-prefix=PRESET
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="devices=3xtpu" 2>&1 | FileCheck %s --check-prefix=PRESET
 // PRESET: --devices: unknown device 'tpu'; presets are h200, h100, h100-pcie, a100, l40s
 // expected-remark@below {{plan: 1 stage x 1 replica}}
 module {
@@ -46,7 +46,7 @@ module {
 
 // Tests that the model rejected above fits once enough devices are given:
 // four 4 MiB weights on four 5 MiB devices.
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="devices=4xh100 memory-gib=0.005" 2>&1 | FileCheck %s --check-prefix=FITS
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="devices=4xh100 memory-gib=0.005" 2>&1 | FileCheck %s --check-prefix=FITS
 // FITS: plan: 4 stages x 1 replica, 1 micro-batch, cuts before ops [1,2,3]
 module {
   // expected-error@below {{the model does not fit: split over 2 device(s)}}

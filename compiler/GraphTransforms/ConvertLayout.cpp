@@ -5,8 +5,8 @@
 // pairs between consecutive convolutions cancel.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -14,7 +14,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_CONVERTLAYOUT
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

@@ -4,6 +4,10 @@
 
 include "mlir/Pass/PassBase.td"
 
+//===----------------------------------------------------------------------===//
+// Graph transforms (compiler/GraphTransforms)
+//===----------------------------------------------------------------------===//
+
 def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
   let summary = "Folds constant subgraphs and removes dead and identity ops";
   let description = [{
@@ -91,6 +95,50 @@ def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {
   }];
 }
 
+//===----------------------------------------------------------------------===//
+// Placement (compiler/Placement)
+//===----------------------------------------------------------------------===//
+
+def SearchPlacement : Pass<"partc-search-placement", "mlir::ModuleOp"> {
+  let summary = "Chooses and applies stages x replicas x micro-batches by cost";
+  let description = [{
+    Predicts every op's time on the given devices (roofline of FLOPs and
+    bytes, or measured times from a cost table), finds for every replica
+    count and micro-batch count the stage split that minimizes the slowest
+    stage including the transfers of every tensor live across a cut, subject
+    to each device's memory, and applies the plan with the best predicted
+    throughput (or latency). `strategy` constrains the search: single (one
+    device), pipeline (every device a stage), data (every device a
+    replica), or auto. Records the choice and its predictions on the module
+    (`graph.plan`, which the plan's metadata carries), reports it as a
+    remark and, with `explain`, prints the ranking as text or JSON. Fails,
+    naming the heaviest stage and the device count that would fit, when
+    nothing fits.
+  }];
+  let options = [
+    Option<"devices", "devices", "std::string", "\"1xh200\"",
+           "Devices as COUNTxPRESET (e.g. 4xh200, 2xh100)">,
+    Option<"topology", "topology", "std::string", "\"\"",
+           "JSON topology file (overrides devices)">,
+    Option<"strategy", "strategy", "std::string", "\"auto\"",
+           "auto, single, pipeline or data">,
+    Option<"objective", "objective", "std::string", "\"throughput\"",
+           "throughput or latency">,
+    Option<"stages", "stages", "int64_t", "0", "Fix the stage count (0: search)">,
+    Option<"replicas", "replicas", "int64_t", "0",
+           "Fix the replica count (0: search)">,
+    Option<"microBatches", "micro-batches", "int64_t", "0",
+           "Fix the micro-batch count (0: search)">,
+    Option<"costTable", "cost-table", "std::string", "\"\"",
+           "Measured kernel times (partc-run --profile), files separated by "
+           "commas">,
+    Option<"explain", "explain", "std::string", "\"\"",
+           "Print why the plan was chosen: text or json">,
+    Option<"memoryGiB", "memory-gib", "double", "0",
+           "Override every device's memory (GiB), for tests">,
+  ];
+}
+
 def AssignDevices : Pass<"partc-assign-devices", "mlir::ModuleOp"> {
   let summary = "Places every op on a pipeline stage (one device per stage)";
   let description = [{
@@ -151,6 +199,10 @@ def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
   let summary = "Proves that every op is placed and every use is local";
 }
 
+//===----------------------------------------------------------------------===//
+// Graph to plan dialect (compiler/Conversion/GraphToPlan)
+//===----------------------------------------------------------------------===//
+
 def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
   let summary = "Lowers a placed graph to per-device plan streams";
   let description = [{
@@ -173,6 +225,10 @@ def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Plan transforms (compiler/PlanTransforms)
+//===----------------------------------------------------------------------===//
+
 def PlanMemory : Pass<"partc-plan-memory", "mlir::ModuleOp"> {
   let summary = "Assigns arena offsets to plan buffers by liveness";
   let description = [{
@@ -184,45 +240,9 @@ def PlanMemory : Pass<"partc-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
-def SearchPlan : Pass<"partc-search-plan", "mlir::ModuleOp"> {
-  let summary = "Chooses and applies stages x replicas x micro-batches by cost";
-  let description = [{
-    Predicts every op's time on the given devices (roofline of FLOPs and
-    bytes, or measured times from a cost table), finds for every replica
-    count and micro-batch count the stage split that minimizes the slowest
-    stage including the transfers of every tensor live across a cut, subject
-    to each device's memory, and applies the plan with the best predicted
-    throughput (or latency). `strategy` constrains the search: single (one
-    device), pipeline (every device a stage), data (every device a
-    replica), or auto. Records the choice and its predictions on the module
-    (`graph.plan`, which the plan's metadata carries), reports it as a
-    remark and, with `explain`, prints the ranking as text or JSON. Fails,
-    naming the heaviest stage and the device count that would fit, when
-    nothing fits.
-  }];
-  let options = [
-    Option<"devices", "devices", "std::string", "\"1xh200\"",
-           "Devices as COUNTxPRESET (e.g. 4xh200, 2xh100)">,
-    Option<"topology", "topology", "std::string", "\"\"",
-           "JSON topology file (overrides devices)">,
-    Option<"strategy", "strategy", "std::string", "\"auto\"",
-           "auto, single, pipeline or data">,
-    Option<"objective", "objective", "std::string", "\"throughput\"",
-           "throughput or latency">,
-    Option<"stages", "stages", "int64_t", "0", "Fix the stage count (0: search)">,
-    Option<"replicas", "replicas", "int64_t", "0",
-           "Fix the replica count (0: search)">,
-    Option<"microBatches", "micro-batches", "int64_t", "0",
-           "Fix the micro-batch count (0: search)">,
-    Option<"costTable", "cost-table", "std::string", "\"\"",
-           "Measured kernel times (partc-run --profile), files separated by "
-           "commas">,
-    Option<"explain", "explain", "std::string", "\"\"",
-           "Print why the plan was chosen: text or json">,
-    Option<"memoryGiB", "memory-gib", "double", "0",
-           "Override every device's memory (GiB), for tests">,
-  ];
-}
+//===----------------------------------------------------------------------===//
+// Test passes
+//===----------------------------------------------------------------------===//
 
 def TestPrintCost : Pass<"partc-test-print-cost", "mlir::ModuleOp"> {
   let summary = "Test only: prints each op's cost estimates as remarks";

@@ -1,6 +1,6 @@
 //===- AssignDevices.cpp - partc-assign-devices ---------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 
@@ -8,7 +8,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_ASSIGNDEVICES
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

@@ -1,5 +1,5 @@
 //===- TestPrintCost.cpp - partc-test-print-cost --------------------------===//
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Passes.h"
 
 #include "compiler/CostModel/OpCost.h"
 #include "compiler/CostModel/Topology.h"
@@ -9,7 +9,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_TESTPRINTCOST
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 struct TestPrintCostPass : public impl::TestPrintCostBase<TestPrintCostPass> {

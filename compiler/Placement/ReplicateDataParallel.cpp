@@ -1,13 +1,13 @@
 //===- ReplicateDataParallel.cpp - partc-replicate-data-parallel ----------===//
-#include "compiler/Transforms/BatchSplit.h"
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Placement/BatchSplit.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_REPLICATEDATAPARALLEL
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 struct ReplicateDataParallelPass

@@ -1,7 +1,7 @@
-//===- PlanSearch.h - Choose stages x replicas x micro-batches ---*- C++
+//===- PlacementSearch.h - Choose stages x replicas x micro-batches ---*- C++
 //-*-===//
-#ifndef PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
-#define PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
+#ifndef PARTC_COMPILER_PLACEMENT_PLACEMENTSEARCH_H
+#define PARTC_COMPILER_PLACEMENT_PLACEMENTSEARCH_H
 
 #include "compiler/CostModel/OpCost.h"
 #include "compiler/CostModel/Topology.h"
@@ -70,12 +70,12 @@ struct SearchResult {
 /// Searches every S stages x R replicas x M micro-batches plan that fits the
 /// topology and returns them ranked by predicted throughput (or latency).
 /// Fails with an error naming the heaviest stage when nothing fits.
-FailureOr<SearchResult> searchPlan(func::FuncOp func,
+FailureOr<SearchResult> searchPlacement(func::FuncOp func,
                                    const SearchOptions &options);
 
 /// Places the graph as `plan` says: stage assignment, then one clone per
 /// replica and micro-batch.
-LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
+LogicalResult applyPlacement(ModuleOp module, func::FuncOp func,
                         const Candidate &plan);
 
 std::string explainText(const SearchResult &result);
@@ -83,4 +83,4 @@ std::string explainJson(const SearchResult &result);
 
 } // namespace mlir::partc
 
-#endif // PARTC_COMPILER_TRANSFORMS_PLANSEARCH_H
+#endif // PARTC_COMPILER_PLACEMENT_PLACEMENTSEARCH_H

@@ -1,5 +1,5 @@
 //===- PlanMemory.cpp - partc-plan-memory ---------------------------------===//
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/RuntimeBridge.h"
 #include "dialects/Plan/PlanDialect.h"
@@ -8,7 +8,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_PLANMEMORY
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

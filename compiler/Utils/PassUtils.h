@@ -1,6 +1,6 @@
 //===- PassUtils.h - Helpers shared by partc passes -------------*- C++ -*-===//
-#ifndef PARTC_COMPILER_TRANSFORMS_PASSUTILS_H
-#define PARTC_COMPILER_TRANSFORMS_PASSUTILS_H
+#ifndef PARTC_COMPILER_UTILS_PASSUTILS_H
+#define PARTC_COMPILER_UTILS_PASSUTILS_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -53,4 +53,4 @@ void eraseWithTheirConstants(ArrayRef<Operation *> ops);
 
 } // namespace mlir::partc
 
-#endif // PARTC_COMPILER_TRANSFORMS_PASSUTILS_H
+#endif // PARTC_COMPILER_UTILS_PASSUTILS_H

@@ -1,12 +1,12 @@
 //===- VerifyPlacement.cpp - partc-verify-placement -----------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_VERIFYPLACEMENT
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 struct VerifyPlacementPass

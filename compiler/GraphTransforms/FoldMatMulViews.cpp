@@ -10,8 +10,8 @@
 // transpose and reshape into the layout it writes.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
@@ -23,7 +23,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FOLDMATMULVIEWS
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

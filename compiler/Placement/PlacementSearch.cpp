@@ -1,4 +1,4 @@
-//===- PlanSearch.cpp - Choose stages x replicas x micro-batches ----------===//
+//===- PlacementSearch.cpp - Choose stages x replicas x micro-batches ----------===//
 //
 // For every replica count R and micro-batch count M the op costs are
 // evaluated at the micro-batch size batch/(R*M), and one dynamic program
@@ -7,13 +7,13 @@
 // fill-drain time: sum of its stage times plus (M-1) times the slowest.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Transforms/PlanSearch.h"
+#include "compiler/Placement/PlacementSearch.h"
 
 #include <map>
 
 #include "compiler/CostModel/Partitioner.h"
-#include "compiler/Transforms/BatchSplit.h"
-#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Placement/BatchSplit.h"
+#include "compiler/Utils/PassUtils.h"
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
 
@@ -155,7 +155,7 @@ bool sameDevice(const cm::DeviceSpec &a, const cm::DeviceSpec &b) {
 
 } // namespace
 
-FailureOr<SearchResult> searchPlan(func::FuncOp func,
+FailureOr<SearchResult> searchPlacement(func::FuncOp func,
                                    const SearchOptions &options) {
   auto start = std::chrono::steady_clock::now();
   const cm::Topology &topo = options.topology;
@@ -327,7 +327,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
     }
     if (periodSeconds >= c.periodSeconds)
       return;
-    // Slice rep * m + j is micro-batch j of replica rep (applyPlan).
+    // Slice rep * m + j is micro-batch j of replica rep (applyPlacement).
     c.slices.clear();
     for (size_t k = 0; k < r; ++k)
       for (int64_t j = 0; j < m; ++j)
@@ -581,7 +581,7 @@ FailureOr<SearchResult> searchPlan(func::FuncOp func,
   return result;
 }
 
-LogicalResult applyPlan(ModuleOp module, func::FuncOp func,
+LogicalResult applyPlacement(ModuleOp module, func::FuncOp func,
                         const Candidate &plan) {
   SmallVector<Operation *> ops;
   for (Operation &op : func.getBody().front())

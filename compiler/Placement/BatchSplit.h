@@ -1,6 +1,6 @@
 //===- BatchSplit.h - Clone a graph per batch slice -------------*- C++ -*-===//
-#ifndef PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
-#define PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
+#ifndef PARTC_COMPILER_PLACEMENT_BATCHSPLIT_H
+#define PARTC_COMPILER_PLACEMENT_BATCHSPLIT_H
 
 #include "dialects/Graph/BatchRule.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -52,4 +52,4 @@ BatchInfo analyzeBatch(func::FuncOp func);
 
 } // namespace mlir::partc
 
-#endif // PARTC_COMPILER_TRANSFORMS_BATCHSPLIT_H
+#endif // PARTC_COMPILER_PLACEMENT_BATCHSPLIT_H

@@ -1,17 +1,17 @@
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200" --verify-diagnostics | FileCheck %s
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=PIPE-IR
-// RUN: partc-opt %s --split-input-file --partc-search-plan="devices=2xh200 objective=latency" 2>&1 >/dev/null | FileCheck %s --check-prefix=LATENCY
+// RUN: partc-opt %s --split-input-file --partc-search-placement="devices=2xh200" --verify-diagnostics | FileCheck %s
+// RUN: partc-opt %s --split-input-file --partc-search-placement="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=PIPE
+// RUN: partc-opt %s --split-input-file --partc-search-placement="devices=2xh200 stages=2 replicas=1 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=PIPE-IR
+// RUN: partc-opt %s --split-input-file --partc-search-placement="devices=2xh200 objective=latency" 2>&1 >/dev/null | FileCheck %s --check-prefix=LATENCY
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.json
-// RUN: partc-opt %s --split-input-file --partc-search-plan="topology=%t.json stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED
+// RUN: partc-opt %s --split-input-file --partc-search-placement="topology=%t.json stages=2 replicas=1 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}, {"preset": "h200"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.4.json
 // The softmax case cannot have replicas, hence `not`.
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED-REPLICAS
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="topology=%t.4.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=MIXED-REPLICAS
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "a100"}, {"preset": "a100"}, {"preset": "h200"}], "default_link": {"gbps": 10000}}' > %t.4b.json
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4b.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=CROSSED-REPLICAS
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="topology=%t.4b.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=CROSSED-REPLICAS
 // RUN: echo '{"devices": [{"preset": "h200"}, {"preset": "h200"}, {"preset": "a100"}, {"preset": "a100"}], "default_link": {"gbps": 10000}}' > %t.4c.json
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=HYBRID-SLICES
-// RUN: not partc-opt %s --split-input-file --partc-search-plan="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=HYBRID-IR
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=HYBRID-SLICES
+// RUN: not partc-opt %s --split-input-file --partc-search-placement="topology=%t.4c.json stages=2 replicas=2 micro-batches=1" 2>/dev/null | FileCheck %s --check-prefix=HYBRID-IR
 
 // Tests that two heavy, independent-per-sample matmuls on two devices are
 // replicated (no transfers, no bubble) rather than pipelined, and that a

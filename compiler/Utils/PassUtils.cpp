@@ -1,5 +1,5 @@
 //===- PassUtils.cpp ------------------------------------------------------===//
-#include "compiler/Transforms/PassUtils.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"

@@ -1,6 +1,6 @@
 //===- InsertTransfers.cpp - partc-insert-transfers -----------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 
@@ -8,7 +8,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_INSERTTRANSFERS
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 struct InsertTransfersPass

@@ -1,6 +1,6 @@
 //===- FuseElementwise.cpp - partc-fuse-elementwise -----------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -12,7 +12,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSEELEMENTWISE
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

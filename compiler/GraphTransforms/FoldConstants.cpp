@@ -1,6 +1,6 @@
 //===- FoldConstants.cpp - partc-fold-constants ---------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -9,7 +9,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FOLDCONSTANTS
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

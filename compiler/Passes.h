@@ -1,6 +1,6 @@
 //===- Passes.h - partc compiler passes -------------------------*- C++ -*-===//
-#ifndef PARTC_COMPILER_TRANSFORMS_PASSES_H
-#define PARTC_COMPILER_TRANSFORMS_PASSES_H
+#ifndef PARTC_COMPILER_PASSES_H
+#define PARTC_COMPILER_PASSES_H
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -11,11 +11,11 @@
 namespace mlir::partc {
 
 #define GEN_PASS_DECL
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 #define GEN_PASS_REGISTRATION
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 } // namespace mlir::partc
 
-#endif // PARTC_COMPILER_TRANSFORMS_PASSES_H
+#endif // PARTC_COMPILER_PASSES_H

@@ -1,13 +1,13 @@
 //===- FuseNormalizations.cpp - partc-fuse-normalizations -----------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSENORMALIZATIONS
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

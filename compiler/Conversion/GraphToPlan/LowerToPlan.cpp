@@ -1,6 +1,6 @@
 //===- LowerToPlan.cpp - partc-lower-to-plan ------------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -13,7 +13,7 @@
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_LOWERTOPLAN
-#include "compiler/Transforms/Passes.h.inc"
+#include "compiler/Passes.h.inc"
 
 namespace {
 

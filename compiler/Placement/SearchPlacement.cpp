@@ -1,13 +1,13 @@
-//===- SearchPlan.cpp - partc-search-plan ---------------------------------===//
-#include "compiler/Transforms/PassUtils.h"
-#include "compiler/Transforms/Passes.h"
-#include "compiler/Transforms/PlanSearch.h"
+//===- SearchPlacement.cpp - partc-search-placement ---------------------------------===//
+#include "compiler/Utils/PassUtils.h"
+#include "compiler/Passes.h"
+#include "compiler/Placement/PlacementSearch.h"
 
 #include "llvm/Support/raw_ostream.h"
 
 namespace mlir::partc {
-#define GEN_PASS_DEF_SEARCHPLAN
-#include "compiler/Transforms/Passes.h.inc"
+#define GEN_PASS_DEF_SEARCHPLACEMENT
+#include "compiler/Passes.h.inc"
 
 namespace {
 
@@ -47,8 +47,8 @@ void recordChoice(ModuleOp module, StringRef strategy, const SearchResult &r) {
   recordPlanChoice(module, "topology", r.topology);
 }
 
-struct SearchPlanPass : public impl::SearchPlanBase<SearchPlanPass> {
-  using SearchPlanBase::SearchPlanBase;
+struct SearchPlacementPass : public impl::SearchPlacementBase<SearchPlacementPass> {
+  using SearchPlacementBase::SearchPlacementBase;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -101,7 +101,7 @@ struct SearchPlanPass : public impl::SearchPlanBase<SearchPlanPass> {
       return fail("unknown strategy '" + strategy +
                   "'; expected auto, single, pipeline or data");
     }
-    auto result = searchPlan(*func, options);
+    auto result = searchPlacement(*func, options);
     if (failed(result))
       return signalPassFailure();
     const Candidate &best = result->best;
@@ -114,7 +114,7 @@ struct SearchPlanPass : public impl::SearchPlanBase<SearchPlanPass> {
       llvm::outs() << explainText(*result);
     else if (explain == "json")
       llvm::outs() << explainJson(*result);
-    if (failed(applyPlan(module, *func, best)))
+    if (failed(applyPlacement(module, *func, best)))
       return signalPassFailure();
     recordChoice(module, strategy, *result);
   }
