@@ -277,7 +277,7 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
                   "convolution descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetConvolutionGroupCount(
-                      conv_, static_cast<int>(a.attrs.getInt("group", 1))),
+                      conv_, static_cast<int>(a.attrs.getInt("group"))),
                   "group count"));
   PARTC_RETURN_IF_ERROR(cudnnStatus(
       cudnnSetConvolutionMathType(conv_, ctx.options.tf32 ? CUDNN_TENSOR_OP_MATH
@@ -326,13 +326,13 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     return Status();
   if (hasBias_)
     PARTC_RETURN_IF_ERROR(initCudnnFused(ctx, nd));
-  bool pointwise = channelsLast_ && a.attrs.getInt("group", 1) == 1;
+  bool pointwise = channelsLast_ && a.attrs.getInt("group") == 1;
   for (int i = 0; i < spatial; ++i)
     pointwise = pointwise && ws[2 + i] == 1 && strides[i] == 1 &&
                 pads[i] == 0 && pads[i + spatial] == 0;
   if (pointwise)
     PARTC_RETURN_IF_ERROR(initGemm(a, ctx));
-  if (channelsLast_ && a.attrs.getInt("group", 1) == 1 && xd[1] % 4 != 0)
+  if (channelsLast_ && a.attrs.getInt("group") == 1 && xd[1] % 4 != 0)
     PARTC_RETURN_IF_ERROR(initWidened(ctx, xd, wd, packed(xd)));
   return Status();
 }

@@ -442,7 +442,7 @@ void registerDataMovementGpuKernels(GpuKernelTable &t) {
                    std::unique_ptr<GpuKernel> &k) -> Status {
       const std::vector<TensorType> &parts = split ? a.outputs : a.inputs;
       const TensorType &whole = split ? a.inputs[0] : a.outputs[0];
-      int64_t axis = a.attrs.getInt("axis", 0);
+      int64_t axis = a.attrs.getInt("axis");
       std::vector<size_t> chunks;
       for (const TensorType &p : parts)
         chunks.push_back(
@@ -458,7 +458,7 @@ void registerDataMovementGpuKernels(GpuKernelTable &t) {
   t["gather"] = [](const KernelArgs &a, DeviceContext &,
                    std::unique_ptr<GpuKernel> &k) -> Status {
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", 0);
+    int64_t axis = a.attrs.getInt("axis");
     auto g = std::make_unique<GatherKernel>(
         product(x, 0, axis), x[axis], a.inputs[1].numElements(),
         product(x, axis + 1, x.size()) * dtypeSize(a.inputs[0].dtype),
@@ -472,7 +472,7 @@ void registerDataMovementGpuKernels(GpuKernelTable &t) {
                       std::unique_ptr<GpuKernel> &k) -> Status {
     IndexTuples tuples;
     if (!makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape,
-                         a.attrs.getInt("batch_dims", 0), tuples)
+                         a.attrs.getInt("batch_dims"), tuples)
              .ok())
       return Status();
     auto g = std::make_unique<GatherNdKernel>(
@@ -487,8 +487,7 @@ void registerDataMovementGpuKernels(GpuKernelTable &t) {
     IndexTuples tuples;
     ScatterReduction reduction;
     // Reductions run in f32 only; the CPU kernel takes the rest.
-    if (!parseScatterReduction(a.attrs.getString("reduction", "none"),
-                               reduction) ||
+    if (!parseScatterReduction(a.attrs.getString("reduction"), reduction) ||
         (reduction != ScatterReduction::None &&
          a.inputs[0].dtype != DType::F32) ||
         !makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, tuples).ok())
@@ -521,7 +520,7 @@ void registerDataMovementGpuKernels(GpuKernelTable &t) {
       p.inStride[d] = strides[d];
       p.begin[d] = pads[d];
     }
-    float value = static_cast<float>(a.attrs.getFloat("value", 0.0));
+    float value = static_cast<float>(a.attrs.getFloat("value"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &i,
                    const std::vector<TensorRef> &o) {
       return cudaStatus(launchPadF32(i[0].as<float>(), o[0].as<float>(),

@@ -92,8 +92,9 @@ Factory floatTest(bool nan) {
                std::unique_ptr<GpuKernel> &k) -> Status {
     if (a.inputs[0].dtype != DType::F32)
       return Status();
-    bool positive = a.attrs.getInt("detect_positive", 1) != 0,
-         negative = a.attrs.getInt("detect_negative", 1) != 0;
+    // IsNaN has no sign to detect; IsInf carries both flags.
+    bool positive = nan || a.attrs.getInt("detect_positive") != 0,
+         negative = nan || a.attrs.getInt("detect_negative") != 0;
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchFloatTest(in[0].as<float>(), out[0].as<bool>(),

@@ -396,11 +396,11 @@ ltAlgorithms(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
 
 Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
                         std::unique_ptr<GpuKernel> &result) {
-  bool ta = a.attrs.getInt("trans_a", 0), tb = a.attrs.getInt("trans_b", 0);
+  bool ta = a.attrs.getInt("trans_a"), tb = a.attrs.getInt("trans_b");
   const Shape &x = a.inputs[0].shape, &w = a.inputs[1].shape;
   GemmShape g{ta, tb, ta ? x[1] : x[0], tb ? w[0] : w[1], ta ? x[0] : x[1]};
-  float alpha = static_cast<float>(a.attrs.getFloat("alpha", 1.0));
-  float beta = static_cast<float>(a.attrs.getFloat("beta", 1.0));
+  float alpha = static_cast<float>(a.attrs.getFloat("alpha"));
+  float beta = static_cast<float>(a.attrs.getFloat("beta"));
   Addend addend;
   Strides cStrides;
   if (a.inputs.size() == 3 && beta != 0.f) {

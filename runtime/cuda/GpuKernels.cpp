@@ -230,7 +230,14 @@ Status createGpuKernel(const std::string &name, const AttrMap &attrs,
   if (it == factories().end())
     return Status();
   KernelArgs args{name, attrs, inputs, outputs};
-  return it->second(args, ctx, result);
+  attrs.clearMissing();
+  Status s = it->second(args, ctx, result);
+  // A missing attribute is the cause of whatever else the factory found.
+  if (!attrs.firstMissing().empty())
+    s = missingAttribute(attrs);
+  if (!s.ok())
+    result.reset();
+  return s;
 }
 
 } // namespace partc::runtime::cuda

@@ -34,7 +34,7 @@ Factory poolFactory(bool isMax) {
     p.planes = x[0] * x[1];
     p.channelsLast = channelsLast ? x[1] : 0;
     p.isMax = isMax;
-    p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
+    p.countIncludePad = a.attrs.getInt("count_include_pad") != 0;
     for (int i = 0; i < 3; ++i) {
       p.in[i] = w.in[i];
       p.out[i] = w.out[i];
@@ -77,10 +77,11 @@ Factory softmaxFactory(bool log) {
     if (!allF32(a))
       return Status();
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t axis = a.attrs.getInt("axis");
     int64_t outer = product(x, 0, axis), len = x[axis],
             inner = product(x, axis + 1, x.size());
-    bool nanToZero = a.attrs.getInt("nan_to_zero", 0) != 0;
+    // Only softmax zeroes fully masked rows.
+    bool nanToZero = !log && a.attrs.getInt("nan_to_zero") != 0;
     SoftmaxBias bias;
     bool hasBias = a.inputs.size() == 2;
     if (hasBias) {
@@ -160,7 +161,7 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     const Shape &x = a.inputs[0].shape;
     int64_t n = a.inputs[0].numElements(), c = x[1],
             inner = product(x, 2, x.size());
-    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchBatchNorm(in[0].as<float>(), in[1].as<float>(),
@@ -182,7 +183,7 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     if (!allF32(a))
       return Status();
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t axis = a.attrs.getInt("axis");
     int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
     bool hasScale = a.inputs.size() == 2;
     int64_t scaleCount = hasScale ? a.inputs[1].numElements() : 1;
@@ -190,7 +191,7 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     // value; other broadcasts run on the host.
     if (hasScale && scaleCount != 1 && scaleCount != cols)
       return Status();
-    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchRmsNorm(in[0].as<float>(),
@@ -206,7 +207,7 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     if (!allF32(a))
       return Status();
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t axis = a.attrs.getInt("axis");
     int64_t cols = product(x, axis, x.size()), rows = product(x, 0, axis);
     int64_t sm = a.inputs[1].numElements();
     int64_t bm = a.inputs.size() == 3 ? a.inputs[2].numElements() : 1;
@@ -224,7 +225,7 @@ void registerNnGpuKernels(GpuKernelTable &t) {
         (a.inputs.size() == 3 && !trailing(a.inputs[2].shape)))
       return Status();
     bool hasBias = a.inputs.size() == 3;
-    float eps = static_cast<float>(a.attrs.getFloat("epsilon", 1e-5));
+    float eps = static_cast<float>(a.attrs.getFloat("epsilon"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),

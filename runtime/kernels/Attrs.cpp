@@ -27,10 +27,47 @@ double AttrMap::getFloat(const std::string &name, double dflt) const {
   return dflt;
 }
 
+int64_t AttrMap::getInt(const std::string &name) const {
+  auto it = map_.find(name);
+  if (it == map_.end() ||
+      (it->second.kind == AttrValue::Kind::Ints     ? it->second.ints.empty()
+       : it->second.kind == AttrValue::Kind::Floats ? it->second.floats.empty()
+                                                    : true)) {
+    if (missing_.empty())
+      missing_ = name;
+    return 0;
+  }
+  return getInt(name, 0);
+}
+
+double AttrMap::getFloat(const std::string &name) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind == AttrValue::Kind::String ||
+      (it->second.floats.empty() && it->second.ints.empty())) {
+    if (missing_.empty())
+      missing_ = name;
+    return 0;
+  }
+  return getFloat(name, 0);
+}
+
+std::string AttrMap::getString(const std::string &name) const {
+  auto it = map_.find(name);
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::String) {
+    if (missing_.empty())
+      missing_ = name;
+    return "";
+  }
+  return it->second.str;
+}
+
 std::vector<int64_t> AttrMap::getInts(const std::string &name) const {
   auto it = map_.find(name);
-  if (it == map_.end() || it->second.kind != AttrValue::Kind::Ints)
+  if (it == map_.end() || it->second.kind != AttrValue::Kind::Ints) {
+    if (missing_.empty())
+      missing_ = name;
     return {};
+  }
   return it->second.ints;
 }
 

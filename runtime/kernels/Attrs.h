@@ -55,8 +55,21 @@ public:
   void erase(const std::string &name) { map_.erase(name); }
   const std::map<std::string, AttrValue> &entries() const { return map_; }
 
+  /// Attributes every plan carries (their defaults live in the ops'
+  /// definitions, never in a kernel): a missing one reads as zero or empty
+  /// and is remembered, and createCpuKernel and createGpuKernel then fail
+  /// naming it (firstMissing).
+  int64_t getInt(const std::string &name) const;
+  double getFloat(const std::string &name) const;
+  std::string getString(const std::string &name) const;
+  const std::string &firstMissing() const { return missing_; }
+  void clearMissing() const { missing_.clear(); }
+
+  /// Attributes whose absence means something (unit and optional
+  /// attributes: a fused activation, channels_last).
   int64_t getInt(const std::string &name, int64_t dflt) const;
   double getFloat(const std::string &name, double dflt) const;
+  /// A required list (it may be empty, as reduction axes may).
   std::vector<int64_t> getInts(const std::string &name) const;
   std::string getString(const std::string &name, const std::string &dflt) const;
   std::vector<double> getFloats(const std::string &name) const;
@@ -69,13 +82,16 @@ public:
 
 private:
   std::map<std::string, AttrValue> map_;
+  /// The first required attribute looked up and not found (kernel creation
+  /// on one thread at a time per instruction).
+  mutable std::string missing_;
 };
 
 /// The `mode` of a pad kernel (the importer admits only these), shared by
 /// the CPU and GPU kernels.
 enum class PadMode : int { Constant, Reflect, Edge };
 inline PadMode padModeOf(const AttrMap &attrs) {
-  std::string mode = attrs.getString("mode", "constant");
+  std::string mode = attrs.getString("mode");
   return mode == "reflect" ? PadMode::Reflect
          : mode == "edge"  ? PadMode::Edge
                            : PadMode::Constant;

@@ -211,7 +211,7 @@ Status makeConcat(const KernelArgs &a, bool split, std::unique_ptr<Kernel> &k) {
   const TensorType &whole = split ? a.inputs[0] : a.outputs[0];
   if (parts.empty() || (split ? a.inputs.size() : a.outputs.size()) != 1)
     return Status::error("bad operand count");
-  int64_t axis = a.attrs.getInt("axis", 0);
+  int64_t axis = a.attrs.getInt("axis");
   size_t rank = whole.shape.size();
   if (axis < 0 || axis >= static_cast<int64_t>(rank))
     return Status::error("axis " + std::to_string(axis) + " out of range");
@@ -470,7 +470,7 @@ void registerDataMovementKernels(KernelTable &t) {
       return Status::error("indices must be i32 or i64");
     IndexTuples g;
     PARTC_RETURN_IF_ERROR(makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape,
-                                          a.attrs.getInt("batch_dims", 0), g));
+                                          a.attrs.getInt("batch_dims"), g));
     if (g.batches * g.tuplesPerBatch * g.sliceElements !=
         a.outputs[0].numElements())
       return Status::error("result " + a.outputs[0].str() +
@@ -486,7 +486,7 @@ void registerDataMovementKernels(KernelTable &t) {
     IndexTuples g;
     PARTC_RETURN_IF_ERROR(
         makeIndexTuples(a.inputs[0].shape, a.inputs[1].shape, 0, g));
-    std::string name = a.attrs.getString("reduction", "none");
+    std::string name = a.attrs.getString("reduction");
     ScatterReduction reduction;
     if (!parseScatterReduction(name, reduction))
       return Status::error("unknown reduction '" + name + "'");
@@ -554,7 +554,7 @@ void registerDataMovementKernels(KernelTable &t) {
   t["gather"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
     const Shape &x = a.inputs[0].shape, &idx = a.inputs[1].shape;
-    int64_t axis = a.attrs.getInt("axis", 0);
+    int64_t axis = a.attrs.getInt("axis");
     if (axis < 0 || axis >= static_cast<int64_t>(x.size()))
       return Status::error("axis out of range");
     if (a.inputs[1].dtype != DType::I64 && a.inputs[1].dtype != DType::I32)
@@ -585,10 +585,10 @@ void registerDataMovementKernels(KernelTable &t) {
       for (size_t d = 0; d < in.size(); ++d)
         if (in[d] == 0 && out[d] > 0)
           return Status::error("cannot pad an empty dimension in mode " +
-                               a.attrs.getString("mode", "constant"));
+                               a.attrs.getString("mode"));
     k = std::make_unique<PadKernel>(
         in, out, std::vector<int64_t>(pads.begin(), pads.begin() + in.size()),
-        m, a.attrs.getFloat("value", 0.0));
+        m, a.attrs.getFloat("value"));
     return Status();
   };
 }

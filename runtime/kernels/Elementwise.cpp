@@ -495,9 +495,10 @@ KernelFactory floatTest(bool nan) {
         a.outputs[0].shape != a.inputs[0].shape)
       return Status::error(a.name + " takes f32 or f64 and gives bool of the "
                                     "same shape");
+    // IsNaN has no sign to detect; IsInf carries both flags.
     k = std::make_unique<FloatTestKernel>(
-        nan, a.attrs.getInt("detect_positive", 1) != 0,
-        a.attrs.getInt("detect_negative", 1) != 0);
+        nan, nan || a.attrs.getInt("detect_positive") != 0,
+        nan || a.attrs.getInt("detect_negative") != 0);
     return Status();
   };
 }
@@ -715,7 +716,7 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
 }
 
 Status parseProgram(const AttrMap &attrs, int numInputs, Program &program) {
-  return parseProgram(attrs.getString("steps", ""), attrs.getInts("args"),
+  return parseProgram(attrs.getString("steps"), attrs.getInts("args"),
                       attrs.getFloats("params"), numInputs, program);
 }
 

@@ -30,10 +30,23 @@ Status createCpuKernel(const std::string &name, const AttrMap &attrs,
       return Status::error("kernel '" + name + "' has an operand of type " +
                            t.str());
   KernelArgs args{name, attrs, inputs, outputs};
+  attrs.clearMissing();
   Status s = it->second(args, result);
-  if (!s.ok())
+  // A missing attribute is the cause of whatever else the factory found.
+  if (!attrs.firstMissing().empty())
+    s = missingAttribute(attrs);
+  if (!s.ok()) {
+    result.reset();
     return s.prepend("kernel '" + name + "'");
+  }
   return s;
+}
+
+Status missingAttribute(const AttrMap &attrs) {
+  if (attrs.firstMissing().empty())
+    return Status();
+  return Status::error("needs the attribute '" + attrs.firstMissing() +
+                       "' (compile the model again with this partc)");
 }
 
 bool hasCpuKernel(const std::string &name) {

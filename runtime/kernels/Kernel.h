@@ -26,6 +26,10 @@ public:
 };
 
 /// Creates the CPU kernel `name` or explains why it cannot.
+/// An error naming the first required attribute a kernel factory looked up
+/// in `attrs` and did not find (AttrMap::firstMissing), if any.
+Status missingAttribute(const AttrMap &attrs);
+
 Status createCpuKernel(const std::string &name, const AttrMap &attrs,
                        const std::vector<TensorType> &inputs,
                        const std::vector<TensorType> &outputs,

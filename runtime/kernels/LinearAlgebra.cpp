@@ -197,9 +197,9 @@ Status strided::parseKernel(const KernelArgs &a, View &lhs, View &rhs,
     if (t->dtype != DType::F32)
       return Status::error("supports f32 only, got " + t->str());
   lhs = {a.attrs.getInts("lhs_shape"), a.attrs.getInts("lhs_strides"),
-         a.attrs.getInt("lhs_offset", 0)};
+         a.attrs.getInt("lhs_offset")};
   rhs = {a.attrs.getInts("rhs_shape"), a.attrs.getInts("rhs_strides"),
-         a.attrs.getInt("rhs_offset", 0)};
+         a.attrs.getInt("rhs_offset")};
   std::vector<int64_t> perm = a.attrs.getInts("perm");
   std::string error = checkOperands(lhs, a.inputs[0].numElements(), rhs,
                                     a.inputs[1].numElements(), perm,
@@ -208,7 +208,7 @@ Status strided::parseKernel(const KernelArgs &a, View &lhs, View &rhs,
     return Status::error(error);
   result.strides = resultStrides(result.shape, perm);
   result.offset = 0;
-  alpha = a.attrs.getFloat("alpha", 1.0);
+  alpha = a.attrs.getFloat("alpha");
   return Status();
 }
 
@@ -274,8 +274,8 @@ void registerLinearAlgebraKernels(KernelTable &t) {
       return Status::error("operands must be matrices");
     if (x.dtype != y.dtype || x.dtype != z.dtype || !isMatrixType(x.dtype))
       return Status::error("unsupported operand types");
-    bool ta = a.attrs.getInt("trans_a", 0) != 0;
-    bool tb = a.attrs.getInt("trans_b", 0) != 0;
+    bool ta = a.attrs.getInt("trans_a") != 0;
+    bool tb = a.attrs.getInt("trans_b") != 0;
     int64_t m = ta ? x.shape[1] : x.shape[0];
     int64_t kk = ta ? x.shape[0] : x.shape[1];
     int64_t kb = tb ? y.shape[1] : y.shape[0];
@@ -294,8 +294,8 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     }
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-    k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha", 1.0),
-                                     a.attrs.getFloat("beta", 1.0), m, n, kk, c,
+    k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha"),
+                                     a.attrs.getFloat("beta"), m, n, kk, c,
                                      relu);
     return Status();
   };

@@ -562,8 +562,8 @@ Status makePool(const KernelArgs &a, bool isMax, std::unique_ptr<Kernel> &k,
   if (in[0] != out[0] || in[1] != out[1])
     return Status::error("batch and channels must be preserved");
   k = std::make_unique<PoolKernel>(
-      w, in[0] * in[1], isMax, a.attrs.getInt("count_include_pad", 0) != 0,
-      withIndices, a.attrs.getInt("storage_order", 0) == 1);
+      w, in[0] * in[1], isMax, a.attrs.getInt("count_include_pad") != 0,
+      withIndices, withIndices && a.attrs.getInt("storage_order") == 1);
   return Status();
 }
 
@@ -675,7 +675,7 @@ void registerNnKernels(KernelTable &t) {
     if (x.size() < 3 || w.size() != x.size())
       return Status::error("input " + a.inputs[0].str() + " and weight " +
                            a.inputs[1].str() + " ranks do not match");
-    int64_t group = a.attrs.getInt("group", 1);
+    int64_t group = a.attrs.getInt("group");
     if (group < 1 || x[1] % group || w[0] % group || x[1] / group != w[1])
       return Status::error("channels " + std::to_string(x[1]) + " and weight " +
                            a.inputs[1].str() + " do not fit group " +
@@ -750,7 +750,7 @@ void registerNnKernels(KernelTable &t) {
     for (size_t d = 2; d < x.size(); ++d)
       size *= x[d];
     k = std::make_unique<BatchNormKernel>(x[0], x[1], size,
-                                          a.attrs.getFloat("epsilon", 1e-5));
+                                          a.attrs.getFloat("epsilon"));
     return Status();
   };
   t["rms_norm"] = [](const KernelArgs &a,
@@ -758,7 +758,7 @@ void registerNnKernels(KernelTable &t) {
     PARTC_RETURN_IF_ERROR(checkArity(a, 1, 2, 1));
     PARTC_RETURN_IF_ERROR(requireF32(a));
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t axis = a.attrs.getInt("axis");
     if (axis < 0 || axis >= static_cast<int64_t>(x.size()) ||
         a.outputs[0].shape != x)
       return Status::error("bad axis or shapes");
@@ -770,8 +770,8 @@ void registerNnKernels(KernelTable &t) {
         !normalizedIndices(a.inputs[1].shape, norm, scaleIdx))
       return Status::error("scale " + a.inputs[1].str() +
                            " does not broadcast to " + shapeToString(norm));
-    k = std::make_unique<RmsNormKernel>(
-        rows, cols, a.attrs.getFloat("epsilon", 1e-5), std::move(scaleIdx));
+    k = std::make_unique<RmsNormKernel>(rows, cols, a.attrs.getFloat("epsilon"),
+                                        std::move(scaleIdx));
     return Status();
   };
   t["layer_norm"] = [](const KernelArgs &a,
@@ -779,7 +779,7 @@ void registerNnKernels(KernelTable &t) {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
     PARTC_RETURN_IF_ERROR(requireF32(a));
     const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis", -1);
+    int64_t axis = a.attrs.getInt("axis");
     if (axis < 0 || axis > static_cast<int64_t>(x.size()) ||
         a.outputs[0].shape != x)
       return Status::error("bad axis or shapes");
@@ -792,9 +792,8 @@ void registerNnKernels(KernelTable &t) {
          !normalizedIndices(a.inputs[2].shape, norm, bi)))
       return Status::error("scale or bias does not broadcast to " +
                            shapeToString(norm));
-    k = std::make_unique<LayerNormKernel>(rows, cols,
-                                          a.attrs.getFloat("epsilon", 1e-5),
-                                          a.inputs.size() == 3, si, bi);
+    k = std::make_unique<LayerNormKernel>(
+        rows, cols, a.attrs.getFloat("epsilon"), a.inputs.size() == 3, si, bi);
     return Status();
   };
   auto softmax = [](bool log) {
@@ -803,7 +802,7 @@ void registerNnKernels(KernelTable &t) {
       const TensorType &x = a.inputs[0];
       if (!isFloatType(x.dtype) || a.outputs[0] != x)
         return Status::error("unsupported type " + x.str());
-      int64_t axis = a.attrs.getInt("axis", -1);
+      int64_t axis = a.attrs.getInt("axis");
       if (axis < 0 || axis >= static_cast<int64_t>(x.shape.size()))
         return Status::error("axis " + std::to_string(axis) + " out of range");
       std::vector<int64_t> biasStrides;
@@ -816,8 +815,9 @@ void registerNnKernels(KernelTable &t) {
                                " does not broadcast to " + x.str());
         biasStrides = broadcastStrides(bias.shape, x.shape);
       }
+      // Only softmax zeroes fully masked rows.
       k = std::make_unique<SoftmaxKernel>(x.shape, axis, log,
-                                          a.attrs.getInt("nan_to_zero", 0) != 0,
+                                          !log && a.attrs.getInt("nan_to_zero"),
                                           std::move(biasStrides));
       return Status();
     };

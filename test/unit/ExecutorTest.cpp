@@ -68,6 +68,7 @@ TEST(CpuExecutor, KernelFailureAbortsOtherDevices) {
              {BufferRef{MemorySpace::Weight, 0, {DType::F32, {4}}},
               arena(0, {4}, DType::I64)},
              {arena(16, {4})});
+  plan.devices[0].instructions[1].attrs.set("axis", AttrValue::ofInts({0}));
   plan.devices[0].arenaBytes = 64;
   ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();
   std::unique_ptr<CpuExecutor> exec;

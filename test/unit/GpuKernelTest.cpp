@@ -245,6 +245,7 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
     AttrMap attrs;
     attrs.set("axis",
               AttrValue::ofInts({static_cast<int64_t>(l.output.size() - 1)}));
+    attrs.set("nan_to_zero", AttrValue::ofInts({0}));
     expectGpuMatchesCpu("softmax", attrs, l, {{"softmax", DeviceContext()}},
                         -3.f, 3.f, 1e-4f);
   }
@@ -256,6 +257,7 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
                         {{"log_softmax", DeviceContext()}}, -3.f, 3.f, 1e-4f);
   AttrMap axis1;
   axis1.set("axis", AttrValue::ofInts({1}));
+  axis1.set("nan_to_zero", AttrValue::ofInts({0}));
   expectGpuMatchesCpu("softmax", axis1,
                       {"another axis", {{2, 5, 3}, {1, 5, 1}}, {2, 5, 3}},
                       {{"softmax", DeviceContext()}}, -3.f, 3.f, 1e-4f);

@@ -33,6 +33,7 @@ TEST(Kernels, ConvWithPaddingAndStride) {
   a.set("pads", AttrValue::ofInts({1, 1, 1, 1}));
   a.set("dilations", AttrValue::ofInts({1, 1}));
   a.set("kernel_shape", AttrValue::ofInts({3, 3}));
+  a.set("group", AttrValue::ofInts({1}));
   std::vector<float> x(9);
   for (int i = 0; i < 9; ++i)
     x[i] = i + 1; // 3x3 image 1..9
@@ -142,6 +143,7 @@ TEST(Kernels, PadReflect) {
   AttrMap a;
   a.set("pads", AttrValue::ofInts({2, 1}));
   a.set("mode", AttrValue::ofString("reflect"));
+  a.set("value", AttrValue::ofFloats({0}));
   auto y = runF32("pad", a, {{{3}, {1, 2, 3}}}, {6});
   EXPECT_EQ(y, (std::vector<float>{3, 2, 1, 2, 3, 2}));
 }
@@ -149,6 +151,7 @@ TEST(Kernels, PadReflect) {
 TEST(Kernels, SoftmaxRowsSumToOne) {
   AttrMap a;
   a.set("axis", AttrValue::ofInts({1}));
+  a.set("nan_to_zero", AttrValue::ofInts({0}));
   auto y = runF32("softmax", a, {{{2, 3}, {1, 2, 3, 0, 0, 1000}}}, {2, 3});
   EXPECT_NEAR(y[0] + y[1] + y[2], 1.0, 1e-6);
   EXPECT_NEAR(y[5], 1.0, 1e-6); // no overflow on large inputs
@@ -215,6 +218,24 @@ TEST(Kernels, ResizeNeedsEveryAttribute) {
   std::vector<float> expected = {0,   0.25, 0.75, 1,   0.5, 0.75, 1.25, 1.5,
                                  1.5, 1.75, 2.25, 2.5, 2,   2.25, 2.75, 3};
   EXPECT_EQ(y, expected);
+}
+
+TEST(Kernels, RefuseAPlanWithoutTheirAttributes) {
+  // Defaults live in the ops' definitions; a kernel never makes one up.
+  TensorType x{DType::F32, {1, 1, 3, 3}}, y{DType::F32, {1, 1, 3, 3}};
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("transpose", {}, {x}, {y}, k);
+  EXPECT_NE(s.message().find("needs the attribute 'perm'"), std::string::npos)
+      << s.message();
+  EXPECT_FALSE(k);
+  AttrMap conv;
+  conv.set("strides", AttrValue::ofInts({1, 1}));
+  conv.set("pads", AttrValue::ofInts({1, 1, 1, 1}));
+  conv.set("dilations", AttrValue::ofInts({1, 1}));
+  conv.set("kernel_shape", AttrValue::ofInts({3, 3}));
+  s = createCpuKernel("conv", conv, {x, {DType::F32, {1, 1, 3, 3}}}, {y}, k);
+  EXPECT_NE(s.message().find("needs the attribute 'group'"), std::string::npos)
+      << s.message();
 }
 
 } // namespace
