@@ -1,0 +1,480 @@
+//===- ExecutorImpl.h - The CUDA executor's state (internal) ---*- C++ -*-===//
+//
+// CudaExecutor::Impl and its helpers, shared by the executor's files:
+// CudaExecutor.cpp (setup and launches), CudaTransfers.cpp (NCCL and host
+// staging), CudaStreaming.cpp (graph capture and streamed batches) and
+// CudaProfiling.cpp (profiling and tracing).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_CUDA_EXECUTORIMPL_H
+#define PARTC_RUNTIME_CUDA_EXECUTORIMPL_H
+
+#include "runtime/cuda/ChainCodegen.h"
+#include "runtime/cuda/CudaExecutor.h"
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/kernels/Kernel.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cudnn.h>
+#ifdef PARTC_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+namespace partc::runtime {
+
+using namespace cuda;
+
+namespace cuda::executor {
+
+/// Runs a CPU kernel on copies of the operands: correct, slow, counted.
+class HostFallbackKernel : public GpuKernel {
+public:
+  explicit HostFallbackKernel(std::unique_ptr<Kernel> cpu)
+      : cpu_(std::move(cpu)) {}
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    // Every copy goes through the device's own stream: the legacy default
+    // stream does not order against non-blocking streams.
+    std::vector<std::vector<uint8_t>> hin(in.size()), hout(out.size());
+    std::vector<TensorRef> rin, rout;
+    for (size_t i = 0; i < in.size(); ++i) {
+      hin[i].resize(in[i].type.byteSize());
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaMemcpyAsync(hin[i].data(), in[i].data, hin[i].size(),
+                                     cudaMemcpyDeviceToHost, ctx.stream),
+                     "host fallback"));
+      rin.push_back({hin[i].data(), in[i].type});
+    }
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback"));
+    for (size_t i = 0; i < out.size(); ++i) {
+      hout[i].resize(out[i].type.byteSize());
+      rout.push_back({hout[i].data(), out[i].type});
+    }
+    PARTC_RETURN_IF_ERROR(cpu_->run(rin, rout));
+    for (size_t i = 0; i < out.size(); ++i)
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaMemcpyAsync(out[i].data, hout[i].data(), hout[i].size(),
+                          cudaMemcpyHostToDevice, ctx.stream),
+          "host fallback"));
+    // The host buffers die here; wait until the copies have read them.
+    return cudaStatus(cudaStreamSynchronize(ctx.stream), "host fallback");
+  }
+  bool capturable() const override { return false; }
+
+private:
+  std::unique_ptr<Kernel> cpu_;
+};
+
+/// Holds a stream until the host has queued the work behind it, so that
+/// kernels timed between events run back to back on the GPU instead of at
+/// the pace of the host's launches (which would count the launch gaps as
+/// kernel time at small batches). The stream waits in a one-thread kernel
+/// polling a word of mapped host memory rather than in a host callback:
+/// callbacks of all streams share one thread, so one device's gate would
+/// hold back every other device.
+class LaunchGates {
+public:
+  LaunchGates(cudaStream_t stream, volatile unsigned *word, unsigned &count)
+      : stream_(stream), word_(word), count_(count) {}
+  LaunchGates(const LaunchGates &) = delete;
+  LaunchGates &operator=(const LaunchGates &) = delete;
+  ~LaunchGates() { release(); }
+  /// Closes the stream at this point.
+  Status arm() {
+    release();
+    ++count_;
+    armed_ = true;
+    launches_ = 0;
+    // Bounded: should a library call block the host on this stream (an
+    // implicit synchronization), the gate opens by itself and only that
+    // stretch's timing suffers.
+    return cudaStatus(launchHostGate(const_cast<const unsigned *>(word_),
+                                     count_, kTimeoutNs, stream_),
+                      "profile gate");
+  }
+  /// Counts a launch; a stream only holds so many pending launches before
+  /// the next one blocks the host, so long stretches are let go in parts.
+  Status launched() {
+    if (++launches_ < kMaxHeldLaunches)
+      return Status();
+    return arm();
+  }
+  /// Lets the stream run (before the host blocks on anything).
+  void release() {
+    if (!armed_)
+      return;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    *word_ = count_;
+    armed_ = false;
+  }
+
+private:
+  static constexpr int kMaxHeldLaunches = 128;
+  static constexpr uint64_t kTimeoutNs = 50'000'000;
+  cudaStream_t stream_;
+  volatile unsigned *word_;
+  unsigned &count_;
+  bool armed_ = false;
+  int launches_ = 0;
+};
+
+/// Ends the capture on `stream` and instantiates it, unless enqueueing
+/// failed (`enqueued`), in which case the partial graph is dropped.
+inline Status endCapture(cudaStream_t stream, const Status &enqueued,
+                         cudaGraphExec_t &exec) {
+  cudaGraph_t graph = nullptr;
+  cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  if (!enqueued.ok()) {
+    if (graph)
+      cudaGraphDestroy(graph);
+    return enqueued;
+  }
+  PARTC_RETURN_IF_ERROR(cudaStatus(end, "end capture"));
+  cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  return cudaStatus(inst, "instantiate graph");
+}
+
+/// The host buffers a captured graph copies from and to.
+inline std::vector<void *> hostPointers(const std::vector<TensorRef> &inputs,
+                                        const std::vector<TensorRef> &outputs) {
+  std::vector<void *> pointers;
+  for (const TensorRef &t : inputs)
+    pointers.push_back(t.data);
+  for (const TensorRef &t : outputs)
+    pointers.push_back(t.data);
+  return pointers;
+}
+
+} // namespace cuda::executor
+
+using namespace cuda::executor;
+
+struct CudaExecutor::Impl {
+  const Plan *plan = nullptr;
+  struct Device {
+    DeviceContext ctx;
+    uint8_t *arena = nullptr;
+    uint8_t *weights = nullptr;
+    bool ownsWeights = true;
+    std::vector<std::unique_ptr<GpuKernel>> kernels;
+  };
+  std::vector<Device> devices;
+  /// Per channel: recorded on the source after its send, and where the
+  /// source's buffer has been read (after the copy, see Route).
+  std::vector<cudaEvent_t> ready, consumed;
+  /// How a channel's bytes move: one device-to-device copy by the receiver
+  /// where the GPUs reach each other; where they cannot (or with
+  /// CudaOptions::hostStaging), a copy into page-locked host memory on the
+  /// source's sending stream and one out of it on the receiver's; through
+  /// NCCL where the plan says so. "consumed" is recorded on the receiver's
+  /// stream for a peer copy and on the source's sending stream otherwise.
+  enum class Route { Peer, Host, Nccl };
+  std::vector<Route> routes;
+  /// Host route: page-locked buffers per channel, one per batch parity
+  /// (a single run uses the first).
+  std::vector<std::array<void *, 2>> bounce;
+  /// Per device: the stream on which host-staged and NCCL transfers out of
+  /// it run, so they need not wait behind its later kernels, and the event
+  /// that joins that stream back into a graph capture.
+  std::vector<cudaStream_t> sendStreams;
+  std::vector<cudaEvent_t> sendJoins;
+  std::mutex sendMutex;
+  /// Why the host route was taken, for the summary.
+  std::string hostReason;
+  std::vector<std::pair<size_t, BufferRef>> channelSources;
+  std::map<std::string, size_t> fallbackKinds;
+  /// Implementations chosen by tuning, e.g. "conv cublaslt-fused" -> 32.
+  std::map<std::string, size_t> variants;
+  std::vector<void *> registered;
+  // Host-side record of which events have been recorded this run.
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<bool> sent, received;
+  bool aborted = false;
+
+  /// CUDA graphs of the whole schedule, without and with input loads.
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    std::vector<void *> pointers;
+  };
+  Graph graphs[2];
+  bool useGraphs = false;
+  /// Streaming: each device's schedule as segments of instructions that
+  /// need no other device, each replayed as a graph (when graphs are used).
+  /// A run of local instructions between transfers; its graph per batch
+  /// parity (the same one twice unless a redirect falls in the run).
+  struct Segment {
+    size_t begin, end;
+    cudaGraphExec_t exec[2] = {nullptr, nullptr};
+  };
+  struct StreamGraphs {
+    std::vector<std::vector<Segment>> segments; // per device
+    std::vector<void *> pointers;
+    bool built = false;
+  };
+  StreamGraphs streamGraphs[2];
+  /// Streaming receives land in one of two slots per channel (by batch
+  /// parity) on the receiver's copy stream, so a transfer overlaps the
+  /// receiver's work on the previous batch; the compute stream then copies
+  /// the slot into the arena. Events: slot filled, slot free again.
+  ///
+  /// The sender, in turn, copies what it sends into one of two staging
+  /// buffers of its own in stream order, so that its next batch may
+  /// overwrite the arena at once instead of waiting for the transfer (the
+  /// plan's wait_consumed then has nothing left to wait for). Events:
+  /// staged (the staging buffer holds the batch; the sender's), pulled (the
+  /// receiver has copied it out; the receiver's).
+  ///
+  /// Where the memory plan keeps a channel's value in one arena range for
+  /// a window of instructions, the streamed graphs of batch parity p
+  /// address stage[p] (sender) or slot[p] (receiver) in its place: the
+  /// sender's kernels then write straight into what the peer copy reads and
+  /// the receiver's read what it wrote, with no local copy (direct). The
+  /// sender waits for pulled[p] as its batch starts; the receiver records
+  /// free[p] as its batch ends.
+  struct Landing {
+    uint8_t *slot[2] = {nullptr, nullptr};
+    cudaEvent_t filled[2] = {nullptr, nullptr}, free[2] = {nullptr, nullptr};
+    uint8_t *stage[2] = {nullptr, nullptr};
+    cudaEvent_t staged[2] = {nullptr, nullptr}, pulled[2] = {nullptr, nullptr};
+    /// Host route: the copy into host memory is done (the sender's).
+    cudaEvent_t bounced[2] = {nullptr, nullptr};
+    bool directSend = false, directRecv = false;
+  };
+  std::vector<Landing> landings; // per channel
+  struct Redirect {
+    uint64_t begin, end; // arena bytes
+    size_t first, last;  // instruction window
+    uint8_t *target[2];
+  };
+  std::vector<std::vector<Redirect>> redirects; // per device
+  /// The batch parity being enqueued or captured while streaming, else -1.
+  int streamParity = -1;
+  bool directTransfers = true;
+  void planRedirects();
+  void *resolveAt(size_t d, size_t i, const BufferRef &b) {
+    if (streamParity >= 0 && b.space == MemorySpace::Arena)
+      for (const Redirect &r : redirects[d])
+        if (i >= r.first && i <= r.last && b.offset >= r.begin &&
+            b.offset + b.type.byteSize() <= r.end)
+          return r.target[streamParity] + (b.offset - r.begin);
+    return resolve(devices[d], b);
+  }
+  std::vector<cudaStream_t> copyStreams; // per device
+  Status prepareLandings();
+  /// NCCL channels: one communicator per device (plan device d is rank d).
+  /// The receiver enqueues both halves of a transfer, the send on the
+  /// source's sending stream after the value is ready, under sendMutex,
+  /// because communicators are not thread-safe.
+  bool usesNccl = false;
+#ifdef PARTC_HAVE_NCCL
+  std::vector<ncclComm_t> comms;
+#endif
+  Status initNccl();
+  Status createSendStreams();
+  /// Enqueues `bytes` from `from` on device `srcDev` to `to` on device
+  /// `dstDev` through NCCL: the send on `sending` (the source's), the
+  /// receive on `receiving` (the destination's).
+  Status ncclTransfer(size_t srcDev, const void *from, cudaStream_t sending,
+                      size_t dstDev, void *to, cudaStream_t receiving,
+                      size_t bytes);
+  Status enqueueNcclTransfer(size_t d, const Instruction &recv);
+  Status enqueueHostTransfer(size_t d, const Instruction &recv);
+  /// Reads the device-side error flags of every kernel after a run.
+  Status checkKernels();
+  Status enqueueStreamSend(size_t d, size_t i, size_t batch);
+  Status enqueueStreamRecv(size_t d, size_t i, size_t batch);
+  /// Streamed tracing: spans between two timing events from a pool per
+  /// device that grows as needed and is reused by the next traced run.
+  /// A span is named when the trace is collected, not on the enqueue path:
+  /// "what #detail" (a copy of channel `detail`), or without `what`,
+  /// "instructions index..detail" (a graph segment).
+  struct Span {
+    size_t device, index;
+    cudaEvent_t begin, end;
+    const char *what;
+    size_t detail;
+    const char *category;
+    int track;
+    size_t batch;
+  };
+  bool streamTracing = false;
+  std::vector<Span> spans;
+  std::vector<std::vector<cudaEvent_t>> spanPool;
+  std::vector<size_t> spanPoolUsed;
+  std::vector<cudaEvent_t> streamStart; // per device, with its host time
+  std::vector<double> streamStartHostUs;
+  Status pooledEvent(size_t d, cudaEvent_t &e);
+  /// Runs `body` (which enqueues on `stream` of device d) and, while
+  /// tracing, records it as a span.
+  Status traced(size_t d, cudaStream_t stream, size_t index, const char *what,
+                size_t detail, const char *category, int track, size_t batch,
+                const std::function<Status()> &body);
+  void collectSpans();
+  size_t runs = 0;
+  // Profiling: an event pair per kernel instruction, and accumulated times.
+  bool profiling = false, tracing = false;
+  size_t profiledRuns = 0;
+  std::vector<cudaEvent_t> runStart; // per device, when tracing
+  /// Per device, while profiling: the mapped host word its launch gates
+  /// poll, and how many gates it has armed.
+  std::vector<volatile unsigned *> gateWords;
+  std::vector<unsigned> gateCounts;
+  /// Per device: what an event pair around an empty kernel measures,
+  /// subtracted from every kernel's time (it is most of a small kernel's).
+  std::vector<double> eventOverhead;
+  Status measureEventOverhead(size_t d);
+  std::vector<TraceEvent> trace;
+  std::vector<std::vector<std::pair<cudaEvent_t, cudaEvent_t>>> events;
+  std::vector<std::vector<double>> kernelTimes;
+  cudaEvent_t fork = nullptr;
+  std::vector<cudaEvent_t> joins;
+
+  Status enqueue(size_t d, size_t i, const std::vector<TensorRef> &inputs,
+                 const std::vector<TensorRef> &outputs, bool skipInputLoads);
+  Status enqueueDevice(size_t d, const std::vector<TensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs,
+                       bool skipInputLoads);
+  Status runThreaded(const std::vector<TensorRef> &inputs,
+                     const std::vector<TensorRef> &outputs,
+                     bool skipInputLoads);
+  Status capture(Graph &g, const std::vector<TensorRef> &inputs,
+                 const std::vector<TensorRef> &outputs, bool skipInputLoads);
+  Status buildSegments(StreamGraphs &sg, const std::vector<TensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs,
+                       bool skipInputLoads);
+  void destroySegments(StreamGraphs &sg) {
+    for (auto &perDevice : sg.segments)
+      for (Segment &seg : perDevice) {
+        if (seg.exec[1] && seg.exec[1] != seg.exec[0])
+          cudaGraphExecDestroy(seg.exec[1]);
+        if (seg.exec[0])
+          cudaGraphExecDestroy(seg.exec[0]);
+      }
+    sg.segments.clear();
+    sg.built = false;
+  }
+
+  ~Impl() {
+    for (volatile unsigned *w : gateWords)
+      if (w)
+        cudaFreeHost(const_cast<unsigned *>(w));
+    for (cudaEvent_t e : runStart)
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaEvent_t e : streamStart)
+      if (e)
+        cudaEventDestroy(e);
+    for (auto &pool : spanPool)
+      for (cudaEvent_t e : pool)
+        cudaEventDestroy(e);
+    for (auto &perDevice : events)
+      for (auto &[a, b] : perDevice) {
+        if (a)
+          cudaEventDestroy(a);
+        if (b)
+          cudaEventDestroy(b);
+      }
+    for (Graph &g : graphs)
+      if (g.exec)
+        cudaGraphExecDestroy(g.exec);
+    for (StreamGraphs &sg : streamGraphs)
+      destroySegments(sg);
+    for (size_t c = 0; c < landings.size(); ++c) {
+      Landing &l = landings[c];
+      cudaSetDevice(devices[plan->channels[c].dstDevice].ctx.gpu);
+      for (int p = 0; p < 2; ++p) {
+        cudaFree(l.slot[p]);
+        for (cudaEvent_t e : {l.filled[p], l.free[p]})
+          if (e)
+            cudaEventDestroy(e);
+      }
+      cudaSetDevice(devices[plan->channels[c].srcDevice].ctx.gpu);
+      for (int p = 0; p < 2; ++p) {
+        cudaFree(l.stage[p]);
+        for (cudaEvent_t e : {l.staged[p], l.pulled[p], l.bounced[p]})
+          if (e)
+            cudaEventDestroy(e);
+      }
+    }
+    for (size_t d = 0; d < copyStreams.size(); ++d)
+      if (copyStreams[d]) {
+        cudaSetDevice(devices[d].ctx.gpu);
+        cudaStreamDestroy(copyStreams[d]);
+      }
+#ifdef PARTC_HAVE_NCCL
+    for (ncclComm_t c : comms)
+      if (c)
+        ncclCommDestroy(c);
+#endif
+    for (size_t d = 0; d < sendStreams.size(); ++d) {
+      cudaSetDevice(devices[d].ctx.gpu);
+      if (sendStreams[d])
+        cudaStreamDestroy(sendStreams[d]);
+      if (sendJoins[d])
+        cudaEventDestroy(sendJoins[d]);
+    }
+    for (auto &buffers : bounce)
+      for (void *b : buffers)
+        if (b)
+          cudaFreeHost(b);
+    if (fork)
+      cudaEventDestroy(fork);
+    for (cudaEvent_t e : joins)
+      if (e)
+        cudaEventDestroy(e);
+    for (void *p : registered)
+      cudaHostUnregister(p);
+    for (cudaEvent_t e : ready)
+      cudaEventDestroy(e);
+    for (cudaEvent_t e : consumed)
+      cudaEventDestroy(e);
+    for (Device &d : devices) {
+      cudaSetDevice(d.ctx.gpu);
+      d.kernels.clear();
+      cudaFree(d.arena);
+      if (d.ownsWeights)
+        cudaFree(d.weights);
+      cudaFree(d.ctx.workspace);
+      if (d.ctx.cublas)
+        cublasDestroy(d.ctx.cublas);
+      if (d.ctx.cudnn)
+        cudnnDestroy(d.ctx.cudnn);
+      if (d.ctx.stream)
+        cudaStreamDestroy(d.ctx.stream);
+    }
+  }
+
+  void *resolve(Device &dev, const BufferRef &b) {
+    return (b.space == MemorySpace::Arena ? dev.arena : dev.weights) + b.offset;
+  }
+  /// Instruction i of device d's operands in device memory.
+  void operands(size_t d, size_t i, std::vector<TensorRef> &ins,
+                std::vector<TensorRef> &outs) {
+    const Instruction &in = plan->devices[d].instructions[i];
+    for (const BufferRef &b : in.inputs)
+      ins.push_back({resolveAt(d, i, b), b.type});
+    for (const BufferRef &b : in.outputs)
+      outs.push_back({resolveAt(d, i, b), b.type});
+  }
+};
+
+} // namespace partc::runtime
+
+#endif // PARTC_RUNTIME_CUDA_EXECUTORIMPL_H
