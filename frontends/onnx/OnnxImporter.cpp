@@ -276,6 +276,7 @@ public:
       : ctx_(ctx), path_(path), options_(options), builder_(ctx) {}
 
   OwningOpRef<ModuleOp> run();
+  LogicalResult checkSupported(const onnx::GraphProto &g);
 
 private:
   Location fileLoc() { return FileLineColLoc::get(ctx_, path_, 0, 0); }
@@ -486,28 +487,8 @@ ModelImporter::inputType(const onnx::ValueInfoProto &info) {
   return RankedTensorType::get(dims, elem);
 }
 
-OwningOpRef<ModuleOp> ModelImporter::run() {
-  ctx_->loadDialect<graph::GraphDialect, func::FuncDialect>();
-  onnx::ModelProto model;
-  if (failed(load(model)))
-    return nullptr;
-
-  int64_t opset = -1;
-  for (const auto &os : model.opset_import()) {
-    if (os.domain().empty() || os.domain() == "ai.onnx")
-      opset = os.version();
-  }
-  // Legacy broadcasting (opsets 1-6) is translated; other old attributes
-  // such as consumed_inputs are ignored, as they do not change results.
-  if (opset < 1 || opset > 22)
-    return emitError(fileLoc())
-               << "uses default-domain opset " << opset
-               << "; partc supports opsets 1 through 22 (convert the model "
-                  "with onnx.version_converter)",
-           nullptr;
-
-  const onnx::GraphProto &g = model.graph();
-  // Every unsupported op, reported at once with its nodes.
+/// Every unsupported op of `g`, reported at once with its nodes.
+LogicalResult ModelImporter::checkSupported(const onnx::GraphProto &g) {
   const auto &handlers = onnxNodeHandlers();
   std::map<std::string, std::vector<std::string>> unsupported;
   for (int i = 0; i < g.node_size(); ++i) {
@@ -531,8 +512,34 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
         diag << ", and " << nodes.size() - 5 << " more";
       diag << ");";
     }
-    return nullptr;
+    return failure();
   }
+  return success();
+}
+
+OwningOpRef<ModuleOp> ModelImporter::run() {
+  ctx_->loadDialect<graph::GraphDialect, func::FuncDialect>();
+  onnx::ModelProto model;
+  if (failed(load(model)))
+    return nullptr;
+
+  int64_t opset = -1;
+  for (const auto &os : model.opset_import()) {
+    if (os.domain().empty() || os.domain() == "ai.onnx")
+      opset = os.version();
+  }
+  // Legacy broadcasting (opsets 1-6) is translated; other old attributes
+  // such as consumed_inputs are ignored, as they do not change results.
+  if (opset < 1 || opset > 22)
+    return emitError(fileLoc())
+               << "uses default-domain opset " << opset
+               << "; partc supports opsets 1 through 22 (convert the model "
+                  "with onnx.version_converter)",
+           nullptr;
+
+  const onnx::GraphProto &g = model.graph();
+  if (failed(checkSupported(g)))
+    return nullptr;
 
   OwningOpRef<ModuleOp> module = ModuleOp::create(fileLoc());
   builder_.setInsertionPointToEnd(module->getBody());
@@ -624,7 +631,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
       }
     }
     if (importer.results.empty() &&
-        failed(handlers.lookup(node.op_type())(importer)))
+        failed(onnxNodeHandlers().lookup(node.op_type())(importer)))
       return nullptr;
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty())

@@ -5,7 +5,7 @@
 // the header the CPU kernel uses too (Resize.h), so the two cannot drift.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/kernels/CopyLayout.h"
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/IndexTuples.h"
@@ -13,6 +13,326 @@
 #include "runtime/kernels/Resize.h"
 
 namespace partc::runtime::cuda {
+
+//===----------------------------------------------------------------------===//
+// Device code: strided copies, gathers, scatters, concatenation, padding
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+template <typename T>
+__global__ void stridedCopyKernel(const T *in, T *out, int64_t n, Strides st,
+                                  int64_t base) {
+  bool narrow = narrowIndex(n);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = in[base + offsetOf(st, 0, i, narrow)];
+}
+
+/// Copies rows of `inner` units (`Unit`: 1 to 16 bytes, the widest the row
+/// size and the pointers allow) from the indexed positions of `data`.
+template <typename Unit, typename Index>
+__global__ void gatherKernel(const Unit *data, const void *indices, bool idx64,
+                             Unit *out, Index outer, Index axisLen, Index count,
+                             Index inner, int *bad) {
+  Index total = outer * count * inner;
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < total;
+       i += Index(gridDim.x) * blockDim.x) {
+    Index unit = i % inner, row = i / inner;
+    Index k = row % count, o = row / count;
+    int64_t idx = idx64 ? static_cast<const int64_t *>(indices)[k]
+                        : static_cast<const int *>(indices)[k];
+    if (idx < 0)
+      idx += axisLen;
+    if (idx < 0 || idx >= axisLen) {
+      *bad = 1;
+      continue;
+    }
+    out[i] = data[(o * axisLen + Index(idx)) * inner + unit];
+  }
+}
+
+/// Byte offset of the slice tuple t addresses within its batch, or -1.
+__device__ inline int64_t tupleOffset(const NdTupleParams &p,
+                                      const void *indices, bool idx64,
+                                      int64_t t) {
+  int64_t offset = 0;
+  for (int d = 0; d < p.k; ++d) {
+    int64_t i = idx64 ? static_cast<const int64_t *>(indices)[t * p.k + d]
+                      : static_cast<const int *>(indices)[t * p.k + d];
+    if (i < 0)
+      i += p.extent[d];
+    if (i < 0 || i >= p.extent[d])
+      return -1;
+    offset += i * p.strideBytes[d];
+  }
+  return offset + (t / p.tuplesPerBatch) * p.batchBytes;
+}
+
+template <typename Unit>
+__global__ void gatherNdKernel(const Unit *data, const void *indices,
+                               bool idx64, Unit *out, NdTupleParams p,
+                               int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(Unit));
+  int64_t total = p.batches * p.tuplesPerBatch * slice;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
+    if (offset < 0) {
+      *bad = 1;
+      continue;
+    }
+    out[i] = data[offset / int64_t(sizeof(Unit)) + i % slice];
+  }
+}
+
+/// Without a reduction, every (tuple, unit) pair in parallel: ONNX leaves
+/// repeated tuples undefined.
+template <typename Unit>
+__global__ void scatterNdKernel(Unit *out, const void *indices, bool idx64,
+                                const Unit *updates, NdTupleParams p,
+                                int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(Unit));
+  int64_t total = p.tuplesPerBatch * slice;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
+    if (offset < 0) {
+      *bad = 1;
+      continue;
+    }
+    out[offset / int64_t(sizeof(Unit)) + i % slice] = updates[i];
+  }
+}
+
+/// With a reduction, a thread per slice element applies the tuples in
+/// order, so repeated tuples combine exactly as on the CPU.
+__global__ void scatterNdReduceKernel(float *out, const void *indices,
+                                      bool idx64, const float *updates,
+                                      NdTupleParams p, int reduction,
+                                      int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(float));
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < slice;
+       e += int64_t(gridDim.x) * blockDim.x)
+    for (int64_t t = 0; t < p.tuplesPerBatch; ++t) {
+      int64_t offset = tupleOffset(p, indices, idx64, t);
+      if (offset < 0) {
+        *bad = 1;
+        return;
+      }
+      float &y = out[offset / int64_t(sizeof(float)) + e];
+      float u = updates[t * slice + e];
+      y = reduction == 1   ? y + u
+          : reduction == 2 ? y * u
+          : reduction == 3 ? fmaxf(y, u)
+                           : fminf(y, u);
+    }
+}
+
+__global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
+                          float value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rem = i, src = 0;
+    bool inside = true;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      int64_t c = rem % p.outShape[d] - p.begin[d], size = p.inShape[d];
+      rem /= p.outShape[d];
+      if (c < 0 || c >= size) {
+        if (p.mode == PadMode::Edge) {
+          c = c < 0 ? 0 : size - 1;
+        } else if (p.mode == PadMode::Reflect) {
+          // Mirrored about the edge elements, which are not repeated.
+          int64_t period = 2 * (size - 1);
+          c = period ? ((c % period) + period) % period : 0;
+          if (c >= size)
+            c = period - c;
+        } else {
+          inside = false;
+        }
+      }
+      src += c * p.inStride[d];
+    }
+    y[i] = inside ? x[src] : value;
+  }
+}
+
+} // namespace
+
+cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
+                              const Strides &st, int64_t base, size_t elemSize,
+                              cudaStream_t s) {
+  switch (elemSize) {
+  case 1:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint8_t *>(in), static_cast<uint8_t *>(out), n, st,
+        base);
+    break;
+  case 2:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint16_t *>(in), static_cast<uint16_t *>(out), n, st,
+        base);
+    break;
+  case 4:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint32_t *>(in), static_cast<uint32_t *>(out), n, st,
+        base);
+    break;
+  case 8:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint64_t *>(in), static_cast<uint64_t *>(out), n, st,
+        base);
+    break;
+  case 16:
+    stridedCopyKernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const uint4 *>(in), static_cast<uint4 *>(out), n, st, base);
+    break;
+  default:
+    return cudaErrorInvalidValue;
+  }
+  return cudaGetLastError();
+}
+
+template <typename Unit>
+cudaError_t launchGatherUnits(const void *data, const void *indices, bool idx64,
+                              void *out, int64_t outer, int64_t axisLen,
+                              int64_t count, int64_t innerBytes, int *badIndex,
+                              cudaStream_t s) {
+  int64_t inner = innerBytes / int64_t(sizeof(Unit));
+  int64_t total = outer * count * inner;
+  auto *in = static_cast<const Unit *>(data);
+  auto *result = static_cast<Unit *>(out);
+  // 32-bit index arithmetic where every offset fits.
+  if (total < (int64_t(1) << 31) &&
+      outer * axisLen * inner < (int64_t(1) << 31))
+    gatherKernel<Unit, int32_t><<<blocksFor(total), kThreads, 0, s>>>(
+        in, indices, idx64, result, int32_t(outer), int32_t(axisLen),
+        int32_t(count), int32_t(inner), badIndex);
+  else
+    gatherKernel<Unit, int64_t><<<blocksFor(total), kThreads, 0, s>>>(
+        in, indices, idx64, result, outer, axisLen, count, inner, badIndex);
+  return cudaGetLastError();
+}
+
+cudaError_t launchGather(const void *data, const void *indices, bool idx64,
+                         void *out, int64_t outer, int64_t axisLen,
+                         int64_t count, int64_t innerBytes, int *badIndex,
+                         cudaStream_t s) {
+  auto fits = [&](int64_t unit) {
+    return innerBytes % unit == 0 &&
+           reinterpret_cast<uintptr_t>(data) % unit == 0 &&
+           reinterpret_cast<uintptr_t>(out) % unit == 0;
+  };
+  if (fits(16))
+    return launchGatherUnits<uint4>(data, indices, idx64, out, outer, axisLen,
+                                    count, innerBytes, badIndex, s);
+  if (fits(8))
+    return launchGatherUnits<uint2>(data, indices, idx64, out, outer, axisLen,
+                                    count, innerBytes, badIndex, s);
+  if (fits(4))
+    return launchGatherUnits<unsigned>(data, indices, idx64, out, outer,
+                                       axisLen, count, innerBytes, badIndex, s);
+  return launchGatherUnits<unsigned char>(data, indices, idx64, out, outer,
+                                          axisLen, count, innerBytes, badIndex,
+                                          s);
+}
+
+/// Concatenation (or split) of rows: unit i of the whole is unit i % row
+/// of row i / row, which part k holds at column i % row - (the units of
+/// the parts before it). Rows are short (a rotary embedding's halves), so
+/// one kernel over every part beats a 2-D copy per part.
+template <typename Unit>
+__global__ void concatRowsKernel(ConcatRowsParams p, int64_t rowUnits,
+                                 int64_t total, bool narrow) {
+  int64_t partUnits[kConcatMaxParts];
+#pragma unroll
+  for (int k = 0; k < kConcatMaxParts; ++k)
+    partUnits[k] = p.partBytes[k] / int64_t(sizeof(Unit));
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t row, col;
+    if (narrow) {
+      row = uint32_t(i) / uint32_t(rowUnits);
+      col = uint32_t(i) - uint32_t(row) * uint32_t(rowUnits);
+    } else {
+      row = i / rowUnits;
+      col = i % rowUnits;
+    }
+    int k = 0;
+    while (k + 1 < p.count && col >= partUnits[k]) {
+      col -= partUnits[k];
+      ++k;
+    }
+    Unit *whole = static_cast<Unit *>(p.whole) + i;
+    Unit *part = static_cast<Unit *>(p.parts[k]) + row * partUnits[k] + col;
+    if (p.split)
+      *part = *whole;
+    else
+      *whole = *part;
+  }
+}
+
+cudaError_t launchConcatRows(const ConcatRowsParams &p, cudaStream_t s) {
+  int64_t rowBytes = 0;
+  int unit = 16;
+  for (int k = 0; k < p.count; ++k) {
+    rowBytes += p.partBytes[k];
+    unit = std::min(unit, copyUnit(p.partBytes[k], p.parts[k], p.whole));
+  }
+  int64_t total = p.outer * rowBytes / unit;
+  if (total == 0)
+    return cudaSuccess;
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    concatRowsKernel<Unit><<<blocksFor(total), kThreads, 0, s>>>(
+        p, rowBytes / unit, total, narrowIndex(total));
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launchGatherNd(const void *data, const void *indices, bool idx64,
+                           void *out, const NdTupleParams &p, int *badIndex,
+                           cudaStream_t s) {
+  int64_t bytes = p.batches * p.tuplesPerBatch * p.sliceBytes;
+  if (bytes == 0)
+    return cudaSuccess;
+  int unit = copyUnit(p.sliceBytes, data, out);
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    gatherNdKernel<Unit><<<blocksFor(bytes / unit), kThreads, 0, s>>>(
+        static_cast<const Unit *>(data), indices, idx64,
+        static_cast<Unit *>(out), p, badIndex);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
+                            const void *updates, const NdTupleParams &p,
+                            int reduction, int *badIndex, cudaStream_t s) {
+  int64_t bytes = p.tuplesPerBatch * p.sliceBytes;
+  if (bytes == 0)
+    return cudaSuccess;
+  if (reduction != 0) {
+    scatterNdReduceKernel<<<blocksFor(p.sliceBytes / 4), kThreads, 0, s>>>(
+        static_cast<float *>(out), indices, idx64,
+        static_cast<const float *>(updates), p, reduction, badIndex);
+    return cudaGetLastError();
+  }
+  int unit = copyUnit(p.sliceBytes, out, updates);
+  withCopyUnit(unit, [&](auto tag) {
+    using Unit = decltype(tag);
+    scatterNdKernel<Unit><<<blocksFor(bytes / unit), kThreads, 0, s>>>(
+        static_cast<Unit *>(out), indices, idx64,
+        static_cast<const Unit *>(updates), p, badIndex);
+  });
+  return cudaGetLastError();
+}
+
+cudaError_t launchPadF32(const float *x, float *y, int64_t n,
+                         const PadParams &p, float value, cudaStream_t s) {
+  padKernel<<<blocksFor(n), kThreads, 0, s>>>(x, y, n, p, value);
+  return cudaGetLastError();
+}
 
 namespace {
 
@@ -220,13 +540,6 @@ private:
   bool idx64_;
   int reduction_;
 };
-
-constexpr int kThreads = 256;
-
-unsigned blocksFor(int64_t n) {
-  int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);
-}
 
 //===----------------------------------------------------------------------===//
 // GatherElements

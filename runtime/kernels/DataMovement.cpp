@@ -424,45 +424,49 @@ Status resize::paramsOf(const KernelArgs &a, resize::Params &p) {
   return Status();
 }
 
+static Status createGatherElements(const KernelArgs &a,
+                                   std::unique_ptr<Kernel> &k) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+  const TensorType &data = a.inputs[0], &indices = a.inputs[1];
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return Status::error("indices must be i32 or i64");
+  int64_t axis;
+  PARTC_RETURN_IF_ERROR(a.attrs.requireInt("axis", axis));
+  int64_t rank = static_cast<int64_t>(data.shape.size());
+  if (axis < 0 || axis >= rank || indices.shape.size() != data.shape.size())
+    return Status::error("axis " + std::to_string(axis) + " of data " +
+                         data.str() + " and indices " + indices.str() +
+                         " of the same rank");
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && indices.shape[d] > data.shape[d])
+      return Status::error("indices " + indices.str() + " reach outside data " +
+                           data.str());
+  if (a.outputs[0].dtype != data.dtype || a.outputs[0].shape != indices.shape)
+    return Status::error("result " + a.outputs[0].str() +
+                         " should have the indices' shape and the data's "
+                         "element type");
+  k = std::make_unique<GatherElementsKernel>(data.shape, indices.shape, axis,
+                                             dtypeSize(data.dtype));
+  return Status();
+}
+
+static Status createResize(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+  resize::Params p;
+  PARTC_RETURN_IF_ERROR(resize::paramsOf(a, p));
+  DType t = a.inputs[0].dtype;
+  if (a.outputs[0].dtype != t || t == DType::Bool || t == DType::F16 ||
+      t == DType::BF16 || dtypeSize(t) == 0 ||
+      (p.mode == resize::Mode::Linear && !isFloatType(t)))
+    return Status::error(std::string("element type ") + dtypeName(t) +
+                         " is not supported (linear needs floats)");
+  k = std::make_unique<ResizeKernel>(p);
+  return Status();
+}
+
 void registerDataMovementKernels(KernelTable &t) {
-  t["gather_elements"] = [](const KernelArgs &a,
-                            std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-    const TensorType &data = a.inputs[0], &indices = a.inputs[1];
-    if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
-      return Status::error("indices must be i32 or i64");
-    int64_t axis;
-    PARTC_RETURN_IF_ERROR(a.attrs.requireInt("axis", axis));
-    int64_t rank = static_cast<int64_t>(data.shape.size());
-    if (axis < 0 || axis >= rank || indices.shape.size() != data.shape.size())
-      return Status::error("axis " + std::to_string(axis) + " of data " +
-                           data.str() + " and indices " + indices.str() +
-                           " of the same rank");
-    for (int64_t d = 0; d < rank; ++d)
-      if (d != axis && indices.shape[d] > data.shape[d])
-        return Status::error("indices " + indices.str() +
-                             " reach outside data " + data.str());
-    if (a.outputs[0].dtype != data.dtype || a.outputs[0].shape != indices.shape)
-      return Status::error("result " + a.outputs[0].str() +
-                           " should have the indices' shape and the data's "
-                           "element type");
-    k = std::make_unique<GatherElementsKernel>(data.shape, indices.shape, axis,
-                                               dtypeSize(data.dtype));
-    return Status();
-  };
-  t["resize"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
-    resize::Params p;
-    PARTC_RETURN_IF_ERROR(resize::paramsOf(a, p));
-    DType t = a.inputs[0].dtype;
-    if (a.outputs[0].dtype != t || t == DType::Bool || t == DType::F16 ||
-        t == DType::BF16 || dtypeSize(t) == 0 ||
-        (p.mode == resize::Mode::Linear && !isFloatType(t)))
-      return Status::error(std::string("element type ") + dtypeName(t) +
-                           " is not supported (linear needs floats)");
-    k = std::make_unique<ResizeKernel>(p);
-    return Status();
-  };
+  t["gather_elements"] = createGatherElements;
+  t["resize"] = createResize;
   t["gather_nd"] = [](const KernelArgs &a,
                       std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));

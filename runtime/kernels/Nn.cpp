@@ -665,6 +665,27 @@ Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
 
 } // namespace
 
+static Status createLayerNorm(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
+  PARTC_RETURN_IF_ERROR(requireF32(a));
+  const Shape &x = a.inputs[0].shape;
+  int64_t axis = a.attrs.getInt("axis");
+  if (axis < 0 || axis > static_cast<int64_t>(x.size()) ||
+      a.outputs[0].shape != x)
+    return Status::error("bad axis or shapes");
+  Shape norm(x.begin() + axis, x.end());
+  int64_t cols = numElements(norm);
+  int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
+  std::vector<int64_t> si, bi;
+  if (!normalizedIndices(a.inputs[1].shape, norm, si) ||
+      (a.inputs.size() == 3 && !normalizedIndices(a.inputs[2].shape, norm, bi)))
+    return Status::error("scale or bias does not broadcast to " +
+                         shapeToString(norm));
+  k = std::make_unique<LayerNormKernel>(rows, cols, a.attrs.getFloat("epsilon"),
+                                        a.inputs.size() == 3, si, bi);
+  return Status();
+}
+
 void registerNnKernels(KernelTable &t) {
   KernelFactory conv = [](const KernelArgs &a,
                           std::unique_ptr<Kernel> &k) -> Status {
@@ -774,28 +795,7 @@ void registerNnKernels(KernelTable &t) {
                                         std::move(scaleIdx));
     return Status();
   };
-  t["layer_norm"] = [](const KernelArgs &a,
-                       std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));
-    PARTC_RETURN_IF_ERROR(requireF32(a));
-    const Shape &x = a.inputs[0].shape;
-    int64_t axis = a.attrs.getInt("axis");
-    if (axis < 0 || axis > static_cast<int64_t>(x.size()) ||
-        a.outputs[0].shape != x)
-      return Status::error("bad axis or shapes");
-    Shape norm(x.begin() + axis, x.end());
-    int64_t cols = numElements(norm);
-    int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
-    std::vector<int64_t> si, bi;
-    if (!normalizedIndices(a.inputs[1].shape, norm, si) ||
-        (a.inputs.size() == 3 &&
-         !normalizedIndices(a.inputs[2].shape, norm, bi)))
-      return Status::error("scale or bias does not broadcast to " +
-                           shapeToString(norm));
-    k = std::make_unique<LayerNormKernel>(
-        rows, cols, a.attrs.getFloat("epsilon"), a.inputs.size() == 3, si, bi);
-    return Status();
-  };
+  t["layer_norm"] = createLayerNorm;
   auto softmax = [](bool log) {
     return [log](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
       PARTC_RETURN_IF_ERROR(checkArity(a, 1, log ? 1 : 2, 1));

@@ -1,0 +1,645 @@
+//===- Nn.cu - Normalization, pooling, softmax and reduction kernels
+//--------===//
+//
+// Batch, layer and RMS normalization, convolution epilogues, pooling,
+// softmax and reductions.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/KernelUtils.cuh"
+
+#include <cfloat>
+#include <cmath>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+// Per-channel kernels: blockIdx.y walks the (image, channel) planes so that
+// no thread divides by the plane size.
+__global__ void batchNormKernel(const float *x, const float *scale,
+                                const float *bias, const float *mean,
+                                const float *var, float *y, int64_t c,
+                                int64_t inner, float eps, int64_t first) {
+  int64_t plane = first + blockIdx.y, ch = plane % c;
+  float a = scale[ch] * rsqrtf(var[ch] + eps);
+  float b = bias[ch] - mean[ch] * a;
+  const float *xp = x + plane * inner;
+  float *yp = y + plane * inner;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
+       i += int64_t(gridDim.x) * blockDim.x)
+    yp[i] = xp[i] * a + b;
+}
+
+__global__ void epilogueFirstKernel(float *y, const float *bias, const float *z,
+                                    int64_t c, int64_t inner, int64_t first,
+                                    bool relu) {
+  int64_t plane = first + blockIdx.y;
+  float b = bias ? bias[plane % c] : 0.f;
+  float *yp = y + plane * inner;
+  const float *zp = z ? z + plane * inner : nullptr;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < inner;
+       i += int64_t(gridDim.x) * blockDim.x)
+    yp[i] = maybeRelu(yp[i] + b + (zp ? zp[i] : 0.f), relu);
+}
+
+/// Channels last, four channels per thread: bias[i % c], addend[i].
+__global__ void epilogueLastKernel(float4 *y, const float4 *bias,
+                                   const float4 *z, int64_t n4, int64_t c4,
+                                   bool relu) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n4;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float4 v = y[i];
+    if (bias) {
+      float4 b = bias[i % c4];
+      v.x += b.x;
+      v.y += b.y;
+      v.z += b.z;
+      v.w += b.w;
+    }
+    if (z) {
+      float4 a = z[i];
+      v.x += a.x;
+      v.y += a.y;
+      v.z += a.z;
+      v.w += a.w;
+    }
+    v.x = maybeRelu(v.x, relu);
+    v.y = maybeRelu(v.y, relu);
+    v.z = maybeRelu(v.z, relu);
+    v.w = maybeRelu(v.w, relu);
+    y[i] = v;
+  }
+}
+
+dim3 planeGrid(int64_t planes, int64_t inner) {
+  int64_t x = (inner + kThreads - 1) / kThreads;
+  return dim3(static_cast<unsigned>(x < 1 ? 1 : (x > 1024 ? 1024 : x)),
+              static_cast<unsigned>(planes));
+}
+
+// Pooling accumulates one float, or four channels at once (float4).
+__device__ inline float splat(float v, float) { return v; }
+__device__ inline float4 splat(float v, float4) {
+  return make_float4(v, v, v, v);
+}
+__device__ inline float combine(bool isMax, float a, float v) {
+  return isMax ? fmaxf(a, v) : a + v;
+}
+__device__ inline float4 combine(bool isMax, float4 a, float4 v) {
+  return make_float4(combine(isMax, a.x, v.x), combine(isMax, a.y, v.y),
+                     combine(isMax, a.z, v.z), combine(isMax, a.w, v.w));
+}
+__device__ inline float scaled(float a, float s) { return a * s; }
+__device__ inline float4 scaled(float4 a, float s) {
+  return make_float4(a.x * s, a.y * s, a.z * s, a.w * s);
+}
+
+/// One pooling window: `x` points at the window's plane (channels first) or
+/// at its channel group (channels last); spatial neighbours are `step`
+/// apart. `I` is the index type: 32 bits where the tensors allow.
+template <bool IsMax, typename I, typename V>
+__device__ V poolWindow(const V *x, I step, const PoolParams &p, I od, I oh,
+                        I ow) {
+  V acc = splat(IsMax ? -FLT_MAX : 0.f, V());
+  bool any = false;
+  I count = 0, padCount = 0;
+  const I inD = I(p.in[0]), inH = I(p.in[1]), inW = I(p.in[2]);
+  for (I kd = 0; kd < I(p.kernel[0]); ++kd) {
+    I id = od * I(p.stride[0]) - I(p.padBegin[0]) + kd * I(p.dilation[0]);
+    for (I kh = 0; kh < I(p.kernel[1]); ++kh) {
+      I ih = oh * I(p.stride[1]) - I(p.padBegin[1]) + kh * I(p.dilation[1]);
+      for (I kw = 0; kw < I(p.kernel[2]); ++kw) {
+        I iw = ow * I(p.stride[2]) - I(p.padBegin[2]) + kw * I(p.dilation[2]);
+        if (id < 0 || ih < 0 || iw < 0 || id >= inD || ih >= inH || iw >= inW) {
+          if (!IsMax && id >= -I(p.padBegin[0]) && ih >= -I(p.padBegin[1]) &&
+              iw >= -I(p.padBegin[2]) && id < inD + I(p.padEnd[0]) &&
+              ih < inH + I(p.padEnd[1]) && iw < inW + I(p.padEnd[2]))
+            ++padCount;
+          continue;
+        }
+        acc = combine(IsMax, acc, x[((id * inH + ih) * inW + iw) * step]);
+        any = true;
+        ++count;
+      }
+    }
+  }
+  if (IsMax)
+    return any ? acc : splat(-INFINITY, V());
+  I div = p.countIncludePad ? count + padCount : count;
+  return div ? scaled(acc, 1.f / float(div)) : splat(0.f, V());
+}
+
+/// Channels first: one thread per output element.
+template <bool IsMax, typename I>
+__global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I ow = i % outW, oh = (i / outW) % outH, od = (i / (outW * outH)) % outD,
+      plane = i / (outW * outH * outD);
+    y[i] = poolWindow<IsMax, I, float>(
+        x + plane * I(p.in[0] * p.in[1] * p.in[2]), I(1), p, od, oh, ow);
+  }
+}
+
+/// Channels last: consecutive threads take consecutive channels (or groups
+/// of four) of one output position, so reads and writes are coalesced.
+template <bool IsMax, typename I, typename V>
+__global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
+                               int64_t n) {
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I ch = i % groups, pos = i / groups;
+    I ow = pos % outW, oh = (pos / outW) % outH,
+      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
+    y[i] = poolWindow<IsMax, I, V>(
+        x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch, groups, p, od, oh,
+        ow);
+  }
+}
+
+/// One block per plane; a shared-memory tree reduction.
+__global__ void globalPoolKernel(const float *x, float *y, int64_t size,
+                                 bool isMax) {
+  __shared__ float partial[kThreads];
+  const float *xp = x + blockIdx.x * size;
+  float acc = isMax ? -FLT_MAX : 0.f;
+  for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
+    acc = isMax ? fmaxf(acc, xp[i]) : acc + xp[i];
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s)
+      partial[threadIdx.x] =
+          isMax ? fmaxf(partial[threadIdx.x], partial[threadIdx.x + s])
+                : partial[threadIdx.x] + partial[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0)
+    y[blockIdx.x] = isMax ? partial[0] : partial[0] / float(size);
+}
+
+/// One thread per (outer, inner) row along the axis.
+__device__ inline float zeroNan(float v, bool nanToZero) {
+  return nanToZero && isnan(v) ? 0.f : v;
+}
+
+/// The bias of the row whose first element is input element `first`
+/// (`narrow`: the input's indices fit 32 bits).
+__device__ inline const float *softmaxBiasRow(const SoftmaxBias &bias,
+                                              int64_t first, bool narrow) {
+  return bias.data ? bias.data + offsetOf(bias.elements, 0, first, narrow)
+                   : nullptr;
+}
+
+__global__ void softmaxKernel(const float *x, float *y, int64_t outer,
+                              int64_t axis, int64_t inner, bool log,
+                              bool nanToZero, SoftmaxBias bias) {
+  int64_t rows = outer * inner;
+  bool narrow = narrowIndex(rows * axis);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = r / inner, in = r % inner;
+    int64_t first = o * axis * inner + in;
+    const float *xp = x + first;
+    float *yp = y + first;
+    // x[a] plus the bias, as the add fused into the softmax computed it.
+    auto at = [&](int64_t a) {
+      float v = xp[a * inner];
+      if (bias.data)
+        v += bias.data[offsetOf(bias.elements, 0, first + a * inner, narrow)];
+      return v;
+    };
+    float m = -INFINITY;
+    for (int64_t a = 0; a < axis; ++a)
+      m = fmaxf(m, at(a));
+    float sum = 0.f;
+    for (int64_t a = 0; a < axis; ++a)
+      sum += expf(at(a) - m);
+    for (int64_t a = 0; a < axis; ++a) {
+      float v = at(a) - m;
+      yp[a * inner] = zeroNan(log ? v - logf(sum) : expf(v) / sum, nanToZero);
+    }
+  }
+}
+
+/// Softmax over contiguous rows (the last axis): a warp per row, so that a
+/// warp's loads are coalesced; the row is read three times, from cache
+/// after the first.
+__global__ void softmaxRowsKernel(const float *x, float *y, int64_t rows,
+                                  int64_t cols, bool log, bool nanToZero,
+                                  SoftmaxBias bias) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows * cols);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    const float *br = softmaxBiasRow(bias, r * cols, narrow);
+    auto at = [&](int64_t c) {
+      return br ? xr[c] + br[c * bias.columnStride] : xr[c];
+    };
+    float m = -INFINITY;
+    for (int64_t c = lane; c < cols; c += 32)
+      m = fmaxf(m, at(c));
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    for (int64_t c = lane; c < cols; c += 32)
+      sum += expf(at(c) - m);
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum);
+    for (int64_t c = lane; c < cols; c += 32) {
+      float v = at(c) - m;
+      yr[c] = zeroNan(log ? v - logSum : expf(v) / sum, nanToZero);
+    }
+  }
+}
+
+/// Softmax over contiguous rows of at most 32 x PerLane elements: a warp
+/// per row holding the row in registers (lane l has elements l, l + 32,
+/// ...), so that it is read once; the bias is added as it is loaded.
+constexpr int kSoftmaxPerLane = 4;
+template <int PerLane>
+__global__ void softmaxRowsInRegisters(const float *x, float *y, int64_t rows,
+                                       int cols, bool log, bool nanToZero,
+                                       SoftmaxBias bias) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows * cols);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    const float *br = softmaxBiasRow(bias, r * cols, narrow);
+    float v[PerLane];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+      int c = lane + 32 * k;
+      v[k] = -INFINITY;
+      if (c < cols) {
+        v[k] = br ? xr[c] + br[c * bias.columnStride] : xr[c];
+        m = fmaxf(m, v[k]);
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k)
+      if (lane + 32 * k < cols) {
+        // Softmax keeps exp(v - m); log-softmax keeps v - m.
+        float e = expf(v[k] - m);
+        sum += e;
+        v[k] = log ? v[k] - m : e;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum);
+#pragma unroll
+    for (int k = 0; k < PerLane; ++k) {
+      int c = lane + 32 * k;
+      if (c < cols)
+        yr[c] = zeroNan(log ? v[k] - logSum : v[k] / sum, nanToZero);
+    }
+  }
+}
+
+/// RMS normalization, a warp per row: the sum of squares by shuffles, then
+/// a second pass over the row (from cache) to scale it. The scale has
+/// `scaleCount` elements, 1 or cols (none where null); with Vec, rows are
+/// read 16 bytes at a time (cols a multiple of 4, rows aligned).
+template <bool Vec>
+__global__ void rmsNormRowsKernel(const float *x, const float *scale, float *y,
+                                  int64_t rows, int64_t cols,
+                                  int64_t scaleCount, float eps) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  int64_t units = Vec ? cols / 4 : cols;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float *xr = x + r * cols;
+    float *yr = y + r * cols;
+    float sum = 0.f;
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float4 v = reinterpret_cast<const float4 *>(xr)[u];
+        sum += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      } else {
+        sum += xr[u] * xr[u];
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float inv = 1.f / sqrtf(sum / float(cols) + eps);
+    auto scaled = [&](float v, int64_t c) {
+      v *= inv;
+      return scale ? v * scale[scaleCount == 1 ? 0 : c] : v;
+    };
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float4 v = reinterpret_cast<const float4 *>(xr)[u];
+        reinterpret_cast<float4 *>(yr)[u] =
+            make_float4(scaled(v.x, 4 * u), scaled(v.y, 4 * u + 1),
+                        scaled(v.z, 4 * u + 2), scaled(v.w, 4 * u + 3));
+      } else {
+        yr[u] = scaled(xr[u], u);
+      }
+    }
+  }
+}
+
+/// Rows of at most 32 x 4 x kMaxChunks elements, a multiple of 128: a warp
+/// per row holding its row in registers (16-byte loads), mean and variance
+/// by shuffles, the variance about the mean.
+constexpr int kLayerNormChunks = 8;
+__global__ void layerNormRowsKernel(const float *x, const float *scale,
+                                    const float *bias, float *y, int64_t rows,
+                                    int64_t cols, float eps) {
+  int lane = threadIdx.x % 32;
+  int chunks = static_cast<int>(cols / 128);
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
+    float4 *yr = reinterpret_cast<float4 *>(y + r * cols);
+    float4 v[kLayerNormChunks];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        v[j] = xr[j * 32 + lane];
+        sum += v[j].x + v[j].y + v[j].z + v[j].w;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols), sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        float a = v[j].x - mean, b = v[j].y - mean, c = v[j].z - mean,
+              d = v[j].w - mean;
+        sq += a * a + b * b + c * c + d * d;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
+#pragma unroll
+    for (int j = 0; j < kLayerNormChunks; ++j)
+      if (j < chunks) {
+        int c4 = j * 32 + lane;
+        float4 g = reinterpret_cast<const float4 *>(scale)[c4];
+        float4 o = bias ? reinterpret_cast<const float4 *>(bias)[c4]
+                        : make_float4(0.f, 0.f, 0.f, 0.f);
+        yr[c4] = make_float4((v[j].x - mean) * inv * g.x + o.x,
+                             (v[j].y - mean) * inv * g.y + o.y,
+                             (v[j].z - mean) * inv * g.z + o.z,
+                             (v[j].w - mean) * inv * g.w + o.w);
+      }
+  }
+}
+
+/// One block per row.
+__global__ void layerNormKernel(const float *x, const float *scale,
+                                const float *bias, float *y, int64_t cols,
+                                int64_t scaleMod, int64_t biasMod, float eps) {
+  __shared__ float s1[kThreads], s2[kThreads];
+  const float *xr = x + blockIdx.x * cols;
+  float *yr = y + blockIdx.x * cols;
+  float a = 0.f, b = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    a += xr[i];
+    b += xr[i] * xr[i];
+  }
+  s1[threadIdx.x] = a;
+  s2[threadIdx.x] = b;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      s1[threadIdx.x] += s1[threadIdx.x + s];
+      s2[threadIdx.x] += s2[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  float mean = s1[0] / float(cols);
+  float var = fmaxf(s2[0] / float(cols) - mean * mean, 0.f);
+  float inv = rsqrtf(var + eps);
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float v = (xr[i] - mean) * inv * scale[i % scaleMod];
+    if (bias)
+      v += bias[i % biasMod];
+    yr[i] = v;
+  }
+}
+
+__device__ inline float reduceInit(int op) {
+  return op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
+}
+
+__device__ inline float reduceStep(int op, float acc, float v) {
+  switch (op) {
+  case 2:
+    return fmaxf(acc, v);
+  case 3:
+    return fminf(acc, v);
+  case 4:
+    return acc * v;
+  default:
+    return acc + v;
+  }
+}
+
+/// Threads x of a block take consecutive outputs (consecutive addresses
+/// where the kept dimensions are innermost); threads y split each output's
+/// reduction, so that few outputs with long reductions (a global average
+/// pool at a small batch) still fill the GPU, and combine in shared memory.
+__global__ void reduceKernel(const float *x, float *y, int64_t outCount,
+                             Strides keep, Strides reduced, int64_t reduceCount,
+                             int op) {
+  extern __shared__ float partial[];
+  bool narrowKeep = narrowIndex(outCount),
+       narrowReduced = narrowIndex(reduceCount);
+  int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  float acc = reduceInit(op);
+  if (o < outCount) {
+    int64_t base = offsetOf(keep, 0, o, narrowKeep);
+    for (int64_t r = threadIdx.y; r < reduceCount; r += blockDim.y)
+      acc =
+          reduceStep(op, acc, x[base + offsetOf(reduced, 0, r, narrowReduced)]);
+  }
+  partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || o >= outCount)
+    return;
+  for (unsigned k = 1; k < blockDim.y; ++k)
+    acc = reduceStep(op, acc, partial[k * blockDim.x + threadIdx.x]);
+  y[o] = op == 1 ? acc / float(reduceCount) : acc;
+}
+
+} // namespace
+
+cudaError_t launchBatchNorm(const float *x, const float *scale,
+                            const float *bias, const float *mean,
+                            const float *var, float *y, int64_t n, int64_t c,
+                            int64_t inner, float eps, cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  // gridDim.y is limited to 65535 planes a launch.
+  int64_t planes = n / inner, chunk = 65535;
+  for (int64_t p = 0; p < planes; p += chunk) {
+    int64_t count = planes - p < chunk ? planes - p : chunk;
+    batchNormKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(
+        x, scale, bias, mean, var, y, c, inner, eps, p);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launchEpilogue(float *y, const float *bias, const float *z,
+                           int64_t n, int64_t c, int64_t inner, bool relu,
+                           cudaStream_t s) {
+  if (n == 0 || (!bias && !z && !relu))
+    return cudaSuccess;
+  if (!bias && !z)
+    return launchUnaryF32(ew::Step::Relu, y, y, n, 0, 0, s);
+  auto aligned = [](const void *p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (inner == 1 && c % 4 == 0 && aligned(y) && aligned(bias) && aligned(z)) {
+    epilogueLastKernel<<<blocksFor(n / 4), kThreads, 0, s>>>(
+        reinterpret_cast<float4 *>(y), reinterpret_cast<const float4 *>(bias),
+        reinterpret_cast<const float4 *>(z), n / 4, c / 4, relu);
+    return cudaGetLastError();
+  }
+  int64_t planes = n / inner, chunk = 65535;
+  for (int64_t p = 0; p < planes; p += chunk) {
+    int64_t count = planes - p < chunk ? planes - p : chunk;
+    epilogueFirstKernel<<<planeGrid(count, inner), kThreads, 0, s>>>(
+        y, bias, z, c, inner, p, relu);
+  }
+  return cudaGetLastError();
+}
+
+template <bool IsMax, typename I>
+void launchPoolAs(const float *x, float *y, const PoolParams &p, int64_t n,
+                  cudaStream_t s) {
+  int64_t c = p.channelsLast;
+  if (!c) {
+    poolKernel<IsMax, I><<<blocksFor(n), kThreads, 0, s>>>(x, y, p, n);
+  } else if (c % 4 == 0 && aligned16(x) && aligned16(y)) {
+    poolLastKernel<IsMax, I, float4><<<blocksFor(n / 4), kThreads, 0, s>>>(
+        reinterpret_cast<const float4 *>(x), reinterpret_cast<float4 *>(y), p,
+        I(c / 4), n / 4);
+  } else {
+    poolLastKernel<IsMax, I, float>
+        <<<blocksFor(n), kThreads, 0, s>>>(x, y, p, I(c), n);
+  }
+}
+
+cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
+                       cudaStream_t s) {
+  int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
+  int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
+  bool narrow = narrowIndex(n) && narrowIndex(inputs);
+  if (p.isMax && narrow)
+    launchPoolAs<true, int32_t>(x, y, p, n, s);
+  else if (p.isMax)
+    launchPoolAs<true, int64_t>(x, y, p, n, s);
+  else if (narrow)
+    launchPoolAs<false, int32_t>(x, y, p, n, s);
+  else
+    launchPoolAs<false, int64_t>(x, y, p, n, s);
+  return cudaGetLastError();
+}
+
+cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
+                             int64_t size, bool isMax, cudaStream_t s) {
+  if (planes == 0)
+    return cudaSuccess;
+  globalPoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, s>>>(
+      x, y, size, isMax);
+  return cudaGetLastError();
+}
+
+cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
+                          int64_t inner, bool log, bool nanToZero,
+                          const SoftmaxBias &bias, cudaStream_t s) {
+  if (inner == 1 && axis >= 32) {
+    // A warp per row: as many threads as rows times 32, the row in
+    // registers where it fits.
+    unsigned blocks = blocksFor(outer * 32);
+    // Rows held in registers measured faster at 128 (BERT-base's attention,
+    // 0.49 -> 0.44 ms) but slower at 197 and 256 (ViT, GPT-2: 0.88 -> 1.23
+    // ms) than reading the row three times from cache (benchmarks.md,
+    // session 10).
+    if (axis <= 32 * kSoftmaxPerLane)
+      softmaxRowsInRegisters<kSoftmaxPerLane><<<blocks, kThreads, 0, s>>>(
+          x, y, outer, static_cast<int>(axis), log, nanToZero, bias);
+    else
+      softmaxRowsKernel<<<blocks, kThreads, 0, s>>>(x, y, outer, axis, log,
+                                                    nanToZero, bias);
+    return cudaGetLastError();
+  }
+  softmaxKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
+      x, y, outer, axis, inner, log, nanToZero, bias);
+  return cudaGetLastError();
+}
+
+cudaError_t launchLayerNorm(const float *x, const float *scale,
+                            const float *bias, float *y, int64_t rows,
+                            int64_t cols, int64_t scaleMod, int64_t biasMod,
+                            float eps, cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  bool rowsFit = cols % 128 == 0 && cols <= 128 * kLayerNormChunks &&
+                 scaleMod == cols && (!bias || biasMod == cols) &&
+                 aligned16(x) && aligned16(y) && aligned16(scale) &&
+                 (!bias || aligned16(bias));
+  if (rowsFit) {
+    // A warp per row.
+    layerNormRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, bias, y, rows, cols, eps);
+    return cudaGetLastError();
+  }
+  layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+      x, scale, bias, y, cols, scaleMod, biasMod, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
+                          int64_t rows, int64_t cols, int64_t scaleCount,
+                          float eps, cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  // A warp per row: as many threads as rows times 32.
+  if (cols % 4 == 0 && aligned16(x) && aligned16(y))
+    rmsNormRowsKernel<true><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
+  else
+    rmsNormRowsKernel<false><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
+  return cudaGetLastError();
+}
+
+cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
+                            const Strides &keep, const Strides &reduced,
+                            int64_t reduceCount, int op, cudaStream_t s) {
+  // Split each reduction over up to 16 threads while the outputs alone
+  // would leave most of the GPU idle (about 64K threads keep it busy).
+  unsigned split = 1;
+  while (split < 16 && outCount * split < (int64_t(1) << 16) &&
+         reduceCount >= 4 * int64_t(split))
+    split *= 2;
+  dim3 block(kThreads / split, split);
+  int64_t blocks = (outCount + block.x - 1) / block.x;
+  reduceKernel<<<static_cast<unsigned>(blocks), block, kThreads * sizeof(float),
+                 s>>>(x, y, outCount, keep, reduced, reduceCount, op);
+  return cudaGetLastError();
+}
+
+} // namespace partc::runtime::cuda
