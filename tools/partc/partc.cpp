@@ -139,6 +139,10 @@ std::string fileOf(Location loc) {
 /// Prints "partc: error: FILE: node 'NAME': message" so every diagnostic
 /// names the model file and, where it has one, the ONNX node.
 LogicalResult printDiagnostic(Diagnostic &diag) {
+  // Passes report their choices as remarks for partc-opt's tests; the
+  // driver says what it chose through the summary and --explain.
+  if (diag.getSeverity() == DiagnosticSeverity::Remark)
+    return success();
   const char *severity = "error";
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Warning:
