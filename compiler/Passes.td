@@ -110,7 +110,7 @@ def SearchPlacement : Pass<"partc-search-placement", "mlir::ModuleOp"> {
     throughput (or latency). `strategy` constrains the search: single (one
     device), pipeline (every device a stage), data (every device a
     replica), or auto. Records the choice and its predictions on the module
-    (`graph.plan`, which the plan's metadata carries), reports it as a
+    (`graph.placement`, which the plan's metadata carries), reports it as a
     remark and, with `explain`, prints the ranking as text or JSON. Fails,
     naming the heaviest stage and the device count that would fit, when
     nothing fits.
@@ -213,7 +213,7 @@ def LowerToPlan : Pass<"partc-lower-to-plan", "mlir::ModuleOp"> {
     the source's next send to the same device (with `transport=nccl`, sends
     say that NCCL moves them). Checks that a CPU kernel exists for every op
     and its types. The program's metadata carries the model's name and batch
-    and what placement recorded in `graph.plan` (strategy, micro-batches,
+    and what placement recorded in `graph.placement` (strategy, micro-batches,
     predictions).
   }];
   let dependentDialects = ["::mlir::partc::plan::PlanDialect",

@@ -122,7 +122,7 @@ struct AssignDevicesPass : public impl::AssignDevicesBase<AssignDevicesPass> {
       graph::setDevice(ops[i], stage);
     }
     setNumDevices(module, numDevices);
-    recordPlanChoice(module, "strategy", "pipeline");
+    recordPlacement(module, "strategy", "pipeline");
   }
 };
 

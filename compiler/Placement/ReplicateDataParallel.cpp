@@ -35,7 +35,7 @@ struct ReplicateDataParallelPass
         return signalPassFailure();
     }
     setNumDevices(module, replicas);
-    recordPlanChoice(module, "strategy", "data");
+    recordPlacement(module, "strategy", "data");
   }
 };
 } // namespace

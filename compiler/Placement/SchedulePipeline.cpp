@@ -37,7 +37,7 @@ struct SchedulePipelinePass
     if (failed(splitBatch(*func, microBatches, "pipelining", keepStage,
                           [](int64_t slice) { return slice; })))
       return signalPassFailure();
-    recordPlanChoice(module, "micro_batches", std::to_string(microBatches));
+    recordPlacement(module, "micro_batches", std::to_string(microBatches));
   }
 };
 } // namespace

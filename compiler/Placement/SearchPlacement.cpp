@@ -22,17 +22,17 @@ std::string joined(ArrayRef<std::string> parts) {
 /// measurements with the predictions.
 void recordChoice(ModuleOp module, StringRef strategy, const SearchResult &r) {
   const Candidate &best = r.best;
-  recordPlanChoice(module, "strategy", (strategy + ": " + best.label()).str());
-  recordPlanChoice(module, "micro_batches", std::to_string(best.microBatches));
-  recordPlanChoice(module, "predicted_step_ms",
+  recordPlacement(module, "strategy", (strategy + ": " + best.label()).str());
+  recordPlacement(module, "micro_batches", std::to_string(best.microBatches));
+  recordPlacement(module, "predicted_step_ms",
                    std::to_string(best.stepSeconds * 1e3));
-  recordPlanChoice(module, "predicted_period_ms",
+  recordPlacement(module, "predicted_period_ms",
                    std::to_string(best.periodSeconds * 1e3));
-  recordPlanChoice(module, "stages", std::to_string(best.stages));
+  recordPlacement(module, "stages", std::to_string(best.stages));
   std::vector<std::string> stageMs;
   for (const StageReport &st : best.stageReports)
     stageMs.push_back(std::to_string(st.seconds * 1e3));
-  recordPlanChoice(module, "predicted_stage_ms", joined(stageMs));
+  recordPlacement(module, "predicted_stage_ms", joined(stageMs));
   // Which stage each plan device runs (replicas are chains of devices over
   // fast links, not necessarily consecutive indices).
   std::vector<int64_t> stageOf(best.stages * best.replicas, 0);
@@ -43,8 +43,8 @@ void recordChoice(ModuleOp module, StringRef strategy, const SearchResult &r) {
   std::vector<std::string> deviceStages;
   for (int64_t k : stageOf)
     deviceStages.push_back(std::to_string(k));
-  recordPlanChoice(module, "device_stages", joined(deviceStages));
-  recordPlanChoice(module, "topology", r.topology);
+  recordPlacement(module, "device_stages", joined(deviceStages));
+  recordPlacement(module, "topology", r.topology);
 }
 
 struct SearchPlacementPass : public impl::SearchPlacementBase<SearchPlacementPass> {

@@ -148,14 +148,14 @@ void eraseWithTheirConstants(ArrayRef<Operation *> ops) {
       c->erase();
 }
 
-void recordPlanChoice(ModuleOp module, StringRef key, StringRef value) {
+void recordPlacement(ModuleOp module, StringRef key, StringRef value) {
   MLIRContext *ctx = module.getContext();
   NamedAttrList entries;
   if (auto plan = module->getAttrOfType<DictionaryAttr>(
-          graph::GraphDialect::kPlanAttrName))
+          graph::GraphDialect::kPlacementAttrName))
     entries.append(plan.getValue());
   entries.set(key, StringAttr::get(ctx, value));
-  module->setAttr(graph::GraphDialect::kPlanAttrName,
+  module->setAttr(graph::GraphDialect::kPlacementAttrName,
                   entries.getDictionary(ctx));
 }
 

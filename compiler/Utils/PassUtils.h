@@ -23,9 +23,9 @@ FailureOr<func::FuncOp> getMainFunction(ModuleOp module);
 int64_t getNumDevices(ModuleOp module);
 void setNumDevices(ModuleOp module, int64_t n);
 
-/// Records `key` = `value` in the module's `graph.plan`, what placement
+/// Records `key` = `value` in the module's `graph.placement`, what placement
 /// chose, which the plan's metadata carries (partc-lower-to-plan).
-void recordPlanChoice(ModuleOp module, StringRef key, StringRef value);
+void recordPlacement(ModuleOp module, StringRef key, StringRef value);
 
 /// Values every device can read without a transfer: function arguments,
 /// constants and host-side slices of arguments.

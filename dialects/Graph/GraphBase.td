@@ -37,7 +37,7 @@ def Graph_Dialect : Dialect {
         "graph.micro_batch";
     /// Name of the module attribute in which placement records its choice
     /// (strategy, micro-batches, predictions) for the plan's metadata.
-    static constexpr ::llvm::StringLiteral kPlanAttrName = "graph.plan";
+    static constexpr ::llvm::StringLiteral kPlacementAttrName = "graph.placement";
     /// Name of the argument/result attribute holding the ONNX tensor name.
     static constexpr ::llvm::StringLiteral kNameAttrName = "graph.name";
   }];

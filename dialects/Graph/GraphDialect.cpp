@@ -50,7 +50,7 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
   if (name == "graph.model")
     return success(isa<StringAttr>(attr.getValue()));
   // What placement chose, for the plan's metadata: strings by name.
-  if (name == kPlanAttrName) {
+  if (name == kPlacementAttrName) {
     auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
     if (dict && llvm::all_of(dict, [](NamedAttribute entry) {
           return isa<StringAttr>(entry.getValue());

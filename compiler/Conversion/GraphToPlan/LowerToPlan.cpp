@@ -81,7 +81,7 @@ DictionaryAttr Lowering::planMetadata() {
   MLIRContext *ctx = module_.getContext();
   NamedAttrList meta;
   if (auto plan = module_->getAttrOfType<DictionaryAttr>(
-          graph::GraphDialect::kPlanAttrName))
+          graph::GraphDialect::kPlacementAttrName))
     meta.append(plan.getValue());
   if (!meta.get("strategy"))
     meta.set("strategy", StringAttr::get(ctx, "single"));
