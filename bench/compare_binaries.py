@@ -16,30 +16,14 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 
 import numpy as np
-from onnx import TensorProto, numpy_helper
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # name: (export_zoo name, batch, sequence)
 MODELS = {"r50": ("resnet50", 64, 0), "bert": ("bert", 32, 128),
           "gpt2": ("gpt2", 16, 256)}
-
-
-def sh(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode:
-        raise RuntimeError(" ".join(cmd) + "\n" + (p.stdout + p.stderr)[-2000:])
-    return p.stdout + p.stderr
-
-
-def tensor(path):
-    t = TensorProto()
-    with open(path, "rb") as f:
-        t.ParseFromString(f.read())
-    return numpy_helper.to_array(t)
 
 
 def main():
@@ -51,10 +35,16 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=200)
     a = ap.parse_args()
-    spec = importlib.util.spec_from_file_location(
-        "export_zoo", os.path.join(HERE, "export_zoo.py"))
-    exporter = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(exporter)
+    def load(name):
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(HERE, name + ".py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    exporter = load("export_zoo")
+    # The command runner and tensor reader bench_zoo.py uses.
+    zoo = load("bench_zoo")
+    sh, tensor = zoo.sh, zoo.tensor
     builds = {"old": a.old, "new": a.new}
     rows = []
     for name in a.models.split(","):
