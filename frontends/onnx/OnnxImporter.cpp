@@ -328,20 +328,44 @@ LogicalResult ModelImporter::readExternal(const onnx::TensorProto &tensor,
   uint64_t offset = 0, length = bytes;
   bool hasLength = false;
   for (const auto &kv : tensor.external_data()) {
-    if (kv.key() == "location")
+    if (kv.key() == "location") {
       location = kv.value();
-    else if (kv.key() == "offset")
-      offset = std::stoull(kv.value());
-    else if (kv.key() == "length") {
-      length = std::stoull(kv.value());
-      hasLength = true;
+    } else if (kv.key() == "offset" || kv.key() == "length") {
+      uint64_t value;
+      if (llvm::StringRef(kv.value()).getAsInteger(10, value))
+        return emitError(loc)
+               << "external tensor '" << tensor.name() << "' has " << kv.key()
+               << " '" << kv.value()
+               << "', which is not a whole number of bytes below 2^64";
+      if (kv.key() == "offset") {
+        offset = value;
+      } else {
+        length = value;
+        hasLength = true;
+      }
     }
   }
   if (location.empty())
     return emitError(loc) << "external tensor '" << tensor.name()
                           << "' has no location";
-  llvm::SmallString<256> file = llvm::sys::path::parent_path(path_);
+  // As ONNX's checker requires, external data stays in the model's
+  // directory: no absolute paths, and no way out through '..' or links.
+  llvm::SmallString<256> dir = llvm::sys::path::parent_path(path_);
+  if (dir.empty())
+    dir = ".";
+  llvm::SmallString<256> file = dir;
   llvm::sys::path::append(file, location);
+  llvm::SmallString<256> realDir, realFile;
+  bool inside = !llvm::sys::path::is_absolute(location) &&
+                !llvm::sys::fs::real_path(dir, realDir) &&
+                (llvm::sys::fs::real_path(file, realFile) ||
+                 llvm::StringRef(realFile).starts_with(
+                     (realDir + llvm::sys::path::get_separator()).str()));
+  if (!inside)
+    return emitError(loc) << "external data '" << location << "' of tensor '"
+                          << tensor.name()
+                          << "' lies outside the model's directory '" << dir
+                          << "'; move it beside the model";
   auto &buffer = externalFiles_[std::string(file)];
   if (!buffer) {
     auto mapped = llvm::MemoryBuffer::getFile(file, /*IsText=*/false,

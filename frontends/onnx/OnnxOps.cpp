@@ -618,6 +618,10 @@ FailureOr<SmallVector<int64_t>> windowPads(NodeImporter &n,
   if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
     return n.error() << "unknown auto_pad '" << autoPad << "'", failure();
   for (size_t i = 0; i < k; ++i) {
+    if (i >= strides.size() || strides[i] < 1)
+      return n.error() << "strides must be positive with auto_pad " << autoPad
+                       << " (one per spatial dimension)",
+             failure();
     int64_t out = (spatialIn[i] + strides[i] - 1) / strides[i];
     int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] +
                                              (kernel[i] - 1) * dilations[i] +

@@ -458,6 +458,12 @@ single_node("gather_elements_wide.onnx",
             [2, 3], [2, 4],
             [numpy_helper.from_array(np.zeros((2, 4), np.int64), "idx")])
 
+single_node("conv_stride0.onnx",
+            helper.make_node("Conv", ["x", "cw"], ["y"], name="conv", strides=[0, 1],
+                             auto_pad="SAME_UPPER"),
+            [1, 1, 4, 4], [1, 1, 4, 4],
+            [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "cw")])
+
 # external.onnx: weights in a separate file, as for models over 2 GiB.
 w = rng.standard_normal((8, 8)).astype(np.float32)
 graph = helper.make_graph(
@@ -469,6 +475,22 @@ model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
 onnx.save_model(model, os.path.join(out, "external.onnx"), save_as_external_data=True,
                 all_tensors_to_one_file=True, location="external.weights",
                 size_threshold=0)
+# The same model with its external data's entries tampered with: a path
+# out of the model's directory, an absolute path, and an offset that is no
+# number (ONNX's checker refuses the first two; partc must too).
+for name, key, value in (("external_escape.onnx", "location", "../outside.weights"),
+                         ("external_absolute.onnx", "location", "/etc/passwd"),
+                         ("external_badoffset.onnx", "offset", "abc")):
+    bad = onnx.load(os.path.join(out, "external.onnx"), load_external_data=False)
+    entries = bad.graph.initializer[0].external_data
+    for e in entries:
+        if e.key == key:
+            e.value = value
+    if key == "offset" and not any(e.key == "offset" for e in entries):
+        entries.add(key=key, value=value)
+    onnx.save(bad, os.path.join(out, name))
+with open(os.path.join(os.path.dirname(os.path.abspath(out)), "outside.weights"), "wb") as f:
+    f.write(w.tobytes())
 xe = rng.standard_normal((2, 8)).astype(np.float32)
 data = os.path.join(out, "external_data")
 os.makedirs(data, exist_ok=True)
