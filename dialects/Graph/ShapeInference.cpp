@@ -716,16 +716,29 @@ INFER_SIGNATURE(SliceOp) {
   return success();
 }
 
-INFER_SIGNATURE(GatherOp) {
+/// The operands and axis of Gather and GatherElements: data, i32 or i64
+/// indices, and an axis inside the data's rank.
+static LogicalResult gatherOperands(Loc loc, ValueRange operands,
+                                    DictionaryAttr attrs, RankedTensorType &x,
+                                    RankedTensorType &idx, int64_t &axis) {
   if (failed(requireOperands(loc, operands, 2, 2)))
     return failure();
-  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]);
-  int64_t axis = intAttr(attrs, "axis", 0);
+  x = tensorOf(operands[0]);
+  idx = tensorOf(operands[1]);
+  axis = intAttr(attrs, "axis", 0);
   if (failed(normalizedAxis(loc, axis, x.getRank())))
     return failure();
   if (!idx.getElementType().isInteger(32) &&
       !idx.getElementType().isInteger(64))
     return fail(loc, "indices must be i32 or i64");
+  return success();
+}
+
+INFER_SIGNATURE(GatherOp) {
+  RankedTensorType x, idx;
+  int64_t axis;
+  if (failed(gatherOperands(loc, operands, attrs, x, idx, axis)))
+    return failure();
   SmallVector<int64_t> shape(x.getShape().take_front(axis));
   shape.append(idx.getShape().begin(), idx.getShape().end());
   shape.append(x.getShape().begin() + axis + 1, x.getShape().end());
@@ -734,15 +747,10 @@ INFER_SIGNATURE(GatherOp) {
 }
 
 INFER_SIGNATURE(GatherElementsOp) {
-  if (failed(requireOperands(loc, operands, 2, 2)))
+  RankedTensorType x, idx;
+  int64_t axis;
+  if (failed(gatherOperands(loc, operands, attrs, x, idx, axis)))
     return failure();
-  auto x = tensorOf(operands[0]), idx = tensorOf(operands[1]);
-  int64_t axis = intAttr(attrs, "axis", 0);
-  if (failed(normalizedAxis(loc, axis, x.getRank())))
-    return failure();
-  if (!idx.getElementType().isInteger(32) &&
-      !idx.getElementType().isInteger(64))
-    return fail(loc, "indices must be i32 or i64");
   if (idx.getRank() != x.getRank())
     return fail(loc, "indices " + typeStr(idx) + " and data " + typeStr(x) +
                          " must have the same rank");
