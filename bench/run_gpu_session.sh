@@ -52,6 +52,13 @@ if [[ $what == *smoke* ]]; then
   $B/partc compile $W/ex/chain.onnx -o $W/chain1.plan --batch 4 --quiet
   t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data --summary
   t $B/partc-run $W/chain1.plan --backend cuda --precision fp32 --check $W/ex/chain_data --no-generated-chains
+  # NaN and Inf kept as ONNX's reference keeps them, fused epilogues too.
+  $B/partc compile $W/ex/nan_inf.onnx -o $W/nan_inf.plan --quiet
+  t $B/partc-run $W/nan_inf.plan --backend cuda --precision fp32 --check $W/ex/nan_inf_data --quiet
+  t $B/partc-run $W/nan_inf.plan --backend cuda --precision fp32 --check $W/ex/nan_inf_data --no-fused-epilogues --quiet
+  t $B/partc-run $W/nan_inf.plan --backend cuda --precision fp32 --check $W/ex/nan_inf_data --no-cudnn-graph --quiet
+  t $B/partc-run $W/nan_inf.plan --backend cuda --precision fp32 --check $W/ex/nan_inf_data --no-generated-chains --quiet
+  t $B/partc-run $W/nan_inf.plan --backend cuda --check $W/ex/nan_inf_data --rtol 1e-2 --atol 1e-2 --quiet
   # Generated fused chains against the interpreter and the CPU kernel.
   t $B/partc-cuda-unittests
   # Attention heads read in place by strided batched GEMMs (pointer arrays).

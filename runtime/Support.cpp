@@ -95,6 +95,19 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
+std::optional<uint64_t> checkedByteSize(const TensorType &type) {
+  uint64_t bytes = dtypeSize(type.dtype);
+  for (int64_t d : type.shape) {
+    if (d < 0)
+      return std::nullopt;
+    // bytes <= 2^50, so a product that stays below 2^50 never wraps.
+    if (d != 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(d))
+      return std::nullopt;
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return bytes;
+}
+
 bool broadcastShapes(const Shape &a, const Shape &b, Shape &out) {
   size_t rank = std::max(a.size(), b.size());
   out.assign(rank, 1);

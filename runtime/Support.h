@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -103,6 +104,15 @@ struct TensorType {
   }
   bool operator!=(const TensorType &o) const { return !(*this == o); }
 };
+
+/// The largest tensor partc accepts anywhere (2^50 bytes, beyond any
+/// machine's memory). Declared sizes (in models, plans and input files) are
+/// checked against it before anything is allocated or multiplied further.
+constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 50;
+
+/// The byte size of `type`, or nothing if a dimension is negative or the
+/// size exceeds kMaxTensorBytes (or overflows on the way).
+std::optional<uint64_t> checkedByteSize(const TensorType &type);
 
 /// A typed view of memory owned elsewhere.
 struct TensorRef {

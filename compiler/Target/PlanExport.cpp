@@ -6,6 +6,7 @@
 #include "dialects/Plan/PlanDialect.h"
 
 #include <cstring>
+#include <unistd.h>
 
 namespace mlir::partc {
 
@@ -71,6 +72,16 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
     weights.push_back({w, total});
     total += toTensorType(cast<ShapedType>(w.getValue().getType())).byteSize();
   }
+  // Refused with the numbers before allocating: a model can declare a
+  // constant (ConstantOfShape, say) far larger than this machine's memory.
+  uint64_t hostBytes =
+      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (total > hostBytes)
+    return program.emitError()
+           << "the plan's weights need " << total
+           << " bytes but this machine has " << hostBytes
+           << " bytes of memory; check the model's constants (a "
+              "ConstantOfShape or Expand of a large shape?)";
   storage_.assign(total, 0);
   for (auto [w, offset] : weights) {
     std::vector<uint8_t> scratch;

@@ -51,6 +51,12 @@ LogicalResult inferBroadcastType(std::optional<Location> loc,
                                  ValueRange operands, bool predicate,
                                  SmallVectorImpl<Type> &types);
 
+/// Why `type` cannot be a tensor partc handles (a negative dimension, or an
+/// element count or byte size over runtime::kMaxTensorBytes); empty when it
+/// can. Checked where sizes are declared or inferred, so that no size
+/// computed later overflows. Dynamic dimensions are allowed.
+std::string tensorSizeProblem(ShapedType type);
+
 /// Placement: the device index of `op`, -1 for host, nullopt if unplaced.
 std::optional<int64_t> getDevice(Operation *op);
 void setDevice(Operation *op, int64_t device);

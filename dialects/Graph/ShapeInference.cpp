@@ -14,6 +14,7 @@
 #include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/Resize.h"
 #include "runtime/kernels/StridedMatMul.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <algorithm>
 
@@ -164,6 +165,32 @@ LogicalResult normalizedAxis(Loc loc, int64_t axis, int64_t rank,
 }
 
 } // namespace
+
+std::string mlir::partc::graph::tensorSizeProblem(ShapedType type) {
+  uint64_t elements = 1;
+  for (int64_t d : type.getShape()) {
+    if (ShapedType::isDynamic(d))
+      continue;
+    if (d < 0)
+      return "has negative dimension " + std::to_string(d) + " in " +
+             shapeStr(type.getShape());
+    // elements stays at most 2^50, so the check itself cannot wrap.
+    if (d != 0 &&
+        elements > ::partc::runtime::kMaxTensorBytes / static_cast<uint64_t>(d))
+      return "has shape " + shapeStr(type.getShape()) +
+             ", over partc's limit of 2^50 bytes for one tensor";
+    elements *= static_cast<uint64_t>(d);
+  }
+  unsigned bits = type.getElementType().isIntOrFloat()
+                      ? type.getElementType().getIntOrFloatBitWidth()
+                      : 8;
+  uint64_t bytes = elements * std::max(1u, bits / 8);
+  if (bytes > ::partc::runtime::kMaxTensorBytes)
+    return "has shape " + shapeStr(type.getShape()) + " (" +
+           std::to_string(bytes) + " bytes)" +
+           ", over partc's limit of 2^50 bytes for one tensor";
+  return {};
+}
 
 #define INFER_SIGNATURE(OP)                                                    \
   LogicalResult OP::inferReturnTypes(                                          \
@@ -891,7 +918,13 @@ INFER_SIGNATURE(PadOp) {
     int64_t b = (*pads)[d], e = (*pads)[d + x.getRank()];
     if (b < 0 || e < 0)
       return fail(loc, "negative pads are not supported");
-    shape.push_back(x.getDimSize(d) + b + e);
+    int64_t padded;
+    if (llvm::AddOverflow(x.getDimSize(d), b, padded) ||
+        llvm::AddOverflow(padded, e, padded))
+      return fail(loc, "pads " + std::to_string(b) + " and " +
+                           std::to_string(e) + " of dimension " +
+                           std::to_string(d) + " overflow its size");
+    shape.push_back(padded);
   }
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();

@@ -202,6 +202,13 @@ NodeImporter::build(llvm::StringRef opName, ValueRange operands,
     return failure();
   if (types.size() != numResults && opName != "split")
     return error() << "internal: result count mismatch", failure();
+  for (auto [i, type] : llvm::enumerate(types)) {
+    std::string problem = graph::tensorSizeProblem(cast<ShapedType>(type));
+    if (!problem.empty())
+      return error() << "result " << i << " " << problem
+                     << "; check the node's shape inputs and attributes",
+             failure();
+  }
   state.addTypes(types);
   Operation *op = builder_.create(state);
 
@@ -394,12 +401,11 @@ FailureOr<Value> ModelImporter::importTensor(const onnx::TensorProto &tensor,
                           << tensor.data_type(),
            failure();
   SmallVector<int64_t> dims(tensor.dims().begin(), tensor.dims().end());
-  for (int64_t d : dims)
-    if (d < 0)
-      return emitError(loc)
-                 << "tensor '" << tensor.name() << "' has a negative dimension",
-             failure();
   auto type = RankedTensorType::get(dims, elem);
+  std::string problem = graph::tensorSizeProblem(type);
+  if (!problem.empty())
+    return emitError(loc) << "tensor '" << tensor.name() << "' " << problem,
+           failure();
   rt::TensorType rtType = toTensorType(type);
   size_t bytes = rtType.byteSize(), n = rtType.numElements(),
          es = rt::dtypeSize(rtType.dtype);
@@ -508,7 +514,12 @@ ModelImporter::inputType(const onnx::ValueInfoProto &info) {
              failure();
     }
   }
-  return RankedTensorType::get(dims, elem);
+  auto type = RankedTensorType::get(dims, elem);
+  std::string problem = graph::tensorSizeProblem(type);
+  if (!problem.empty())
+    return emitError(loc) << "graph input '" << info.name() << "' " << problem,
+           failure();
+  return type;
 }
 
 /// Every unsupported op of `g`, reported at once with its nodes.
@@ -614,7 +625,7 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   for (const auto &[name, file] : options_.constantInputs) {
     Location loc = NameLoc::get(StringAttr::get(ctx_, name), fileLoc());
     rt::HostTensor tensor;
-    rt::Status s = rt::readTensorFile(file, tensor);
+    rt::Status s = rt::readTensorFile(file, tensor, rt::kMaxTensorBytes);
     if (!s.ok())
       return emitError(loc) << "--const-input: " << s.message(), nullptr;
     Type elem = fromDType(ctx_, tensor.type.dtype);

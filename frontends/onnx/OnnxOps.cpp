@@ -968,11 +968,12 @@ LogicalResult importConstantOfShape(NodeImporter &n) {
     }
   }
   auto type = RankedTensorType::get(*shape, elem);
-  int64_t count = type.getNumElements();
-  std::vector<uint8_t> bytes(count * one.size());
-  for (int64_t i = 0; i < count; ++i)
-    std::memcpy(bytes.data() + i * one.size(), one.data(), one.size());
-  n.results.push_back(n.constant(type, bytes));
+  std::string problem = graph::tensorSizeProblem(type);
+  if (!problem.empty())
+    return n.error() << "the filled tensor " << problem
+                     << "; check the shape input";
+  // One element: a splat, materialised only if a kernel needs it.
+  n.results.push_back(n.constant(type, one));
   return success();
 }
 

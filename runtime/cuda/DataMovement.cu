@@ -8,6 +8,7 @@
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/kernels/CopyLayout.h"
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/ElementwiseOps.h"
 #include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/Resize.h"
@@ -124,8 +125,8 @@ __global__ void scatterNdReduceKernel(float *out, const void *indices,
       float u = updates[t * slice + e];
       y = reduction == 1   ? y + u
           : reduction == 2 ? y * u
-          : reduction == 3 ? fmaxf(y, u)
-                           : fminf(y, u);
+          : reduction == 3 ? ew::maxKeepNan(y, u)
+                           : ew::minKeepNan(y, u);
     }
 }
 

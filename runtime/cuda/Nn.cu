@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/KernelUtils.cuh"
+#include "runtime/kernels/ElementwiseOps.h"
 
 #include <cfloat>
 #include <cmath>
@@ -83,7 +84,7 @@ __device__ inline float4 splat(float v, float4) {
   return make_float4(v, v, v, v);
 }
 __device__ inline float combine(bool isMax, float a, float v) {
-  return isMax ? fmaxf(a, v) : a + v;
+  return isMax ? ew::maxKeepNan(a, v) : a + v;
 }
 __device__ inline float4 combine(bool isMax, float4 a, float4 v) {
   return make_float4(combine(isMax, a.x, v.x), combine(isMax, a.y, v.y),
@@ -168,13 +169,13 @@ __global__ void globalPoolKernel(const float *x, float *y, int64_t size,
   const float *xp = x + blockIdx.x * size;
   float acc = isMax ? -FLT_MAX : 0.f;
   for (int64_t i = threadIdx.x; i < size; i += blockDim.x)
-    acc = isMax ? fmaxf(acc, xp[i]) : acc + xp[i];
+    acc = isMax ? ew::maxKeepNan(acc, xp[i]) : acc + xp[i];
   partial[threadIdx.x] = acc;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
     if (threadIdx.x < s)
       partial[threadIdx.x] =
-          isMax ? fmaxf(partial[threadIdx.x], partial[threadIdx.x + s])
+          isMax ? ew::maxKeepNan(partial[threadIdx.x], partial[threadIdx.x + s])
                 : partial[threadIdx.x] + partial[threadIdx.x + s];
     __syncthreads();
   }
@@ -445,9 +446,9 @@ __device__ inline float reduceInit(int op) {
 __device__ inline float reduceStep(int op, float acc, float v) {
   switch (op) {
   case 2:
-    return fmaxf(acc, v);
+    return ew::maxKeepNan(acc, v);
   case 3:
-    return fminf(acc, v);
+    return ew::minKeepNan(acc, v);
   case 4:
     return acc * v;
   default:

@@ -1,9 +1,12 @@
 //===- TensorFile.cpp -----------------------------------------------------===//
 #include "runtime/io/TensorFile.h"
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <sys/stat.h>
 
 namespace partc::runtime {
 
@@ -14,12 +17,32 @@ bool endsWith(const std::string &s, const std::string &suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-Status readWholeFile(const std::string &path, std::vector<uint8_t> &bytes) {
+/// Reads a regular file of at most `maxBytes` whole; devices, pipes and
+/// directories are refused before reading (/dev/zero never ends).
+Status readWholeFile(const std::string &path, uint64_t maxBytes,
+                     std::vector<uint8_t> &bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error("'" + path +
+                         "' is not a regular file (a directory, device or "
+                         "pipe); give a .npy or .pb tensor file");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > maxBytes)
+    return Status::error("'" + path + "' has " + std::to_string(size) +
+                         " bytes, more than the " + std::to_string(maxBytes) +
+                         " a tensor of the expected size can take");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return Status::error("cannot open '" + path + "'");
-  bytes.assign(std::istreambuf_iterator<char>(in),
-               std::istreambuf_iterator<char>());
+  bytes.resize(size);
+  in.read(reinterpret_cast<char *>(bytes.data()),
+          static_cast<std::streamsize>(size));
+  if (static_cast<uint64_t>(in.gcount()) != size)
+    return Status::error("cannot read '" + path + "' whole (" +
+                         std::to_string(in.gcount()) + " of " +
+                         std::to_string(size) + " bytes)");
   return Status();
 }
 
@@ -206,10 +229,24 @@ Status parseNpy(const std::vector<uint8_t> &b, const std::string &path,
   std::stringstream ss(shape.substr(open + 1, close - open - 1));
   std::string item;
   t.type.shape.clear();
-  while (std::getline(ss, item, ','))
-    if (item.find_first_of("0123456789") != std::string::npos)
-      t.type.shape.push_back(std::stoll(item));
-  size_t bytes = t.type.byteSize(), dataStart = start + headerLen;
+  while (std::getline(ss, item, ',')) {
+    size_t first = item.find_first_not_of(" \t");
+    if (first == std::string::npos)
+      continue; // the empty item after a 1-tuple's comma
+    char *end = nullptr;
+    errno = 0;
+    long long d = std::strtoll(item.c_str() + first, &end, 10);
+    if (end == item.c_str() + first || errno == ERANGE || d < 0 ||
+        item.find_first_not_of(" \t", end - item.c_str()) != std::string::npos)
+      return Status::error("'" + path + "' has dimension '" + item +
+                           "', which is not a size");
+    t.type.shape.push_back(d);
+  }
+  std::optional<uint64_t> checked = checkedByteSize(t.type);
+  if (!checked)
+    return Status::error("'" + path + "' declares shape " + t.type.str() +
+                         ", over partc's limit of 2^50 bytes for a tensor");
+  size_t bytes = *checked, dataStart = start + headerLen;
   if (b.size() - dataStart != bytes)
     return Status::error("'" + path + "' holds " +
                          std::to_string(b.size() - dataStart) +
@@ -309,22 +346,28 @@ Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
   for (int64_t d : dims)
     if (d < 0)
       return Status::error("negative dimension in TensorProto");
-  size_t bytes = t.type.byteSize(), n = t.type.numElements(),
+  std::optional<uint64_t> checked = checkedByteSize(t.type);
+  if (!checked)
+    return Status::error("TensorProto declares shape " + t.type.str() +
+                         ", over partc's limit of 2^50 bytes for a tensor");
+  // The declared size is compared with the data present before anything is
+  // allocated: dims of [2^40, 16] with no data must not allocate 64 TiB.
+  size_t bytes = *checked, n = t.type.numElements(),
          es = dtypeSize(t.type.dtype);
-  t.data.assign(bytes, 0);
   if (raw) {
     if (rawLen != bytes)
       return Status::error("TensorProto raw_data has " +
                            std::to_string(rawLen) + " bytes, expected " +
-                           std::to_string(bytes));
-    if (bytes)
-      std::memcpy(t.data.data(), raw, bytes);
+                           std::to_string(bytes) + " for " + t.type.str());
+    t.data.assign(raw, raw + bytes);
     return Status();
   }
   auto fill = [&](auto &vec) -> Status {
     if (vec.size() != n)
       return Status::error("TensorProto has " + std::to_string(vec.size()) +
-                           " values, expected " + std::to_string(n));
+                           " values, expected " + std::to_string(n) + " for " +
+                           t.type.str());
+    t.data.assign(bytes, 0);
     for (size_t i = 0; i < n; ++i) {
       auto v = vec[i];
       std::memcpy(t.data.data() + i * es, &v, std::min(es, sizeof(v)));
@@ -365,9 +408,16 @@ std::vector<uint8_t> serializeTensorProto(const HostTensor &t) {
   return out;
 }
 
-Status readTensorFile(const std::string &path, HostTensor &t) {
+uint64_t tensorFileLimit(uint64_t tensorBytes) {
+  // int64 values in a .pb take up to 10 bytes each as varints; .npy headers
+  // are small.
+  return 2 * tensorBytes + (1 << 20);
+}
+
+Status readTensorFile(const std::string &path, HostTensor &t,
+                      uint64_t maxFileBytes) {
   std::vector<uint8_t> bytes;
-  PARTC_RETURN_IF_ERROR(readWholeFile(path, bytes));
+  PARTC_RETURN_IF_ERROR(readWholeFile(path, maxFileBytes, bytes));
   if (endsWith(path, ".npy"))
     return parseNpy(bytes, path, t);
   Status s = parseTensorProto(bytes.data(), bytes.size(), t);

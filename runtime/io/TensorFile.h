@@ -23,8 +23,14 @@ struct HostTensor {
   TensorRef ref() { return TensorRef{data.data(), type}; }
 };
 
-/// Reads `.npy` or ONNX TensorProto `.pb` (chosen by extension).
-Status readTensorFile(const std::string &path, HostTensor &tensor);
+/// Reads `.npy` or ONNX TensorProto `.pb` (chosen by extension). Files
+/// larger than `maxFileBytes`, and anything but a regular file, are refused
+/// before they are read.
+Status readTensorFile(const std::string &path, HostTensor &tensor,
+                      uint64_t maxFileBytes);
+
+/// The largest file that can hold a tensor of `tensorBytes` bytes.
+uint64_t tensorFileLimit(uint64_t tensorBytes);
 Status writeTensorFile(const std::string &path, const HostTensor &tensor);
 
 Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &tensor);

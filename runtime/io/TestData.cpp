@@ -228,7 +228,8 @@ Status loadInputs(const Plan &plan,
       return Status::error("input '" + name +
                            "' is given twice; give each input once");
     HostTensor t;
-    PARTC_RETURN_IF_ERROR(readTensorFile(file, t));
+    PARTC_RETURN_IF_ERROR(readTensorFile(
+        file, t, tensorFileLimit(plan.inputs[it->second].type.byteSize())));
     PARTC_RETURN_IF_ERROR(accept(it->second, std::move(t), file));
   }
   if (!testDataDir.empty()) {
@@ -236,9 +237,15 @@ Status loadInputs(const Plan &plan,
       return Status::error("test data directory '" + testDataDir +
                            "' not found");
     std::vector<std::string> found = numberedFiles(testDataDir, "input");
+    // Files are matched to inputs after reading (by the name inside), so
+    // each may be as large as the largest input.
+    uint64_t largest = 0;
+    for (const TensorDecl &d : plan.inputs)
+      largest = std::max<uint64_t>(largest, d.type.byteSize());
     for (size_t k = 0; k < found.size(); ++k) {
       HostTensor t;
-      PARTC_RETURN_IF_ERROR(readTensorFile(found[k], t));
+      PARTC_RETURN_IF_ERROR(
+          readTensorFile(found[k], t, tensorFileLimit(largest)));
       // Match by name where the file has one, else by position.
       size_t idx = k;
       if (!t.name.empty()) {
@@ -288,7 +295,9 @@ Status compareWithTestData(const std::string &dir,
                          std::to_string(outputs.size()));
   for (size_t k = 0; k < files.size(); ++k) {
     HostTensor want;
-    PARTC_RETURN_IF_ERROR(readTensorFile(files[k], want));
+    // Expected bf16 outputs may be stored as f32: twice the bytes.
+    PARTC_RETURN_IF_ERROR(readTensorFile(
+        files[k], want, tensorFileLimit(2 * outputs[k].type.byteSize())));
     adoptBf16(want, outputs[k].type.dtype);
     std::string report;
     if (!compare(outputs[k], want, rtol, atol, report))

@@ -1,5 +1,6 @@
 //===- DataMovement.cpp - Transpose, concat, split, slice, gather, pad ----===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/ElementwiseOps.h"
 #include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/Resize.h"
 
@@ -316,9 +317,9 @@ private:
       case ScatterReduction::Mul:
         return static_cast<T>(a * b);
       case ScatterReduction::Max:
-        return std::max(a, b);
+        return ew::maxKeepNan(a, b);
       default:
-        return std::min(a, b);
+        return ew::minKeepNan(a, b);
       }
     }
   }

@@ -236,7 +236,7 @@ public:
         }
         if (relu_)
           for (int64_t i = 0; i < n; ++i)
-            y[i] = y[i] > T(0) ? y[i] : T(0);
+            y[i] = ew::Relu::apply(y[i], T(), T());
       }
     });
     return Status();

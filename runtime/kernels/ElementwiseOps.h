@@ -54,11 +54,23 @@ PARTC_EW_MATH(sin, sinf, sin)
 PARTC_EW_MATH(cos, cosf, cos)
 PARTC_EW_MATH(nearbyint, nearbyintf, nearbyint)
 PARTC_EW_MATH2(pow, powf, pow)
-PARTC_EW_MATH2(fmin, fminf, fmin)
-PARTC_EW_MATH2(fmax, fmaxf, fmax)
 #undef PARTC_EW_MATH
 #undef PARTC_EW_MATH2
 } // namespace math
+
+/// Max and min that keep NaN from either side, as numpy's maximum and
+/// minimum (hence ONNX's reference) do; std::max, fmaxf and a plain
+/// comparison drop it. Pooling and reductions use them too.
+template <class T> PARTC_EW_FN T maxKeepNan(T a, T b) {
+  return (a != a || a > b) ? a : b;
+}
+template <class T> PARTC_EW_FN T minKeepNan(T a, T b) {
+  return (a != a || a < b) ? a : b;
+}
+/// Clamps to [lo, hi]; NaN stays NaN.
+template <class T> PARTC_EW_FN T clampKeepNan(T x, T lo, T hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
 
 // Each op: kName, the kernel name; kParamNames, the float attributes it
 // reads, if any (at most 2, passed to apply as p and q; each is required in
@@ -70,7 +82,7 @@ struct Relu {
   static constexpr const char *kName = "relu";
   static constexpr bool kIntegers = true;
   template <class T> PARTC_EW_FN static T apply(T x, T, T) {
-    return x > T(0) ? x : T(0);
+    return x < T(0) ? T(0) : x; // Relu(NaN) is NaN
   }
 };
 struct Sigmoid {
@@ -182,13 +194,13 @@ struct HardSigmoid {
   static constexpr const char *kName = "hard_sigmoid";
   static constexpr const char *kParamNames[] = {"alpha", "beta"};
   template <class T> PARTC_EW_FN static T apply(T x, T alpha, T beta) {
-    return math::fmax(T(0), math::fmin(T(1), alpha * x + beta));
+    return clampKeepNan(alpha * x + beta, T(0), T(1));
   }
 };
 struct HardSwish {
   static constexpr const char *kName = "hard_swish";
   template <class T> PARTC_EW_FN static T apply(T x, T, T) {
-    return x * math::fmax(T(0), math::fmin(T(1), x / T(6) + T(0.5)));
+    return x * clampKeepNan(x / T(6) + T(0.5), T(0), T(1));
   }
 };
 struct Clip {
@@ -217,7 +229,8 @@ struct Sign {
   static constexpr const char *kName = "sign";
   static constexpr bool kIntegers = true;
   template <class T> PARTC_EW_FN static T apply(T x, T, T) {
-    return x > T(0) ? T(1) : (x < T(0) ? static_cast<T>(-1) : T(0));
+    // Zero, and NaN, are their own sign.
+    return x > T(0) ? T(1) : (x < T(0) ? static_cast<T>(-1) : x);
   }
 };
 /// Half to even, in the default rounding mode.
@@ -244,8 +257,8 @@ struct Celu {
   static constexpr const char *kName = "celu";
   static constexpr const char *kParamNames[] = {"alpha"};
   template <class T> PARTC_EW_FN static T apply(T x, T alpha, T) {
-    return math::fmax(T(0), x) +
-           math::fmin(T(0), alpha * (math::exp(x / alpha) - T(1)));
+    return maxKeepNan(T(0), x) +
+           minKeepNan(T(0), alpha * (math::exp(x / alpha) - T(1)));
   }
 };
 struct Softsign {
@@ -289,23 +302,24 @@ struct Pow {
 struct Min {
   static constexpr const char *kName = "min";
   template <class T> PARTC_EW_FN static T apply(T a, T b) {
-    return a < b ? a : b;
+    return minKeepNan(a, b);
   }
 };
 struct Max {
   static constexpr const char *kName = "max";
   template <class T> PARTC_EW_FN static T apply(T a, T b) {
-    return a > b ? a : b;
+    return maxKeepNan(a, b);
   }
 };
 
 /// Every unary op, in the order of Step.
 #define PARTC_UNARY_OPS(X)                                                     \
   X(Relu)                                                                      \
-  X(Sigmoid) X(Tanh) X(Erf) X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal)  \
-      X(Floor) X(Ceil) X(Sin) X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu)          \
-          X(HardSigmoid) X(HardSwish) X(Clip) X(Softplus) X(Elu) X(Sign)       \
-              X(Round) X(Mish) X(Selu) X(Celu) X(Softsign) X(ThresholdedRelu)
+  X(Sigmoid)                                                                   \
+  X(Tanh) X(Erf) X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor)    \
+      X(Ceil) X(Sin) X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid)    \
+          X(HardSwish) X(Clip) X(Softplus) X(Elu) X(Sign) X(Round) X(Mish)     \
+              X(Selu) X(Celu) X(Softsign) X(ThresholdedRelu)
 /// Every binary op, after the unary ones in Step.
 #define PARTC_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max)
 

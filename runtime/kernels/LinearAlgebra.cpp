@@ -1,5 +1,6 @@
 //===- LinearAlgebra.cpp - MatMul and Gemm through CBLAS ------------------===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/ElementwiseOps.h"
 #include "runtime/kernels/StridedMatMul.h"
 
 #include <cblas.h>
@@ -86,7 +87,7 @@ public:
         }
         if (relu_)
           for (int64_t i = 0; i < total; ++i)
-            c[i] = c[i] > T(0) ? c[i] : T(0);
+            c[i] = ew::Relu::apply(c[i], T(), T());
       }
     });
     return Status();
@@ -129,7 +130,7 @@ public:
                 ta_ ? m_ : k_, in[1].as<T>(), tb_ ? k_ : n_, beta, y, n_);
         if (relu_)
           for (int64_t i = 0; i < m_ * n_; ++i)
-            y[i] = y[i] > T(0) ? y[i] : T(0);
+            y[i] = ew::Relu::apply(y[i], T(), T());
       }
     });
     return Status();

@@ -1,5 +1,6 @@
 //===- Nn.cpp - Convolution, pooling, normalization, softmax, reductions --===//
 #include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/ElementwiseOps.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -98,7 +99,7 @@ public:
       if (relu_) {
         float *yb = y + b * m_ * osz;
         for (int64_t i = 0; i < m_ * osz; ++i)
-          yb[i] = yb[i] > 0.f ? yb[i] : 0.f;
+          yb[i] = ew::Relu::apply(yb[i], 0.f, 0.f);
       }
     }
     return Status();
@@ -197,11 +198,12 @@ private:
                   }
                   int64_t at = (id * w.in[1] + ih) * w.in[2] + iw;
                   double v = xp[at];
-                  if (isMax_ && v > acc)
+                  // A NaN in the window wins (and stays), as in numpy.
+                  if (isMax_ && ew::maxKeepNan(acc, v) != acc && acc == acc)
                     where = p * w.inSize() +
                             (columnMajor_ ? id + w.in[0] * (ih + w.in[1] * iw)
                                           : at);
-                  acc = isMax_ ? std::max(acc, v) : acc + v;
+                  acc = isMax_ ? ew::maxKeepNan(acc, v) : acc + v;
                   ++count;
                 }
               }
@@ -237,7 +239,7 @@ public:
       if (isMax_) {
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t i = 0; i < size_; ++i)
-          m = std::max(m, xp[i]);
+          m = ew::maxKeepNan(m, xp[i]);
         y[p] = m;
       } else {
         double s = 0;
@@ -473,10 +475,10 @@ private:
         a += v;
         break;
       case ReduceOp::Max:
-        a = std::max(a, v);
+        a = ew::maxKeepNan(a, v);
         break;
       case ReduceOp::Min:
-        a = std::min(a, v);
+        a = ew::minKeepNan(a, v);
         break;
       case ReduceOp::Prod:
         a *= v;

@@ -141,7 +141,7 @@ bool readType(ByteReader &r, TensorType &t) {
     if (d < 0 || d > (int64_t(1) << 40))
       return false;
   }
-  return r.ok();
+  return r.ok() && checkedByteSize(t).has_value();
 }
 
 void writeAttrs(ByteWriter &w, const AttrMap &attrs) {
@@ -438,15 +438,29 @@ Status readPlanFile(const std::string &path, Plan &plan) {
                          std::to_string(h.version) + ", this partc-run reads " +
                          std::to_string(kPlanFormatVersion) +
                          "; recompile the model");
-  if (h.headerSize != sizeof(Header) || h.fileSize != size ||
-      h.metaOffset != sizeof(Header) || h.metaSize > size - h.metaOffset ||
-      h.weightsOffset < h.metaOffset + h.metaSize || h.weightsOffset > size ||
-      h.weightsSize != size - h.weightsOffset ||
-      h.weightsOffset % kWeightAlignment != 0)
-    return Status::error("'" + path +
-                         "' is truncated or corrupt: header says " +
-                         std::to_string(h.fileSize) + " bytes, file has " +
-                         std::to_string(size));
+  // Each field checked on its own, so that the error names the one that is
+  // wrong (a truncated copy differs only in its size).
+  auto corrupt = [&](const std::string &what) {
+    return Status::error("'" + path + "' is truncated or corrupt: " + what +
+                         "; copy the plan again or recompile the model");
+  };
+  if (h.fileSize != size)
+    return corrupt("header says " + std::to_string(h.fileSize) +
+                   " bytes, file has " + std::to_string(size));
+  if (h.headerSize != sizeof(Header) || h.metaOffset != sizeof(Header))
+    return corrupt("header size " + std::to_string(h.headerSize) +
+                   " and metadata offset " + std::to_string(h.metaOffset) +
+                   " should both be " + std::to_string(sizeof(Header)));
+  if (h.metaSize > size - h.metaOffset)
+    return corrupt("metadata of " + std::to_string(h.metaSize) +
+                   " bytes runs past the end of the file");
+  if (h.weightsOffset < h.metaOffset + h.metaSize || h.weightsOffset > size ||
+      h.weightsOffset % kWeightAlignment != 0 ||
+      h.weightsSize != size - h.weightsOffset)
+    return corrupt("weights at offset " + std::to_string(h.weightsOffset) +
+                   " of " + std::to_string(h.weightsSize) +
+                   " bytes do not end the file at a " +
+                   std::to_string(kWeightAlignment) + "-byte boundary");
   uint64_t sum = planChecksum(base + h.weightsOffset, h.weightsSize,
                               planChecksum(base + h.metaOffset, h.metaSize, 0));
   if (sum != h.checksum)

@@ -6,6 +6,7 @@ than committed. mlp.onnx comes with a numpy reference in mlp_data/.
 """
 import math
 import os
+import struct
 import sys
 
 import numpy as np
@@ -498,3 +499,116 @@ with open(os.path.join(data, "input_0.pb"), "wb") as f:
     f.write(numpy_helper.from_array(xe, "x").SerializeToString())
 with open(os.path.join(data, "output_0.pb"), "wb") as f:
     f.write(numpy_helper.from_array((xe @ w).astype(np.float32), "y").SerializeToString())
+
+# Sizes that do not fit any machine, or overflow 64 bits: a ConstantOfShape
+# of [-1, 3] and one of [2^40] returned whole, Pad with pads near 2^62 and
+# 2^61 (the size overflows, or passes 2^50 bytes).
+def constant_of_shape(name, shape):
+    graph = helper.make_graph(
+        [helper.make_node("ConstantOfShape", ["s"], ["y"], name="fill")],
+        name.split(".")[0],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(np.array(shape, np.int64), "s")])
+    save(graph, name)
+
+
+constant_of_shape("fill_negative.onnx", [-1, 3])
+constant_of_shape("fill_huge.onnx", [2**40])
+for name, pad in (("pad_overflow.onnx", 2**62), ("pad_huge.onnx", 2**61)):
+    graph = helper.make_graph(
+        [helper.make_node("Pad", ["k", "p"], ["y"], name="pad", mode="edge")],
+        name.split(".")[0],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
+        [numpy_helper.from_array(np.ones((2, 3), np.int32), "k"),
+         numpy_helper.from_array(np.array([0, pad, 0, pad], np.int64), "p")])
+    save(graph, name)
+
+# Input files that declare more than they hold: a .npy dimension of 10^23,
+# a .pb of dims [2^40, 16] with no data, a file far larger than the input.
+header = "{'descr': '<f4', 'fortran_order': False, 'shape': (100000000000000000000000, 16), }"
+header += " " * ((64 - (10 + len(header) + 1) % 64) % 64) + "\n"
+with open(os.path.join(out, "x_dim_1e23.npy"), "wb") as f:
+    f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode())
+huge = TensorProto()
+huge.name = "x"
+huge.data_type = TensorProto.FLOAT
+huge.dims.extend([2**40, 16])
+with open(os.path.join(out, "x_dims_2e40.pb"), "wb") as f:
+    f.write(huge.SerializeToString())
+with open(os.path.join(out, "x_oversized.npy"), "wb") as f:
+    f.write(np.zeros(2 << 20, np.float32).tobytes())
+os.makedirs(os.path.join(out, "x_directory.npy"), exist_ok=True)
+
+# nan_inf.onnx: NaN and +-Inf through the ops whose formulas could drop
+# them (a max, a min, a clamp, a comparison). ONNX's reference computes
+# these with numpy, whose maximum, minimum and clip keep NaN; so does this
+# oracle. Conv + Relu and MatMul + Relu are there for the fused epilogues.
+xn = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+xn[0, 0, 0, 0] = np.nan
+xn[0, 1, 2, 1] = np.inf
+xn[0, 0, 3, 3] = -np.inf
+xn[0, 1, 0, 3] = np.nan
+nw = (rng.standard_normal((3, 2, 3, 3)) * 0.3).astype(np.float32)
+mw = (rng.standard_normal((4, 5)) * 0.3).astype(np.float32)
+half = np.array(0.5, np.float32)
+
+
+def maxpool2(x):
+    n, c, h, w = x.shape
+    windows = x.reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 1, 2, 4, 3, 5)
+    return np.max(windows.reshape(n, c, h // 2, w // 2, 4), axis=-1)
+
+
+with np.errstate(invalid="ignore", over="ignore"):
+    nan_outputs = {
+        "relu": np.maximum(xn, 0),
+        "max": np.maximum(xn, half),
+        "min": np.minimum(xn, half),
+        "clip": np.clip(xn, -1, 1),
+        "leaky": np.where(xn >= 0, xn, 0.1 * xn),
+        "hardsigmoid": np.clip(0.2 * xn + 0.5, 0, 1),
+        "sign": np.sign(xn),
+        "maxpool": maxpool2(xn),
+        "globalmax": np.max(xn, axis=(2, 3), keepdims=True),
+        "reducemax": np.max(xn, axis=3, keepdims=True),
+        "reducemin": np.min(xn, axis=3, keepdims=True),
+        "convrelu": np.maximum(conv(xn.astype(np.float64), nw, np.zeros(3), 1), 0),
+        "matmulrelu": np.maximum(xn.reshape(8, 4).astype(np.float64) @ mw, 0),
+    }
+nodes = [
+    helper.make_node("Relu", ["x"], ["relu"], name="relu"),
+    helper.make_node("Max", ["x", "half"], ["max"], name="max"),
+    helper.make_node("Min", ["x", "half"], ["min"], name="min"),
+    helper.make_node("Clip", ["x", "lo", "hi"], ["clip"], name="clip"),
+    helper.make_node("LeakyRelu", ["x"], ["leaky"], name="leaky", alpha=0.1),
+    helper.make_node("HardSigmoid", ["x"], ["hardsigmoid"], name="hardsigmoid"),
+    helper.make_node("Sign", ["x"], ["sign"], name="sign"),
+    helper.make_node("MaxPool", ["x"], ["maxpool"], name="maxpool",
+                     kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("GlobalMaxPool", ["x"], ["globalmax"], name="globalmax"),
+    helper.make_node("ReduceMax", ["x"], ["reducemax"], name="reducemax", axes=[3]),
+    helper.make_node("ReduceMin", ["x"], ["reducemin"], name="reducemin", axes=[3]),
+    helper.make_node("Conv", ["x", "nw"], ["conv"], name="conv", pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["conv"], ["convrelu"], name="convrelu"),
+    helper.make_node("Reshape", ["x", "rows"], ["x2d"], name="rows"),
+    helper.make_node("MatMul", ["x2d", "mw"], ["mm"], name="matmul"),
+    helper.make_node("Relu", ["mm"], ["matmulrelu"], name="matmulrelu"),
+]
+graph = helper.make_graph(
+    nodes, "nan_inf",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 4, 4])],
+    [helper.make_tensor_value_info(k, TensorProto.FLOAT, list(v.shape))
+     for k, v in nan_outputs.items()],
+    [init("half", half), init("lo", np.array(-1.0)), init("hi", np.array(1.0)),
+     init("nw", nw), init("mw", mw),
+     numpy_helper.from_array(np.array([8, 4], np.int64), "rows")])
+save(graph, "nan_inf.onnx")
+data = os.path.join(out, "nan_inf_data")
+os.makedirs(data, exist_ok=True)
+with open(os.path.join(data, "input_0.pb"), "wb") as f:
+    f.write(numpy_helper.from_array(xn, "x").SerializeToString())
+for k, (name, value) in enumerate(nan_outputs.items()):
+    with open(os.path.join(data, "output_%d.pb" % k), "wb") as f:
+        f.write(numpy_helper.from_array(value.astype(np.float32), name).SerializeToString())

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -153,15 +154,24 @@ Status parseArgs(int argc, char **argv, Options &o) {
     } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
                flag == "--iterations" || flag == "--warmup") {
       PARTC_RETURN_IF_ERROR(value(v));
-      if (!parseNumber(v.c_str(), num) || num < 0)
+      if (!parseNumber(v.c_str(), num) || !(num >= 0) || std::isinf(num))
         return Status::error("option " + flag +
                              " expects a non-negative "
                              "number, got '" +
                              v + "'");
+      // Counts are whole numbers an int holds (a cast of 1e20 is undefined).
+      bool count = flag == "--iterations" || flag == "--warmup";
+      if (count && (num > 1e9 || num != std::floor(num)))
+        return Status::error("option " + flag +
+                             " expects a whole number up to 10^9, got '" + v +
+                             "'");
       if (flag == "--rtol")
         o.rtol = num;
       else if (flag == "--atol")
         o.atol = num;
+      else if (flag == "--seed" && num >= 0x1p64)
+        return Status::error("--seed expects a number below 2^64, got '" + v +
+                             "'");
       else if (flag == "--seed")
         o.seed = static_cast<uint64_t>(num);
       else if (flag == "--iterations")

@@ -24,6 +24,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
@@ -31,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdlib>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -278,8 +280,18 @@ int compile() {
 
 } // namespace
 
+/// An allocation that fails is the model's size against this machine, not
+/// a bug in partc: say so and exit 1 instead of aborting with a backtrace.
+static void reportOutOfMemory(void *, const char *reason, bool) {
+  llvm::errs() << "partc: error: " << inputPath
+               << ": out of memory while compiling (" << reason
+               << "); the model needs more memory than this machine has\n";
+  std::_Exit(1);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  llvm::install_bad_alloc_error_handler(reportOutOfMemory);
   if (argc < 2 || std::string(argv[1]) == "--help" ||
       std::string(argv[1]) == "-h") {
     llvm::outs() << "usage: partc compile MODEL.onnx -o MODEL.plan [options]\n"
