@@ -20,6 +20,13 @@ config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "I
 config.environment["PATH"] = os.pathsep.join(
     [config.partc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 
+# In a sanitizer build every report aborts: a crash, unlike an exit code,
+# also fails the tests that expect an error ("not partc ...").
+if getattr(config, "sanitizers", ""):
+    config.environment["ASAN_OPTIONS"] = "abort_on_error=1:detect_leaks=1"
+    config.environment["UBSAN_OPTIONS"] = "abort_on_error=1:print_stacktrace=1"
+    config.available_features.add("sanitizer")
+
 # GPU tests say "REQUIRES: cuda" and are reported as unsupported elsewhere.
 try:
     if shutil.which("nvidia-smi") and subprocess.run(

@@ -5,8 +5,8 @@
 // pairs between consecutive convolutions cancel.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/PatternMatch.h"
@@ -186,10 +186,12 @@ struct TransposeOfUnitDims : OpRewritePattern<graph::TransposeOp> {
         return failure();
       previous = d;
     }
+    // The device is read before the replacement erases `op`.
+    std::optional<int64_t> device = graph::getDevice(op);
     auto reshape = rewriter.replaceOpWithNewOp<graph::ReshapeOp>(
         op, op.getType(), op.getInput(),
         rewriter.getDenseI64ArrayAttr(op.getType().getShape()));
-    if (auto device = graph::getDevice(op))
+    if (device)
       graph::setDevice(reshape, *device);
     return success();
   }

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <map>
+#include <optional>
 #include <set>
 #include <unistd.h>
 
@@ -278,9 +279,13 @@ namespace {
 
 class ModelImporter {
 public:
+  /// Reads the model from `path`, or from `contents` where given (external
+  /// data is still looked up beside `path`).
   ModelImporter(MLIRContext *ctx, const std::string &path,
-                const ImportOptions &options)
-      : ctx_(ctx), path_(path), options_(options), builder_(ctx) {}
+                const ImportOptions &options,
+                std::optional<llvm::StringRef> contents = std::nullopt)
+      : ctx_(ctx), path_(path), contents_(contents), options_(options),
+        builder_(ctx) {}
 
   OwningOpRef<ModuleOp> run();
   LogicalResult checkSupported(const onnx::GraphProto &g);
@@ -296,6 +301,7 @@ private:
 
   MLIRContext *ctx_;
   std::string path_;
+  std::optional<llvm::StringRef> contents_;
   ImportOptions options_;
   OpBuilder builder_;
   std::map<std::string, Value> values_;
@@ -310,15 +316,24 @@ Location ModelImporter::nodeLoc(const onnx::NodeProto &node, int index) {
 }
 
 LogicalResult ModelImporter::load(onnx::ModelProto &model) {
-  int fd = ::open(path_.c_str(), O_RDONLY);
-  if (fd < 0)
-    return emitError(fileLoc())
-           << "cannot open the model: " << std::strerror(errno);
-  google::protobuf::io::FileInputStream raw(fd);
-  raw.SetCloseOnDelete(true);
-  google::protobuf::io::CodedInputStream coded(&raw);
-  coded.SetTotalBytesLimit(INT_MAX);
-  if (!model.ParseFromCodedStream(&coded) || !coded.ConsumedEntireMessage())
+  bool parsed;
+  if (contents_) {
+    parsed = contents_->size() <= INT_MAX &&
+             model.ParseFromArray(contents_->data(),
+                                  static_cast<int>(contents_->size()));
+  } else {
+    int fd = ::open(path_.c_str(), O_RDONLY);
+    if (fd < 0)
+      return emitError(fileLoc())
+             << "cannot open the model: " << std::strerror(errno);
+    google::protobuf::io::FileInputStream raw(fd);
+    raw.SetCloseOnDelete(true);
+    google::protobuf::io::CodedInputStream coded(&raw);
+    coded.SetTotalBytesLimit(INT_MAX);
+    parsed =
+        model.ParseFromCodedStream(&coded) && coded.ConsumedEntireMessage();
+  }
+  if (!parsed)
     return emitError(fileLoc())
            << "is not a valid ONNX model (protobuf parse failed; the file may "
               "be truncated or of another format)";
@@ -714,6 +729,14 @@ OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context,
                                      const std::string &path,
                                      const ImportOptions &options) {
   ModelImporter importer(context, path, options);
+  return importer.run();
+}
+
+OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
+                                       llvm::StringRef contents,
+                                       const std::string &path,
+                                       const ImportOptions &options) {
+  ModelImporter importer(context, path, options, contents);
   return importer.run();
 }
 

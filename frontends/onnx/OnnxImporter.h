@@ -26,6 +26,13 @@ OwningOpRef<ModuleOp> importOnnxFile(MLIRContext *context,
                                      const std::string &path,
                                      const ImportOptions &options);
 
+/// The same for a model already in memory (serialized ModelProto bytes);
+/// `path` names it in diagnostics and locates its external data.
+OwningOpRef<ModuleOp> importOnnxBuffer(MLIRContext *context,
+                                       llvm::StringRef contents,
+                                       const std::string &path,
+                                       const ImportOptions &options);
+
 /// ONNX operator types this importer understands.
 std::vector<std::string> supportedOnnxOps();
 

@@ -545,7 +545,13 @@ LogicalResult importResize(NodeImporter &n) {
                        << axes.size() << " axes";
     for (auto [i, axis] : llvm::enumerate(axes)) {
       scales[axis] = (*given)[i];
-      sizes[axis] = static_cast<int64_t>(std::floor(in[axis] * (*given)[i]));
+      double size = std::floor(in[axis] * (*given)[i]);
+      // Checked before the conversion, which is undefined out of range.
+      if (!(scales[axis] > 0 && size >= 0 && size < 0x1p50))
+        return n.error() << "Resize scale " << scales[axis] << " of axis "
+                         << axis << " gives " << size
+                         << " elements; scales must be positive and finite";
+      sizes[axis] = static_cast<int64_t>(size);
     }
   }
   OpBuilder &b = n.builder();
@@ -986,11 +992,27 @@ LogicalResult importRange(NodeImporter &n) {
   auto d = n.constFloats(n.input(2), "delta");
   if (failed(s) || failed(l) || failed(d))
     return failure();
+  if (s->size() != 1 || l->size() != 1 || d->size() != 1)
+    return n.error() << "start, limit and delta must be scalars, got "
+                     << s->size() << ", " << l->size() << " and " << d->size()
+                     << " values";
   double start = (*s)[0], limit = (*l)[0], delta = (*d)[0];
   if (delta == 0)
     return n.error() << "delta must not be 0";
-  int64_t count = std::max<int64_t>(
-      0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  double steps = std::ceil((limit - start) / delta);
+  // Checked before the conversion, which is undefined out of range.
+  if (!(steps < 0x1p40))
+    return n.error() << "Range from " << start << " to " << limit << " by "
+                     << delta << " has " << steps
+                     << " elements; start, limit and delta must be finite";
+  int64_t count = std::max<int64_t>(0, static_cast<int64_t>(steps));
+  // Integer ranges are computed exactly in int64 from values that doubles
+  // hold exactly; the count bounds i * delta by about |limit - start|.
+  if (!isa<FloatType>(elem) &&
+      (std::fabs(start) > 0x1p53 || std::fabs(limit) > 0x1p53 ||
+       std::fabs(delta) > 0x1p53))
+    return n.error() << "integer Range bounds and step must be at most 2^53 "
+                        "in magnitude";
   rt::DType dt = toDType(elem);
   size_t es = rt::dtypeSize(dt);
   std::vector<uint8_t> bytes(count * es);

@@ -9,6 +9,12 @@
 
 namespace partc::runtime {
 
+/// memcpy, except that empty tensors (whose data may be null) copy nothing.
+static void copyBytes(void *dst, const void *src, size_t bytes) {
+  if (bytes)
+    std::memcpy(dst, src, bytes);
+}
+
 struct CpuDeviceState {
   /// 64-byte aligned storage for the device's static memory plan.
   std::unique_ptr<uint8_t[], void (*)(uint8_t *)> arena{nullptr,
@@ -203,17 +209,16 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
     }
     case OpCode::LoadInput: {
       TensorRef dst = resolve(in.outputs[0]);
-      std::memcpy(dst.data,
-                  static_cast<const uint8_t *>(inputs[in.index].data) +
-                      in.hostOffset,
-                  dst.type.byteSize());
+      copyBytes(dst.data,
+                static_cast<const uint8_t *>(inputs[in.index].data) +
+                    in.hostOffset,
+                dst.type.byteSize());
       break;
     }
     case OpCode::StoreOutput: {
       TensorRef src = resolve(in.inputs[0]);
-      std::memcpy(static_cast<uint8_t *>(outputs[in.index].data) +
-                      in.hostOffset,
-                  src.data, src.type.byteSize());
+      copyBytes(static_cast<uint8_t *>(outputs[in.index].data) + in.hostOffset,
+                src.data, src.type.byteSize());
       break;
     }
     case OpCode::Send:
@@ -229,7 +234,7 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
                                 ? src.arena.get() + srcBuf.offset
                                 : plan_.weightPtr(srcBuf);
       TensorRef dst = resolve(in.outputs[0]);
-      std::memcpy(dst.data, from, dst.type.byteSize());
+      copyBytes(dst.data, from, dst.type.byteSize());
       signal(sync.consumed, in.index);
       break;
     }

@@ -418,10 +418,21 @@ Status readTensorFile(const std::string &path, HostTensor &t,
                       uint64_t maxFileBytes) {
   std::vector<uint8_t> bytes;
   PARTC_RETURN_IF_ERROR(readWholeFile(path, maxFileBytes, bytes));
-  if (endsWith(path, ".npy"))
-    return parseNpy(bytes, path, t);
-  Status s = parseTensorProto(bytes.data(), bytes.size(), t);
-  return s.prepend("'" + path + "'");
+  return parseTensorFile(bytes, path, t);
+}
+
+Status parseTensorFile(const std::vector<uint8_t> &bytes,
+                       const std::string &path, HostTensor &t) {
+  Status s = endsWith(path, ".npy")
+                 ? parseNpy(bytes, path, t)
+                 : parseTensorProto(bytes.data(), bytes.size(), t)
+                       .prepend("'" + path + "'");
+  // Kernels read bool as C++ bool, whose only values are 0 and 1; numpy
+  // and ONNX treat any other byte as true.
+  if (s.ok() && t.type.dtype == DType::Bool)
+    for (uint8_t &b : t.data)
+      b = b != 0;
+  return s;
 }
 
 Status writeTensorFile(const std::string &path, const HostTensor &t) {

@@ -29,6 +29,11 @@ struct HostTensor {
 Status readTensorFile(const std::string &path, HostTensor &tensor,
                       uint64_t maxFileBytes);
 
+/// Decodes the contents of a tensor file named `path` (for its extension
+/// and for messages).
+Status parseTensorFile(const std::vector<uint8_t> &bytes,
+                       const std::string &path, HostTensor &tensor);
+
 /// The largest file that can hold a tensor of `tensorBytes` bytes.
 uint64_t tensorFileLimit(uint64_t tensorBytes);
 Status writeTensorFile(const std::string &path, const HostTensor &tensor);

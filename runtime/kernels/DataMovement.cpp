@@ -66,6 +66,8 @@ public:
     for (int64_t o = 0; o < outer_; ++o) {
       size_t pos = o * rowBytes_;
       for (size_t p = 0; p < parts.size(); ++p) {
+        if (!chunks_[p])
+          continue; // an empty part, whose data may be null
         char *part = static_cast<char *>(parts[p].data) + o * chunks_[p];
         if (split_)
           std::memcpy(part, whole + pos, chunks_[p]);

@@ -68,10 +68,11 @@ public:
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     int64_t n = in[0].type.numElements();
-    const bool *x = in[0].as<bool>();
+    // Bytes, not bool: any non-zero byte is true, as in numpy.
+    const uint8_t *x = in[0].as<uint8_t>();
     bool *y = out[0].as<bool>();
     for (int64_t i = 0; i < n; ++i)
-      y[i] = !x[i];
+      y[i] = x[i] == 0;
     return Status();
   }
 };
@@ -294,7 +295,8 @@ public:
   }
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    const bool *c = in[0].as<bool>();
+    // Bytes, not bool: any non-zero byte is true, as in numpy.
+    const uint8_t *c = in[0].as<uint8_t>();
     size_t es = dtypeSize(in[1].type.dtype);
     const char *x = static_cast<const char *>(in[1].data);
     const char *y = static_cast<const char *>(in[2].data);

@@ -32,10 +32,12 @@ struct View {
   int64_t offset = 0;
 };
 
+/// The product of `v`, or -1 where it overflows (or an entry is negative).
 inline int64_t product(const std::vector<int64_t> &v) {
   int64_t p = 1;
   for (int64_t d : v)
-    p *= d;
+    if (d < 0 || __builtin_mul_overflow(p, d, &p))
+      return -1;
   return p;
 }
 
@@ -188,7 +190,11 @@ inline std::string checkOperands(const View &lhs, int64_t lhsElements,
         return std::string(names[i]) + " view " + str(v.shape) +
                " with strides " + str(v.strides) +
                " needs extents >= 1 and strides >= 0";
-      last += (v.shape[d] - 1) * v.strides[d];
+      int64_t reach;
+      if (__builtin_mul_overflow(v.shape[d] - 1, v.strides[d], &reach) ||
+          __builtin_add_overflow(last, reach, &last))
+        return std::string(names[i]) + " view " + str(v.shape) +
+               " with strides " + str(v.strides) + " overflows 64 bits";
     }
     if (v.offset < 0 || last >= elements[i])
       return std::string(names[i]) + " view " + str(v.shape) +
@@ -221,7 +227,7 @@ inline std::string checkOperands(const View &lhs, int64_t lhsElements,
       return "result permutation " + str(perm) + " is not a permutation";
     seen[p] = true;
   }
-  if (product(stored) != product(logical))
+  if (product(stored) < 0 || product(stored) != product(logical))
     return "stored result " + str(stored) + " does not hold the " +
            str(logical) + " result";
   if (!matrixSupported(m, k, lhs.strides[rank - 2], lhs.strides[rank - 1]) ||

@@ -193,6 +193,11 @@ Status verifyPlan(const Plan &plan);
 
 /// Reads and verifies a plan file, mapping its weights.
 Status readPlanFile(const std::string &path, Plan &plan);
+/// The same for a plan file's bytes at `base` (aligned to kWeightAlignment,
+/// kept alive by `storage`); `path` names it in messages.
+Status parsePlan(const uint8_t *base, size_t size,
+                 std::shared_ptr<const void> storage, const std::string &path,
+                 Plan &plan);
 
 /// Writes `plan`. The weights come from `plan.weightData` (weightBytes long).
 Status writePlanFile(const std::string &path, const Plan &plan);

@@ -427,8 +427,16 @@ Status readPlanFile(const std::string &path, Plan &plan) {
     return Status::error("cannot map '" + path + "': " + std::strerror(errno));
   std::shared_ptr<const void> storage(
       map, [size](const void *p) { munmap(const_cast<void *>(p), size); });
-  const uint8_t *base = static_cast<const uint8_t *>(map);
+  return parsePlan(static_cast<const uint8_t *>(map), size, storage, path,
+                   plan);
+}
 
+Status parsePlan(const uint8_t *base, size_t size,
+                 std::shared_ptr<const void> storage, const std::string &path,
+                 Plan &plan) {
+  if (size < sizeof(Header))
+    return Status::error("'" + path + "' is not a partc plan: " +
+                         std::to_string(size) + " bytes is too short");
   Header h;
   std::memcpy(&h, base, sizeof(h));
   if (std::memcmp(h.magic, kPlanMagic, 8) != 0)

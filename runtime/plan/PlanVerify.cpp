@@ -35,6 +35,20 @@ Status checkBuffer(const Plan &plan, const DeviceProgram &dev,
                          ", +" + std::to_string(bytes) + ") exceeds the " +
                          (b.space == MemorySpace::Arena ? "arena" : "weights") +
                          " of " + std::to_string(limit) + " bytes");
+  // Kernels access elements through typed pointers.
+  if (b.offset % dtypeSize(b.type.dtype) != 0)
+    return Status::error(where + ": buffer at offset " +
+                         std::to_string(b.offset) + " is not aligned to its " +
+                         std::to_string(dtypeSize(b.type.dtype)) +
+                         "-byte elements");
+  // Kernels read bool as C++ bool, whose only values are 0 and 1.
+  if (b.space == MemorySpace::Weight && b.type.dtype == DType::Bool)
+    for (uint64_t i = 0; i < bytes; ++i)
+      if (plan.weightData[b.offset + i] > 1)
+        return Status::error(where + ": bool weights at offset " +
+                             std::to_string(b.offset + i) + " hold " +
+                             std::to_string(plan.weightData[b.offset + i]) +
+                             "; a bool is 0 or 1");
   return Status();
 }
 

@@ -56,3 +56,17 @@ func.func @main(%x: tensor<1x2x5xf32>, %w: tensor<2x2x3xf32>, %y: tensor<1x2x4x4
   %m = graph.mul %c2, %e : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   return %c, %m : tensor<1x2x3xf32>, tensor<1x2x4x4xf32>
 }
+
+// -----
+
+// Tests that a placed transpose moving only unit dimensions becomes a
+// reshape on the same device (the device is read before the transpose is
+// erased: the fuzzer found the read after, a use after free under ASan).
+// CHECK-LABEL: func @unit_dims_placed
+func.func @unit_dims_placed(%x: tensor<2x1x8xf32>) -> tensor<2x8x1xf32> {
+  // CHECK: %[[V:.*]] = graph.reshape %arg0 {graph.device = 1 : i64, shape = array<i64: 2, 8, 1>}
+  // CHECK-NOT: graph.transpose
+  // CHECK: return %[[V]]
+  %t = graph.transpose %x {perm = array<i64: 0, 2, 1>, graph.device = 1 : i64} : (tensor<2x1x8xf32>) -> tensor<2x8x1xf32>
+  return %t : tensor<2x8x1xf32>
+}

@@ -10,6 +10,7 @@ PACKAGES=(cmake ninja-build g++ pkg-config
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   libonnx-dev libonnx-testdata protobuf-compiler libprotobuf-dev
   libopenblas-dev libzstd-dev libgtest-dev
+  clang-22 libclang-rt-22-dev libfuzzer-22-dev
   python3-onnx python3-numpy python3-torch python3-torchvision)
 missing=()
 for p in "${PACKAGES[@]}"; do
