@@ -205,6 +205,35 @@ if [[ $what == *compare* ]]; then
   timeout 560 python3 -u bench/compare_binaries.py --old $W/old/bin --new $B \
     --work $W/compare ${COMPARE_MODELS:+--models $COMPARE_MODELS} 2>&1 | grep -v -i warn | tee $OUT/compare.txt
 fi
+if [[ $what == *sanitizer* ]]; then
+  # The CUDA backend under compute-sanitizer (memcheck and racecheck) on the
+  # smoke plans, where the machine has the tool (docs/robustness.md).
+  echo "== compute-sanitizer"
+  CS=$(command -v compute-sanitizer || ls /usr/local/cuda*/bin/compute-sanitizer \
+       /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
+       $L/../*/compute-sanitizer/compute-sanitizer $L/*/compute-sanitizer/compute-sanitizer \
+       /opt/*/compute-sanitizer 2>/dev/null | head -1)
+  if [ -z "$CS" ]; then
+    echo "compute-sanitizer: not found on this machine"
+    find / -name 'compute-sanitizer*' -maxdepth 8 2>/dev/null | head -5
+  else
+    echo "compute-sanitizer: $CS"
+    [ -d $W/ex ] || python3 test/Inputs/make_models.py $W/ex > /dev/null
+    for m in mlp:mlp_data:4 resblock:resblock_data:2 attention:attention_data:4 nan_inf:nan_inf_data:1 chain:chain_data:4; do
+      IFS=: read -r name data batch <<< "$m"
+      $B/partc compile $W/ex/$name.onnx -o $W/cs-$name.plan --batch $batch --quiet
+      $B/partc compile $W/ex/$name.onnx -o $W/cs-$name-2.plan --batch $batch --devices 2 --strategy pipeline --quiet 2>/dev/null
+      for tool in memcheck racecheck; do
+        for plan in $W/cs-$name.plan $W/cs-$name-2.plan; do
+          [ -f $plan ] || continue
+          timeout 120 $CS --tool $tool --error-exitcode 9 $B/partc-run $plan --backend cuda \
+            --precision fp32 --check $W/ex/$data --devices-per-gpu 2 --quiet > $OUT/cs-$tool-$(basename $plan).log 2>&1
+          echo "$tool $(basename $plan): exit $? $(grep -o 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*' $OUT/cs-$tool-$(basename $plan).log | tail -1)"
+        done
+      done
+    done
+  fi
+fi
 if [[ $what == *conformance* ]]; then
   echo "== conformance (cuda, fp32)"
   # -u: a timeout must not swallow buffered output.

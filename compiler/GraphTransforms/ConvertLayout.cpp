@@ -123,6 +123,11 @@ struct SinkTransposeThroughElementwise : RewritePattern {
       auto t = v.getDefiningOp<graph::TransposeOp>();
       if (!t || (perm && *perm != t.getPerm()))
         return failure();
+      // A transpose of an argument is already at the graph's edge; sinking
+      // it would put its inverse on the arguments and never end
+      // (op(x, T(x)) becomes T(op(T'(x), x)), which matches again).
+      if (isa<BlockArgument>(t.getInput()))
+        return failure();
       perm = t.getPerm();
     }
     if (!perm)

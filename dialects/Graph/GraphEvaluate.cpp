@@ -207,6 +207,16 @@ LogicalResult evaluateConstantOp(Operation *op, ArrayRef<Attribute> operands,
                                  SmallVectorImpl<OpFoldResult> &results) {
   if (op->getNumOperands() == 0)
     return failure();
+  // Sizes first: a splat operand of a huge type is one value until it is
+  // expanded to be read.
+  for (Type type :
+       llvm::concat<Type>(op->getOperandTypes(), op->getResultTypes())) {
+    auto shaped = dyn_cast<RankedTensorType>(type);
+    if (!shaped || !shaped.hasStaticShape() ||
+        !tensorSizeProblem(shaped).empty() ||
+        toTensorType(shaped).byteSize() > uint64_t(kMaxFoldedBytes))
+      return failure();
+  }
   std::vector<rt::TensorType> inTypes, outTypes;
   std::vector<std::vector<uint8_t>> scratch(operands.size());
   std::vector<rt::TensorRef> ins, outs;

@@ -54,7 +54,7 @@ LogicalResult inferBroadcastType(std::optional<Location> loc,
 /// Why `type` cannot be a tensor partc handles (a negative dimension, or an
 /// element count or byte size over runtime::kMaxTensorBytes); empty when it
 /// can. Checked where sizes are declared or inferred, so that no size
-/// computed later overflows. Dynamic dimensions are allowed.
+/// computed later overflows. Dynamic dimensions are refused too.
 std::string tensorSizeProblem(ShapedType type);
 
 /// Placement: the device index of `op`, -1 for host, nullopt if unplaced.

@@ -109,8 +109,17 @@ LogicalResult inferBroadcast(Loc loc, ValueRange operands, bool predicate,
 /// Output extent of a sliding window (convolution and pooling).
 int64_t windowOutput(int64_t in, int64_t k, int64_t stride, int64_t padBegin,
                      int64_t padEnd, int64_t dilation, bool ceilMode) {
-  int64_t effective = (k - 1) * dilation + 1;
-  int64_t span = in + padBegin + padEnd - effective;
+  // -1 (refused as a negative dimension) where the arithmetic overflows.
+  int64_t effective, span;
+  if (llvm::MulOverflow(k - 1, dilation, effective) ||
+      llvm::AddOverflow(effective, int64_t(1), effective) ||
+      llvm::AddOverflow(in, padBegin, span) ||
+      llvm::AddOverflow(span, padEnd, span) ||
+      llvm::SubOverflow(span, effective, span) ||
+      (ceilMode && llvm::AddOverflow(span, stride, span)))
+    return -1;
+  if (ceilMode)
+    span -= stride; // added above only to check it fits
   if (span < 0)
     return 0;
   int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
@@ -169,8 +178,8 @@ LogicalResult normalizedAxis(Loc loc, int64_t axis, int64_t rank,
 std::string mlir::partc::graph::tensorSizeProblem(ShapedType type) {
   uint64_t elements = 1;
   for (int64_t d : type.getShape()) {
-    if (ShapedType::isDynamic(d))
-      continue;
+    // kDynamic is INT64_MIN: a dimension a file declares as that is no
+    // dynamic one (partc's graphs are static after import).
     if (d < 0)
       return "has negative dimension " + std::to_string(d) + " in " +
              shapeStr(type.getShape());
@@ -706,7 +715,8 @@ INFER_SIGNATURE(SplitOp) {
     SmallVector<int64_t> shape(x.getShape());
     shape[axis] = s;
     types.push_back(RankedTensorType::get(shape, x.getElementType()));
-    total += s;
+    if (llvm::AddOverflow(total, s, total))
+      return fail(loc, "split sizes " + shapeStr(*sizes) + " overflow");
   }
   if (total != x.getDimSize(axis))
     return fail(loc, "split sizes " + shapeStr(*sizes) + " do not add up to " +

@@ -79,6 +79,10 @@ InFlightDiagnostic NodeImporter::notConstant(Value v, llvm::StringRef what) {
                  << name << "=FILE)";
 }
 
+/// The most elements of a constant operand read as shape or parameter
+/// values.
+static constexpr int64_t kMaxConstantOperand = int64_t(1) << 20;
+
 FailureOr<SmallVector<int64_t>> NodeImporter::constInts(Value v,
                                                         llvm::StringRef what) {
   Attribute attr;
@@ -86,6 +90,13 @@ FailureOr<SmallVector<int64_t>> NodeImporter::constInts(Value v,
     return notConstant(v, what), failure();
   auto elements = cast<ElementsAttr>(attr);
   auto type = cast<ShapedType>(elements.getType());
+  // Shapes and parameters are small; a large (splat) constant is not
+  // expanded into memory to be read as one.
+  if (type.getNumElements() > kMaxConstantOperand)
+    return error() << what << " has " << type.getNumElements()
+                   << " elements; partc reads at most " << kMaxConstantOperand
+                   << " as a shape or parameter",
+           failure();
   std::vector<uint8_t> bytes = elementsToBytes(elements);
   SmallVector<int64_t> out;
   Type et = type.getElementType();
@@ -113,6 +124,13 @@ FailureOr<SmallVector<double>> NodeImporter::constFloats(Value v,
     return notConstant(v, what), failure();
   auto elements = cast<ElementsAttr>(attr);
   auto type = cast<ShapedType>(elements.getType());
+  // Shapes and parameters are small; a large (splat) constant is not
+  // expanded into memory to be read as one.
+  if (type.getNumElements() > kMaxConstantOperand)
+    return error() << what << " has " << type.getNumElements()
+                   << " elements; partc reads at most " << kMaxConstantOperand
+                   << " as a shape or parameter",
+           failure();
   std::vector<uint8_t> bytes = elementsToBytes(elements);
   SmallVector<double> out;
   rt::DType dt = toDType(type.getElementType());

@@ -10,6 +10,8 @@
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/Support/InterleavedRange.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cmath>
 #include <cstring>
@@ -19,6 +21,10 @@
 namespace mlir::partc::onnx_import {
 
 namespace {
+
+/// Kernel extents, strides and dilations beyond this are refused before
+/// window arithmetic multiplies them.
+constexpr int64_t kMaxWindowParameter = int64_t(1) << 31;
 
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
@@ -222,7 +228,9 @@ LogicalResult importReshape(NodeImporter &n) {
     }
     if (d < 0)
       return n.error() << "invalid shape entry " << d;
-    known *= d;
+    if (llvm::MulOverflow(known, d, known))
+      return n.error() << "shape " << llvm::interleaved_array(*target)
+                       << " has more elements than 64 bits count";
     shape.push_back(d);
   }
   if (inferIndex >= 0) {
@@ -627,6 +635,13 @@ FailureOr<SmallVector<int64_t>> windowPads(NodeImporter &n,
     if (i >= strides.size() || strides[i] < 1)
       return n.error() << "strides must be positive with auto_pad " << autoPad
                        << " (one per spatial dimension)",
+             failure();
+    // Bounded so that the padding arithmetic below cannot overflow.
+    if (strides[i] > kMaxWindowParameter || kernel[i] > kMaxWindowParameter ||
+        dilations[i] < 1 || dilations[i] > kMaxWindowParameter)
+      return n.error() << "kernel " << kernel[i] << ", stride " << strides[i]
+                       << " and dilation " << dilations[i]
+                       << " must lie in [1, 2^31] with auto_pad " << autoPad,
              failure();
     int64_t out = (spatialIn[i] + strides[i] - 1) / strides[i];
     int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] +
@@ -1079,8 +1094,8 @@ LogicalResult importDropout(NodeImporter &n) {
   if (n.wantsOutput(1)) {
     auto type =
         RankedTensorType::get(shapeOf(n.input(0)), n.builder().getI1Type());
-    std::vector<uint8_t> ones(type.getNumElements(), 1);
-    n.results.push_back(n.constant(type, ones));
+    // All true: one element, a splat.
+    n.results.push_back(n.constant(type, {1}));
   }
   return success();
 }

@@ -165,7 +165,7 @@ private:
     std::vector<int64_t> inStrides = contiguousStrides(in_);
     std::vector<int64_t> coord(rank, 0);
     int64_t total = numElements(out_);
-    T fill = static_cast<T>(value_);
+    T fill = saturateCast<T>(value_);
     for (int64_t o = 0; o < total; ++o) {
       int64_t src = 0;
       bool inside = true;
@@ -315,9 +315,9 @@ private:
     } else {
       switch (reduction_) {
       case ScatterReduction::Add:
-        return static_cast<T>(a + b);
+        return wrappingAdd(a, b);
       case ScatterReduction::Mul:
-        return static_cast<T>(a * b);
+        return wrappingMul(a, b);
       case ScatterReduction::Max:
         return ew::maxKeepNan(a, b);
       default:

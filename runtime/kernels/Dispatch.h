@@ -5,9 +5,55 @@
 #include "runtime/kernels/KernelRegistry.h"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 namespace partc::runtime {
+
+/// `v` converted to T, clamped to T's range (NaN to 0): a float outside an
+/// integer type's range has no defined conversion in C++.
+template <typename T> T saturateCast(double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v);
+  } else {
+    if (std::isnan(v))
+      return T(0);
+    if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return static_cast<T>(v);
+  }
+}
+
+/// Integer +, - and * that wrap around as numpy's do (signed overflow is
+/// undefined in C++; the arithmetic is done unsigned).
+template <typename T> T wrappingAdd(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<decltype(a + b)>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return static_cast<T>(a + b);
+  }
+}
+template <typename T> T wrappingSub(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<decltype(a - b)>;
+    return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+  } else {
+    return static_cast<T>(a - b);
+  }
+}
+template <typename T> T wrappingMul(T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    using U = std::make_unsigned_t<decltype(a * b)>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return static_cast<T>(a * b);
+  }
+}
 
 /// Calls `fn(T{})` with the C++ type of `dtype`; returns false for types
 /// without a C++ counterpart here (f16, bf16).

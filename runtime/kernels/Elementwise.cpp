@@ -14,16 +14,6 @@ namespace {
 // Unary (formulas in ElementwiseOps.h)
 //===----------------------------------------------------------------------===//
 
-template <typename T> T saturate(double v) {
-  if (std::isnan(v))
-    return T(0);
-  if (v <= static_cast<double>(std::numeric_limits<T>::lowest()))
-    return std::numeric_limits<T>::lowest();
-  if (v >= static_cast<double>(std::numeric_limits<T>::max()))
-    return std::numeric_limits<T>::max();
-  return static_cast<T>(v);
-}
-
 class UnaryKernel : public Kernel {
 public:
   UnaryKernel(ew::Step step, const double (&params)[2])
@@ -48,7 +38,7 @@ public:
             y[i] = ew::applyStep<T>(step_, x[i], x[i], p, q);
         } else {
           // Clip's infinite default bounds saturate to the type's range.
-          T p = saturate<T>(p_), q = saturate<T>(q_);
+          T p = saturateCast<T>(p_), q = saturateCast<T>(q_);
           for (int64_t i = 0; i < n; ++i)
             y[i] = ew::applyIntegerStep<T>(step_, x[i], p, q);
         }
@@ -145,18 +135,24 @@ template <typename T> T applyArith(BinaryOp op, T a, T b) {
           a, b, T(0), T(0));
   switch (op) {
   case BinaryOp::Add:
-    return static_cast<T>(a + b);
+    return wrappingAdd(a, b);
   case BinaryOp::Sub:
-    return static_cast<T>(a - b);
+    return wrappingSub(a, b);
   case BinaryOp::Mul:
-    return static_cast<T>(a * b);
+    return wrappingMul(a, b);
   case BinaryOp::Div:
-    if constexpr (std::is_integral_v<T>)
-      return b == 0 ? T(0) : static_cast<T>(a / b);
-    else
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0)
+        return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1)) // the lowest value / -1 overflows: wrap
+          return wrappingSub(T(0), a);
+      return static_cast<T>(a / b);
+    } else {
       return a / b;
+    }
   case BinaryOp::Pow:
-    return static_cast<T>(
+    return saturateCast<T>(
         std::pow(static_cast<double>(a), static_cast<double>(b)));
   case BinaryOp::Min:
     return a < b ? a : b;
@@ -166,6 +162,9 @@ template <typename T> T applyArith(BinaryOp op, T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       if (b == 0)
         return T(0);
+      if constexpr (std::is_signed_v<T>)
+        if (b == T(-1)) // the lowest value % -1 overflows; the result is 0
+          return T(0);
       T r = static_cast<T>(a % b);
       if constexpr (std::is_signed_v<T>)
         if (r != 0 && ((r < 0) != (b < 0)))
@@ -229,7 +228,7 @@ public:
         int64_t n = numElements(out_);
         if (sameShape_ && op_ == BinaryOp::Add) {
           for (int64_t i = 0; i < n; ++i)
-            y[i] = static_cast<T>(a[i] + b[i]);
+            y[i] = wrappingAdd(a[i], b[i]);
         } else {
           broadcastLoop<2>(out_, strides_, [&](int64_t o, const auto &idx) {
             y[o] = applyArith<T>(op_, a[idx[0]], b[idx[1]]);
@@ -337,11 +336,9 @@ private:
 template <typename To, typename From> To convertValue(From v) {
   if constexpr (std::is_same_v<To, bool>)
     return v != From(0);
-  else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (std::isnan(v))
-      return To(0);
-    return static_cast<To>(v);
-  } else
+  else if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>)
+    return saturateCast<To>(v);
+  else
     return static_cast<To>(v);
 }
 

@@ -212,8 +212,12 @@ private:
               int64_t div = countIncludePad_ ? count + padCount : count;
               acc = div ? acc / static_cast<double>(div) : 0.0;
             }
+            // A window wholly in the padding has no maximum: the type's
+            // lowest value (-inf for floats, which integers cannot hold).
+            if (isMax_ && count == 0 && !std::numeric_limits<T>::has_infinity)
+              acc = static_cast<double>(std::numeric_limits<T>::lowest());
             int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
-            yp[o] = static_cast<T>(acc);
+            yp[o] = saturateCast<T>(acc);
             if (indices)
               indices[p * w.outSize() + o] = where;
           }
@@ -489,7 +493,7 @@ private:
       double v = acc[o];
       if (op_ == ReduceOp::Mean)
         v /= static_cast<double>(reduceCount_);
-      y[o] = static_cast<T>(v);
+      y[o] = saturateCast<T>(v);
     }
   }
   ReduceOp op_;

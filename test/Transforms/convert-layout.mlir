@@ -70,3 +70,18 @@ func.func @unit_dims_placed(%x: tensor<2x1x8xf32>) -> tensor<2x8x1xf32> {
   %t = graph.transpose %x {perm = array<i64: 0, 2, 1>, graph.device = 1 : i64} : (tensor<2x1x8xf32>) -> tensor<2x8x1xf32>
   return %t : tensor<2x8x1xf32>
 }
+
+// -----
+
+// Tests that an element-wise op of an argument and the argument's own
+// transpose ends (the fuzzer found it sinking the transpose forever): the
+// identity transpose becomes a view and nothing moves to the arguments.
+// CHECK-LABEL: func @transpose_of_argument
+func.func @transpose_of_argument(%x: tensor<2xui32>) -> tensor<2xui32> {
+  // CHECK: %[[Q:.*]] = graph.div %arg0, %arg0
+  // CHECK-NOT: graph.transpose
+  // CHECK: return %[[Q]]
+  %t = graph.transpose %x {perm = array<i64: 0>} : (tensor<2xui32>) -> tensor<2xui32>
+  %q = graph.div %x, %t : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui32>
+  return %q : tensor<2xui32>
+}
