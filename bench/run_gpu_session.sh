@@ -232,6 +232,23 @@ if [[ $what == *sanitizer* ]]; then
         done
       done
     done
+    # The committed zoo exports (transformers as users export them) and a
+    # torchvision ResNet-50, one device, under both tools.
+    if [[ $what == *sanitizerzoo* ]]; then
+      export_resnet50 $W/cs-r50
+      for d in test/models/zoo/*/ $W/cs-r50/; do
+        n=$(basename $d)
+        m=$d/model.onnx; batch=""
+        [ -f $m ] || { m=$d/r50.onnx; batch="--batch 2"; }
+        $B/partc compile $m -o $W/cs-zoo-$n.plan $batch --quiet || continue
+        check=""; [ -d $d/test_data_set_0 ] && check="--check $d/test_data_set_0 --rtol 1e-3 --atol 1e-4"
+        for tool in memcheck racecheck; do
+          timeout 150 $CS --tool $tool --error-exitcode 9 $B/partc-run $W/cs-zoo-$n.plan --backend cuda \
+            --precision fp32 $check --quiet > $OUT/cs-$tool-zoo-$n.log 2>&1
+          echo "$tool zoo/$n: exit $? $(grep -o 'ERROR SUMMARY: [0-9]* error[s]*\|RACECHECK SUMMARY: [0-9]* hazard[s]*' $OUT/cs-$tool-zoo-$n.log | tail -1)"
+        done
+      done
+    fi
   fi
 fi
 if [[ $what == *conformance* ]]; then

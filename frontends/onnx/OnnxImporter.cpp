@@ -457,11 +457,13 @@ FailureOr<Value> ModelImporter::importTensor(const onnx::TensorProto &tensor,
              failure();
     data = ArrayRef<char>(tensor.raw_data().data(), bytes);
   } else {
-    converted.assign(bytes, 0);
     auto fill = [&](const auto &field) -> LogicalResult {
+      // Counted before allocating: the dims may claim far more than the
+      // file holds.
       if (static_cast<size_t>(field.size()) != n)
         return emitError(loc) << "tensor '" << tensor.name() << "' has "
                               << field.size() << " values, expected " << n;
+      converted.assign(bytes, 0);
       for (size_t i = 0; i < n; ++i) {
         auto v = field.Get(static_cast<int>(i));
         if (elem.isInteger(1)) {
