@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <unistd.h>
 
 namespace partc::runtime {
 
@@ -36,6 +37,19 @@ CpuExecutor::~CpuExecutor() = default;
 
 Status CpuExecutor::create(const Plan &plan,
                            std::unique_ptr<CpuExecutor> &result) {
+  // The arenas are written whole at load: refuse, with the numbers, what
+  // this machine cannot hold instead of running out of memory.
+  uint64_t total = 0;
+  for (const DeviceProgram &prog : plan.devices)
+    total += prog.arenaBytes; // each at most 2^50 (verifyPlan)
+  uint64_t hostBytes =
+      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (total > hostBytes)
+    return Status::error(
+        "the plan's device arenas need " + std::to_string(total) +
+        " bytes but this machine has " + std::to_string(hostBytes) +
+        " bytes of memory; run it with --backend cuda or "
+        "on a larger machine");
   std::unique_ptr<CpuExecutor> exec(new CpuExecutor(plan));
   exec->sync_ = std::make_unique<Sync>();
   exec->channelSources_.resize(plan.channels.size());

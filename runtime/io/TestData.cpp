@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace partc::runtime {
 
@@ -205,6 +206,19 @@ Status loadInputs(const Plan &plan,
                   const std::vector<std::pair<std::string, std::string>> &files,
                   const std::string &testDataDir, uint64_t seed,
                   std::vector<HostTensor> &inputs) {
+  // Inputs and outputs live in host memory for the whole run: refuse, with
+  // the numbers, a plan whose tensors this machine cannot hold.
+  uint64_t hostTensors = 0;
+  for (const auto *decls : {&plan.inputs, &plan.outputs})
+    for (const TensorDecl &d : *decls)
+      hostTensors += d.type.byteSize(); // each at most 2^50 (verifyPlan)
+  uint64_t hostBytes =
+      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (hostTensors > hostBytes)
+    return Status::error("the plan's inputs and outputs need " +
+                         std::to_string(hostTensors) +
+                         " bytes but this machine has " +
+                         std::to_string(hostBytes) + " bytes of memory");
   inputs.assign(plan.inputs.size(), HostTensor());
   std::map<std::string, size_t> inputIndex;
   for (size_t i = 0; i < plan.inputs.size(); ++i)

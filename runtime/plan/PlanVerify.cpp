@@ -99,6 +99,11 @@ Status checkNoDeadlock(const Plan &plan) {
 Status verifyPlan(const Plan &plan) {
   if (plan.devices.empty())
     return Status::error("plan has no devices");
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].arenaBytes > kMaxTensorBytes)
+      return Status::error("device " + std::to_string(d) + " has an arena of " +
+                           std::to_string(plan.devices[d].arenaBytes) +
+                           " bytes, over partc's limit of 2^50");
   for (const WeightDecl &w : plan.weights) {
     uint64_t bytes;
     if (!safeByteSize(w.type, bytes) || w.offset > plan.weightBytes ||

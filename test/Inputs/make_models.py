@@ -612,3 +612,12 @@ with open(os.path.join(data, "input_0.pb"), "wb") as f:
 for k, (name, value) in enumerate(nan_outputs.items()):
     with open(os.path.join(data, "output_%d.pb" % k), "wb") as f:
         f.write(numpy_helper.from_array(value.astype(np.float32), name).SerializeToString())
+
+# huge_io.onnx: a Relu of [1, 2^34] floats: 64 GiB in and out, which a
+# device of the default topology holds but no CI machine's memory does.
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="relu")], "huge_io",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2**34])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2**34])])
+save(graph, "huge_io.onnx")
+constant_of_shape("fill_huge2d.onnx", [2**20, 2**20])
