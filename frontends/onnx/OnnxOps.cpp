@@ -368,6 +368,9 @@ LogicalResult importSplit(NodeImporter &n) {
     if (n.opset() >= 18 && n.attr("num_outputs"))
       parts = n.attrInt("num_outputs", parts);
     int64_t dim = in[*axis];
+    if (parts < 1 || parts > static_cast<int64_t>(n.numOutputs()))
+      return n.error() << "cannot split into " << parts << " parts with "
+                       << n.numOutputs() << " outputs";
     int64_t chunk = (dim + parts - 1) / parts;
     if (n.opset() < 18 && dim % parts)
       return n.error() << "dimension " << dim << " does not split evenly into "
