@@ -113,7 +113,10 @@ struct Neg {
   static constexpr const char *kName = "neg";
   static constexpr bool kIntegers = true;
   template <class T> PARTC_EW_FN static T apply(T x, T, T) {
-    return static_cast<T>(-x);
+    if constexpr (T(1) / T(2) == T(0)) // integers wrap (-INT_MIN), as numpy
+      return static_cast<T>(0ULL - static_cast<unsigned long long>(x));
+    else
+      return -x;
   }
 };
 struct Exp {
@@ -135,7 +138,9 @@ struct Abs {
     if constexpr (T(-1) > T(0)) // unsigned
       return x;
     else if constexpr (T(1) / T(2) == T(0)) // signed integer
-      return x < T(0) ? static_cast<T>(-x) : x;
+      return x < T(0)
+                 ? static_cast<T>(0ULL - static_cast<unsigned long long>(x))
+                 : x; // wraps at the lowest value, as numpy
     else
       return math::fabs(x);
   }
@@ -316,8 +321,9 @@ struct Max {
 #define PARTC_UNARY_OPS(X)                                                     \
   X(Relu)                                                                      \
   X(Sigmoid)                                                                   \
-  X(Tanh) X(Erf) X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor)    \
-      X(Ceil) X(Sin) X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid)    \
+  X(Tanh)                                                                      \
+  X(Erf) X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil)    \
+      X(Sin) X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid)            \
           X(HardSwish) X(Clip) X(Softplus) X(Elu) X(Sign) X(Round) X(Mish)     \
               X(Selu) X(Celu) X(Softsign) X(ThresholdedRelu)
 /// Every binary op, after the unary ones in Step.
