@@ -673,7 +673,9 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
                              ") reads " +
                              (ref >= 0 ? "input " + std::to_string(ref) +
                                              " of " + std::to_string(numInputs)
-                                       : "step " + std::to_string(-ref - 1) +
+                                       // ~ref is -ref - 1 without
+                                       // overflow at INT64_MIN.
+                                       : "step " + std::to_string(~ref) +
                                              ", which does not precede it"));
       if (ref >= 0)
         inputRead[ref] = true;
