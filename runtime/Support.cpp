@@ -96,13 +96,15 @@ int64_t numElements(const Shape &shape) {
 }
 
 std::optional<uint64_t> checkedByteSize(const TensorType &type) {
-  uint64_t bytes = dtypeSize(type.dtype);
+  // Empty dimensions count as 1 in the bound (strides of [0, 2^40, 2^40]
+  // overflow too), not in the size. Both stay at most 2^50: no wrapping.
+  uint64_t bound = dtypeSize(type.dtype), bytes = bound;
   for (int64_t d : type.shape) {
     if (d < 0)
       return std::nullopt;
-    // bytes <= 2^50, so a product that stays below 2^50 never wraps.
-    if (d != 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(d))
+    if (d > 1 && bound > kMaxTensorBytes / static_cast<uint64_t>(d))
       return std::nullopt;
+    bound *= static_cast<uint64_t>(d > 1 ? d : 1);
     bytes *= static_cast<uint64_t>(d);
   }
   return bytes;

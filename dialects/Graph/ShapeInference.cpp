@@ -183,12 +183,13 @@ std::string mlir::partc::graph::tensorSizeProblem(ShapedType type) {
     if (d < 0)
       return "has negative dimension " + std::to_string(d) + " in " +
              shapeStr(type.getShape());
-    // elements stays at most 2^50, so the check itself cannot wrap.
-    if (d != 0 &&
+    // Empty dimensions count as 1: strides of [0, 2^40, 2^40] overflow
+    // too. `elements` stays at most 2^50, so the check cannot wrap.
+    if (d > 1 &&
         elements > ::partc::runtime::kMaxTensorBytes / static_cast<uint64_t>(d))
       return "has shape " + shapeStr(type.getShape()) +
              ", over partc's limit of 2^50 bytes for one tensor";
-    elements *= static_cast<uint64_t>(d);
+    elements *= static_cast<uint64_t>(std::max<int64_t>(d, 1));
   }
   unsigned bits = type.getElementType().isIntOrFloat()
                       ? type.getElementType().getIntOrFloatBitWidth()
@@ -740,14 +741,17 @@ INFER_SIGNATURE(SliceOp) {
             n = x.getDimSize(d);
     if (st == 0)
       return fail(loc, "slice step must not be 0");
-    int64_t size = st > 0 ? (e - s + st - 1) / st : (s - e - st - 1) / -st;
-    size = std::max<int64_t>(size, 0);
-    if (size > 0 && (s < 0 || s >= n || s + (size - 1) * st < 0 ||
-                     s + (size - 1) * st >= n))
+    // In 128 bits: attributes anywhere in int64 must not overflow here.
+    using Wide = __int128;
+    Wide size = st > 0 ? (Wide(e) - s + st - 1) / st
+                       : (Wide(s) - e - st - 1) / -Wide(st);
+    size = std::max<Wide>(size, 0);
+    Wide last = Wide(s) + (size - 1) * st;
+    if (size > 0 && (s < 0 || s >= n || last < 0 || last >= n))
       return fail(loc, "slice [" + Twine(s) + ":" + Twine(e) + ":" + Twine(st) +
                            "] is out of bounds for dimension " + Twine(d) +
                            " of size " + Twine(n));
-    shape.push_back(size);
+    shape.push_back(static_cast<int64_t>(size)); // at most n here
   }
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
   return success();
