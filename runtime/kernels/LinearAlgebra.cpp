@@ -51,17 +51,8 @@ public:
     n_ = bb.back();
     Shape aBatch(aa.begin(), aa.end() - 2), bBatch(bb.begin(), bb.end() - 2);
     broadcastShapes(aBatch, bBatch, batch_);
-    std::array<std::vector<int64_t>, 2> strides{
-        broadcastStrides(aBatch, batch_), broadcastStrides(bBatch, batch_)};
-    // Element offsets of each batch's matrices.
-    broadcastLoop<2>(batch_, strides, [&](int64_t, const auto &idx) {
-      aOffsets_.push_back(idx[0] * m_ * k_);
-      bOffsets_.push_back(idx[1] * k_ * n_);
-    });
-    if (batch_.empty()) {
-      aOffsets_ = {0};
-      bOffsets_ = {0};
-    }
+    strides_ = {broadcastStrides(aBatch, batch_),
+                broadcastStrides(bBatch, batch_)};
   }
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
@@ -71,9 +62,18 @@ public:
         const T *a = in[0].as<T>();
         const T *b = in[1].as<T>();
         T *c = out[0].as<T>();
-        for (size_t i = 0; i < aOffsets_.size(); ++i)
-          gemm<T>(false, false, m_, n_, k_, T(1), a + aOffsets_[i], k_,
-                  b + bOffsets_[i], n_, T(0), c + i * m_ * n_, n_);
+        // Each batch's matrices, found as the batch runs: a table made at
+        // load would cost as much as the batch count, however large.
+        auto one = [&](int64_t i, int64_t aBatch, int64_t bBatch) {
+          gemm<T>(false, false, m_, n_, k_, T(1), a + aBatch * m_ * k_, k_,
+                  b + bBatch * k_ * n_, n_, T(0), c + i * m_ * n_, n_);
+        };
+        if (batch_.empty())
+          one(0, 0, 0);
+        else
+          broadcastLoop<2>(batch_, strides_, [&](int64_t i, const auto &idx) {
+            one(i, idx[0], idx[1]);
+          });
         int64_t total = out[0].type.numElements();
         if (hasBias_) {
           const T *bias = in[2].as<T>();
@@ -97,7 +97,7 @@ private:
   Shape out_, batch_;
   bool hasBias_, hasAddend_, relu_;
   int64_t m_, n_, k_;
-  std::vector<int64_t> aOffsets_, bOffsets_;
+  std::array<std::vector<int64_t>, 2> strides_;
 };
 
 /// ONNX Gemm: Y = alpha * op(A) * op(B) + beta * C, C broadcast to [M, N].
