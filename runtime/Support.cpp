@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <unistd.h>
 
 namespace partc::runtime {
 
@@ -93,6 +94,10 @@ int64_t numElements(const Shape &shape) {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+uint64_t hostMemoryBytes() {
+  return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
 }
 
 std::optional<uint64_t> checkedByteSize(const TensorType &type) {

@@ -114,6 +114,10 @@ constexpr uint64_t kMaxTensorBytes = uint64_t(1) << 50;
 /// size exceeds kMaxTensorBytes (or overflows on the way).
 std::optional<uint64_t> checkedByteSize(const TensorType &type);
 
+/// This machine's physical memory in bytes, against which plans, inputs and
+/// weights are checked before they are allocated.
+uint64_t hostMemoryBytes();
+
 /// A typed view of memory owned elsewhere.
 struct TensorRef {
   void *data = nullptr;

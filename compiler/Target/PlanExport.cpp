@@ -6,7 +6,6 @@
 #include "dialects/Plan/PlanDialect.h"
 
 #include <cstring>
-#include <unistd.h>
 
 namespace mlir::partc {
 
@@ -74,8 +73,7 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
   }
   // Refused with the numbers before allocating: a model can declare a
   // constant (ConstantOfShape, say) far larger than this machine's memory.
-  uint64_t hostBytes =
-      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  uint64_t hostBytes = rt::hostMemoryBytes();
   if (total > hostBytes)
     return program.emitError()
            << "the plan's weights need " << total

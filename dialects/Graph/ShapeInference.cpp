@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Diagnostics.h"
@@ -176,28 +177,17 @@ LogicalResult normalizedAxis(Loc loc, int64_t axis, int64_t rank,
 } // namespace
 
 std::string mlir::partc::graph::tensorSizeProblem(ShapedType type) {
-  uint64_t elements = 1;
-  for (int64_t d : type.getShape()) {
-    // kDynamic is INT64_MIN: a dimension a file declares as that is no
-    // dynamic one (partc's graphs are static after import).
+  // kDynamic is INT64_MIN: a dimension a file declares as that is no
+  // dynamic one (partc's graphs are static after import).
+  for (int64_t d : type.getShape())
     if (d < 0)
       return "has negative dimension " + std::to_string(d) + " in " +
              shapeStr(type.getShape());
-    // Empty dimensions count as 1: strides of [0, 2^40, 2^40] overflow
-    // too. `elements` stays at most 2^50, so the check cannot wrap.
-    if (d > 1 &&
-        elements > ::partc::runtime::kMaxTensorBytes / static_cast<uint64_t>(d))
-      return "has shape " + shapeStr(type.getShape()) +
-             ", over partc's limit of 2^50 bytes for one tensor";
-    elements *= static_cast<uint64_t>(std::max<int64_t>(d, 1));
-  }
-  unsigned bits = type.getElementType().isIntOrFloat()
-                      ? type.getElementType().getIntOrFloatBitWidth()
-                      : 8;
-  uint64_t bytes = elements * std::max(1u, bits / 8);
-  if (bytes > ::partc::runtime::kMaxTensorBytes)
-    return "has shape " + shapeStr(type.getShape()) + " (" +
-           std::to_string(bytes) + " bytes)" +
+  ::partc::runtime::TensorType sized = toTensorType(type);
+  if (sized.dtype == ::partc::runtime::DType::Invalid)
+    sized.dtype = ::partc::runtime::DType::U8; // the size alone matters
+  if (!::partc::runtime::checkedByteSize(sized))
+    return "has shape " + shapeStr(type.getShape()) +
            ", over partc's limit of 2^50 bytes for one tensor";
   return {};
 }

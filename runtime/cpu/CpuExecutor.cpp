@@ -6,7 +6,6 @@
 #include <cstring>
 #include <mutex>
 #include <thread>
-#include <unistd.h>
 
 namespace partc::runtime {
 
@@ -42,8 +41,7 @@ Status CpuExecutor::create(const Plan &plan,
   uint64_t total = 0;
   for (const DeviceProgram &prog : plan.devices)
     total += prog.arenaBytes; // each at most 2^50 (verifyPlan)
-  uint64_t hostBytes =
-      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  uint64_t hostBytes = hostMemoryBytes();
   if (total > hostBytes)
     return Status::error(
         "the plan's device arenas need " + std::to_string(total) +

@@ -10,7 +10,6 @@
 #include <map>
 #include <random>
 #include <sys/stat.h>
-#include <unistd.h>
 
 namespace partc::runtime {
 
@@ -212,8 +211,7 @@ Status loadInputs(const Plan &plan,
   for (const auto *decls : {&plan.inputs, &plan.outputs})
     for (const TensorDecl &d : *decls)
       hostTensors += d.type.byteSize(); // each at most 2^50 (verifyPlan)
-  uint64_t hostBytes =
-      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  uint64_t hostBytes = hostMemoryBytes();
   if (hostTensors > hostBytes)
     return Status::error("the plan's inputs and outputs need " +
                          std::to_string(hostTensors) +

@@ -67,6 +67,11 @@ template <class T> PARTC_EW_FN T maxKeepNan(T a, T b) {
 template <class T> PARTC_EW_FN T minKeepNan(T a, T b) {
   return (a != a || a < b) ? a : b;
 }
+/// -x of an integer, wrapping at the lowest value as numpy does (signed
+/// overflow is undefined; unsigned arithmetic wraps).
+template <class T> PARTC_EW_FN T negateWrapping(T x) {
+  return static_cast<T>(0ULL - static_cast<unsigned long long>(x));
+}
 /// Clamps to [lo, hi]; NaN stays NaN.
 template <class T> PARTC_EW_FN T clampKeepNan(T x, T lo, T hi) {
   return x < lo ? lo : (x > hi ? hi : x);
@@ -114,7 +119,7 @@ struct Neg {
   static constexpr bool kIntegers = true;
   template <class T> PARTC_EW_FN static T apply(T x, T, T) {
     if constexpr (T(1) / T(2) == T(0)) // integers wrap (-INT_MIN), as numpy
-      return static_cast<T>(0ULL - static_cast<unsigned long long>(x));
+      return negateWrapping(x);
     else
       return -x;
   }
@@ -138,9 +143,8 @@ struct Abs {
     if constexpr (T(-1) > T(0)) // unsigned
       return x;
     else if constexpr (T(1) / T(2) == T(0)) // signed integer
-      return x < T(0)
-                 ? static_cast<T>(0ULL - static_cast<unsigned long long>(x))
-                 : x; // wraps at the lowest value, as numpy
+      return x < T(0) ? negateWrapping(x)
+                      : x; // wraps at the lowest value, as numpy
     else
       return math::fabs(x);
   }
@@ -322,10 +326,11 @@ struct Max {
   X(Relu)                                                                      \
   X(Sigmoid)                                                                   \
   X(Tanh)                                                                      \
-  X(Erf) X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil)    \
-      X(Sin) X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid)            \
-          X(HardSwish) X(Clip) X(Softplus) X(Elu) X(Sign) X(Round) X(Mish)     \
-              X(Selu) X(Celu) X(Softsign) X(ThresholdedRelu)
+  X(Erf)                                                                       \
+  X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin)    \
+      X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish)      \
+          X(Clip) X(Softplus) X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu)  \
+              X(Softsign) X(ThresholdedRelu)
 /// Every binary op, after the unary ones in Step.
 #define PARTC_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max)
 
