@@ -200,6 +200,60 @@ def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Training (compiler/Training)
+//===----------------------------------------------------------------------===//
+
+def Differentiate : Pass<"partc-differentiate", "mlir::ModuleOp"> {
+  let summary = "Adds a loss and the gradients of the model's parameters";
+  let description = [{
+    Makes @main compute one training step's loss and gradients: it takes
+    one more argument, `labels`, applies the loss to the chosen output
+    (means over the batch, as PyTorch's defaults), and returns the loss
+    (named "loss") and the gradient of every trainable parameter (named
+    "grad.<initializer>", with `graph.gradient_of`), in place of the
+    model's outputs. Parameters are the float graph.constants imported from
+    ONNX initializers (`graph.initializer`) that the loss depends on,
+    except the frozen ones. Gradients come from each op's
+    GradientOpInterface, in reverse order from the loss; a value used
+    several times sums its gradients; values that do not lead from a
+    parameter to the loss get none. Run it on the imported graph, before
+    any fusion.
+  }];
+  let options = [
+    Option<"loss", "loss", "std::string", "\"mse\"",
+           "mse, cross-entropy, bce-with-logits or l1">,
+    Option<"output", "output", "std::string", "\"\"",
+           "The output the loss applies to (default: the only one)">,
+    ListOption<"frozen", "frozen", "std::string",
+               "Initializers that are not trained">,
+  ];
+}
+
+def ApplyOptimizer : Pass<"partc-apply-optimizer", "mlir::ModuleOp"> {
+  let summary = "Updates parameters in place from their gradients";
+  let description = [{
+    For every result of @main that is a parameter's gradient
+    (`graph.gradient_of`, from partc-differentiate), makes the parameter a
+    graph.variable (its initializer's value is the initial value), adds
+    the optimizer's state (momentum buffers; AdamW's moments and step
+    counter) as zero-initialized variables, and updates them all with
+    graph.sgd_update or graph.adamw_update just before the return, after
+    every other use of them. The gradients are no longer returned.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "sgd or adamw">,
+    Option<"lr", "lr", "double", "0.001", "Learning rate">,
+    Option<"momentum", "momentum", "double", "0", "SGD's momentum">,
+    Option<"weightDecay", "weight-decay", "double", "-1",
+           "Weight decay (default: 0 for SGD, 0.01 for AdamW, as PyTorch)">,
+    Option<"beta1", "beta1", "double", "0.9", "AdamW's beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "AdamW's beta2">,
+    Option<"eps", "eps", "double", "1e-8", "AdamW's epsilon">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
 // Graph to plan dialect (compiler/Conversion/GraphToPlan)
 //===----------------------------------------------------------------------===//
 

@@ -92,6 +92,11 @@ public:
   /// page-locks them).
   virtual Status registerHostMemory(void *, size_t) { return Status(); }
 
+  /// Copies state `index` (Plan::states) out to `data` (its bytes) or in
+  /// from it: how partc-run saves and resumes training.
+  virtual Status readState(size_t index, void *data) const = 0;
+  virtual Status writeState(size_t index, const void *data) = 0;
+
   virtual LoadReport loadReport() const { return {}; }
   /// Notes after running, e.g. why CUDA graph capture was abandoned.
   virtual std::vector<std::string> runNotes() const { return {}; }
@@ -113,6 +118,10 @@ public:
   /// The intervals of the last (traced) run.
   virtual std::vector<TraceEvent> lastRunTrace() const = 0;
 };
+
+/// Fills `data` (state `index`'s bytes) with its value at load: zeros or
+/// the plan's weights. Every backend initializes state this way.
+void initialStateBytes(const Plan &plan, size_t index, void *data);
 
 /// The backends of this build: "cpu", and "cuda" where it was built with a
 /// CUDA toolkit.

@@ -2,6 +2,9 @@
 #include "runtime/Support.h"
 
 #include <algorithm>
+#include <atomic>
+
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -96,8 +99,16 @@ int64_t numElements(const Shape &shape) {
   return n;
 }
 
+static std::atomic<uint64_t> memoryLimit{UINT64_MAX};
+
 uint64_t hostMemoryBytes() {
-  return uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  uint64_t physical =
+      uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  return std::min(physical, memoryLimit.load(std::memory_order_relaxed));
+}
+
+void limitHostMemory(uint64_t bytes) {
+  memoryLimit.store(bytes, std::memory_order_relaxed);
 }
 
 std::optional<uint64_t> checkedByteSize(const TensorType &type) {

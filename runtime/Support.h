@@ -117,6 +117,9 @@ std::optional<uint64_t> checkedByteSize(const TensorType &type);
 /// This machine's physical memory in bytes, against which plans, inputs and
 /// weights are checked before they are allocated.
 uint64_t hostMemoryBytes();
+/// Makes hostMemoryBytes() report at most `bytes`: the fuzz targets run as
+/// if on a small machine, under the memory limit of their sanitizers.
+void limitHostMemory(uint64_t bytes);
 
 /// A typed view of memory owned elsewhere.
 struct TensorRef {

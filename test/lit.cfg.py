@@ -17,6 +17,7 @@ config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
 
 config.substitutions.append(("%testdata", config.onnx_testdata))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+config.substitutions.append(("%partc_bin", config.partc_tools_dir))
 config.environment["PATH"] = os.pathsep.join(
     [config.partc_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", "")])
 

@@ -58,12 +58,38 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            "'";
   if (o.layout != "nhwc" && o.layout != "nchw")
     return "--layout must be nhwc or nchw, got '" + o.layout + "'";
+  if (o.train && numDevices > 1)
+    return "--train runs on one device so far (training across devices is "
+           "the next step); use --devices 1";
+  if (o.train && o.optimizer != "sgd" && o.optimizer != "adamw" &&
+      o.optimizer != "none")
+    return "unknown --optimizer '" + o.optimizer +
+           "'; expected sgd, adamw or none (the plan returns the gradients)";
   if (!o.explain.empty() && o.explain != "text" && o.explain != "json")
     return "--explain takes text or json, got '" + o.explain + "'";
   return "";
 }
 
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
+  // Training differentiates the graph as imported, before any fusion.
+  if (o.train) {
+    DifferentiateOptions differentiate;
+    differentiate.loss = o.loss;
+    differentiate.output = o.lossOutput;
+    differentiate.frozen.assign(o.frozen.begin(), o.frozen.end());
+    pm.addPass(createDifferentiate(differentiate));
+    if (o.optimizer != "none") {
+      ApplyOptimizerOptions optimizer;
+      optimizer.optimizer = o.optimizer;
+      optimizer.lr = o.lr;
+      optimizer.momentum = o.momentum;
+      optimizer.weightDecay = o.weightDecay;
+      optimizer.beta1 = o.beta1;
+      optimizer.beta2 = o.beta2;
+      optimizer.eps = o.eps;
+      pm.addPass(createApplyOptimizer(optimizer));
+    }
+  }
   // Graph optimizations: each pass leaves ops the next can fuse further.
   pm.addPass(createFoldConstants());
   if (o.layout == "nhwc")

@@ -79,6 +79,38 @@ struct CompilePipelineOptions
       llvm::cl::desc("Lower the placed graph to the plan dialect and plan "
                      "its memory (false: stop at the placed graph)"),
       llvm::cl::init(true)};
+  // Training (partc-differentiate, partc-apply-optimizer).
+  Option<bool> train{*this, "train",
+                     llvm::cl::desc("Compile one training step: loss, "
+                                    "gradients and optimizer update"),
+                     llvm::cl::init(false)};
+  Option<std::string> loss{
+      *this, "loss",
+      llvm::cl::desc("mse, cross-entropy, bce-with-logits or l1"),
+      llvm::cl::init("mse")};
+  Option<std::string> lossOutput{
+      *this, "output", llvm::cl::desc("The model output the loss applies to"),
+      llvm::cl::init("")};
+  ListOption<std::string> frozen{
+      *this, "frozen", llvm::cl::desc("Initializers that are not trained")};
+  Option<std::string> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("sgd, adamw, or none (return the gradients)"),
+      llvm::cl::init("sgd")};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(0.001)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD's momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (default: SGD 0, AdamW 0.01)"),
+      llvm::cl::init(-1.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("AdamW's beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("AdamW's beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> eps{*this, "eps", llvm::cl::desc("AdamW's epsilon"),
+                     llvm::cl::init(1e-8)};
   Option<std::string> explain{
       *this, "explain",
       llvm::cl::desc("Print why the plan was chosen: text or json"),

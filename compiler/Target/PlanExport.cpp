@@ -26,6 +26,8 @@ private:
   rt::Plan &plan_;
   std::vector<uint8_t> &storage_;
   llvm::StringMap<uint64_t> weightOffsets_;
+  /// Each plan.state's offset in its device's state region.
+  llvm::StringMap<uint64_t> stateOffsets_;
   llvm::StringMap<uint32_t> inputIndex_, outputIndex_;
 };
 
@@ -44,6 +46,11 @@ FailureOr<rt::BufferRef> Exporter::resolve(Value v) {
   if (auto weight = dyn_cast_or_null<plan::WeightRefOp>(def)) {
     ref.space = rt::MemorySpace::Weight;
     ref.offset = weightOffsets_.lookup(weight.getWeight());
+    return ref;
+  }
+  if (auto state = dyn_cast_or_null<plan::StateRefOp>(def)) {
+    ref.space = rt::MemorySpace::State;
+    ref.offset = stateOffsets_.lookup(state.getState());
     return ref;
   }
   if (auto view = dyn_cast_or_null<plan::ViewOp>(def)) {
@@ -98,6 +105,24 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
   plan_.weightData = storage_.data();
   plan_.weightBytes = storage_.size();
 
+  plan_.devices.resize(program.getNumDevices());
+  for (auto state : body.getOps<plan::StateOp>()) {
+    rt::StateDecl decl;
+    decl.name = state.getName().str();
+    decl.type = toTensorType(cast<ShapedType>(state.getType()));
+    decl.device = static_cast<uint32_t>(state.getDevice());
+    decl.role = state.getRole().str();
+    uint64_t &end = plan_.devices[decl.device].stateBytes;
+    decl.offset = (end + kWeightAlign - 1) / kWeightAlign * kWeightAlign;
+    end = decl.offset + decl.type.byteSize();
+    if (auto init = state.getInitAttr()) {
+      decl.zeroInit = false;
+      decl.initOffset = weightOffsets_.lookup(init.getValue());
+    }
+    stateOffsets_[state.getSymName()] = decl.offset;
+    plan_.states.push_back(std::move(decl));
+  }
+
   for (auto in : body.getOps<plan::InputOp>()) {
     inputIndex_[in.getSymName()] = plan_.inputs.size();
     plan_.inputs.push_back(
@@ -109,7 +134,6 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
                              toTensorType(cast<ShapedType>(out.getType()))});
   }
 
-  plan_.devices.resize(program.getNumDevices());
   for (auto device : body.getOps<plan::DeviceOp>()) {
     rt::DeviceProgram &prog = plan_.devices[device.getId()];
     prog.arenaBytes = device.getArenaSize().value_or(0);

@@ -40,6 +40,15 @@ def Graph_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kPlacementAttrName = "graph.placement";
     /// Name of the argument/result attribute holding the ONNX tensor name.
     static constexpr ::llvm::StringLiteral kNameAttrName = "graph.name";
+    /// Name of the attribute that marks a graph.constant as the ONNX
+    /// initializer it was imported from (a trainable parameter unless
+    /// frozen), naming it.
+    static constexpr ::llvm::StringLiteral kInitializerAttrName =
+        "graph.initializer";
+    /// Name of the result attribute naming the initializer whose gradient
+    /// a result of a differentiated function is (partc-differentiate).
+    static constexpr ::llvm::StringLiteral kGradientOfAttrName =
+        "graph.gradient_of";
   }];
 }
 

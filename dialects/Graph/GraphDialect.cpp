@@ -42,8 +42,14 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
              << op->getName() << "' on a device";
     return success();
   }
-  if (name == kNameAttrName)
+  if (name == kNameAttrName || name == kGradientOfAttrName)
     return success(isa<StringAttr>(attr.getValue()));
+  if (name == kInitializerAttrName) {
+    if (!isa<StringAttr>(attr.getValue()) || !isa<ConstantOp>(op))
+      return op->emitError()
+             << "'" << name << "' names the initializer of a graph.constant";
+    return success();
+  }
   if (name == "graph.opset" || name == "graph.num_devices" ||
       name == "graph.batch")
     return success(isa<IntegerAttr>(attr.getValue()));

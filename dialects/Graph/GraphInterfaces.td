@@ -51,4 +51,41 @@ def Graph_BatchRuleOpInterface : OpInterface<"BatchRuleOpInterface"> {
   ];
 }
 
+def Graph_GradientOpInterface : OpInterface<"GradientOpInterface"> {
+  let cppNamespace = "::mlir::partc::graph";
+  let description = [{
+    The op's reverse-mode rule, for partc-differentiate: from the gradient
+    of the loss with respect to each result, the gradient with respect to
+    each operand that needs one, built in graph ops where they serve and
+    in backward ops of their own where a library does better. Implemented
+    op by op in Gradients.cpp; an op without it has no gradient yet, which
+    partc-differentiate reports naming the node.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds, at the builder's insertion point, the gradient of every
+        operand i with `needed[i]` into `operandGrads[i]` (which has one
+        entry per operand, null on entry), given `resultGrads` (one per
+        result; null where a result does not reach the loss). Fails with a
+        diagnostic where the rule does not cover the op's form.
+      }], "::llvm::LogicalResult", "buildGradient",
+      (ins "::mlir::OpBuilder &":$builder,
+           "::llvm::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::ArrayRef<bool>":$needed,
+           "::llvm::MutableArrayRef<::mlir::Value>":$operandGrads)>,
+  ];
+}
+
+def Graph_StateUpdateOpInterface : OpInterface<"StateUpdateOpInterface"> {
+  let cppNamespace = "::mlir::partc::graph";
+  let description = [{
+    An op that updates graph.variables in place (an optimizer step): the
+    lowering makes the variables' state buffers the kernel's outputs.
+  }];
+  let methods = [
+    InterfaceMethod<"Indices of the operands whose variables are written.",
+      "::llvm::SmallVector<unsigned>", "getUpdatedOperands", (ins)>,
+  ];
+}
+
 #endif // PARTC_GRAPH_INTERFACES

@@ -4,6 +4,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "runtime/kernels/FusedElementwise.h"
 
 using namespace mlir;
@@ -145,6 +146,102 @@ int64_t GemmOp::estimateFlops() {
   auto a = cast<ShapedType>(getA().getType());
   int64_t k = getTransA() ? a.getShape()[0] : a.getShape()[1];
   return 2 * k * elementCount(getType());
+}
+
+//===----------------------------------------------------------------------===//
+// Training (TrainingOps.td)
+//===----------------------------------------------------------------------===//
+
+LogicalResult VariableOp::verify() {
+  if (auto value = getValueAttr(); value && value.getType() != getType())
+    return emitOpError() << "'" << getName() << "' of type " << getType()
+                         << " is initialized with a value of type "
+                         << value.getType();
+  if (std::string why = tensorSizeProblem(getType()); !why.empty())
+    return emitOpError() << "'" << getName() << "' " << why;
+  return success();
+}
+
+/// The operands an update writes must be graph.variables of one type with
+/// `like` (the parameter), or for the step counter an int64 scalar.
+static LogicalResult
+verifyUpdatedOperands(Operation *op, ArrayRef<unsigned> updated, Type like) {
+  for (unsigned i : updated) {
+    Value v = op->getOperand(i);
+    if (!v.getDefiningOp<VariableOp>())
+      return op->emitOpError()
+             << "updates operand " << i
+             << " in place, so it must be a graph.variable; hint: "
+                "partc-apply-optimizer makes parameters variables";
+    if (like && v.getType() != like)
+      return op->emitOpError() << "operand " << i << " of type " << v.getType()
+                               << " does not match the parameter's " << like;
+  }
+  return success();
+}
+
+static LogicalResult verifyStepCounter(Operation *op, Value step) {
+  auto type = cast<RankedTensorType>(step.getType());
+  if (type.getRank() != 0 || !type.getElementType().isInteger(64))
+    return op->emitOpError()
+           << "counts steps in " << type << "; the step counter is tensor<i64>";
+  return success();
+}
+
+SmallVector<unsigned> SgdUpdateOp::getUpdatedOperands() {
+  if (getMomentumBuffer())
+    return {0, 2};
+  return {0};
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  if (getGrad().getType() != getParam().getType())
+    return emitOpError() << "gradient " << getGrad().getType()
+                         << " does not match the parameter "
+                         << getParam().getType();
+  double momentum = getMomentum().convertToDouble();
+  if ((momentum != 0) != (getMomentumBuffer() != nullptr))
+    return emitOpError() << "has momentum " << momentum << " but "
+                         << (getMomentumBuffer() ? "a" : "no")
+                         << " momentum buffer; it needs one exactly when "
+                            "momentum is not 0";
+  if (!isa<FloatType>(mlir::getElementTypeOrSelf(getParam().getType())))
+    return emitOpError() << "updates " << getParam().getType()
+                         << "; parameters are floats";
+  return verifyUpdatedOperands(*this, getUpdatedOperands(),
+                               getParam().getType());
+}
+
+SmallVector<unsigned> AdamWUpdateOp::getUpdatedOperands() { return {0, 2, 3}; }
+
+LogicalResult AdamWUpdateOp::verify() {
+  if (getGrad().getType() != getParam().getType())
+    return emitOpError() << "gradient " << getGrad().getType()
+                         << " does not match the parameter "
+                         << getParam().getType();
+  if (!isa<FloatType>(mlir::getElementTypeOrSelf(getParam().getType())))
+    return emitOpError() << "updates " << getParam().getType()
+                         << "; parameters are floats";
+  double beta1 = getBeta1().convertToDouble(),
+         beta2 = getBeta2().convertToDouble();
+  if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
+    return emitOpError() << "has betas " << beta1 << ", " << beta2
+                         << "; each must be in [0, 1)";
+  if (!getStep().getDefiningOp<VariableOp>())
+    return emitOpError() << "reads the step count from a value that is not a "
+                            "graph.variable";
+  if (failed(verifyStepCounter(*this, getStep())))
+    return failure();
+  return verifyUpdatedOperands(*this, getUpdatedOperands(),
+                               getParam().getType());
+}
+
+SmallVector<unsigned> CountStepOp::getUpdatedOperands() { return {0}; }
+
+LogicalResult CountStepOp::verify() {
+  if (failed(verifyStepCounter(*this, getStep())))
+    return failure();
+  return verifyUpdatedOperands(*this, getUpdatedOperands(), Type());
 }
 
 #define GET_OP_CLASSES

@@ -26,6 +26,9 @@ def Graph_Elementwise : NativeOpTrait<"Elementwise"> {
   let cppNamespace = "::mlir::partc::graph";
 }
 
+/// An op with a reverse-mode rule (Gradients.cpp).
+def Graph_Differentiable : DeclareOpInterfaceMethods<Graph_GradientOpInterface>;
+
 class Graph_Op<string mnemonic, list<Trait> traits = []>
     : Op<Graph_Dialect, mnemonic,
          !listconcat(traits, [Pure,
@@ -79,14 +82,14 @@ def Graph_TransferOp : Graph_Op<"transfer", [Graph_CostOpInterface]> {
 }
 
 def Graph_IdentityOp : Graph_Op<"identity", [ConstantEvaluable,
-    Graph_CostOpInterface, Graph_Elementwise]> {
+    Graph_CostOpInterface, Graph_Elementwise, Graph_Differentiable]> {
   let summary = "Identity (also ONNX Dropout in inference)";
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
   let hasFolder = 1;
 }
 
-def Graph_ReshapeOp : Graph_ComputeOp<"reshape", [
+def Graph_ReshapeOp : Graph_ComputeOp<"reshape", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Reshape to a static shape (also Flatten, Squeeze, Unsqueeze)";
   let description = [{
@@ -116,8 +119,9 @@ class Graph_ElementwiseOp<string mnemonic, string onnxType,
 /// the same kernel name in runtime/kernels/ElementwiseOps.h, which the
 /// CPU and GPU kernels and fused chains share; its float attributes are the
 /// struct's parameters.
-class Graph_MathOp<string mnemonic, string onnxType, string doc>
-    : Graph_ElementwiseOp<mnemonic, onnxType> {
+class Graph_MathOp<string mnemonic, string onnxType, string doc,
+                   list<Trait> traits = []>
+    : Graph_ElementwiseOp<mnemonic, onnxType, traits> {
   let summary = doc;
   let arguments = (ins Graph_Tensor:$input);
   let results = (outs Graph_Tensor:$output);
@@ -141,15 +145,23 @@ class Graph_UnaryOp<string mnemonic, string doc, list<Trait> traits = []>
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ReluOp : Graph_MathOp<"relu", "Relu", "max(x, 0)">;
-def Graph_SigmoidOp : Graph_MathOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))">;
-def Graph_TanhOp : Graph_MathOp<"tanh", "Tanh", "Hyperbolic tangent">;
+def Graph_ReluOp : Graph_MathOp<"relu", "Relu", "max(x, 0)",
+    [Graph_Differentiable]>;
+def Graph_SigmoidOp : Graph_MathOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))",
+    [Graph_Differentiable]>;
+def Graph_TanhOp : Graph_MathOp<"tanh", "Tanh", "Hyperbolic tangent",
+    [Graph_Differentiable]>;
 def Graph_ErfOp : Graph_MathOp<"erf", "Erf", "Error function">;
-def Graph_SqrtOp : Graph_MathOp<"sqrt", "Sqrt", "Square root">;
-def Graph_NegOp : Graph_MathOp<"neg", "Neg", "Negation">;
-def Graph_ExpOp : Graph_MathOp<"exp", "Exp", "Exponential">;
-def Graph_LogOp : Graph_MathOp<"log", "Log", "Natural logarithm">;
-def Graph_AbsOp : Graph_MathOp<"abs", "Abs", "Absolute value">;
+def Graph_SqrtOp : Graph_MathOp<"sqrt", "Sqrt", "Square root",
+    [Graph_Differentiable]>;
+def Graph_NegOp : Graph_MathOp<"neg", "Neg", "Negation",
+    [Graph_Differentiable]>;
+def Graph_ExpOp : Graph_MathOp<"exp", "Exp", "Exponential",
+    [Graph_Differentiable]>;
+def Graph_LogOp : Graph_MathOp<"log", "Log", "Natural logarithm",
+    [Graph_Differentiable]>;
+def Graph_AbsOp : Graph_MathOp<"abs", "Abs", "Absolute value",
+    [Graph_Differentiable]>;
 def Graph_ReciprocalOp : Graph_MathOp<"reciprocal", "Reciprocal", "1 / x">;
 def Graph_FloorOp : Graph_MathOp<"floor", "Floor", "Round down">;
 def Graph_CeilOp : Graph_MathOp<"ceil", "Ceil", "Round up">;
@@ -158,13 +170,15 @@ def Graph_SinOp : Graph_MathOp<"sin", "Sin", "Sine">;
 def Graph_CosOp : Graph_MathOp<"cos", "Cos", "Cosine">;
 def Graph_SignOp : Graph_MathOp<"sign", "Sign", "Sign">;
 def Graph_NotOp : Graph_MathOp<"not", "Not", "Logical not">;
-def Graph_SoftplusOp : Graph_MathOp<"softplus", "Softplus", "log(1 + exp(x))">;
+def Graph_SoftplusOp : Graph_MathOp<"softplus", "Softplus", "log(1 + exp(x))",
+    [Graph_Differentiable]>;
 def Graph_HardSwishOp : Graph_MathOp<"hard_swish", "HardSwish",
                                      "x * hard_sigmoid(x)">;
 def Graph_MishOp : Graph_MathOp<"mish", "Mish", "x * tanh(softplus(x))">;
 def Graph_SoftsignOp : Graph_MathOp<"softsign", "Softsign", "x / (1 + |x|)">;
 
-def Graph_GeluOp : Graph_MathOp<"gelu", "Gelu", "Gaussian error linear unit"> {
+def Graph_GeluOp : Graph_MathOp<"gelu", "Gelu", "Gaussian error linear unit",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedStrAttr<StrAttr, "none">:$approximate);
 }
@@ -229,8 +243,8 @@ def Graph_IsInfOp : Graph_ElementwiseOp<"is_inf", "IsInf"> {
 /// i1 (`predicate`). The float formula of arithmetic ops is the struct of
 /// the same kernel name in runtime/kernels/ElementwiseOps.h.
 class Graph_BinaryOp<string mnemonic, string onnxType, string doc,
-                     bit predicate = 0>
-    : Graph_ElementwiseOp<mnemonic, onnxType> {
+                     bit predicate = 0, list<Trait> traits = []>
+    : Graph_ElementwiseOp<mnemonic, onnxType, traits> {
   let summary = doc # " with numpy broadcasting";
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs);
   let results = (outs Graph_Tensor:$output);
@@ -249,13 +263,17 @@ class Graph_BinaryOp<string mnemonic, string onnxType, string doc,
 
 // Binary ops have importers of their own: opsets before 7 broadcast by an
 // attribute, Max, Min and Sum are variadic, Pow and Mod have integer rules.
-def Graph_AddOp : Graph_BinaryOp<"add", "", "Addition"> {
+def Graph_AddOp : Graph_BinaryOp<"add", "", "Addition", 0,
+                                 [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
                        OptionalAttr<Graph_ActivationAttr>:$activation);
 }
-def Graph_SubOp : Graph_BinaryOp<"sub", "", "Subtraction">;
-def Graph_MulOp : Graph_BinaryOp<"mul", "", "Multiplication">;
-def Graph_DivOp : Graph_BinaryOp<"div", "", "Division">;
+def Graph_SubOp : Graph_BinaryOp<"sub", "", "Subtraction", 0,
+                                 [Graph_Differentiable]>;
+def Graph_MulOp : Graph_BinaryOp<"mul", "", "Multiplication", 0,
+                                 [Graph_Differentiable]>;
+def Graph_DivOp : Graph_BinaryOp<"div", "", "Division", 0,
+                                 [Graph_Differentiable]>;
 def Graph_PowOp : Graph_BinaryOp<"pow", "", "Power">;
 def Graph_MinOp : Graph_BinaryOp<"min", "", "Minimum">;
 def Graph_MaxOp : Graph_BinaryOp<"max", "", "Maximum">;
@@ -324,7 +342,7 @@ def Graph_ExpandOp : Graph_ComputeOp<"expand", [
 // Linear algebra, convolution, pooling, normalization
 //===----------------------------------------------------------------------===//
 
-def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable,
+def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable, Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "numpy.matmul (batched, broadcasting)";
@@ -393,7 +411,7 @@ def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
   }];
 }
 
-def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable,
+def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable, Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
@@ -509,7 +527,7 @@ def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm", [
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_SoftmaxOp : Graph_ComputeOp<"softmax", [
+def Graph_SoftmaxOp : Graph_ComputeOp<"softmax", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Softmax along one axis";
   let description = [{
@@ -528,19 +546,23 @@ def Graph_SoftmaxOp : Graph_ComputeOp<"softmax", [
 }
 def Graph_LogSoftmaxOp : Graph_UnaryOp<"log_softmax",
     "Log-softmax along one axis",
-    [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+    [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
+     Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input, I64Attr:$axis);
 }
 
-class Graph_ReduceOp<string mnemonic, string doc>
-    : Graph_ComputeOp<mnemonic, [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+class Graph_ReduceOp<string mnemonic, string doc, list<Trait> traits = []>
+    : Graph_ComputeOp<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>])> {
   let summary = doc # " over sorted, non-negative `axes`";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$axes,
                        DefaultValuedAttr<I64Attr, "1">:$keepdims);
   let results = (outs Graph_Tensor:$output);
 }
-def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum">;
-def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean">;
+def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum",
+                                       [Graph_Differentiable]>;
+def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean",
+                                        [Graph_Differentiable]>;
 def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
 def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
@@ -549,7 +571,7 @@ def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
 // Data movement
 //===----------------------------------------------------------------------===//
 
-def Graph_TransposeOp : Graph_ComputeOp<"transpose", [
+def Graph_TransposeOp : Graph_ComputeOp<"transpose", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Permutes dimensions";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$perm);
@@ -674,5 +696,7 @@ def Graph_PadOp : Graph_ComputeOp<"pad", [
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Graph_Tensor:$output);
 }
+
+include "dialects/Graph/TrainingOps.td"
 
 #endif // PARTC_GRAPH_OPS

@@ -486,7 +486,8 @@ INFER_SIGNATURE(ConvOp) {
     ws = toChannelsFirst(ws);
   }
   int64_t group = intAttr(attrs, "group", 1);
-  if (group < 1 || xs[1] != ws[1] * group || ws[0] % group)
+  // Division, not ws[1] * group: a group near 2^63 overflows the product.
+  if (group < 1 || xs[1] % group || xs[1] / group != ws[1] || ws[0] % group)
     return fail(loc, "input channels " + Twine(xs[1]) +
                          " do not match weight " + shapeStr(w.getShape()) +
                          " with group " + Twine(group) +
@@ -931,5 +932,51 @@ INFER_SIGNATURE(PadOp) {
     shape.push_back(padded);
   }
   types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Training (TrainingOps.td)
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Logits [..., C] of a float type and int64 labels of the logits' shape
+/// without its last dimension.
+LogicalResult checkCrossEntropyOperands(Loc loc, RankedTensorType logits,
+                                        RankedTensorType labels) {
+  if (!isa<FloatType>(logits.getElementType()) || logits.getRank() < 1)
+    return fail(loc, "logits " + typeStr(logits) +
+                         " must be floats with a class dimension last");
+  if (!labels.getElementType().isInteger(64) ||
+      labels.getShape() != logits.getShape().drop_back())
+    return fail(loc, "labels " + typeStr(labels) + " must be int64 of shape " +
+                         shapeStr(logits.getShape().drop_back()) +
+                         " (one class index per row of the logits " +
+                         typeStr(logits) + ")");
+  return success();
+}
+} // namespace
+
+INFER_SIGNATURE(SoftmaxCrossEntropyOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto logits = tensorOf(operands[0]);
+  if (failed(checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]))))
+    return failure();
+  types.push_back(RankedTensorType::get({}, logits.getElementType()));
+  return success();
+}
+
+INFER_SIGNATURE(SoftmaxCrossEntropyGradOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto logits = tensorOf(operands[0]);
+  if (failed(checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]))))
+    return failure();
+  auto dloss = tensorOf(operands[2]);
+  if (dloss != RankedTensorType::get({}, logits.getElementType()))
+    return fail(loc, "dloss " + typeStr(dloss) +
+                         " must be a scalar of the logits' element type");
+  types.push_back(logits);
   return success();
 }

@@ -31,6 +31,39 @@ LogicalResult ProgramOp::verify() {
       return device.emitOpError()
              << "device " << device.getId() << " appears twice";
   }
+  for (auto state : getBody().front().getOps<StateOp>()) {
+    if (state.getDevice() < 0 || state.getDevice() >= getNumDevices())
+      return state.emitOpError() << "is on device " << state.getDevice()
+                                 << ", outside [0, " << getNumDevices() << ")";
+    if (auto init = state.getInitAttr()) {
+      auto weight = dyn_cast_or_null<WeightOp>(lookupSymbol(init.getAttr()));
+      if (!weight)
+        return state.emitOpError()
+               << "is initialized from " << init << ", which is not a "
+               << "plan.weight";
+      if (weight.getValue().getType() != state.getType())
+        return state.emitOpError()
+               << "of type " << state.getType() << " is initialized from "
+               << init << " of type " << weight.getValue().getType();
+    }
+  }
+  // A device updates only its own state.
+  for (auto device : getBody().front().getOps<DeviceOp>())
+    for (auto ref : device.getBody().front().getOps<StateRefOp>()) {
+      auto state = dyn_cast_or_null<StateOp>(lookupSymbol(ref.getStateAttr()));
+      if (!state)
+        return ref.emitOpError()
+               << "refers to " << ref.getStateAttr() << ", not a plan.state";
+      auto tensor = cast<ShapedType>(state.getType());
+      auto buffer = cast<ShapedType>(ref.getType());
+      if (state.getDevice() != device.getId() ||
+          tensor.getShape() != buffer.getShape() ||
+          tensor.getElementType() != buffer.getElementType())
+        return ref.emitOpError()
+               << "reads " << ref.getStateAttr() << " (" << state.getType()
+               << " on device " << state.getDevice() << ") as " << buffer
+               << " on device " << device.getId();
+    }
   return success();
 }
 

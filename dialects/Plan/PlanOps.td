@@ -42,6 +42,29 @@ def Plan_WeightOp : Plan_Op<"weight", [Symbol, HasParent<"ProgramOp">]> {
   let assemblyFormat = "$sym_name attr-dict";
 }
 
+def Plan_StateOp : Plan_Op<"state", [Symbol, HasParent<"ProgramOp">]> {
+  let summary = "A tensor that a device keeps across runs, updated in place";
+  let description = [{
+    Training state: a trainable parameter, an optimizer moment, a running
+    statistic or a step counter. It is initialized when the plan is loaded
+    from the plan.weight `init` (zeros without one) and afterwards changed
+    only by kernels that name its plan.state_ref among their outputs; every
+    read of it in a run comes before that update (the plan verifier checks).
+    `name` is what partc-run saves and loads it as: the ONNX initializer,
+    or "<initializer>.<role>" for a moment.
+
+    ```mlir
+    plan.weight @w0 {value = dense<...> : tensor<4x8xf32>}
+    plan.state @s0 : tensor<4x8xf32> {device = 0, name = "fc.weight",
+                                      role = "parameter", init = @w0}
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type,
+                       I64Attr:$device, StrAttr:$name, StrAttr:$role,
+                       OptionalAttr<FlatSymbolRefAttr>:$init);
+  let assemblyFormat = "$sym_name `:` $type attr-dict";
+}
+
 def Plan_InputOp : Plan_Op<"input", [Symbol, HasParent<"ProgramOp">]> {
   let summary = "A host-side model input";
   let arguments = (ins SymbolNameAttr:$sym_name, TypeAttr:$type);
@@ -80,6 +103,13 @@ def Plan_WeightRefOp : Plan_Op<"weight_ref", [HasParent<"DeviceOp">]> {
   let assemblyFormat = "$weight attr-dict `:` type($buffer)";
 }
 
+def Plan_StateRefOp : Plan_Op<"state_ref", [HasParent<"DeviceOp">]> {
+  let summary = "Reads or, as a kernel's output, updates a plan.state";
+  let arguments = (ins FlatSymbolRefAttr:$state);
+  let results = (outs Plan_Buffer:$buffer);
+  let assemblyFormat = "$state attr-dict `:` type($buffer)";
+}
+
 def Plan_ViewOp : Plan_Op<"view", [HasParent<"DeviceOp">]> {
   let summary = "Reinterprets a buffer with another shape (same bytes)";
   let arguments = (ins Plan_Buffer:$source);
@@ -104,7 +134,12 @@ def Plan_StoreOutputOp : Plan_Op<"store_output", [HasParent<"DeviceOp">]> {
 
 def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"DeviceOp">,
     AttrSizedOperandSegments]> {
-  let summary = "Runs a named kernel from inputs into freshly allocated outputs";
+  let summary = "Runs a named kernel from inputs into its outputs";
+  let description = [{
+    Outputs are freshly allocated buffers, or plan.state_refs that the
+    kernel updates in place (an optimizer step reads a parameter and
+    writes it back).
+  }];
   let arguments = (ins StrAttr:$kernel, DictionaryAttr:$params,
                        Variadic<Plan_Buffer>:$inputs,
                        Variadic<Plan_Buffer>:$outputs,

@@ -20,9 +20,10 @@ namespace mlir::partc::onnx_import {
 class NodeImporter {
 public:
   NodeImporter(OpBuilder &builder, const onnx::NodeProto &node, Location loc,
-               int64_t opset, SmallVector<Value> inputs)
+               int64_t opset, SmallVector<Value> inputs,
+               bool keepParameters = false)
       : builder_(builder), node_(node), loc_(loc), opset_(opset),
-        inputs_(std::move(inputs)) {}
+        inputs_(std::move(inputs)), keepParameters_(keepParameters) {}
 
   const onnx::NodeProto &node() const { return node_; }
   Location loc() const { return loc_; }
@@ -81,6 +82,9 @@ private:
   Location loc_;
   int64_t opset_;
   SmallVector<Value> inputs_;
+  /// Training: ops on float initializers are not folded, so that the
+  /// initializers stay parameters.
+  bool keepParameters_;
 };
 
 using NodeHandler = std::function<LogicalResult(NodeImporter &)>;

@@ -9,6 +9,7 @@
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -238,7 +239,14 @@ NodeImporter::build(llvm::StringRef opName, ValueRange operands,
     constOperands.push_back(matchPattern(v, m_Constant(&a)) ? a : Attribute());
   }
   SmallVector<OpFoldResult> folded;
-  if (llvm::all_of(constOperands, [](Attribute a) { return bool(a); }) &&
+  bool readsParameter =
+      keepParameters_ && llvm::any_of(op->getOperands(), [](Value v) {
+        auto c = v.getDefiningOp<graph::ConstantOp>();
+        return c && c->hasAttr(graph::GraphDialect::kInitializerAttrName) &&
+               isa<FloatType>(getElementTypeOrSelf(v.getType()));
+      });
+  if (!readsParameter &&
+      llvm::all_of(constOperands, [](Attribute a) { return bool(a); }) &&
       succeeded(op->fold(constOperands, folded)) && !folded.empty()) {
     SmallVector<Value> values;
     for (auto [i, r] : llvm::enumerate(folded)) {
@@ -655,6 +663,10 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     auto v = importTensor(t, loc);
     if (failed(v))
       return nullptr;
+    // Training needs to know which constants are the model's parameters.
+    if (auto constant = v->getDefiningOp<graph::ConstantOp>())
+      constant->setAttr(graph::GraphDialect::kInitializerAttrName,
+                        builder_.getStringAttr(t.name()));
     values_[t.name()] = *v;
   }
   for (const auto &[name, file] : options_.constantInputs) {
@@ -690,7 +702,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
                nullptr;
       inputs.push_back(it->second);
     }
-    NodeImporter importer(builder_, node, loc, opset, inputs);
+    NodeImporter importer(builder_, node, loc, opset, inputs,
+                          options_.keepParameters);
     // A Constant node's tensor attribute is imported like an initializer.
     if (node.op_type() == "Constant") {
       if (const auto *a = importer.attr("value")) {

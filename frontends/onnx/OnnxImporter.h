@@ -17,6 +17,9 @@ struct ImportOptions {
   /// Graph inputs frozen to the tensor in a file (.pb or .npy), for inputs
   /// that are really parameters, such as shapes.
   std::map<std::string, std::string> constantInputs;
+  /// Keep float initializers as they are for training: ops that read them
+  /// are not folded into new constants while importing.
+  bool keepParameters = false;
 };
 
 /// Imports `path` into a module holding `func.func @main` of graph ops.

@@ -20,6 +20,9 @@ struct CpuDeviceState {
   std::unique_ptr<uint8_t[], void (*)(uint8_t *)> arena{nullptr,
                                                         [](uint8_t *) {}};
   uint64_t arenaBytes = 0;
+  /// What the plan keeps across runs (training state), 64-byte aligned.
+  std::unique_ptr<uint8_t[], void (*)(uint8_t *)> state{nullptr,
+                                                        [](uint8_t *) {}};
   std::vector<std::unique_ptr<Kernel>> kernels; // one per instruction
 };
 
@@ -40,11 +43,11 @@ Status CpuExecutor::create(const Plan &plan,
   // this machine cannot hold instead of running out of memory.
   uint64_t total = 0;
   for (const DeviceProgram &prog : plan.devices)
-    total += prog.arenaBytes; // each at most 2^50 (verifyPlan)
+    total += prog.arenaBytes + prog.stateBytes; // each at most 2^50
   uint64_t hostBytes = hostMemoryBytes();
   if (total > hostBytes)
     return Status::error(
-        "the plan's device arenas need " + std::to_string(total) +
+        "the plan's device arenas and state need " + std::to_string(total) +
         " bytes but this machine has " + std::to_string(hostBytes) +
         " bytes of memory; run it with --backend cuda or "
         "on a larger machine");
@@ -65,6 +68,15 @@ Status CpuExecutor::create(const Plan &plan,
       state->arena = {static_cast<uint8_t *>(mem),
                       [](uint8_t *p) { std::free(p); }};
     }
+    if (uint64_t stateBytes = (prog.stateBytes + 63) / 64 * 64) {
+      void *mem = std::aligned_alloc(64, stateBytes);
+      if (!mem)
+        return Status::error("device " + std::to_string(d) +
+                             ": cannot allocate a state of " +
+                             std::to_string(stateBytes) + " bytes");
+      state->state = {static_cast<uint8_t *>(mem),
+                      [](uint8_t *p) { std::free(p); }};
+    }
     state->kernels.resize(prog.instructions.size());
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const Instruction &in = prog.instructions[i];
@@ -81,7 +93,30 @@ Status CpuExecutor::create(const Plan &plan,
     }
     exec->devices_.push_back(std::move(state));
   }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateDecl &decl = plan.states[i];
+    initialStateBytes(plan, i,
+                      exec->devices_[decl.device]->state.get() + decl.offset);
+  }
   result = std::move(exec);
+  return Status();
+}
+
+Status CpuExecutor::readState(size_t index, void *data) const {
+  if (index >= plan_.states.size())
+    return Status::error("no state " + std::to_string(index));
+  const StateDecl &decl = plan_.states[index];
+  copyBytes(data, devices_[decl.device]->state.get() + decl.offset,
+            decl.type.byteSize());
+  return Status();
+}
+
+Status CpuExecutor::writeState(size_t index, const void *data) {
+  if (index >= plan_.states.size())
+    return Status::error("no state " + std::to_string(index));
+  const StateDecl &decl = plan_.states[index];
+  copyBytes(devices_[decl.device]->state.get() + decl.offset, data,
+            decl.type.byteSize());
   return Status();
 }
 
@@ -165,6 +200,8 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
     r.type = b.type;
     r.data = b.space == MemorySpace::Arena
                  ? static_cast<void *>(dev.arena.get() + b.offset)
+             : b.space == MemorySpace::State
+                 ? static_cast<void *>(dev.state.get() + b.offset)
                  : const_cast<uint8_t *>(plan_.weightPtr(b));
     return r;
   };
@@ -249,9 +286,10 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
         return fail(s);
       auto [srcDev, srcBuf] = channelSources_[in.index];
       const CpuDeviceState &src = *devices_[srcDev];
-      const uint8_t *from = srcBuf.space == MemorySpace::Arena
-                                ? src.arena.get() + srcBuf.offset
-                                : plan_.weightPtr(srcBuf);
+      const uint8_t *from =
+          srcBuf.space == MemorySpace::Arena   ? src.arena.get() + srcBuf.offset
+          : srcBuf.space == MemorySpace::State ? src.state.get() + srcBuf.offset
+                                               : plan_.weightPtr(srcBuf);
       TensorRef dst = resolve(in.outputs[0]);
       copyBytes(dst.data, from, dst.type.byteSize());
       signal(sync.consumed, in.index);

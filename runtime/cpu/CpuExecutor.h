@@ -33,6 +33,9 @@ public:
              const std::vector<TensorRef> &outputs,
              bool reuseInputs = false) override;
 
+  Status readState(size_t index, void *data) const override;
+  Status writeState(size_t index, const void *data) override;
+
   /// Accumulates the wall time of every kernel instruction from now on.
   Status enableProfiling() override;
   double kernelSeconds(size_t d, size_t i) const override;

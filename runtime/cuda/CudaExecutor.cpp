@@ -189,6 +189,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     };
     PARTC_RETURN_IF_ERROR(
         allocate(dev.arena, plan.devices[d].arenaBytes, "arena"));
+    PARTC_RETURN_IF_ERROR(
+        allocate(dev.state, plan.devices[d].stateBytes, "state"));
     // Plan devices that share a GPU share one copy of the weights.
     dev.ownsWeights = d % perGpu == 0;
     if (!dev.ownsWeights)
@@ -202,6 +204,18 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
           "uploading weights"));
       PARTC_RETURN_IF_ERROR(
           cudaStatus(cudaStreamSynchronize(ctx.stream), "uploading weights"));
+    }
+    std::vector<uint8_t> initial;
+    for (size_t s = 0; s < plan.states.size(); ++s) {
+      const StateDecl &decl = plan.states[s];
+      if (decl.device != d || !decl.type.byteSize())
+        continue;
+      initial.resize(decl.type.byteSize());
+      initialStateBytes(plan, s, initial.data());
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaMemcpy(dev.state + decl.offset, initial.data(),
+                                initial.size(), cudaMemcpyHostToDevice),
+                     "initializing the state"));
     }
 
     const DeviceProgram &prog = plan.devices[d];
@@ -333,6 +347,34 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
 }
 
 bool CudaExecutor::usesGraphs() const { return impl_->useGraphs; }
+
+Status CudaExecutor::readState(size_t index, void *data) const {
+  if (index >= impl_->plan->states.size())
+    return Status::error("no state " + std::to_string(index));
+  const StateDecl &decl = impl_->plan->states[index];
+  const Impl::Device &dev = impl_->devices[decl.device];
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaSetDevice(dev.ctx.gpu), "reading state"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "reading state"));
+  return cudaStatus(cudaMemcpy(data, dev.state + decl.offset,
+                               decl.type.byteSize(), cudaMemcpyDeviceToHost),
+                    "reading state");
+}
+
+Status CudaExecutor::writeState(size_t index, const void *data) {
+  if (index >= impl_->plan->states.size())
+    return Status::error("no state " + std::to_string(index));
+  const StateDecl &decl = impl_->plan->states[index];
+  Impl::Device &dev = impl_->devices[decl.device];
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaSetDevice(dev.ctx.gpu), "writing state"));
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "writing state"));
+  return cudaStatus(cudaMemcpy(dev.state + decl.offset, data,
+                               decl.type.byteSize(), cudaMemcpyHostToDevice),
+                    "writing state");
+}
 
 Status CudaExecutor::registerHostMemory(void *ptr, size_t bytes) {
   if (!bytes)

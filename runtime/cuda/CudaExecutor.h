@@ -44,6 +44,9 @@ public:
                    const std::vector<TensorRef> &outputs, size_t iterations,
                    bool skipInputLoads = false) override;
 
+  Status readState(size_t index, void *data) const override;
+  Status writeState(size_t index, const void *data) override;
+
   /// Page-locks host memory used for inputs and outputs so that copies are
   /// asynchronous DMA; undone when the executor is destroyed.
   Status registerHostMemory(void *ptr, size_t bytes) override;

@@ -171,6 +171,8 @@ struct CudaExecutor::Impl {
     DeviceContext ctx;
     uint8_t *arena = nullptr;
     uint8_t *weights = nullptr;
+    /// Training state, updated in place by kernels (never shared).
+    uint8_t *state = nullptr;
     bool ownsWeights = true;
     std::vector<std::unique_ptr<GpuKernel>> kernels;
   };
@@ -449,6 +451,7 @@ struct CudaExecutor::Impl {
       cudaSetDevice(d.ctx.gpu);
       d.kernels.clear();
       cudaFree(d.arena);
+      cudaFree(d.state);
       if (d.ownsWeights)
         cudaFree(d.weights);
       cudaFree(d.ctx.workspace);
@@ -462,7 +465,10 @@ struct CudaExecutor::Impl {
   }
 
   void *resolve(Device &dev, const BufferRef &b) {
-    return (b.space == MemorySpace::Arena ? dev.arena : dev.weights) + b.offset;
+    uint8_t *base = b.space == MemorySpace::Arena   ? dev.arena
+                    : b.space == MemorySpace::State ? dev.state
+                                                    : dev.weights;
+    return base + b.offset;
   }
   /// Instruction i of device d's operands in device memory.
   void operands(size_t d, size_t i, std::vector<TensorRef> &ins,

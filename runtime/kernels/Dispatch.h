@@ -97,6 +97,17 @@ template <typename Fn> bool dispatchType(DType dtype, Fn &&fn) {
   }
 }
 
+/// Calls `fn(T{})` for f32 and f64; returns false for other types.
+template <typename Fn> bool dispatchFloat(DType dtype, Fn &&fn) {
+  if (dtype == DType::F32)
+    fn(float{});
+  else if (dtype == DType::F64)
+    fn(double{});
+  else
+    return false;
+  return true;
+}
+
 /// Visits every element of `out` in row-major order; `fn(o, in)` gets the
 /// flat output index and the flat index into each of the N inputs, which are
 /// read through `strides` (0 on broadcast dimensions).

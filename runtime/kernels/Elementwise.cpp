@@ -106,6 +106,12 @@ enum class BinaryOp {
   Pow,
   Min,
   Max,
+  // Backward rules: floats only.
+  ReluGrad,
+  SigmoidGrad,
+  TanhGrad,
+  GeluGrad,
+  GeluTanhGrad,
   Mod,
   Equal,
   Less,
@@ -128,7 +134,7 @@ bool isLogical(BinaryOp op) {
 
 template <typename T> T applyArith(BinaryOp op, T a, T b) {
   if constexpr (std::is_floating_point_v<T>)
-    if (op <= BinaryOp::Max)
+    if (op <= BinaryOp::GeluTanhGrad)
       return ew::applyStep<T>(
           static_cast<ew::Step>(static_cast<int>(ew::kFirstBinary) +
                                 static_cast<int>(op)),
@@ -266,7 +272,9 @@ void addBinary(KernelTable &t, const char *name, BinaryOp op) {
       return Status::error("result type " + z.str() + " should have type " +
                            dtypeName(want));
     bool ok = hasCppType(x.dtype);
-    if (isLogical(op))
+    if (op >= BinaryOp::ReluGrad && op <= BinaryOp::GeluTanhGrad)
+      ok = isFloatType(x.dtype);
+    else if (isLogical(op))
       ok = x.dtype == DType::Bool;
     else if (!isComparison(op))
       ok = ok && x.dtype != DType::Bool;
@@ -409,9 +417,9 @@ public:
 
 // Binary steps list the arithmetic ops in the order of BinaryOp, so that an
 // op converts to its step by an offset.
-static_assert(static_cast<int>(ew::Step::Max) -
+static_assert(static_cast<int>(ew::Step::GeluTanhGrad) -
                       static_cast<int>(ew::kFirstBinary) ==
-                  static_cast<int>(BinaryOp::Max),
+                  static_cast<int>(BinaryOp::GeluTanhGrad),
               "binary steps follow BinaryOp");
 
 class FusedElementwiseKernel : public Kernel {
@@ -527,6 +535,11 @@ void registerElementwiseKernels(KernelTable &t) {
   addBinary(t, "pow", BinaryOp::Pow);
   addBinary(t, "min", BinaryOp::Min);
   addBinary(t, "max", BinaryOp::Max);
+  addBinary(t, "relu_grad", BinaryOp::ReluGrad);
+  addBinary(t, "sigmoid_grad", BinaryOp::SigmoidGrad);
+  addBinary(t, "tanh_grad", BinaryOp::TanhGrad);
+  addBinary(t, "gelu_grad", BinaryOp::GeluGrad);
+  addBinary(t, "gelu_tanh_grad", BinaryOp::GeluTanhGrad);
   addBinary(t, "mod", BinaryOp::Mod);
   addBinary(t, "equal", BinaryOp::Equal);
   addBinary(t, "less", BinaryOp::Less);

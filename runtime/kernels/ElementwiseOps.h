@@ -321,18 +321,62 @@ struct Max {
   }
 };
 
+// Backward rules of unary ops, (dy, a forward value) -> dx, for
+// partc-differentiate; binary steps, so that they fuse into chains.
+struct ReluGrad {
+  static constexpr const char *kName = "relu_grad";
+  template <class T> PARTC_EW_FN static T apply(T dy, T y) {
+    return y > T(0) ? dy : T(0);
+  }
+};
+struct SigmoidGrad {
+  static constexpr const char *kName = "sigmoid_grad";
+  template <class T> PARTC_EW_FN static T apply(T dy, T y) {
+    return dy * y * (T(1) - y);
+  }
+};
+struct TanhGrad {
+  static constexpr const char *kName = "tanh_grad";
+  template <class T> PARTC_EW_FN static T apply(T dy, T y) {
+    return dy * (T(1) - y * y);
+  }
+};
+struct GeluGrad {
+  static constexpr const char *kName = "gelu_grad";
+  template <class T> PARTC_EW_FN static T apply(T dy, T x) {
+    // Phi(x) + x * phi(x); 1/sqrt(2) and 1/sqrt(2 pi).
+    T cdf = T(0.5) * (T(1) + math::erf(x * T(0.70710678118654752440)));
+    T pdf = T(0.39894228040143267794) * math::exp(T(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+struct GeluTanhGrad {
+  static constexpr const char *kName = "gelu_tanh_grad";
+  template <class T> PARTC_EW_FN static T apply(T dy, T x) {
+    // u = sqrt(2 / pi) * (x + 0.044715 x^3).
+    T k = T(0.79788456080286535588);
+    T t = math::tanh(k * (x + T(0.044715) * x * x * x));
+    T du = k * (T(1) + T(3 * 0.044715) * x * x);
+    return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du);
+  }
+};
+
 /// Every unary op, in the order of Step.
 #define PARTC_UNARY_OPS(X)                                                     \
   X(Relu)                                                                      \
   X(Sigmoid)                                                                   \
   X(Tanh)                                                                      \
   X(Erf)                                                                       \
-  X(Sqrt) X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin)    \
-      X(Cos) X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish)      \
-          X(Clip) X(Softplus) X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu)  \
+  X(Sqrt)                                                                      \
+  X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos)     \
+      X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Clip)     \
+          X(Softplus) X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu)          \
               X(Softsign) X(ThresholdedRelu)
 /// Every binary op, after the unary ones in Step.
-#define PARTC_BINARY_OPS(X) X(Add) X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max)
+#define PARTC_BINARY_OPS(X)                                                    \
+  X(Add)                                                                       \
+  X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max) X(ReluGrad) X(SigmoidGrad)         \
+      X(TanhGrad) X(GeluGrad) X(GeluTanhGrad)
 
 /// An op of a fused chain, or of a unary or binary kernel.
 enum class Step : unsigned char {

@@ -12,6 +12,7 @@ static const KernelTable &kernelTable() {
     registerLinearAlgebraKernels(t);
     registerNnKernels(t);
     registerDataMovementKernels(t);
+    registerTrainingKernels(t);
     return t;
   }();
   return table;

@@ -25,6 +25,7 @@ void registerElementwiseKernels(KernelTable &table);
 void registerLinearAlgebraKernels(KernelTable &table);
 void registerNnKernels(KernelTable &table);
 void registerDataMovementKernels(KernelTable &table);
+void registerTrainingKernels(KernelTable &table);
 
 /// Fails unless the kernel has `nin` inputs (or between min and max) and
 /// `nout` outputs.

@@ -22,15 +22,20 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
     cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c,
                 ldc);
   else {
-    // Integer matmul: a plain triple loop (rare, small).
+    // Integer matmul: a plain triple loop (rare, small) that wraps around
+    // on overflow as numpy's does.
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         T acc = 0;
         for (int64_t p = 0; p < k; ++p)
-          acc += (transA ? a[p * lda + i] : a[i * lda + p]) *
-                 (transB ? b[j * ldb + p] : b[p * ldb + j]);
+          acc = wrappingAdd(
+              acc, wrappingMul(transA ? a[p * lda + i] : a[i * lda + p],
+                               transB ? b[j * ldb + p] : b[p * ldb + j]));
+        T scaled = wrappingMul(alpha, acc);
         c[i * ldc + j] =
-            alpha * acc + (beta == T(0) ? T(0) : beta * c[i * ldc + j]);
+            beta == T(0)
+                ? scaled
+                : wrappingAdd(scaled, wrappingMul(beta, c[i * ldc + j]));
       }
   }
 }

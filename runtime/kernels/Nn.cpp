@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cblas.h>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 
@@ -719,6 +720,19 @@ void registerNnKernels(KernelTable &t) {
         makeWindow(a.attrs, x, y, Shape(w.begin() + 2, w.end()), win));
     bool relu;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    // The im2col scratch of one group of one image, allocated here: refused
+    // with the numbers where this machine cannot hold it.
+    double scratch = static_cast<double>(x[1] / group) *
+                     static_cast<double>(win.kernelSize()) *
+                     static_cast<double>(win.outSize()) * sizeof(float);
+    if (scratch > static_cast<double>(hostMemoryBytes())) {
+      char need[32];
+      std::snprintf(need, sizeof need, "%.3g", scratch);
+      return Status::error(std::string("needs ") + need +
+                           " bytes of scratch for its im2col matrix, more "
+                           "than this machine's " +
+                           std::to_string(hostMemoryBytes()) + " bytes");
+    }
     k = std::make_unique<ConvKernel>(win, x[0], x[1], w[0], group,
                                      a.inputs.size() >= 3, a.inputs.size() == 4,
                                      relu);

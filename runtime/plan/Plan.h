@@ -29,14 +29,19 @@
 namespace partc::runtime {
 
 constexpr char kPlanMagic[8] = {'P', 'A', 'R', 'T', 'C', 'P', 'L', 'N'};
-/// Version 2: channels say how they move (Transport).
-constexpr uint32_t kPlanFormatVersion = 2;
+/// Version 2: channels say how they move (Transport). Version 3: state
+/// (StateDecl), the third memory space.
+constexpr uint32_t kPlanFormatVersion = 3;
 /// Weights start at this alignment in the file so that they can be mapped.
 constexpr uint64_t kWeightAlignment = 4096;
 
-enum class MemorySpace : uint8_t { Arena = 0, Weight = 1 };
+/// Arena: a device's scratch memory, planned per run. Weight: the plan
+/// file's read-only data. State: a device's memory that lives across runs
+/// and that kernels update in place (trainable parameters, optimizer
+/// moments, running statistics, step counters).
+enum class MemorySpace : uint8_t { Arena = 0, Weight = 1, State = 2 };
 
-/// A typed region of a device's arena or of the weights section.
+/// A typed region of a device's arena or state, or of the weights section.
 struct BufferRef {
   MemorySpace space = MemorySpace::Arena;
   uint64_t offset = 0;
@@ -72,6 +77,8 @@ struct Instruction {
 
 struct DeviceProgram {
   uint64_t arenaBytes = 0;
+  /// Size of the device's state region (StateDecl::offset is within it).
+  uint64_t stateBytes = 0;
   std::vector<Instruction> instructions;
 };
 
@@ -84,6 +91,26 @@ struct WeightDecl {
   std::string name;
   TensorType type;
   uint64_t offset = 0; // within the weights section
+};
+
+/// A tensor of a device's state. It is initialized when the plan is
+/// loaded, from the weights section at `initOffset` or with zeros, and
+/// then only kernels change it; partc-run reads and writes it by name
+/// (--save-state, --load-state, --save-onnx).
+struct StateDecl {
+  /// The ONNX initializer it trains, or "<initializer>.<role>" for the
+  /// optimizer's moments; unique per device.
+  std::string name;
+  TensorType type;
+  uint32_t device = 0;
+  /// Within the device's state region.
+  uint64_t offset = 0;
+  /// What it holds: "parameter", "momentum", "adam_m", "adam_v",
+  /// "running_mean", "running_var", "step".
+  std::string role;
+  bool zeroInit = true;
+  /// Within the weights section (unless zeroInit).
+  uint64_t initOffset = 0;
 };
 
 /// How a channel's bytes move between GPUs. The CPU backend copies either
@@ -109,6 +136,7 @@ struct Plan {
   std::vector<TensorDecl> inputs;
   std::vector<TensorDecl> outputs;
   std::vector<WeightDecl> weights;
+  std::vector<StateDecl> states;
   std::vector<Channel> channels;
   std::vector<DeviceProgram> devices;
 

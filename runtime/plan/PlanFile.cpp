@@ -202,7 +202,7 @@ void writeBuffer(ByteWriter &w, const BufferRef &b) {
 
 bool readBuffer(ByteReader &r, BufferRef &b) {
   uint8_t space = r.u8();
-  if (space > 1)
+  if (space > static_cast<uint8_t>(MemorySpace::State))
     return false;
   b.space = static_cast<MemorySpace>(space);
   b.offset = r.u64();
@@ -238,6 +238,16 @@ std::vector<uint8_t> encodeMetadata(const Plan &plan) {
     writeType(w, d.type);
     w.u64(d.offset);
   }
+  w.u64(plan.states.size());
+  for (const StateDecl &d : plan.states) {
+    w.str(d.name);
+    writeType(w, d.type);
+    w.u32(d.device);
+    w.u64(d.offset);
+    w.str(d.role);
+    w.u8(d.zeroInit ? 1 : 0);
+    w.u64(d.initOffset);
+  }
   w.u64(plan.channels.size());
   for (const Channel &c : plan.channels) {
     w.u32(c.srcDevice);
@@ -248,6 +258,7 @@ std::vector<uint8_t> encodeMetadata(const Plan &plan) {
   w.u64(plan.devices.size());
   for (const DeviceProgram &dev : plan.devices) {
     w.u64(dev.arenaBytes);
+    w.u64(dev.stateBytes);
     w.u64(dev.instructions.size());
     for (const Instruction &in : dev.instructions) {
       w.u8(static_cast<uint8_t>(in.op));
@@ -294,6 +305,20 @@ Status decodeMetadata(const uint8_t *p, size_t n, Plan &plan) {
       return fail("weights");
     d.offset = r.u64();
   }
+  plan.states.resize(r.count(42));
+  for (StateDecl &d : plan.states) {
+    d.name = r.str();
+    if (!readType(r, d.type))
+      return fail("state");
+    d.device = r.u32();
+    d.offset = r.u64();
+    d.role = r.str();
+    uint8_t zero = r.u8();
+    if (zero > 1)
+      return fail("state initialization");
+    d.zeroInit = zero == 1;
+    d.initOffset = r.u64();
+  }
   plan.channels.resize(r.count(17));
   for (Channel &c : plan.channels) {
     c.srcDevice = r.u32();
@@ -304,9 +329,10 @@ Status decodeMetadata(const uint8_t *p, size_t n, Plan &plan) {
       return fail("channel transport");
     c.transport = static_cast<Transport>(transport);
   }
-  plan.devices.resize(r.count(16));
+  plan.devices.resize(r.count(24));
   for (DeviceProgram &dev : plan.devices) {
     dev.arenaBytes = r.u64();
+    dev.stateBytes = r.u64();
     dev.instructions.resize(r.count(40));
     for (Instruction &in : dev.instructions) {
       uint8_t op = r.u8();

@@ -9,6 +9,18 @@ namespace partc::runtime {
 
 namespace {
 
+const char *spaceName(MemorySpace space) {
+  switch (space) {
+  case MemorySpace::Arena:
+    return "arena";
+  case MemorySpace::Weight:
+    return "weights";
+  case MemorySpace::State:
+    return "state";
+  }
+  return "?";
+}
+
 /// Byte size with an overflow check: element counts are bounded when read,
 /// but their product may still be absurd.
 bool safeByteSize(const TensorType &t, uint64_t &bytes) {
@@ -28,13 +40,14 @@ Status checkBuffer(const Plan &plan, const DeviceProgram &dev,
   if (!safeByteSize(b.type, bytes) || dtypeSize(b.type.dtype) == 0)
     return Status::error(where + ": buffer type " + b.type.str() +
                          " is invalid");
-  uint64_t limit =
-      b.space == MemorySpace::Arena ? dev.arenaBytes : plan.weightBytes;
+  uint64_t limit = b.space == MemorySpace::Arena   ? dev.arenaBytes
+                   : b.space == MemorySpace::State ? dev.stateBytes
+                                                   : plan.weightBytes;
   if (b.offset > limit || bytes > limit - b.offset)
     return Status::error(where + ": buffer [" + std::to_string(b.offset) +
                          ", +" + std::to_string(bytes) + ") exceeds the " +
-                         (b.space == MemorySpace::Arena ? "arena" : "weights") +
-                         " of " + std::to_string(limit) + " bytes");
+                         spaceName(b.space) + " of " + std::to_string(limit) +
+                         " bytes");
   // Kernels access elements through typed pointers.
   if (b.offset % dtypeSize(b.type.dtype) != 0)
     return Status::error(where + ": buffer at offset " +
@@ -49,6 +62,77 @@ Status checkBuffer(const Plan &plan, const DeviceProgram &dev,
                              std::to_string(b.offset + i) + " hold " +
                              std::to_string(plan.weightData[b.offset + i]) +
                              "; a bool is 0 or 1");
+  return Status();
+}
+
+Status checkStates(const Plan &plan) {
+  for (size_t d = 0; d < plan.devices.size(); ++d)
+    if (plan.devices[d].stateBytes > kMaxTensorBytes)
+      return Status::error("device " + std::to_string(d) + " has a state of " +
+                           std::to_string(plan.devices[d].stateBytes) +
+                           " bytes, over partc's limit of 2^50");
+  for (const StateDecl &s : plan.states) {
+    std::string what = "state '" + s.name + "'";
+    uint64_t bytes;
+    if (s.device >= plan.devices.size())
+      return Status::error(what + " is on device " + std::to_string(s.device) +
+                           ", which the plan does not have");
+    if (!safeByteSize(s.type, bytes) || dtypeSize(s.type.dtype) == 0 ||
+        s.offset % dtypeSize(s.type.dtype) != 0 ||
+        s.offset > plan.devices[s.device].stateBytes ||
+        bytes > plan.devices[s.device].stateBytes - s.offset)
+      return Status::error(what + " lies outside device " +
+                           std::to_string(s.device) + "'s state");
+    if (!s.zeroInit && (s.initOffset > plan.weightBytes ||
+                        bytes > plan.weightBytes - s.initOffset))
+      return Status::error(what + " is initialized from outside the weights");
+  }
+  return Status();
+}
+
+/// A run is one training step: every read of a state tensor sees its value
+/// from before the step, so all readers come before the one instruction
+/// that updates it.
+Status checkStateOrder(const DeviceProgram &dev, size_t d) {
+  struct Write {
+    uint64_t begin, end;
+    size_t index;
+  };
+  std::vector<Write> writes;
+  auto overlaps = [](const Write &w, const BufferRef &b) {
+    uint64_t end = b.offset + b.type.byteSize();
+    return b.offset < w.end && w.begin < end;
+  };
+  for (size_t i = 0; i < dev.instructions.size(); ++i) {
+    const Instruction &in = dev.instructions[i];
+    auto describe = [&] { return describeInstruction(d, i, in); };
+    for (const BufferRef &b : in.inputs) {
+      if (b.space != MemorySpace::State)
+        continue;
+      for (const Write &w : writes)
+        if (overlaps(w, b))
+          return Status::error(
+              describe() + " reads state at offset " +
+              std::to_string(b.offset) + " after instruction " +
+              std::to_string(w.index) +
+              " updated it; every read of a state must come before its update");
+    }
+    for (const BufferRef &b : in.outputs) {
+      if (b.space != MemorySpace::State)
+        continue;
+      if (in.op != OpCode::Kernel)
+        return Status::error(describe() + " writes state; only kernels may");
+      for (const Write &w : writes)
+        if (overlaps(w, b))
+          return Status::error(describe() + " updates state at offset " +
+                               std::to_string(b.offset) + " that instruction " +
+                               std::to_string(w.index) +
+                               " already updated; a state changes once a run");
+    }
+    for (const BufferRef &b : in.outputs)
+      if (b.space == MemorySpace::State)
+        writes.push_back({b.offset, b.offset + b.type.byteSize(), i});
+  }
   return Status();
 }
 
@@ -117,6 +201,7 @@ Status verifyPlan(const Plan &plan) {
       return Status::error("channel " + std::to_string(c) +
                            " connects invalid devices");
   }
+  PARTC_RETURN_IF_ERROR(checkStates(plan));
   std::vector<int> sends(plan.channels.size()), recvs(plan.channels.size()),
       waits(plan.channels.size());
   // Host byte ranges written to each output, to prove full coverage.
@@ -134,7 +219,7 @@ Status verifyPlan(const Plan &plan) {
         PARTC_RETURN_IF_ERROR(checkBuffer(plan, dev, b, where));
       for (const BufferRef &b : in.outputs) {
         PARTC_RETURN_IF_ERROR(checkBuffer(plan, dev, b, where));
-        if (b.space != MemorySpace::Arena)
+        if (b.space == MemorySpace::Weight)
           return Status::error(where + ": writes to the read-only weights");
       }
       auto arity = [&](size_t ni, size_t no) -> Status {
@@ -207,6 +292,7 @@ Status verifyPlan(const Plan &plan) {
         break;
       }
     }
+    PARTC_RETURN_IF_ERROR(checkStateOrder(dev, d));
   }
   for (size_t c = 0; c < plan.channels.size(); ++c)
     if (sends[c] != 1 || recvs[c] != 1 || waits[c] > 1)
@@ -273,7 +359,10 @@ std::string summarizePlan(const Plan &plan) {
       os << ", " << key << "=" << it->second;
   }
   os << ", " << plan.weights.size() << " weights (" << plan.weightBytes
-     << " bytes), " << plan.channels.size() << " transfers";
+     << " bytes), ";
+  if (!plan.states.empty())
+    os << plan.states.size() << " state tensors, ";
+  os << plan.channels.size() << " transfers";
   size_t nccl = 0;
   for (const Channel &c : plan.channels)
     nccl += c.transport == Transport::Nccl;
@@ -297,8 +386,11 @@ std::string summarizePlan(const Plan &plan) {
       }
     }
     os << "  device " << d << ": " << kernels << " kernels, arena "
-       << dev.arenaBytes << " bytes, sends " << sends << " (" << sentBytes
-       << " bytes), receives " << recvs << " (" << recvBytes << " bytes)\n";
+       << dev.arenaBytes << " bytes, ";
+    if (dev.stateBytes)
+      os << "state " << dev.stateBytes << " bytes, ";
+    os << "sends " << sends << " (" << sentBytes << " bytes), receives "
+       << recvs << " (" << recvBytes << " bytes)\n";
   }
   return os.str();
 }

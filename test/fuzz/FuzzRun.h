@@ -20,7 +20,7 @@ inline void runSmallPlan(const runtime::Plan &plan) {
   uint64_t bytes = 0;
   size_t instructions = 0;
   for (const runtime::DeviceProgram &d : plan.devices) {
-    bytes += d.arenaBytes;
+    bytes += d.arenaBytes + d.stateBytes;
     instructions += d.instructions.size();
   }
   for (const auto &decls : {plan.inputs, plan.outputs})

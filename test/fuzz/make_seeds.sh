@@ -25,6 +25,9 @@ for m in mlp chain attention masked_softmax gelu; do
   $BIN/partc compile $T/m/$m.onnx -o $C/plan-reader/$m-pipe.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet || true
 done
 $BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-data.plan --batch 4 --devices 2 --strategy data --quiet
+# Training plans: state updated in place (SGD with momentum, AdamW).
+$BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-sgd.plan --batch 4 --train --momentum 0.9 --quiet
+$BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-adamw.plan --batch 4 --train --optimizer adamw --quiet
 # Tensor files: a selector byte (0: .npy, 1: .pb), then the file.
 i=0
 for f in $T/m/mlp_data/*.pb $T/m/nan_inf_data/input_0.pb $T/m/x_ok.npy $T/m/x_wrong_type.npy; do

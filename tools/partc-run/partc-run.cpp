@@ -15,6 +15,8 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include <cstring>
 #include <functional>
 #include <sstream>
+#include <sys/stat.h>
 
 using namespace partc::runtime;
 
@@ -38,6 +41,10 @@ struct Options {
   bool keepInputs = false;
   bool stream = false;
   int iterations = 1, warmup = 0;
+  /// Training: optimizer steps to run (0: not training), where the state
+  /// is loaded from and saved to.
+  int steps = 0;
+  std::string loadStateDir, saveStateDir;
 };
 
 void usage() {
@@ -87,6 +94,13 @@ void usage() {
       "                  in pipeline stages, and print the throughput)\n"
       "                 [--profile FILE] (time every kernel after the warm-up "
       "runs; a cost table for partc compile --cost-table)\n"
+      "Training plans (partc compile --train):\n"
+      "                 [--steps N] (run N optimizer steps on the same "
+      "inputs; prints each step's loss)\n"
+      "                 [--load-state DIR] [--save-state DIR] (the "
+      "parameters and the optimizer's\n"
+      "                  state, one .npy per tensor, before and after the "
+      "steps)\n"
       "                 [--trace FILE.json] (Chrome/Perfetto trace of the last "
       "run, one track per device;\n"
       "                 with --stream: graph segments and copies of every "
@@ -152,7 +166,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
     } else if (flag == "--trace") {
       PARTC_RETURN_IF_ERROR(value(o.tracePath));
     } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
-               flag == "--iterations" || flag == "--warmup") {
+               flag == "--iterations" || flag == "--warmup" ||
+               flag == "--steps") {
       PARTC_RETURN_IF_ERROR(value(v));
       if (!parseNumber(v.c_str(), num) || !(num >= 0) || std::isinf(num))
         return Status::error("option " + flag +
@@ -160,7 +175,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
                              "number, got '" +
                              v + "'");
       // Counts are whole numbers an int holds (a cast of 1e20 is undefined).
-      bool count = flag == "--iterations" || flag == "--warmup";
+      bool count =
+          flag == "--iterations" || flag == "--warmup" || flag == "--steps";
       if (count && (num > 1e9 || num != std::floor(num)))
         return Status::error("option " + flag +
                              " expects a whole number up to 10^9, got '" + v +
@@ -176,8 +192,14 @@ Status parseArgs(int argc, char **argv, Options &o) {
         o.seed = static_cast<uint64_t>(num);
       else if (flag == "--iterations")
         o.iterations = std::max(1, static_cast<int>(num));
+      else if (flag == "--steps")
+        o.steps = static_cast<int>(num);
       else
         o.warmup = static_cast<int>(num);
+    } else if (flag == "--load-state") {
+      PARTC_RETURN_IF_ERROR(value(o.loadStateDir));
+    } else if (flag == "--save-state") {
+      PARTC_RETURN_IF_ERROR(value(o.saveStateDir));
     } else if (a == "--summary") {
       o.summary = true;
     } else if (a == "--quiet") {
@@ -230,6 +252,78 @@ Status parseArgs(int argc, char **argv, Options &o) {
     return Status::error(
         "backend '" + o.executor.backend +
         "' is not available in this build (available: " + names + ")");
+  }
+  return Status();
+}
+
+/// A state tensor's file in a state directory: its name with every byte
+/// outside [A-Za-z0-9._-] written as _XX, so names with slashes stay one
+/// file.
+std::string stateFile(const std::string &dir, const std::string &name) {
+  static const char *hex = "0123456789abcdef";
+  std::string file;
+  for (unsigned char c : name) {
+    if (std::isalnum(c) || c == '.' || c == '-')
+      file += static_cast<char>(c);
+    else
+      file += std::string("_") + hex[c >> 4] + hex[c & 15];
+  }
+  return dir + "/" + file + ".npy";
+}
+
+Status saveState(const Plan &plan, const Executor &exec,
+                 const std::string &dir) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return Status::error("cannot create '" + dir +
+                         "': " + std::strerror(errno));
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    HostTensor t;
+    t.name = plan.states[i].name;
+    t.type = plan.states[i].type;
+    t.data.resize(t.type.byteSize());
+    PARTC_RETURN_IF_ERROR(exec.readState(i, t.data.data()));
+    PARTC_RETURN_IF_ERROR(writeTensorFile(stateFile(dir, t.name), t));
+  }
+  return Status();
+}
+
+Status loadState(const Plan &plan, Executor &exec, const std::string &dir) {
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateDecl &decl = plan.states[i];
+    std::string path = stateFile(dir, decl.name);
+    HostTensor t;
+    PARTC_RETURN_IF_ERROR(
+        readTensorFile(path, t, tensorFileLimit(decl.type.byteSize())));
+    if (t.type != decl.type)
+      return Status::error("'" + path + "' holds " + t.type.str() +
+                           ", but the plan's state '" + decl.name + "' is " +
+                           decl.type.str());
+    PARTC_RETURN_IF_ERROR(exec.writeState(i, t.data.data()));
+  }
+  return Status();
+}
+
+/// `steps` optimizer steps on the same inputs, each printing its loss.
+Status runSteps(const Options &opts, const Plan &plan, Executor &exec,
+                const std::vector<TensorRef> &in,
+                const std::vector<TensorRef> &out) {
+  size_t lossIndex = plan.outputs.size();
+  for (size_t i = 0; i < plan.outputs.size(); ++i)
+    if (plan.outputs[i].name == "loss" &&
+        plan.outputs[i].type.numElements() == 1 &&
+        plan.outputs[i].type.dtype == DType::F32)
+      lossIndex = i;
+  for (int step = 1; step <= opts.steps; ++step) {
+    PARTC_RETURN_IF_ERROR(exec.run(in, out));
+    if (lossIndex < out.size()) {
+      float loss = out[lossIndex].as<float>()[0];
+      std::printf("step %d loss %.9g\n", step, static_cast<double>(loss));
+      if (!std::isfinite(loss))
+        std::fprintf(stderr,
+                     "partc-run: warning: the loss of step %d is %g; lower "
+                     "--lr or check the inputs\n",
+                     step, static_cast<double>(loss));
+    }
   }
   return Status();
 }
@@ -395,15 +489,48 @@ int main(int argc, char **argv) {
           !r.ok())
         return fail(r.message());
 
+  bool training = !plan.states.empty();
+  if ((opts.steps || !opts.loadStateDir.empty() ||
+       !opts.saveStateDir.empty()) &&
+      !training)
+    return fail("'" + opts.planPath +
+                "' is not a training plan (it has no state); compile the "
+                "model with partc compile --train");
+  if (training && (opts.iterations > 1 || opts.warmup > 0 || opts.stream))
+    return fail("--iterations, --warmup and --stream time inference plans; "
+                "a training plan runs --steps");
+  if (!opts.loadStateDir.empty()) {
+    s = loadState(plan, *exec, opts.loadStateDir);
+    if (!s.ok())
+      return fail(s.message());
+  }
   std::vector<double> times;
-  s = runTimed(opts, plan, *exec, inRefs, outRefs, times);
-  if (!s.ok())
-    return fail(s.message());
+  if (training && opts.steps > 0) {
+    auto t0 = std::chrono::steady_clock::now();
+    s = runSteps(opts, plan, *exec, inRefs, outRefs);
+    if (!s.ok())
+      return fail(s.message());
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - t0)
+                    .count();
+    if (!opts.quiet)
+      std::printf("%d steps in %.3f ms (%.3f ms per step)\n", opts.steps, ms,
+                  ms / opts.steps);
+  } else {
+    s = runTimed(opts, plan, *exec, inRefs, outRefs, times);
+    if (!s.ok())
+      return fail(s.message());
+  }
+  if (!opts.saveStateDir.empty()) {
+    s = saveState(plan, *exec, opts.saveStateDir);
+    if (!s.ok())
+      return fail(s.message());
+  }
   if (!opts.quiet)
     for (const std::string &note : exec->runNotes())
       std::fprintf(stderr, "partc-run: note: %s\n", note.c_str());
   std::sort(times.begin(), times.end());
-  if (opts.iterations > 1 || opts.warmup > 0)
+  if (!times.empty() && (opts.iterations > 1 || opts.warmup > 0))
     std::printf("latency ms: p50 %.3f p90 %.3f min %.3f (%zu iterations)\n",
                 times[times.size() / 2], times[times.size() * 9 / 10],
                 times.front(), times.size());
@@ -437,7 +564,7 @@ int main(int argc, char **argv) {
     printStageComparison(plan, kernelSeconds);
   }
   auto predicted = plan.metadata.find("predicted_step_ms");
-  if ((opts.iterations > 1 || opts.warmup > 0) &&
+  if (!times.empty() && (opts.iterations > 1 || opts.warmup > 0) &&
       predicted != plan.metadata.end())
     std::printf("predicted step %.3f ms, measured p50 %.3f ms\n",
                 std::atof(predicted->second.c_str()), times[times.size() / 2]);

@@ -32,6 +32,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 
 using namespace mlir;
@@ -124,6 +125,45 @@ static cl::opt<bool> noFoldMatMulViews(
              "reading them in place (for comparison)"),
     cl::init(false));
 
+static cl::OptionCategory trainingCategory("Training (--train)");
+static cl::opt<bool> train("train",
+                           cl::desc("Compile one training step: the loss, "
+                                    "the gradients and the optimizer's "
+                                    "update, replayed by partc-run --steps"),
+                           cl::init(false), cl::cat(trainingCategory));
+static cl::opt<std::string>
+    lossKind("loss",
+             cl::desc("mse, cross-entropy, bce-with-logits or l1 (means over "
+                      "the batch, as PyTorch's defaults)"),
+             cl::init("mse"), cl::cat(trainingCategory));
+static cl::opt<std::string>
+    lossOutput("output",
+               cl::desc("The output the loss applies to (default: "
+                        "the model's only output)"),
+               cl::init(""), cl::cat(trainingCategory));
+static cl::list<std::string>
+    frozenNames("frozen", cl::desc("Initializers that are not trained"),
+                cl::CommaSeparated, cl::cat(trainingCategory));
+static cl::opt<std::string>
+    optimizerKind("optimizer",
+                  cl::desc("sgd, adamw, or none (the plan returns the loss "
+                           "and every gradient)"),
+                  cl::init("sgd"), cl::cat(trainingCategory));
+static cl::opt<double> learningRate("lr", cl::desc("Learning rate"),
+                                    cl::init(0.001), cl::cat(trainingCategory));
+static cl::opt<double> momentumOpt("momentum", cl::desc("SGD's momentum"),
+                                   cl::init(0.0), cl::cat(trainingCategory));
+static cl::opt<double>
+    weightDecayOpt("weight-decay",
+                   cl::desc("Weight decay (default: SGD 0, AdamW 0.01)"),
+                   cl::init(-1.0), cl::cat(trainingCategory));
+static cl::opt<std::string> betasOpt("betas",
+                                     cl::desc("AdamW's B1,B2 (0.9,0.999)"),
+                                     cl::init("0.9,0.999"),
+                                     cl::cat(trainingCategory));
+static cl::opt<double> epsOpt("eps", cl::desc("AdamW's epsilon"),
+                              cl::init(1e-8), cl::cat(trainingCategory));
+
 namespace {
 
 std::string fileOf(Location loc) {
@@ -199,6 +239,33 @@ int compile() {
   options.foldMatMulViews = !noFoldMatMulViews;
   options.lower = emit != "graph";
   options.explain = explain;
+  options.train = train;
+  options.loss = lossKind;
+  options.lossOutput = lossOutput;
+  options.frozen =
+      SmallVector<std::string>(frozenNames.begin(), frozenNames.end());
+  options.optimizer = optimizerKind;
+  options.lr = learningRate;
+  options.momentum = momentumOpt;
+  options.weightDecay = weightDecayOpt;
+  options.eps = epsOpt;
+  {
+    double b1 = 0, b2 = 0;
+    char tail = 0;
+    if (std::sscanf(betasOpt.c_str(), "%lf,%lf%c", &b1, &b2, &tail) != 2)
+      return fail("--betas expects B1,B2 (two numbers), got '" + betasOpt +
+                  "'");
+    options.beta1 = b1;
+    options.beta2 = b2;
+  }
+  bool trainingOption =
+      lossKind.getNumOccurrences() || lossOutput.getNumOccurrences() ||
+      frozenNames.getNumOccurrences() || optimizerKind.getNumOccurrences() ||
+      learningRate.getNumOccurrences() || momentumOpt.getNumOccurrences() ||
+      weightDecayOpt.getNumOccurrences() || betasOpt.getNumOccurrences() ||
+      epsOpt.getNumOccurrences();
+  if (trainingOption && !train)
+    return fail("training options (--loss, --optimizer, --lr...) need --train");
   if (explain.getNumOccurrences() && explain.empty())
     options.explain = "text";
   if (std::string error = mlir::partc::checkCompileOptions(options);
@@ -217,6 +284,7 @@ int compile() {
   auto start = std::chrono::steady_clock::now();
   mlir::partc::onnx_import::ImportOptions importOptions;
   importOptions.batch = batch;
+  importOptions.keepParameters = train;
   for (const std::string &entry : constInputs) {
     size_t eq = entry.find('=');
     if (eq == std::string::npos || eq == 0)

@@ -1,6 +1,6 @@
 //===- LowerToPlan.cpp - partc-lower-to-plan ------------------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -68,6 +68,8 @@ private:
   StringAttr transport_;
   plan::ProgramOp program_;
   DenseMap<Operation *, FlatSymbolRefAttr> weights_;
+  /// The plan.state of each graph.variable.
+  DenseMap<Operation *, FlatSymbolRefAttr> states_;
   SmallVector<FlatSymbolRefAttr> inputs_, outputs_;
   /// Where each graph value must be copied out: (output index, byte offset).
   DenseMap<Value, SmallVector<std::pair<unsigned, int64_t>>> stores_;
@@ -100,6 +102,9 @@ LogicalResult Lowering::checkKernel(Operation *op) {
     ins.push_back(toTensorType(cast<ShapedType>(t)));
   for (Type t : op->getResultTypes())
     outs.push_back(toTensorType(cast<ShapedType>(t)));
+  if (auto update = dyn_cast<graph::StateUpdateOpInterface>(op))
+    for (unsigned i : update.getUpdatedOperands())
+      outs.push_back(toTensorType(cast<ShapedType>(op->getOperandTypes()[i])));
   std::unique_ptr<rt::Kernel> kernel;
   rt::Status s = rt::createCpuKernel(kernelNameFor(op), toKernelAttrs(op), ins,
                                      outs, kernel);
@@ -119,6 +124,9 @@ FailureOr<Value> Lowering::lookup(Device &dev, Value v, Location useLoc) {
   } else if (auto constant = v.getDefiningOp<graph::ConstantOp>()) {
     buffer = plan::WeightRefOp::create(
         builder_, useLoc, bufferType(v.getType()), weights_.lookup(constant));
+  } else if (auto variable = v.getDefiningOp<graph::VariableOp>()) {
+    buffer = plan::StateRefOp::create(builder_, useLoc, bufferType(v.getType()),
+                                      states_.lookup(variable));
   } else if (auto slice = v.getDefiningOp<graph::SliceOp>();
              slice && graph::getDevice(slice) == graph::kHostDevice) {
     auto arg = dyn_cast<BlockArgument>(slice.getInput());
@@ -188,7 +196,7 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
       }
       continue;
     }
-    if (graph::getDevice(&op) != d)
+    if (graph::getDevice(&op) != d || isa<graph::VariableOp>(op))
       continue;
     SmallVector<Value> ins;
     for (Value v : op.getOperands()) {
@@ -210,6 +218,10 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
     SmallVector<Value> outs;
     for (Value r : op.getResults())
       outs.push_back(alloc(r.getType(), op.getLoc()));
+    // An optimizer step writes the state it read.
+    if (auto update = dyn_cast<graph::StateUpdateOpInterface>(op))
+      for (unsigned i : update.getUpdatedOperands())
+        outs.push_back(ins[i]);
     IntegerAttr microBatch =
         op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kMicroBatchAttrName);
     plan::KernelOp::create(builder_, op.getLoc(),
@@ -240,7 +252,7 @@ LogicalResult Lowering::run() {
                                "partc-assign-devices first";
     if (*device == graph::kHostDevice)
       continue;
-    if (!isa<graph::ReshapeOp, graph::IdentityOp>(op) &&
+    if (!isa<graph::ReshapeOp, graph::IdentityOp, graph::VariableOp>(op) &&
         failed(checkKernel(&op)))
       return failure();
   }
@@ -259,6 +271,22 @@ LogicalResult Lowering::run() {
       plan::WeightOp::create(builder_, op.getLoc(), name, constant.getValue());
       weights_[&op] = FlatSymbolRefAttr::get(ctx, name);
     }
+  int64_t stateIndex = 0;
+  for (auto variable : body.getOps<graph::VariableOp>()) {
+    FlatSymbolRefAttr init;
+    if (auto value = variable.getValueAttr()) {
+      std::string name = "w" + std::to_string(weightIndex++);
+      plan::WeightOp::create(builder_, variable.getLoc(), name, value);
+      init = FlatSymbolRefAttr::get(ctx, name);
+    }
+    std::string name = "s" + std::to_string(stateIndex++);
+    plan::StateOp::create(
+        builder_, variable.getLoc(), builder_.getStringAttr(name),
+        TypeAttr::get(variable.getType()),
+        builder_.getI64IntegerAttr(graph::getDevice(variable).value_or(0)),
+        variable.getNameAttr(), variable.getRoleAttr(), init);
+    states_[variable] = FlatSymbolRefAttr::get(ctx, name);
+  }
   for (BlockArgument arg : body.getArguments()) {
     auto name = func_.getArgAttrOfType<StringAttr>(
         arg.getArgNumber(), graph::GraphDialect::kNameAttrName);

@@ -1,0 +1,399 @@
+//===- Gradients.cpp - Reverse-mode rules of graph ops --------------------===//
+//
+// GradientOpInterface, op by op, as BatchRules.cpp holds the batch rules:
+// each rule builds the gradients of an op's operands from those of its
+// results, in graph ops (so that folding, fusion, placement and both
+// backends treat them as any other op) or in the backward ops of
+// TrainingOps.td where a kernel does better. Element-wise results broadcast
+// back to an operand's shape by summing (unbroadcast).
+//
+//===----------------------------------------------------------------------===//
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <numeric>
+
+using namespace mlir;
+using namespace mlir::partc::graph;
+
+namespace {
+
+RankedTensorType tensorType(Value v) {
+  return cast<RankedTensorType>(v.getType());
+}
+
+/// A scalar constant of `elementType`; broadcasting ops take it as is.
+Value scalar(OpBuilder &b, Location loc, Type elementType, double value) {
+  auto type = RankedTensorType::get({}, elementType);
+  return ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getFloatAttr(elementType, value)));
+}
+
+/// Sums `grad` over the dimensions that numpy broadcasting added to or
+/// stretched in `target`'s shape, so that it has `target`'s type.
+Value unbroadcast(OpBuilder &b, Location loc, Value grad, Type target) {
+  auto from = tensorType(grad), to = cast<RankedTensorType>(target);
+  if (from == to)
+    return grad;
+  int64_t lead = from.getRank() - to.getRank();
+  SmallVector<int64_t> axes;
+  for (int64_t d = 0; d < from.getRank(); ++d)
+    if (d < lead || (to.getDimSize(d - lead) == 1 && from.getDimSize(d) != 1))
+      axes.push_back(d);
+  Value summed = grad;
+  if (!axes.empty())
+    summed = ReduceSumOp::create(b, loc, grad, axes, /*keepdims=*/1);
+  if (tensorType(summed) != to)
+    summed = ReshapeOp::create(b, loc, summed, to.getShape());
+  return summed;
+}
+
+/// `grad` of a reduction's result, broadcast back to its input's shape.
+Value unreduce(OpBuilder &b, Location loc, Value grad, ArrayRef<int64_t> axes,
+               bool keepdims, RankedTensorType input) {
+  if (!keepdims) {
+    SmallVector<int64_t> kept(input.getShape());
+    for (int64_t a : axes)
+      kept[a] = 1;
+    grad = ReshapeOp::create(b, loc, grad, kept);
+  }
+  if (tensorType(grad).getShape() == input.getShape())
+    return grad;
+  return ExpandOp::create(b, loc, grad, input.getShape());
+}
+
+/// The permutation that swaps the last two of `rank` dimensions.
+SmallVector<int64_t> swapLastTwo(int64_t rank) {
+  SmallVector<int64_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::swap(perm[rank - 1], perm[rank - 2]);
+  return perm;
+}
+
+LogicalResult refuseFused(Operation *op, StringAttr activation) {
+  if (!activation)
+    return success();
+  return op->emitOpError()
+         << "has a fused activation '" << activation.getValue()
+         << "'; differentiate the graph before partc-fuse-activations";
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Views and identities
+//===----------------------------------------------------------------------===//
+
+LogicalResult IdentityOp::buildGradient(OpBuilder &, ArrayRef<Value> dy,
+                                        ArrayRef<bool>,
+                                        MutableArrayRef<Value> dx) {
+  dx[0] = dy[0];
+  return success();
+}
+
+LogicalResult ReshapeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool>,
+                                       MutableArrayRef<Value> dx) {
+  dx[0] =
+      ReshapeOp::create(b, getLoc(), dy[0], tensorType(getInput()).getShape());
+  return success();
+}
+
+LogicalResult TransposeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  ArrayRef<int64_t> perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = static_cast<int64_t>(i);
+  dx[0] = TransposeOp::create(b, getLoc(), dy[0], inverse);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Unary math: dx = dy * f'(x), written with the result where it is cheaper
+//===----------------------------------------------------------------------===//
+
+LogicalResult ReluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = ReluGradOp::create(b, getLoc(), dy[0], getResult());
+  return success();
+}
+
+LogicalResult SigmoidOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool>,
+                                       MutableArrayRef<Value> dx) {
+  dx[0] = SigmoidGradOp::create(b, getLoc(), dy[0], getResult());
+  return success();
+}
+
+LogicalResult TanhOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = TanhGradOp::create(b, getLoc(), dy[0], getResult());
+  return success();
+}
+
+LogicalResult GeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  if (getApproximate() == "tanh")
+    dx[0] = GeluTanhGradOp::create(b, getLoc(), dy[0], getInput());
+  else
+    dx[0] = GeluGradOp::create(b, getLoc(), dy[0], getInput());
+  return success();
+}
+
+LogicalResult ExpOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = MulOp::create(b, getLoc(), dy[0], getResult());
+  return success();
+}
+
+LogicalResult LogOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = DivOp::create(b, getLoc(), dy[0], getInput());
+  return success();
+}
+
+LogicalResult SqrtOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // dy / (2 sqrt(x)).
+  Value half =
+      scalar(b, getLoc(), tensorType(getInput()).getElementType(), 0.5);
+  Value scaled = MulOp::create(b, getLoc(), dy[0], half);
+  dx[0] = DivOp::create(b, getLoc(), scaled, getResult());
+  return success();
+}
+
+LogicalResult NegOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = NegOp::create(b, getLoc(), dy[0]);
+  return success();
+}
+
+LogicalResult AbsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // sign(0) = 0: PyTorch's subgradient at 0.
+  Value sign = SignOp::create(b, getLoc(), getInput());
+  dx[0] = MulOp::create(b, getLoc(), dy[0], sign);
+  return success();
+}
+
+LogicalResult SoftplusOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                        ArrayRef<bool>,
+                                        MutableArrayRef<Value> dx) {
+  Value sigmoid = SigmoidOp::create(b, getLoc(), getInput());
+  dx[0] = MulOp::create(b, getLoc(), dy[0], sigmoid);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Binary arithmetic
+//===----------------------------------------------------------------------===//
+
+LogicalResult AddOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  if (failed(refuseFused(*this, getActivationAttr())))
+    return failure();
+  if (needed[0])
+    dx[0] = unbroadcast(b, getLoc(), dy[0], getLhs().getType());
+  if (needed[1])
+    dx[1] = unbroadcast(b, getLoc(), dy[0], getRhs().getType());
+  return success();
+}
+
+LogicalResult SubOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  if (needed[0])
+    dx[0] = unbroadcast(b, getLoc(), dy[0], getLhs().getType());
+  if (needed[1])
+    dx[1] = unbroadcast(b, getLoc(), NegOp::create(b, getLoc(), dy[0]),
+                        getRhs().getType());
+  return success();
+}
+
+LogicalResult MulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  Location loc = getLoc();
+  if (needed[0])
+    dx[0] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], getRhs()),
+                        getLhs().getType());
+  if (needed[1])
+    dx[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], getLhs()),
+                        getRhs().getType());
+  return success();
+}
+
+LogicalResult DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  Location loc = getLoc();
+  Value scaled = DivOp::create(b, loc, dy[0], getRhs());
+  if (needed[0])
+    dx[0] = unbroadcast(b, loc, scaled, getLhs().getType());
+  if (needed[1]) {
+    // d(a / b)/db = -(a / b) / b.
+    Value term = MulOp::create(b, loc, scaled, getResult());
+    dx[1] =
+        unbroadcast(b, loc, NegOp::create(b, loc, term), getRhs().getType());
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+LogicalResult GemmOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> dx) {
+  if (failed(refuseFused(*this, getActivationAttr())))
+    return failure();
+  Location loc = getLoc();
+  APFloat alpha(getAlpha()), one(1.0), zero(0.0);
+  bool transA = getTransA(), transB = getTransB();
+  Value grad = dy[0];
+  // Y = alpha op(A) op(B) + beta C; op(X) is X or X^T.
+  if (needed[0])
+    dx[0] = transA ? GemmOp::create(b, loc, getB(), grad, Value(), alpha, zero,
+                                    transB, 1, StringAttr())
+                   : GemmOp::create(b, loc, grad, getB(), Value(), alpha, zero,
+                                    0, transB ? 0 : 1, StringAttr());
+  if (needed[1])
+    dx[1] = transB ? GemmOp::create(b, loc, grad, getA(), Value(), alpha, zero,
+                                    1, transA, StringAttr())
+                   : GemmOp::create(b, loc, getA(), grad, Value(), alpha, zero,
+                                    transA ? 0 : 1, 0, StringAttr());
+  if (getC() && needed[2]) {
+    Value scaled = grad;
+    if (getBeta().convertToDouble() != 1.0)
+      scaled = MulOp::create(b, loc, grad,
+                             scalar(b, loc, tensorType(grad).getElementType(),
+                                    getBeta().convertToDouble()));
+    dx[2] = unbroadcast(b, loc, scaled, getC().getType());
+  }
+  return success();
+}
+
+LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool> needed,
+                                      MutableArrayRef<Value> dx) {
+  if (!getEpilogue().empty() || getActivationAttr())
+    return emitOpError() << "has a fused epilogue; differentiate the graph "
+                            "before partc-fuse-activations";
+  auto lhs = tensorType(getLhs()), rhs = tensorType(getRhs());
+  if (lhs.getRank() < 2 || rhs.getRank() < 2)
+    return emitOpError() << "multiplies " << lhs << " by " << rhs
+                         << "; gradients of 1-D matmul operands are not "
+                            "supported yet (reshape the vector to a matrix)";
+  Location loc = getLoc();
+  Value grad = dy[0];
+  auto gradType = tensorType(grad);
+  if (needed[0]) {
+    // dA = dY B^T, summed over batch dimensions A broadcast along.
+    Value rhsT =
+        TransposeOp::create(b, loc, getRhs(), swapLastTwo(rhs.getRank()));
+    Value full =
+        MatMulOp::create(b, loc, grad, rhsT, ValueRange(), StringAttr());
+    dx[0] = unbroadcast(b, loc, full, lhs);
+  }
+  if (needed[1]) {
+    if (rhs.getRank() == 2 && lhs.getRank() > 2) {
+      // A shared weight of a batched product (a linear layer over a
+      // sequence): one GEMM over every row, A^T dY.
+      int64_t k = lhs.getShape().back(), n = gradType.getShape().back();
+      Value rows = ReshapeOp::create(
+          b, loc, getLhs(), ArrayRef<int64_t>{lhs.getNumElements() / k, k});
+      Value gradRows = ReshapeOp::create(
+          b, loc, grad, ArrayRef<int64_t>{gradType.getNumElements() / n, n});
+      dx[1] = GemmOp::create(b, loc, rows, gradRows, Value(), APFloat(1.0),
+                             APFloat(0.0), 1, 0, StringAttr());
+    } else {
+      Value lhsT =
+          TransposeOp::create(b, loc, getLhs(), swapLastTwo(lhs.getRank()));
+      Value full =
+          MatMulOp::create(b, loc, lhsT, grad, ValueRange(), StringAttr());
+      dx[1] = unbroadcast(b, loc, full, rhs);
+    }
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax and reductions
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> dx) {
+  // dx = y * (dy - sum(dy * y, axis)); a bias added before the softmax gets
+  // the same, summed to its shape.
+  Location loc = getLoc();
+  Value y = getResult();
+  Value prod = MulOp::create(b, loc, dy[0], y);
+  Value sum = ReduceSumOp::create(
+      b, loc, prod, ArrayRef<int64_t>{static_cast<int64_t>(getAxis())},
+      /*keepdims=*/1);
+  Value diff = SubOp::create(b, loc, dy[0], sum);
+  Value grad = MulOp::create(b, loc, y, diff);
+  // With nan_to_zero, a row that was all -inf has y = 0, hence dx = 0.
+  if (needed[0])
+    dx[0] = grad;
+  if (getBias() && needed[1])
+    dx[1] = unbroadcast(b, loc, grad, getBias().getType());
+  return success();
+}
+
+LogicalResult LogSoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                          ArrayRef<bool>,
+                                          MutableArrayRef<Value> dx) {
+  // dx = dy - exp(y) * sum(dy, axis).
+  Location loc = getLoc();
+  Value sum = ReduceSumOp::create(
+      b, loc, dy[0], ArrayRef<int64_t>{static_cast<int64_t>(getAxis())},
+      /*keepdims=*/1);
+  Value probs = ExpOp::create(b, loc, getResult());
+  Value scaled = MulOp::create(b, loc, probs, sum);
+  dx[0] = SubOp::create(b, loc, dy[0], scaled);
+  return success();
+}
+
+LogicalResult ReduceSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  dx[0] = unreduce(b, getLoc(), dy[0], getAxes(), getKeepdims() != 0,
+                   tensorType(getInput()));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                          ArrayRef<bool>,
+                                          MutableArrayRef<Value> dx) {
+  auto input = tensorType(getInput());
+  int64_t count = 1;
+  for (int64_t a : getAxes())
+    count *= input.getDimSize(a);
+  Location loc = getLoc();
+  Value scale = scalar(b, loc, input.getElementType(),
+                       1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
+  Value scaled = MulOp::create(b, loc, dy[0], scale);
+  dx[0] = unreduce(b, loc, scaled, getAxes(), getKeepdims() != 0, input);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
+LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b,
+                                                   ArrayRef<Value> dy,
+                                                   ArrayRef<bool>,
+                                                   MutableArrayRef<Value> dx) {
+  dx[0] = SoftmaxCrossEntropyGradOp::create(b, getLoc(), getLogits(),
+                                            getLabels(), dy[0]);
+  return success();
+}

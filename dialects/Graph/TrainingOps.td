@@ -1,0 +1,120 @@
+//===- TrainingOps.td - partc graph ops for training -------------*- tablegen -*-===//
+//
+// What partc-differentiate and partc-apply-optimizer add to a forward
+// graph: state that lives across steps (graph.variable), losses, the
+// backward ops that gradients use where graph ops would do worse, and the
+// optimizer steps that update state in place. Included by GraphOps.td.
+//
+//===----------------------------------------------------------------------===//
+
+//===----------------------------------------------------------------------===//
+// State
+//===----------------------------------------------------------------------===//
+
+def Graph_VariableOp : Op<Graph_Dialect, "variable", [MemoryEffects<[MemRead]>]> {
+  let summary = "A tensor kept across training steps (a parameter or moment)";
+  let description = [{
+    Its value at the start of the step. It is initialized from `value`
+    (zeros without one) when the plan is loaded and changed only by the
+    ops of the StateUpdateOpInterface (optimizer steps), which the lowering
+    runs after every other read of it. `name` is the ONNX initializer it
+    trains, or "<initializer>.<role>"; `role` says what it holds
+    (parameter, momentum, adam_m, adam_v, step).
+
+    ```mlir
+    %w = graph.variable {name = "fc.weight", role = "parameter",
+                         value = dense<...> : tensor<8x4xf32>} : tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name, StrAttr:$role,
+                       OptionalAttr<ElementsAttr>:$value);
+  let results = (outs Graph_Tensor:$output);
+  let assemblyFormat = "attr-dict `:` type($output)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Losses and backward ops
+//===----------------------------------------------------------------------===//
+
+def Graph_SoftmaxCrossEntropyOp : Graph_ComputeOp<"softmax_cross_entropy", [
+    Graph_Differentiable]> {
+  let summary = "Mean cross-entropy of softmax(logits) over class indices";
+  let description = [{
+    `logits` [..., C] and int64 `labels` [...] (every dimension but the
+    last): mean over the rows of -log_softmax(logits)[label], PyTorch's
+    CrossEntropyLoss with its defaults. A label outside [0, C) is an error
+    at run time.
+  }];
+  let arguments = (ins Graph_Tensor:$logits, Graph_Tensor:$labels);
+  let results = (outs Graph_Tensor:$loss);
+}
+
+def Graph_SoftmaxCrossEntropyGradOp : Graph_ComputeOp<
+    "softmax_cross_entropy_grad"> {
+  let summary = "Gradient of softmax_cross_entropy with respect to logits";
+  let description = [{
+    (softmax(logits) - onehot(labels)) * dloss / rows, in one pass over
+    the logits.
+  }];
+  let arguments = (ins Graph_Tensor:$logits, Graph_Tensor:$labels,
+                       Graph_Tensor:$dloss);
+  let results = (outs Graph_Tensor:$output);
+}
+
+// Element-wise backward rules, (dy, a forward value) -> dx; their formulas
+// are in runtime/kernels/ElementwiseOps.h, so they fuse into chains.
+def Graph_ReluGradOp : Graph_BinaryOp<"relu_grad", "",
+    "dy where relu's result y > 0, else 0 (dy, y)">;
+def Graph_SigmoidGradOp : Graph_BinaryOp<"sigmoid_grad", "",
+    "dy * y * (1 - y) for y = sigmoid(x) (dy, y)">;
+def Graph_TanhGradOp : Graph_BinaryOp<"tanh_grad", "",
+    "dy * (1 - y^2) for y = tanh(x) (dy, y)">;
+def Graph_GeluGradOp : Graph_BinaryOp<"gelu_grad", "",
+    "dy * (Phi(x) + x * phi(x)), exact gelu's derivative (dy, x)">;
+def Graph_GeluTanhGradOp : Graph_BinaryOp<"gelu_tanh_grad", "",
+    "dy * d/dx of gelu's tanh approximation (dy, x)">;
+
+//===----------------------------------------------------------------------===//
+// Optimizer steps
+//===----------------------------------------------------------------------===//
+
+class Graph_UpdateOp<string mnemonic>
+    : Op<Graph_Dialect, mnemonic, [MemoryEffects<[MemWrite]>,
+          DeclareOpInterfaceMethods<Graph_StateUpdateOpInterface>]> {
+  let assemblyFormat = "operands attr-dict `:` type(operands)";
+  let hasVerifier = 1;
+}
+
+def Graph_SgdUpdateOp : Graph_UpdateOp<"sgd_update"> {
+  let summary = "One SGD step on a parameter, as torch.optim.SGD";
+  let description = [{
+    g = grad + weight_decay * param; with momentum, buf = momentum * buf + g
+    and the step uses buf (dampening 0, not Nesterov); param -= lr * step.
+    `param` and `momentum_buffer` are graph.variables, updated in place.
+  }];
+  let arguments = (ins Graph_Tensor:$param, Graph_Tensor:$grad,
+                       Optional<Graph_Tensor>:$momentum_buffer, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay);
+}
+
+def Graph_AdamWUpdateOp : Graph_UpdateOp<"adamw_update"> {
+  let summary = "One AdamW step on a parameter, as torch.optim.AdamW";
+  let description = [{
+    With t = step + 1: param *= 1 - lr * weight_decay; m = beta1 * m +
+    (1 - beta1) * grad; v = beta2 * v + (1 - beta2) * grad^2; param -= lr /
+    (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps). `param`, `m`
+    and `v` are updated in place; `step` (an int64 scalar variable counting
+    finished steps) is only read.
+  }];
+  let arguments = (ins Graph_Tensor:$param, Graph_Tensor:$grad,
+                       Graph_Tensor:$m, Graph_Tensor:$v, Graph_Tensor:$step,
+                       F64Attr:$lr, F64Attr:$beta1, F64Attr:$beta2,
+                       F64Attr:$eps, F64Attr:$weight_decay);
+}
+
+def Graph_CountStepOp : Graph_UpdateOp<"count_step"> {
+  let summary = "Adds one to an int64 scalar variable: the finished steps";
+  let arguments = (ins Graph_Tensor:$step);
+}

@@ -1,0 +1,301 @@
+//===- Training.cpp - Losses and optimizer steps --------------------------===//
+//
+// The CPU reference of what partc-differentiate and partc-apply-optimizer
+// add to a graph. Optimizer steps update state in place: their outputs are
+// the state buffers they also read, so every loop reads an element before
+// writing it, and the arithmetic follows torch.optim's order of operations
+// in the parameter's own precision.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/Dispatch.h"
+#include "runtime/kernels/KernelRegistry.h"
+
+#include <cmath>
+#include <limits>
+
+namespace partc::runtime {
+
+namespace {
+
+/// Rows of the logits [..., C] and their class count.
+struct CrossEntropyShape {
+  int64_t rows = 0, classes = 0;
+};
+
+Status checkCrossEntropy(const KernelArgs &a, size_t numInputs,
+                         CrossEntropyShape &shape) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, numInputs, numInputs, 1));
+  const TensorType &logits = a.inputs[0], &labels = a.inputs[1];
+  if (!isFloatType(logits.dtype) || logits.shape.empty())
+    return Status::error("logits " + logits.str() +
+                         " must be floats with a class dimension last");
+  Shape rowShape(logits.shape.begin(), logits.shape.end() - 1);
+  if (labels.dtype != DType::I64 || labels.shape != rowShape)
+    return Status::error("labels " + labels.str() + " must be int64 of shape " +
+                         shapeToString(rowShape));
+  shape.classes = logits.shape.back();
+  shape.rows = numElements(rowShape);
+  return Status();
+}
+
+/// Runs `fn(row, label)` over the rows, failing on a label outside the
+/// classes as PyTorch does (it has no defined loss).
+template <typename Fn>
+Status forEachLabel(const TensorRef &labels, const CrossEntropyShape &s,
+                    Fn &&fn) {
+  const int64_t *label = labels.as<int64_t>();
+  for (int64_t r = 0; r < s.rows; ++r) {
+    if (label[r] < 0 || label[r] >= s.classes)
+      return Status::error("label " + std::to_string(label[r]) + " of row " +
+                           std::to_string(r) + " is outside the " +
+                           std::to_string(s.classes) + " classes [0, " +
+                           std::to_string(s.classes) + ")");
+    fn(r, label[r]);
+  }
+  return Status();
+}
+
+template <typename T> double logSumExp(const T *row, int64_t n, T &maxOut) {
+  T max = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < n; ++c)
+    max = row[c] > max || std::isnan(row[c]) ? row[c] : max;
+  double sum = 0;
+  for (int64_t c = 0; c < n; ++c)
+    sum += std::exp(static_cast<double>(row[c]) - static_cast<double>(max));
+  maxOut = max;
+  return static_cast<double>(max) + std::log(sum);
+}
+
+class CrossEntropyKernel : public Kernel {
+public:
+  explicit CrossEntropyKernel(CrossEntropyShape s) : s_(s) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    Status status;
+    dispatchFloat(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *logits = in[0].as<T>();
+      double total = 0;
+      status = forEachLabel(in[1], s_, [&](int64_t r, int64_t label) {
+        const T *row = logits + r * s_.classes;
+        T max;
+        total +=
+            logSumExp(row, s_.classes, max) - static_cast<double>(row[label]);
+      });
+      // The mean over no rows is NaN, as PyTorch's.
+      out[0].as<T>()[0] = static_cast<T>(total / static_cast<double>(s_.rows));
+    });
+    return status;
+  }
+
+private:
+  CrossEntropyShape s_;
+};
+
+class CrossEntropyGradKernel : public Kernel {
+public:
+  explicit CrossEntropyGradKernel(CrossEntropyShape s) : s_(s) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    Status status;
+    dispatchFloat(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *logits = in[0].as<T>();
+      T *grad = out[0].as<T>();
+      double scale =
+          static_cast<double>(in[2].as<T>()[0]) / static_cast<double>(s_.rows);
+      status = forEachLabel(in[1], s_, [&](int64_t r, int64_t label) {
+        const T *row = logits + r * s_.classes;
+        T *g = grad + r * s_.classes;
+        T max;
+        double lse = logSumExp(row, s_.classes, max);
+        for (int64_t c = 0; c < s_.classes; ++c) {
+          double p = std::exp(static_cast<double>(row[c]) - lse);
+          g[c] = static_cast<T>((p - (c == label ? 1.0 : 0.0)) * scale);
+        }
+      });
+    });
+    return status;
+  }
+
+private:
+  CrossEntropyShape s_;
+};
+
+/// Every operand of an optimizer step but the step counter has the
+/// parameter's type; outputs are the updated state, in operand order.
+Status checkUpdate(const KernelArgs &a, size_t numInputs,
+                   const std::vector<size_t> &updated) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, numInputs, numInputs, updated.size()));
+  const TensorType &param = a.inputs[0];
+  if (!isFloatType(param.dtype))
+    return Status::error("updates " + param.str() + "; parameters are floats");
+  for (size_t i = 1; i < numInputs; ++i)
+    if (a.inputs[i] != param)
+      return Status::error("operand " + std::to_string(i) + " " +
+                           a.inputs[i].str() +
+                           " does not match the parameter " + param.str());
+  for (size_t o = 0; o < updated.size(); ++o)
+    if (a.outputs[o] != a.inputs[updated[o]])
+      return Status::error("output " + std::to_string(o) + " " +
+                           a.outputs[o].str() + " is not the updated operand " +
+                           std::to_string(updated[o]));
+  return Status();
+}
+
+class SgdKernel : public Kernel {
+public:
+  SgdKernel(double lr, double momentum, double weightDecay)
+      : lr_(lr), momentum_(momentum), weightDecay_(weightDecay) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    dispatchFloat(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *param = in[0].as<T>(), *grad = in[1].as<T>();
+      const T *buf = momentum_ != 0 ? in[2].as<T>() : nullptr;
+      T *newParam = out[0].as<T>();
+      T *newBuf = momentum_ != 0 ? out[1].as<T>() : nullptr;
+      T lr = static_cast<T>(lr_), momentum = static_cast<T>(momentum_),
+        decay = static_cast<T>(weightDecay_);
+      int64_t n = in[0].type.numElements();
+      for (int64_t i = 0; i < n; ++i) {
+        T g = grad[i];
+        if (weightDecay_ != 0)
+          g += decay * param[i];
+        if (newBuf) {
+          g = buf[i] * momentum + g;
+          newBuf[i] = g;
+        }
+        newParam[i] = param[i] - lr * g;
+      }
+    });
+    return Status();
+  }
+
+private:
+  double lr_, momentum_, weightDecay_;
+};
+
+class AdamWKernel : public Kernel {
+public:
+  AdamWKernel(double lr, double beta1, double beta2, double eps,
+              double weightDecay)
+      : lr_(lr), beta1_(beta1), beta2_(beta2), eps_(eps),
+        weightDecay_(weightDecay) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t step = in[4].as<int64_t>()[0];
+    if (step < 0)
+      return Status::error("the step counter holds " + std::to_string(step));
+    double t = static_cast<double>(step) + 1;
+    double stepSize = lr_ / (1 - std::pow(beta1_, t));
+    double correction2 = std::sqrt(1 - std::pow(beta2_, t));
+    dispatchFloat(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *param = in[0].as<T>(), *grad = in[1].as<T>();
+      const T *m = in[2].as<T>(), *v = in[3].as<T>();
+      T *newParam = out[0].as<T>(), *newM = out[1].as<T>(),
+        *newV = out[2].as<T>();
+      T decay = static_cast<T>(1 - lr_ * weightDecay_);
+      T b1 = static_cast<T>(1 - beta1_), b2 = static_cast<T>(beta2_),
+        c2 = static_cast<T>(1 - beta2_), eps = static_cast<T>(eps_),
+        size = static_cast<T>(stepSize), corr = static_cast<T>(correction2);
+      int64_t n = in[0].type.numElements();
+      for (int64_t i = 0; i < n; ++i) {
+        T g = grad[i];
+        T p = param[i] * decay;
+        T mi = m[i] + b1 * (g - m[i]);
+        T vi = v[i] * b2 + c2 * g * g;
+        T denom = std::sqrt(vi) / corr + eps;
+        newM[i] = mi;
+        newV[i] = vi;
+        newParam[i] = p - size * (mi / denom);
+      }
+    });
+    return Status();
+  }
+
+private:
+  double lr_, beta1_, beta2_, eps_, weightDecay_;
+};
+
+class CountStepKernel : public Kernel {
+public:
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t step = in[0].as<int64_t>()[0];
+    if (step == std::numeric_limits<int64_t>::max())
+      return Status::error("the step counter overflows");
+    out[0].as<int64_t>()[0] = step + 1;
+    return Status();
+  }
+};
+
+Status checkStepCounter(const TensorType &t) {
+  if (t.dtype != DType::I64 || !t.shape.empty())
+    return Status::error("the step counter " + t.str() +
+                         " must be an int64 scalar");
+  return Status();
+}
+
+} // namespace
+
+void registerTrainingKernels(KernelTable &t) {
+  t["softmax_cross_entropy"] = [](const KernelArgs &a,
+                                  std::unique_ptr<Kernel> &k) -> Status {
+    CrossEntropyShape s;
+    PARTC_RETURN_IF_ERROR(checkCrossEntropy(a, 2, s));
+    if (a.outputs[0] != TensorType{a.inputs[0].dtype, {}})
+      return Status::error("the loss " + a.outputs[0].str() +
+                           " must be a scalar of the logits' type");
+    k = std::make_unique<CrossEntropyKernel>(s);
+    return Status();
+  };
+  t["softmax_cross_entropy_grad"] = [](const KernelArgs &a,
+                                       std::unique_ptr<Kernel> &k) -> Status {
+    CrossEntropyShape s;
+    PARTC_RETURN_IF_ERROR(checkCrossEntropy(a, 3, s));
+    if (a.inputs[2] != TensorType{a.inputs[0].dtype, {}} ||
+        a.outputs[0] != a.inputs[0])
+      return Status::error("expects a scalar dloss and gives the logits' type");
+    k = std::make_unique<CrossEntropyGradKernel>(s);
+    return Status();
+  };
+  t["sgd_update"] = [](const KernelArgs &a,
+                       std::unique_ptr<Kernel> &k) -> Status {
+    double momentum = a.attrs.getFloat("momentum");
+    double lr = a.attrs.getFloat("lr");
+    double decay = a.attrs.getFloat("weight_decay");
+    if (momentum != 0)
+      PARTC_RETURN_IF_ERROR(checkUpdate(a, 3, {0, 2}));
+    else
+      PARTC_RETURN_IF_ERROR(checkUpdate(a, 2, {0}));
+    k = std::make_unique<SgdKernel>(lr, momentum, decay);
+    return Status();
+  };
+  t["adamw_update"] = [](const KernelArgs &a,
+                         std::unique_ptr<Kernel> &k) -> Status {
+    double lr = a.attrs.getFloat("lr"), beta1 = a.attrs.getFloat("beta1"),
+           beta2 = a.attrs.getFloat("beta2"), eps = a.attrs.getFloat("eps"),
+           decay = a.attrs.getFloat("weight_decay");
+    PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
+    PARTC_RETURN_IF_ERROR(checkStepCounter(a.inputs[4]));
+    std::vector<TensorType> tensors(a.inputs.begin(), a.inputs.end() - 1);
+    KernelArgs params{a.name, a.attrs, tensors, a.outputs};
+    PARTC_RETURN_IF_ERROR(checkUpdate(params, 4, {0, 2, 3}));
+    if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
+      return Status::error("betas must be in [0, 1)");
+    k = std::make_unique<AdamWKernel>(lr, beta1, beta2, eps, decay);
+    return Status();
+  };
+  t["count_step"] = [](const KernelArgs &a,
+                       std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+    PARTC_RETURN_IF_ERROR(checkStepCounter(a.inputs[0]));
+    PARTC_RETURN_IF_ERROR(checkStepCounter(a.outputs[0]));
+    k = std::make_unique<CountStepKernel>();
+    return Status();
+  };
+}
+
+} // namespace partc::runtime

@@ -1,0 +1,311 @@
+#!/usr/bin/env python3
+"""Checks partc's training against a float64 numpy reference.
+
+  check_training.py BIN_DIR WORK_DIR gradients
+      Small float64 models, one per family of ops, compiled with
+      --train --optimizer none: every gradient partc returns must match
+      central finite differences of the reference's forward pass (and the
+      reference's own backward pass) to 1e-6 relative.
+  check_training.py BIN_DIR WORK_DIR train
+      float32 models trained 20 steps by partc-run --steps: every step's
+      loss within 1e-4 relative of the reference's and the final
+      parameters (--save-state) within 1e-4.
+
+Prints one line per case and exits 1 if any fails.
+"""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.dirname(__file__))
+from onnx_numpy import Graph, Optimizer, loss_and_grad  # noqa: E402
+
+BIN, WORK, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
+os.makedirs(WORK, exist_ok=True)
+failures = []
+
+
+def make_model(name, nodes, inputs, output_shape, params, dtype):
+    elem = TensorProto.DOUBLE if dtype == np.float64 else TensorProto.FLOAT
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info(n, elem, a.shape) for n, a in inputs],
+        [helper.make_tensor_value_info("y", elem, output_shape)],
+        [numpy_helper.from_array(np.asarray(a, dtype if a.dtype.kind == "f"
+                                            else a.dtype), n)
+         for n, a in params.items()])
+    model = helper.make_model(graph,
+                              opset_imports=[helper.make_opsetid("", 13)])
+    path = os.path.join(WORK, name + ".onnx")
+    onnx.save(model, path)
+    return path, model
+
+
+def run(*args):
+    r = subprocess.run(args, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(" ".join(args) + "\n" + r.stdout + r.stderr)
+    return r.stdout
+
+
+def save(name, array):
+    path = os.path.join(WORK, name + ".npy")
+    np.save(path, array)
+    return path
+
+
+def read_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t.name, numpy_helper.to_array(t)
+
+
+def report(case, ok, detail):
+    print(("PASS" if ok else "FAIL") + f" {case}: {detail}")
+    if not ok:
+        failures.append(case)
+
+
+rng = np.random.default_rng(7)
+
+
+def randn(*shape, scale=1.0):
+    return rng.standard_normal(shape) * scale
+
+
+# Each case: nodes (output "y"), inputs, output shape, params, loss.
+def gradient_cases():
+    yield ("gemm_relu", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1,
+                         alpha=0.7, beta=0.5),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Gemm", ["a", "w2"], ["g"], transA=0),
+        helper.make_node("Gemm", ["w3", "g"], ["y"], transA=1)],
+        {"x": randn(4, 6)}, (5, 3),
+        {"w1": randn(7, 6, scale=0.5), "b1": randn(1, 7), "w2": randn(7, 3),
+         "w3": randn(4, 5)}, "mse")
+    yield ("matmul_batched", [
+        helper.make_node("MatMul", ["x", "w1"], ["m"]),
+        helper.make_node("Add", ["m", "b1"], ["h"]),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("MatMul", ["w2", "t"], ["u"]),
+        helper.make_node("Sigmoid", ["u"], ["y"])],
+        {"x": randn(2, 3, 4)}, (2, 5, 5),
+        {"w1": randn(4, 5, scale=0.5), "b1": randn(5), "w2": randn(2, 5, 3)},
+        "mse")
+    yield ("elementwise", [
+        helper.make_node("Mul", ["x", "s"], ["a"]),
+        helper.make_node("Softplus", ["w"], ["sp"]),
+        helper.make_node("Sqrt", ["sp"], ["r"]),
+        helper.make_node("Div", ["a", "r"], ["d"]),
+        helper.make_node("Exp", ["d"], ["e"]),
+        helper.make_node("Abs", ["x"], ["ax"]),
+        helper.make_node("Add", ["ax", "c"], ["ac"]),
+        helper.make_node("Log", ["ac"], ["l"]),
+        helper.make_node("Sub", ["e", "l"], ["s1"]),
+        helper.make_node("Neg", ["s1"], ["n"]),
+        helper.make_node("Abs", ["n"], ["y"])],
+        {"x": randn(3, 4, scale=0.5)}, (3, 4),
+        {"s": randn(1, 4, scale=0.5), "w": randn(4), "c": 1.5 + np.abs(randn(3, 1))},
+        "l1")
+    yield ("softmax_reductions", [
+        helper.make_node("Gemm", ["x", "w"], ["h"]),
+        helper.make_node("Softmax", ["h"], ["p"], axis=1),
+        helper.make_node("Mul", ["p", "v"], ["pv"]),
+        helper.make_node("ReduceSum", ["pv", "axes"], ["r"], keepdims=1),
+        helper.make_node("LogSoftmax", ["h"], ["ls"], axis=1),
+        helper.make_node("Transpose", ["ls"], ["lt"], perm=[1, 0]),
+        helper.make_node("ReduceMean", ["lt"], ["m"], axes=[0], keepdims=0),
+        helper.make_node("Reshape", ["m", "shape"], ["mr"]),
+        helper.make_node("Add", ["r", "mr"], ["y"])],
+        {"x": randn(4, 3)}, (4, 1),
+        {"w": randn(3, 5), "v": randn(5), "shape": np.array([4, 1], np.int64),
+         "axes": np.array([1], np.int64)},
+        "mse")
+    for loss in ("cross-entropy", "bce-with-logits"):
+        yield ("loss_" + loss, [
+            helper.make_node("Gemm", ["x", "w", "b"], ["y"])],
+            {"x": randn(6, 4)}, (6, 3), {"w": randn(4, 3), "b": randn(3)}, loss)
+
+
+def labels_for(loss, shape, dtype):
+    if loss == "cross-entropy":
+        return rng.integers(0, shape[-1], shape[:-1]).astype(np.int64)
+    if loss == "bce-with-logits":
+        return rng.uniform(0, 1, shape).astype(dtype)
+    return randn(*shape).astype(dtype)
+
+
+def check_gradients():
+    for name, nodes, inputs, out_shape, params, loss in gradient_cases():
+        path, model = make_model(name, nodes, list(inputs.items()), out_shape,
+                                 params, np.float64)
+        plan = os.path.join(WORK, name + ".plan")
+        run(f"{BIN}/partc", "compile", path, "-o", plan, "--train",
+            "--loss", loss, "--optimizer", "none", "--quiet")
+        labels = labels_for(loss, out_shape, np.float64)
+        feeds = {k: v.astype(np.float64) for k, v in inputs.items()}
+        args = []
+        for k, v in list(feeds.items()) + [("labels", labels)]:
+            args += ["--input", f"{k}={save(name + '_' + k, v)}"]
+        out_dir = os.path.join(WORK, name + "_out")
+        run(f"{BIN}/partc-run", plan, *args, "--quiet", "--output-dir", out_dir)
+        plan_outputs = dict(onnx_outputs(out_dir))
+
+        ref = Graph(model)
+
+        def loss_at(p):
+            values, _ = ref.run(feeds, p)
+            return loss_and_grad(loss, values["y"], labels)[0]
+        values, tape = ref.run(feeds)
+        ref_loss, dy = loss_and_grad(loss, values["y"], labels)
+        ref_grads = ref.backward(tape, {"y": dy})
+        got_loss = plan_outputs.pop("loss")
+        ok = abs(got_loss - ref_loss) <= 1e-9 * max(1, abs(ref_loss))
+        worst = 0.0
+        names = [p for p in params if np.asarray(params[p]).dtype.kind == "f"]
+        if sorted(plan_outputs) != sorted("grad." + n for n in names):
+            report("gradients " + name, False,
+                   f"outputs {sorted(plan_outputs)} for parameters {names}")
+            continue
+        for pname in names:
+            got = plan_outputs["grad." + pname]
+            base = {k: v.copy() for k, v in ref.params.items()}
+            fd = np.zeros_like(base[pname])
+            h = 1e-6
+            for idx in np.ndindex(fd.shape):
+                plus = {k: v.copy() for k, v in base.items()}
+                minus = {k: v.copy() for k, v in base.items()}
+                plus[pname][idx] += h
+                minus[pname][idx] -= h
+                fd[idx] = (loss_at(plus) - loss_at(minus)) / (2 * h)
+            scale = max(1e-3, np.abs(fd).max())
+            err = max(np.abs(got - fd).max(), np.abs(got - ref_grads[pname]).max())
+            worst = max(worst, err / scale)
+            ok = ok and err <= 1e-6 * scale
+            if err > 1e-6 * scale:
+                print(f"  {pname}: partc {got.ravel()[:6]}, finite "
+                      f"differences {fd.ravel()[:6]}")
+        report("gradients " + name, ok,
+               f"loss {got_loss:.6g} (ref {ref_loss:.6g}), {len(names)} "
+               f"gradients, worst error {worst:.2e} of the largest")
+
+
+def onnx_outputs(out_dir):
+    i = 0
+    while os.path.exists(os.path.join(out_dir, f"output_{i}.pb")):
+        yield read_pb(os.path.join(out_dir, f"output_{i}.pb"))
+        i += 1
+
+
+def training_cases():
+    w = lambda *s: randn(*s, scale=1 / np.sqrt(s[0]))  # noqa: E731
+    yield ("mlp_mse_sgd_momentum", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["y"])],
+        {"x": randn(8, 16)}, (8, 4),
+        {"w1": w(16, 32), "b1": randn(32, scale=0.1), "w2": w(32, 4),
+         "b2": randn(4, scale=0.1)},
+        "mse", dict(kind="sgd", lr=0.05, momentum=0.9, weight_decay=1e-4))
+    # Chainer's MNIST example: 784-1000-1000-10, ReLU, softmax cross-entropy,
+    # SGD with momentum (linear layers as PyTorch exports them for 3-D
+    # inputs: MatMul and Add).
+    yield ("chainer_mlp_cross_entropy", [
+        helper.make_node("MatMul", ["x", "w1"], ["m1"]),
+        helper.make_node("Add", ["m1", "b1"], ["h1"]),
+        helper.make_node("Relu", ["h1"], ["a1"]),
+        helper.make_node("MatMul", ["a1", "w2"], ["m2"]),
+        helper.make_node("Add", ["m2", "b2"], ["h2"]),
+        helper.make_node("Relu", ["h2"], ["a2"]),
+        helper.make_node("MatMul", ["a2", "w3"], ["m3"]),
+        helper.make_node("Add", ["m3", "b3"], ["y"])],
+        {"x": rng.uniform(0, 1, (32, 784))}, (32, 10),
+        {"w1": w(784, 1000), "b1": np.zeros(1000), "w2": w(1000, 1000),
+         "b2": np.zeros(1000), "w3": w(1000, 10), "b3": np.zeros(10)},
+        "cross-entropy", dict(kind="sgd", lr=0.05, momentum=0.9))
+    yield ("tanh_bce_adamw", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], transB=1),
+        helper.make_node("Tanh", ["h"], ["t"]),
+        helper.make_node("Gemm", ["t", "w2", "b2"], ["u"]),
+        helper.make_node("Sigmoid", ["u"], ["s"]),
+        helper.make_node("Mul", ["s", "k"], ["y"])],
+        {"x": randn(8, 12)}, (8, 3),
+        {"w1": w(20, 12), "b1": randn(20, scale=0.1), "w2": w(20, 3),
+         "b2": randn(3, scale=0.1), "k": np.full((1, 3), 3.0)},
+        "bce-with-logits", dict(kind="adamw", lr=0.01))
+    yield ("mlp_l1_adamw_decay", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["y"])],
+        {"x": randn(8, 6)}, (8, 2),
+        {"w1": w(6, 16), "b1": randn(16, scale=0.1), "w2": w(16, 2),
+         "b2": randn(2, scale=0.1)},
+        "l1", dict(kind="adamw", lr=0.005, weight_decay=0.1,
+                   betas=(0.8, 0.99), eps=1e-6))
+
+
+def check_training(steps=20):
+    for name, nodes, inputs, out_shape, params, loss, opt in training_cases():
+        path, model = make_model(name, nodes, list(inputs.items()), out_shape,
+                                 params, np.float32)
+        plan = os.path.join(WORK, name + ".plan")
+        flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
+        if opt.get("momentum"):
+            flags += ["--momentum", str(opt["momentum"])]
+        if "weight_decay" in opt:
+            flags += ["--weight-decay", str(opt["weight_decay"])]
+        if "betas" in opt:
+            flags += ["--betas", "%r,%r" % opt["betas"]]
+        if "eps" in opt:
+            flags += ["--eps", str(opt["eps"])]
+        run(f"{BIN}/partc", "compile", path, "-o", plan, "--train", "--loss",
+            loss, *flags, "--quiet")
+        labels = labels_for(loss, out_shape, np.float32)
+        feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
+        args = []
+        for k, v in list(feeds.items()) + [("labels", labels)]:
+            args += ["--input", f"{k}={save(name + '_' + k, v)}"]
+        state = os.path.join(WORK, name + "_state")
+        out = run(f"{BIN}/partc-run", plan, *args, "--steps", str(steps),
+                  "--save-state", state, "--quiet")
+        got = [float(line.split()[3]) for line in out.splitlines()
+               if line.startswith("step ")]
+
+        ref = Graph(model)
+        ref.params = {k: np.asarray(numpy_helper.to_array(t), np.float64)
+                      for k, t in ((t.name, t) for t in model.graph.initializer)}
+        optimizer = Optimizer(**opt)
+        want = []
+        for _ in range(steps):
+            values, tape = ref.run(feeds)
+            l, dy = loss_and_grad(loss, values["y"], labels)
+            want.append(l)
+            grads = ref.backward(tape, {"y": dy})
+            optimizer.step(ref.params, grads)
+        loss_err = max(abs(g - w) / max(abs(w), 1e-3) for g, w in zip(got, want))
+        weight_err = 0.0
+        for pname, p in ref.params.items():
+            trained = np.load(os.path.join(state, pname + ".npy"))
+            weight_err = max(weight_err, np.abs(trained - p).max())
+        ok = len(got) == steps and loss_err <= 1e-4 and weight_err <= 1e-4
+        report("train " + name, ok,
+               f"loss {want[0]:.5g} -> {want[-1]:.5g} in {steps} steps, worst "
+               f"loss error {loss_err:.1e} (relative), weights {weight_err:.1e}")
+
+
+if MODE == "gradients":
+    check_gradients()
+elif MODE == "train":
+    check_training()
+else:
+    sys.exit("mode must be gradients or train")
+if failures:
+    print(f"{len(failures)} case(s) failed: " + ", ".join(failures))
+    sys.exit(1)
+print("all passed")

@@ -1,0 +1,217 @@
+"""A small float64 interpreter of ONNX graphs, with reverse-mode gradients.
+
+The reference of the training tests: it knows nothing of partc. Forward
+runs the graph's nodes in numpy; `gradients` differentiates a scalar loss
+written on top of the outputs by keeping a tape of the nodes' vector-Jacobian
+products. Only the ops the tests use are here.
+"""
+import numpy as np
+from onnx import numpy_helper
+
+
+def attr(node, name, default=None):
+    for a in node.attribute:
+        if a.name == name:
+            if a.type == a.INT:
+                return a.i
+            if a.type == a.FLOAT:
+                return a.f
+            if a.type == a.INTS:
+                return list(a.ints)
+            if a.type == a.STRING:
+                return a.s.decode()
+    return default
+
+
+def unbroadcast(g, shape):
+    while g.ndim > len(shape):
+        g = g.sum(0)
+    for d, n in enumerate(shape):
+        if n == 1 and g.shape[d] != 1:
+            g = g.sum(d, keepdims=True)
+    return g.reshape(shape)
+
+
+def softmax(x, axis):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
+
+
+def reduce_axes(node, x, ins):
+    axes = attr(node, "axes")
+    if len(ins) > 1:  # ReduceSum-13 takes its axes as an input
+        axes = [int(a) for a in ins[1]]
+    if axes is None:
+        axes = list(range(x.ndim))
+    return tuple(a % x.ndim for a in axes), bool(attr(node, "keepdims", 1))
+
+
+def forward_node(node, ins):
+    """The node's outputs and a function from output gradient to input
+    gradients."""
+    op = node.op_type
+    if op == "Gemm":
+        a, b = ins[0], ins[1]
+        ta, tb = attr(node, "transA", 0), attr(node, "transB", 0)
+        alpha, beta = attr(node, "alpha", 1.0), attr(node, "beta", 1.0)
+        A, B = (a.T if ta else a), (b.T if tb else b)
+        y = alpha * A @ B + (beta * ins[2] if len(ins) > 2 else 0)
+
+        def vjp(g):
+            dA, dB = alpha * g @ B.T, alpha * A.T @ g
+            out = [dA.T if ta else dA, dB.T if tb else dB]
+            if len(ins) > 2:
+                out.append(unbroadcast(beta * g, ins[2].shape))
+            return out
+        return y, vjp
+    if op == "MatMul":
+        a, b = ins
+        y = a @ b
+        return y, lambda g: [unbroadcast(g @ np.swapaxes(b, -1, -2), a.shape),
+                             unbroadcast(np.swapaxes(a, -1, -2) @ g, b.shape)]
+    binary = {"Add": (lambda a, b: a + b, lambda g, a, b: (g, g)),
+              "Sub": (lambda a, b: a - b, lambda g, a, b: (g, -g)),
+              "Mul": (lambda a, b: a * b, lambda g, a, b: (g * b, g * a)),
+              "Div": (lambda a, b: a / b,
+                      lambda g, a, b: (g / b, -g * a / (b * b)))}
+    if op in binary:
+        f, d = binary[op]
+        a, b = ins
+        y = f(a, b)
+
+        def vjp(g):
+            ga, gb = d(g, a, b)
+            return [unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)]
+        return y, vjp
+    x = ins[0]
+    unary = {
+        "Relu": (lambda x: np.maximum(x, 0), lambda g, x, y: g * (x > 0)),
+        "Tanh": (np.tanh, lambda g, x, y: g * (1 - y * y)),
+        "Sigmoid": (lambda x: 1 / (1 + np.exp(-x)),
+                    lambda g, x, y: g * y * (1 - y)),
+        "Exp": (np.exp, lambda g, x, y: g * y),
+        "Log": (np.log, lambda g, x, y: g / x),
+        "Sqrt": (np.sqrt, lambda g, x, y: g / (2 * y)),
+        "Neg": (lambda x: -x, lambda g, x, y: -g),
+        "Abs": (np.abs, lambda g, x, y: g * np.sign(x)),
+        "Softplus": (lambda x: np.log1p(np.exp(x)),
+                     lambda g, x, y: g / (1 + np.exp(-x))),
+        "Identity": (lambda x: x, lambda g, x, y: g),
+    }
+    if op in unary:
+        f, d = unary[op]
+        y = f(x)
+        return y, lambda g: [d(g, x, y)]
+    if op == "Softmax":
+        axis = attr(node, "axis", -1)
+        y = softmax(x, axis)
+        return y, lambda g: [y * (g - (g * y).sum(axis, keepdims=True))]
+    if op == "LogSoftmax":
+        axis = attr(node, "axis", -1)
+        y = np.log(softmax(x, axis))
+        return y, lambda g: [g - np.exp(y) * g.sum(axis, keepdims=True)]
+    if op in ("ReduceSum", "ReduceMean"):
+        axes, keep = reduce_axes(node, x, ins)
+        y = x.sum(axes, keepdims=keep)
+        count = np.prod([x.shape[a] for a in axes])
+        if op == "ReduceMean":
+            y = y / count
+
+        def vjp(g):
+            if not keep:
+                g = np.expand_dims(g, axes)
+            g = np.broadcast_to(g, x.shape)
+            return [g / count if op == "ReduceMean" else g.copy(), None]
+        return y, vjp
+    if op == "Transpose":
+        perm = attr(node, "perm")
+        return np.transpose(x, perm), lambda g: [np.transpose(g, np.argsort(perm))]
+    if op == "Reshape":
+        shape = ins[1].astype(np.int64)
+        y = x.reshape([x.shape[i] if s == 0 else s for i, s in enumerate(shape)])
+        return y, lambda g: [g.reshape(x.shape), None]
+    raise NotImplementedError(op)
+
+
+class Graph:
+    def __init__(self, model):
+        self.model = model
+        self.params = {t.name: numpy_helper.to_array(t).astype(np.float64)
+                       for t in model.graph.initializer}
+
+    def run(self, feeds, params=None):
+        """Outputs, and the tape for `backward`."""
+        values = dict(self.params if params is None else params)
+        values.update({k: np.asarray(v, np.float64) for k, v in feeds.items()})
+        tape = []
+        for node in self.model.graph.node:
+            ins = [values[n] for n in node.input]
+            y, vjp = forward_node(node, ins)
+            values[node.output[0]] = y
+            tape.append((node, vjp))
+        return values, tape
+
+    def backward(self, tape, seeds):
+        grads = dict(seeds)
+        for node, vjp in reversed(tape):
+            g = grads.get(node.output[0])
+            if g is None:
+                continue
+            for name, gi in zip(node.input, vjp(g)):
+                if gi is not None:
+                    grads[name] = grads.get(name, 0) + gi
+        return grads
+
+
+def loss_and_grad(kind, y, labels):
+    """PyTorch's mean losses and their gradient with respect to y."""
+    n = y.size
+    if kind == "mse":
+        return ((y - labels) ** 2).mean(), 2 * (y - labels) / n
+    if kind == "l1":
+        return np.abs(y - labels).mean(), np.sign(y - labels) / n
+    if kind == "bce-with-logits":
+        loss = (np.maximum(y, 0) - y * labels + np.log1p(np.exp(-np.abs(y))))
+        return loss.mean(), (1 / (1 + np.exp(-y)) - labels) / n
+    if kind == "cross-entropy":
+        rows = y.reshape(-1, y.shape[-1])
+        lab = labels.reshape(-1)
+        p = softmax(rows, -1)
+        loss = -np.log(p[np.arange(len(lab)), lab]).mean()
+        g = p.copy()
+        g[np.arange(len(lab)), lab] -= 1
+        return loss, (g / len(lab)).reshape(y.shape)
+    raise ValueError(kind)
+
+
+class Optimizer:
+    """torch.optim.SGD (dampening 0) and AdamW, in float64."""
+
+    def __init__(self, kind, lr, momentum=0.0, weight_decay=None,
+                 betas=(0.9, 0.999), eps=1e-8):
+        self.kind, self.lr, self.momentum = kind, lr, momentum
+        self.wd = (0.01 if kind == "adamw" else 0.0) if weight_decay is None \
+            else weight_decay
+        self.betas, self.eps, self.state, self.t = betas, eps, {}, 0
+
+    def step(self, params, grads):
+        self.t += 1
+        for name, p in params.items():
+            g = grads[name]
+            if self.kind == "sgd":
+                g = g + self.wd * p
+                if self.momentum:
+                    buf = self.state.get(name)
+                    buf = g if buf is None else self.momentum * buf + g
+                    self.state[name] = buf
+                    g = buf
+                params[name] = p - self.lr * g
+                continue
+            b1, b2 = self.betas
+            m, v = self.state.get(name, (np.zeros_like(p), np.zeros_like(p)))
+            p = p * (1 - self.lr * self.wd)
+            m = b1 * m + (1 - b1) * g
+            v = b2 * v + (1 - b2) * g * g
+            self.state[name] = (m, v)
+            denom = np.sqrt(v) / np.sqrt(1 - b2 ** self.t) + self.eps
+            params[name] = p - self.lr / (1 - b1 ** self.t) * m / denom
