@@ -32,8 +32,9 @@ LogicalResult ProgramOp::verify() {
              << "device " << device.getId() << " appears twice";
   }
   for (auto state : getBody().front().getOps<StateOp>()) {
-    if (state.getDevice() < 0 || state.getDevice() >= getNumDevices())
-      return state.emitOpError() << "is on device " << state.getDevice()
+    auto device = static_cast<int64_t>(state.getDevice());
+    if (device < 0 || device >= static_cast<int64_t>(getNumDevices()))
+      return state.emitOpError() << "is on device " << device
                                  << ", outside [0, " << getNumDevices() << ")";
     if (auto init = state.getInitAttr()) {
       auto weight = dyn_cast_or_null<WeightOp>(lookupSymbol(init.getAttr()));

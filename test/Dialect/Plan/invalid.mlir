@@ -34,3 +34,31 @@ plan.program attributes {num_devices = 2 : i64} {
     plan.send %a to 1 channel 0 {transport = "pigeon"} : memref<4xf32>
   }
 }
+
+// -----
+
+// Tests that a state lives on one of the program's devices.
+plan.program attributes {num_devices = 1 : i64} {
+  // expected-error@+1 {{is on device 1, outside [0, 1)}}
+  plan.state @s : tensor<4xf32> {device = 1 : i64, name = "w", role = "parameter"}
+}
+
+// -----
+
+// Tests that a state's initial value is a plan.weight of its type.
+plan.program attributes {num_devices = 1 : i64} {
+  plan.weight @w {value = dense<1.0> : tensor<2xf32>}
+  // expected-error@+1 {{of type 'tensor<4xf32>' is initialized from @w of type 'tensor<2xf32>'}}
+  plan.state @s : tensor<4xf32> {device = 0 : i64, name = "w", role = "parameter", init = @w}
+}
+
+// -----
+
+// Tests that a device reads only its own state.
+plan.program attributes {num_devices = 2 : i64} {
+  plan.state @s : tensor<4xf32> {device = 0 : i64, name = "w", role = "parameter"}
+  plan.device 1 {
+    // expected-error@+1 {{reads @s ('tensor<4xf32>' on device 0) as 'memref<4xf32>' on device 1}}
+    %s = plan.state_ref @s : memref<4xf32>
+  }
+}

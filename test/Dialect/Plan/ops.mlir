@@ -28,3 +28,24 @@ plan.program attributes {num_devices = 2 : i64, metadata = {strategy = "pipeline
     plan.store_output %o into @y[0] : memref<4xf32>
   }
 }
+
+// Tests that a training step's state round-trips: a parameter initialized
+// from a weight, a zero-initialized moment, and an update that names its
+// state among its outputs.
+// CHECK-LABEL: plan.program
+// CHECK: plan.state @s0 : tensor<4xf32> {device = 0 : i64, init = @w0, name = "w", role = "parameter"}
+// CHECK: plan.state @s1 : tensor<4xf32> {device = 0 : i64, name = "w.momentum", role = "momentum"}
+// CHECK: plan.kernel "sgd_update"(%[[P:.*]], %{{.*}}, %[[M:.*]]) -> (%[[P]], %[[M]])
+plan.program attributes {num_devices = 1 : i64} {
+  plan.weight @w0 {value = dense<1.0> : tensor<4xf32>}
+  plan.state @s0 : tensor<4xf32> {device = 0 : i64, name = "w", role = "parameter", init = @w0}
+  plan.state @s1 : tensor<4xf32> {device = 0 : i64, name = "w.momentum", role = "momentum"}
+  plan.input @g : tensor<4xf32>
+  plan.device 0 attributes {arena_size = 64 : i64} {
+    %g = plan.alloc {offset = 0 : i64} : memref<4xf32>
+    plan.load_input @g[0] into %g : memref<4xf32>
+    %p = plan.state_ref @s0 : memref<4xf32>
+    %m = plan.state_ref @s1 : memref<4xf32>
+    plan.kernel "sgd_update"(%p, %g, %m) -> (%p, %m) {params = {lr = 0.1 : f64, momentum = 0.9 : f64, weight_decay = 0.0 : f64}} : (memref<4xf32>, memref<4xf32>, memref<4xf32>) -> (memref<4xf32>, memref<4xf32>)
+  }
+}
