@@ -15,16 +15,31 @@ static void copyBytes(void *dst, const void *src, size_t bytes) {
     std::memcpy(dst, src, bytes);
 }
 
+using AlignedBytes = std::unique_ptr<uint8_t[], void (*)(uint8_t *)>;
+
 struct CpuDeviceState {
   /// 64-byte aligned storage for the device's static memory plan.
-  std::unique_ptr<uint8_t[], void (*)(uint8_t *)> arena{nullptr,
-                                                        [](uint8_t *) {}};
+  AlignedBytes arena{nullptr, [](uint8_t *) {}};
   uint64_t arenaBytes = 0;
   /// What the plan keeps across runs (training state), 64-byte aligned.
-  std::unique_ptr<uint8_t[], void (*)(uint8_t *)> state{nullptr,
-                                                        [](uint8_t *) {}};
+  AlignedBytes state{nullptr, [](uint8_t *) {}};
   std::vector<std::unique_ptr<Kernel>> kernels; // one per instruction
 };
+
+/// 64-byte aligned storage for `bytes` (rounded up), or none for 0 bytes.
+static Status allocateAligned(size_t device, uint64_t bytes, const char *what,
+                              AlignedBytes &out) {
+  uint64_t rounded = (bytes + 63) / 64 * 64;
+  if (!rounded)
+    return Status();
+  void *mem = std::aligned_alloc(64, rounded);
+  if (!mem)
+    return Status::error("device " + std::to_string(device) +
+                         ": cannot allocate " + what + " of " +
+                         std::to_string(rounded) + " bytes");
+  out = {static_cast<uint8_t *>(mem), [](uint8_t *p) { std::free(p); }};
+  return Status();
+}
 
 struct CpuExecutor::Sync {
   std::mutex mutex;
@@ -58,25 +73,10 @@ Status CpuExecutor::create(const Plan &plan,
     const DeviceProgram &prog = plan.devices[d];
     auto state = std::make_unique<CpuDeviceState>();
     state->arenaBytes = prog.arenaBytes;
-    size_t bytes = (prog.arenaBytes + 63) / 64 * 64;
-    if (bytes) {
-      void *mem = std::aligned_alloc(64, bytes);
-      if (!mem)
-        return Status::error("device " + std::to_string(d) +
-                             ": cannot allocate an arena of " +
-                             std::to_string(bytes) + " bytes");
-      state->arena = {static_cast<uint8_t *>(mem),
-                      [](uint8_t *p) { std::free(p); }};
-    }
-    if (uint64_t stateBytes = (prog.stateBytes + 63) / 64 * 64) {
-      void *mem = std::aligned_alloc(64, stateBytes);
-      if (!mem)
-        return Status::error("device " + std::to_string(d) +
-                             ": cannot allocate a state of " +
-                             std::to_string(stateBytes) + " bytes");
-      state->state = {static_cast<uint8_t *>(mem),
-                      [](uint8_t *p) { std::free(p); }};
-    }
+    PARTC_RETURN_IF_ERROR(
+        allocateAligned(d, prog.arenaBytes, "an arena", state->arena));
+    PARTC_RETURN_IF_ERROR(
+        allocateAligned(d, prog.stateBytes, "a state", state->state));
     state->kernels.resize(prog.instructions.size());
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       const Instruction &in = prog.instructions[i];

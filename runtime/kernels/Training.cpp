@@ -55,82 +55,67 @@ Status forEachLabel(const TensorRef &labels, const CrossEntropyShape &s,
   return Status();
 }
 
-template <typename T> double logSumExp(const T *row, int64_t n, T &maxOut) {
+template <typename T> double logSumExp(const T *row, int64_t n) {
   T max = -std::numeric_limits<T>::infinity();
   for (int64_t c = 0; c < n; ++c)
     max = row[c] > max || std::isnan(row[c]) ? row[c] : max;
   double sum = 0;
   for (int64_t c = 0; c < n; ++c)
     sum += std::exp(static_cast<double>(row[c]) - static_cast<double>(max));
-  maxOut = max;
   return static_cast<double>(max) + std::log(sum);
 }
 
+/// The loss (logits, labels) -> mean over rows of -log softmax[label], or
+/// its gradient (logits, labels, dloss) -> (softmax - onehot) * dloss / rows.
 class CrossEntropyKernel : public Kernel {
 public:
-  explicit CrossEntropyKernel(CrossEntropyShape s) : s_(s) {}
+  CrossEntropyKernel(CrossEntropyShape s, bool gradient)
+      : s_(s), gradient_(gradient) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     Status status;
     dispatchFloat(in[0].type.dtype, [&](auto tag) {
       using T = decltype(tag);
       const T *logits = in[0].as<T>();
-      double total = 0;
-      status = forEachLabel(in[1], s_, [&](int64_t r, int64_t label) {
-        const T *row = logits + r * s_.classes;
-        T max;
-        total +=
-            logSumExp(row, s_.classes, max) - static_cast<double>(row[label]);
-      });
-      // The mean over no rows is NaN, as PyTorch's.
-      out[0].as<T>()[0] = static_cast<T>(total / static_cast<double>(s_.rows));
-    });
-    return status;
-  }
-
-private:
-  CrossEntropyShape s_;
-};
-
-class CrossEntropyGradKernel : public Kernel {
-public:
-  explicit CrossEntropyGradKernel(CrossEntropyShape s) : s_(s) {}
-  Status run(const std::vector<TensorRef> &in,
-             const std::vector<TensorRef> &out) override {
-    Status status;
-    dispatchFloat(in[0].type.dtype, [&](auto tag) {
-      using T = decltype(tag);
-      const T *logits = in[0].as<T>();
-      T *grad = out[0].as<T>();
+      T *result = out[0].as<T>();
+      double rows = static_cast<double>(s_.rows), total = 0;
       double scale =
-          static_cast<double>(in[2].as<T>()[0]) / static_cast<double>(s_.rows);
+          gradient_ ? static_cast<double>(in[2].as<T>()[0]) / rows : 0.0;
       status = forEachLabel(in[1], s_, [&](int64_t r, int64_t label) {
         const T *row = logits + r * s_.classes;
-        T *g = grad + r * s_.classes;
-        T max;
-        double lse = logSumExp(row, s_.classes, max);
+        double lse = logSumExp(row, s_.classes);
+        if (!gradient_) {
+          total += lse - static_cast<double>(row[label]);
+          return;
+        }
+        T *g = result + r * s_.classes;
         for (int64_t c = 0; c < s_.classes; ++c) {
           double p = std::exp(static_cast<double>(row[c]) - lse);
           g[c] = static_cast<T>((p - (c == label ? 1.0 : 0.0)) * scale);
         }
       });
+      // The mean over no rows is NaN, as PyTorch's.
+      if (!gradient_)
+        result[0] = static_cast<T>(total / rows);
     });
     return status;
   }
 
 private:
   CrossEntropyShape s_;
+  bool gradient_;
 };
 
-/// Every operand of an optimizer step but the step counter has the
-/// parameter's type; outputs are the updated state, in operand order.
-Status checkUpdate(const KernelArgs &a, size_t numInputs,
+/// The first `numLikeParam` operands of an optimizer step have the
+/// parameter's type (the rest is the step counter); outputs are the
+/// updated state, in operand order.
+Status checkUpdate(const KernelArgs &a, size_t numInputs, size_t numLikeParam,
                    const std::vector<size_t> &updated) {
   PARTC_RETURN_IF_ERROR(checkArity(a, numInputs, numInputs, updated.size()));
   const TensorType &param = a.inputs[0];
   if (!isFloatType(param.dtype))
     return Status::error("updates " + param.str() + "; parameters are floats");
-  for (size_t i = 1; i < numInputs; ++i)
+  for (size_t i = 1; i < numLikeParam; ++i)
     if (a.inputs[i] != param)
       return Status::error("operand " + std::to_string(i) + " " +
                            a.inputs[i].str() +
@@ -248,7 +233,7 @@ void registerTrainingKernels(KernelTable &t) {
     if (a.outputs[0] != TensorType{a.inputs[0].dtype, {}})
       return Status::error("the loss " + a.outputs[0].str() +
                            " must be a scalar of the logits' type");
-    k = std::make_unique<CrossEntropyKernel>(s);
+    k = std::make_unique<CrossEntropyKernel>(s, /*gradient=*/false);
     return Status();
   };
   t["softmax_cross_entropy_grad"] = [](const KernelArgs &a,
@@ -258,7 +243,7 @@ void registerTrainingKernels(KernelTable &t) {
     if (a.inputs[2] != TensorType{a.inputs[0].dtype, {}} ||
         a.outputs[0] != a.inputs[0])
       return Status::error("expects a scalar dloss and gives the logits' type");
-    k = std::make_unique<CrossEntropyGradKernel>(s);
+    k = std::make_unique<CrossEntropyKernel>(s, /*gradient=*/true);
     return Status();
   };
   t["sgd_update"] = [](const KernelArgs &a,
@@ -267,9 +252,9 @@ void registerTrainingKernels(KernelTable &t) {
     double lr = a.attrs.getFloat("lr");
     double decay = a.attrs.getFloat("weight_decay");
     if (momentum != 0)
-      PARTC_RETURN_IF_ERROR(checkUpdate(a, 3, {0, 2}));
+      PARTC_RETURN_IF_ERROR(checkUpdate(a, 3, 3, {0, 2}));
     else
-      PARTC_RETURN_IF_ERROR(checkUpdate(a, 2, {0}));
+      PARTC_RETURN_IF_ERROR(checkUpdate(a, 2, 2, {0}));
     k = std::make_unique<SgdKernel>(lr, momentum, decay);
     return Status();
   };
@@ -278,11 +263,8 @@ void registerTrainingKernels(KernelTable &t) {
     double lr = a.attrs.getFloat("lr"), beta1 = a.attrs.getFloat("beta1"),
            beta2 = a.attrs.getFloat("beta2"), eps = a.attrs.getFloat("eps"),
            decay = a.attrs.getFloat("weight_decay");
-    PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
+    PARTC_RETURN_IF_ERROR(checkUpdate(a, 5, 4, {0, 2, 3}));
     PARTC_RETURN_IF_ERROR(checkStepCounter(a.inputs[4]));
-    std::vector<TensorType> tensors(a.inputs.begin(), a.inputs.end() - 1);
-    KernelArgs params{a.name, a.attrs, tensors, a.outputs};
-    PARTC_RETURN_IF_ERROR(checkUpdate(params, 4, {0, 2, 3}));
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
       return Status::error("betas must be in [0, 1)");
     k = std::make_unique<AdamWKernel>(lr, beta1, beta2, eps, decay);

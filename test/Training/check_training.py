@@ -65,6 +65,14 @@ def read_pb(path):
     return t.name, numpy_helper.to_array(t)
 
 
+def input_args(name, feeds, labels):
+    """partc-run's --input options for the inputs and labels, saved as .npy."""
+    args = []
+    for k, v in list(feeds.items()) + [("labels", labels)]:
+        args += ["--input", f"{k}={save(name + '_' + k, v)}"]
+    return args
+
+
 def report(case, ok, detail):
     print(("PASS" if ok else "FAIL") + f" {case}: {detail}")
     if not ok:
@@ -150,9 +158,7 @@ def check_gradients():
             "--loss", loss, "--optimizer", "none", "--quiet")
         labels = labels_for(loss, out_shape, np.float64)
         feeds = {k: v.astype(np.float64) for k, v in inputs.items()}
-        args = []
-        for k, v in list(feeds.items()) + [("labels", labels)]:
-            args += ["--input", f"{k}={save(name + '_' + k, v)}"]
+        args = input_args(name, feeds, labels)
         out_dir = os.path.join(WORK, name + "_out")
         run(f"{BIN}/partc-run", plan, *args, "--quiet", "--output-dir", out_dir)
         plan_outputs = dict(onnx_outputs(out_dir))
@@ -268,9 +274,7 @@ def check_training(steps=20):
             loss, *flags, "--quiet")
         labels = labels_for(loss, out_shape, np.float32)
         feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
-        args = []
-        for k, v in list(feeds.items()) + [("labels", labels)]:
-            args += ["--input", f"{k}={save(name + '_' + k, v)}"]
+        args = input_args(name, feeds, labels)
         state = os.path.join(WORK, name + "_state")
         out = run(f"{BIN}/partc-run", plan, *args, "--steps", str(steps),
                   "--save-state", state, "--quiet")
