@@ -203,6 +203,25 @@ def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
 // Training (compiler/Training)
 //===----------------------------------------------------------------------===//
 
+def PrepareTraining : Pass<"partc-prepare-training", "mlir::ModuleOp"> {
+  let summary = "Switches ops that train differently to their training form";
+  let description = [{
+    What PyTorch's model.train() changes, on the graph as imported (an
+    eval-mode export): every graph.batch_norm whose running mean and
+    variance are initializers becomes graph.batch_norm_train, which
+    normalizes with the batch's own statistics, and its running mean and
+    variance become graph.variables (roles running_mean and running_var,
+    initialized from the initializers) that graph.update_running_stats
+    moves toward the batch's statistics at the end of the step. Run it
+    before partc-differentiate.
+  }];
+  let options = [
+    Option<"batchNormMomentum", "batch-norm-momentum", "double", "0.1",
+           "PyTorch's BatchNorm momentum: the weight of the batch's "
+           "statistics in the running ones">,
+  ];
+}
+
 def Differentiate : Pass<"partc-differentiate", "mlir::ModuleOp"> {
   let summary = "Adds a loss and the gradients of the model's parameters";
   let description = [{

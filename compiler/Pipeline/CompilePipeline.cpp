@@ -73,6 +73,9 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // Training differentiates the graph as imported, before any fusion.
   if (o.train) {
+    PrepareTrainingOptions prepare;
+    prepare.batchNormMomentum = o.batchNormMomentum;
+    pm.addPass(createPrepareTraining(prepare));
     DifferentiateOptions differentiate;
     differentiate.loss = o.loss;
     differentiate.output = o.lossOutput;

@@ -111,6 +111,11 @@ struct CompilePipelineOptions
                        llvm::cl::init(0.999)};
   Option<double> eps{*this, "eps", llvm::cl::desc("AdamW's epsilon"),
                      llvm::cl::init(1e-8)};
+  Option<double> batchNormMomentum{
+      *this, "batch-norm-momentum",
+      llvm::cl::desc("Weight of the batch's statistics in batch norm's "
+                     "running ones (PyTorch's momentum)"),
+      llvm::cl::init(0.1)};
   Option<std::string> explain{
       *this, "explain",
       llvm::cl::desc("Print why the plan was chosen: text or json"),

@@ -278,6 +278,11 @@ sampleWiseBatch(Operation *op, OperandBatch locs, int64_t batch,
     }
     batched.push_back(l.has_value());
   }
+  if (op->getNumResults() == 0) {
+    // An update of state (an optimizer step) consumes the whole batch.
+    why = "it has no result to carry the batch";
+    return std::nullopt;
+  }
   if (sampleWise) {
     if (!sampleWise(batched))
       return std::nullopt;
@@ -432,8 +437,9 @@ static std::optional<BatchLoc> normalizeTrailing(Operation *op,
                                                  std::string &why) {
   auto [in, rank, extent] = carried(op, locs, batch);
   if (locs[0] && in.axis < normalizeAxis(axis, rank) &&
-      llvm::all_of(locs.drop_front(),
-                   [](const std::optional<BatchLoc> &b) { return !b; }))
+      llvm::all_of(
+          locs.drop_front(),
+          [](const std::optional<BatchLoc> &b) { return !b; }))
     return in;
   return refuse(why, "it normalizes over the batch dimension");
 }

@@ -397,3 +397,165 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b,
                                             getLabels(), dy[0]);
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Convolution and pooling (channels first: partc-differentiate runs before
+// partc-convert-layout)
+//===----------------------------------------------------------------------===//
+
+namespace {
+LogicalResult refuseChannelsLast(Operation *op) {
+  if (!op->hasAttr("channels_last"))
+    return success();
+  return op->emitOpError() << "is channels last; differentiate the graph "
+                              "before partc-convert-layout";
+}
+
+/// The sum of `grad` [N, C, spatial...] over all but dimension 1, as `type`.
+Value sumPerChannel(OpBuilder &b, Location loc, Value grad, Type type) {
+  SmallVector<int64_t> axes{0};
+  for (int64_t d = 2; d < tensorType(grad).getRank(); ++d)
+    axes.push_back(d);
+  Value sum = ReduceSumOp::create(b, loc, grad, axes, /*keepdims=*/0);
+  if (sum.getType() != type)
+    sum =
+        ReshapeOp::create(b, loc, sum, cast<RankedTensorType>(type).getShape());
+  return sum;
+}
+} // namespace
+
+LogicalResult ConvOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool> needed,
+                                    MutableArrayRef<Value> dx) {
+  if (failed(refuseFused(*this, getActivationAttr())) ||
+      failed(refuseChannelsLast(*this)))
+    return failure();
+  Location loc = getLoc();
+  Value grad = dy[0];
+  auto group = b.getI64IntegerAttr(getGroup());
+  if (needed[0])
+    dx[0] = ConvGradInputOp::create(
+        b, loc, grad, getWeight(),
+        b.getDenseI64ArrayAttr(tensorType(getInput()).getShape()),
+        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group);
+  if (needed[1])
+    dx[1] = ConvGradWeightOp::create(
+        b, loc, getInput(), grad,
+        b.getDenseI64ArrayAttr(tensorType(getWeight()).getShape()),
+        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group);
+  if (getBias() && needed[2])
+    dx[2] = sumPerChannel(b, loc, grad, getBias().getType());
+  if (getAddend() && needed[3])
+    dx[3] = grad;
+  return success();
+}
+
+LogicalResult MaxPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool>,
+                                       MutableArrayRef<Value> dx) {
+  if (failed(refuseChannelsLast(*this)))
+    return failure();
+  dx[0] = MaxPoolGradOp::create(
+      b, getLoc(), dy[0], getInput(), getKernelShapeAttr(), getStridesAttr(),
+      getPadsAttr(), getDilationsAttr(), getCeilModeAttr());
+  return success();
+}
+
+LogicalResult AvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool>,
+                                       MutableArrayRef<Value> dx) {
+  if (failed(refuseChannelsLast(*this)))
+    return failure();
+  dx[0] = AvgPoolGradOp::create(
+      b, getLoc(), dy[0],
+      b.getDenseI64ArrayAttr(tensorType(getInput()).getShape()),
+      getKernelShapeAttr(), getStridesAttr(), getPadsAttr(), getDilationsAttr(),
+      getCeilModeAttr(), getCountIncludePadAttr());
+  return success();
+}
+
+LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                             ArrayRef<bool>,
+                                             MutableArrayRef<Value> dx) {
+  auto input = tensorType(getInput());
+  int64_t positions = 1;
+  for (int64_t d = 2; d < input.getRank(); ++d)
+    positions *= input.getDimSize(d);
+  Location loc = getLoc();
+  Value scaled = MulOp::create(
+      b, loc, dy[0],
+      scalar(b, loc, input.getElementType(),
+             1.0 / static_cast<double>(std::max<int64_t>(positions, 1))));
+  dx[0] = ExpandOp::create(b, loc, scaled, input.getShape());
+  return success();
+}
+
+LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                              ArrayRef<bool> needed,
+                                              MutableArrayRef<Value> dx) {
+  // The statistics feed only the running ones, which do not reach the
+  // loss.
+  auto grads =
+      BatchNormGradOp::create(b, getLoc(), dy[0], getInput(), getScale(),
+                              getMean(), getVariance(), getEpsilonAttr());
+  for (unsigned i = 0; i < 3; ++i)
+    if (needed[i])
+      dx[i] = grads->getResult(i);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+LogicalResult ExpandOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  dx[0] = unbroadcast(b, getLoc(), dy[0], getInput().getType());
+  return success();
+}
+
+LogicalResult ConcatOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool> needed,
+                                      MutableArrayRef<Value> dx) {
+  auto result = tensorType(getResult());
+  int64_t axis = getAxis(), offset = 0;
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    int64_t size = tensorType(input).getDimSize(axis);
+    if (needed[i]) {
+      SmallVector<int64_t> starts(result.getRank(), 0), ends(result.getShape()),
+          steps(result.getRank(), 1);
+      starts[axis] = offset;
+      ends[axis] = offset + size;
+      dx[i] = SliceOp::create(b, getLoc(), dy[0], starts, ends, steps);
+    }
+    offset += size;
+  }
+  return success();
+}
+
+LogicalResult SplitOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  dx[0] = ConcatOp::create(b, getLoc(), dy, getAxis());
+  return success();
+}
+
+LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  auto input = tensorType(getInput());
+  int64_t rank = input.getRank();
+  SmallVector<int64_t> pads(2 * rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (getSteps()[d] != 1)
+      return emitOpError() << "has step " << getSteps()[d] << " in dimension "
+                           << d
+                           << "; gradients of strided slices are not "
+                              "supported yet";
+    pads[d] = getStarts()[d];
+    pads[d + rank] = input.getDimSize(d) - getEnds()[d];
+  }
+  dx[0] = PadOp::create(b, getLoc(), dy[0], pads, "constant", APFloat(0.0));
+  return success();
+}

@@ -244,6 +244,27 @@ LogicalResult CountStepOp::verify() {
   return verifyUpdatedOperands(*this, getUpdatedOperands(), Type());
 }
 
+SmallVector<unsigned> UpdateRunningStatsOp::getUpdatedOperands() {
+  return {0, 1};
+}
+
+LogicalResult UpdateRunningStatsOp::verify() {
+  Type like = getRunningMean().getType();
+  for (Value v : {getMean(), getVariance()})
+    if (v.getType() != like)
+      return emitOpError() << "batch statistic " << v.getType()
+                           << " does not match the running mean " << like;
+  double momentum = getMomentum().convertToDouble();
+  if (!(momentum >= 0 && momentum <= 1))
+    return emitOpError() << "has momentum " << momentum
+                         << "; it must be in [0, 1]";
+  if (getCount() < 2)
+    return emitOpError() << "averages " << getCount()
+                         << " values per channel; the unbiased variance "
+                            "needs at least 2";
+  return verifyUpdatedOperands(*this, getUpdatedOperands(), like);
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphInterfaces.cpp.inc"
 #include "dialects/Graph/GraphOps.cpp.inc"

@@ -331,7 +331,7 @@ def Graph_CastOp : Graph_ElementwiseOp<"cast", ""> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ExpandOp : Graph_ComputeOp<"expand", [
+def Graph_ExpandOp : Graph_ComputeOp<"expand", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Broadcast to a static shape";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$shape);
@@ -425,7 +425,7 @@ def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable, Graph_Differentiable,
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable,
+def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable, Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "N-d convolution, explicit pads [begin..., end...]";
@@ -467,7 +467,8 @@ class Graph_PoolOp<string mnemonic, string doc, list<Trait> traits = []>
                        UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
-def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling">;
+def Graph_MaxPoolOp : Graph_PoolOp<"max_pool", "Max pooling",
+                                    [Graph_Differentiable]>;
 
 def Graph_MaxPoolWithIndicesOp : Graph_PoolOp<"max_pool_with_indices",
     "Max pooling that also returns where each maximum came from",
@@ -486,10 +487,11 @@ def Graph_MaxPoolWithIndicesOp : Graph_PoolOp<"max_pool_with_indices",
                        DefaultValuedAttr<I64Attr, "0">:$storage_order);
   let results = (outs Graph_Tensor:$output, Graph_Tensor:$indices);
 }
-def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool", "Average pooling">;
+def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool", "Average pooling",
+                                    [Graph_Differentiable]>;
 
 def Graph_GlobalAvgPoolOp : Graph_UnaryOp<"global_avg_pool",
-                                          "Mean over all spatial dimensions">;
+    "Mean over all spatial dimensions", [Graph_Differentiable]>;
 def Graph_GlobalMaxPoolOp : Graph_UnaryOp<"global_max_pool",
                                           "Max over all spatial dimensions">;
 
@@ -578,7 +580,7 @@ def Graph_TransposeOp : Graph_ComputeOp<"transpose", [Graph_Differentiable,
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ConcatOp : Graph_ComputeOp<"concat", [
+def Graph_ConcatOp : Graph_ComputeOp<"concat", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Concatenation along `axis`";
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$axis);
@@ -588,7 +590,7 @@ def Graph_ConcatOp : Graph_ComputeOp<"concat", [
   let hasFolder = 1;
 }
 
-def Graph_SplitOp : Graph_ComputeOp<"split", [
+def Graph_SplitOp : Graph_ComputeOp<"split", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Splits along `axis` into parts of the given `sizes`";
   let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
@@ -596,7 +598,7 @@ def Graph_SplitOp : Graph_ComputeOp<"split", [
   let results = (outs Variadic<Graph_Tensor>:$outputs);
 }
 
-def Graph_SliceOp : Graph_ComputeOp<"slice", [
+def Graph_SliceOp : Graph_ComputeOp<"slice", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Strided slice with one normalized start/end/step per dimension";
   let description = [{

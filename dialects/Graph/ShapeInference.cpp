@@ -980,3 +980,152 @@ INFER_SIGNATURE(SoftmaxCrossEntropyGradOp) {
   types.push_back(logits);
   return success();
 }
+
+namespace {
+/// A backward window op's forward shapes must give back the gradient it
+/// takes: `grad` is what the forward op with this input and kernel made.
+LogicalResult checkForwardWindow(Loc loc, RankedTensorType input,
+                                 ArrayRef<int64_t> kernel, DictionaryAttr attrs,
+                                 int64_t channels, RankedTensorType grad) {
+  SmallVector<Type> forward;
+  if (failed(inferWindow(loc, input, kernel, attrs, channels,
+                         intAttr(attrs, "ceil_mode", 0) != 0, forward)))
+    return failure();
+  if (forward.front() != grad)
+    return fail(loc, "gradient " + typeStr(grad) +
+                         " is not what the forward op makes of input " +
+                         typeStr(input) + " (" +
+                         typeStr(cast<RankedTensorType>(forward.front())) +
+                         ")");
+  return success();
+}
+
+FailureOr<RankedTensorType> shapeFromAttr(Loc loc, DictionaryAttr attrs,
+                                          StringRef name, Type elementType) {
+  auto shape = intsAttr(attrs, name);
+  if (!shape || shape->size() < 3 ||
+      llvm::any_of(*shape, [](int64_t d) { return d < 1; }))
+    return fail(loc,
+                "needs '" + name + "' of rank >= 3 with positive dimensions"),
+           failure();
+  auto type = RankedTensorType::get(*shape, elementType);
+  if (std::string why = tensorSizeProblem(type); !why.empty())
+    return fail(loc, "'" + name + "' " + why), failure();
+  return type;
+}
+
+/// Convolution gradients: the input and weight of the forward op, the
+/// group checked as the forward op checks it.
+LogicalResult checkConvGradient(Loc loc, RankedTensorType x, RankedTensorType w,
+                                RankedTensorType grad, DictionaryAttr attrs) {
+  if (x.getRank() != w.getRank() || grad.getRank() != x.getRank())
+    return fail(loc, "input " + typeStr(x) + ", weight " + typeStr(w) +
+                         " and gradient " + typeStr(grad) +
+                         " must have one rank");
+  int64_t group = intAttr(attrs, "group", 1);
+  if (group < 1 || x.getDimSize(1) % group ||
+      x.getDimSize(1) / group != w.getDimSize(1) || w.getDimSize(0) % group)
+    return fail(loc, "input channels " + Twine(x.getDimSize(1)) +
+                         " do not match weight " + typeStr(w) + " with group " +
+                         Twine(group));
+  return checkForwardWindow(loc, x, w.getShape().drop_front(2), attrs,
+                            w.getDimSize(0), grad);
+}
+} // namespace
+
+INFER_SIGNATURE(ConvGradInputOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto grad = tensorOf(operands[0]), w = tensorOf(operands[1]);
+  auto x = shapeFromAttr(loc, attrs, "input_shape", grad.getElementType());
+  if (failed(x) || failed(checkConvGradient(loc, *x, w, grad, attrs)))
+    return failure();
+  types.push_back(*x);
+  return success();
+}
+
+INFER_SIGNATURE(ConvGradWeightOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto x = tensorOf(operands[0]), grad = tensorOf(operands[1]);
+  auto w = shapeFromAttr(loc, attrs, "weight_shape", grad.getElementType());
+  if (failed(w) || failed(checkConvGradient(loc, x, *w, grad, attrs)))
+    return failure();
+  types.push_back(*w);
+  return success();
+}
+
+INFER_SIGNATURE(MaxPoolGradOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto grad = tensorOf(operands[0]), x = tensorOf(operands[1]);
+  auto kernel = intsAttr(attrs, "kernel_shape");
+  if (!kernel)
+    return fail(loc, "needs 'kernel_shape'");
+  if (x.getRank() < 3)
+    return fail(loc, "input must have rank >= 3");
+  if (failed(checkForwardWindow(loc, x, *kernel, attrs, x.getDimSize(1), grad)))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+INFER_SIGNATURE(AvgPoolGradOp) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  auto grad = tensorOf(operands[0]);
+  auto kernel = intsAttr(attrs, "kernel_shape");
+  if (!kernel)
+    return fail(loc, "needs 'kernel_shape'");
+  auto x = shapeFromAttr(loc, attrs, "input_shape", grad.getElementType());
+  if (failed(x) || failed(checkForwardWindow(loc, *x, *kernel, attrs,
+                                             x->getDimSize(1), grad)))
+    return failure();
+  types.push_back(*x);
+  return success();
+}
+
+namespace {
+/// Batch normalization's per-channel operands: `count` of them from
+/// `first`, each with one float per channel of `x`.
+LogicalResult checkPerChannel(Loc loc, RankedTensorType x, ValueRange operands,
+                              unsigned first, unsigned count) {
+  if (x.getRank() < 2 || !isa<FloatType>(x.getElementType()))
+    return fail(loc, "input " + typeStr(x) +
+                         " must be floats with a channel dimension 1");
+  for (unsigned i = first; i < first + count; ++i) {
+    auto t = tensorOf(operands[i]);
+    if (t.getRank() != 1 || t.getDimSize(0) != x.getDimSize(1) ||
+        t.getElementType() != x.getElementType())
+      return fail(loc, "operand " + Twine(i) + " " + typeStr(t) +
+                           " must hold one " + typeStr(x.getElementType()) +
+                           " per channel (" + Twine(x.getDimSize(1)) + ")");
+  }
+  return success();
+}
+} // namespace
+
+INFER_SIGNATURE(BatchNormTrainOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  if (failed(checkPerChannel(loc, x, operands, 1, 2)))
+    return failure();
+  auto perChannel = tensorOf(operands[1]);
+  types.append({x, perChannel, perChannel});
+  return success();
+}
+
+INFER_SIGNATURE(BatchNormGradOp) {
+  if (failed(requireOperands(loc, operands, 5, 5)))
+    return failure();
+  auto grad = tensorOf(operands[0]), x = tensorOf(operands[1]);
+  if (grad != x)
+    return fail(loc, "gradient " + typeStr(grad) +
+                         " must have the input's type " + typeStr(x));
+  if (failed(checkPerChannel(loc, x, operands, 2, 3)))
+    return failure();
+  auto perChannel = tensorOf(operands[2]);
+  types.append({x, perChannel, perChannel});
+  return success();
+}

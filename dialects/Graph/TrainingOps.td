@@ -75,6 +75,102 @@ def Graph_GeluGradOp : Graph_BinaryOp<"gelu_grad", "",
 def Graph_GeluTanhGradOp : Graph_BinaryOp<"gelu_tanh_grad", "",
     "dy * d/dx of gelu's tanh approximation (dy, x)">;
 
+// Backward ops of the window ops, channels first. The forward input's
+// shape is an attribute where the gradient does not otherwise carry it
+// (a stride drops rows), so the forward input need not stay alive.
+def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input"> {
+  let summary = "Gradient of a convolution with respect to its input";
+  let description = [{
+    The transposed convolution of `grad` (the result's gradient) with
+    `weight`, to the forward input's `input_shape`: cuDNN's backward data.
+  }];
+  let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$weight,
+                       DenseI64ArrayAttr:$input_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_ConvGradWeightOp : Graph_ComputeOp<"conv_grad_weight"> {
+  let summary = "Gradient of a convolution with respect to its weight";
+  let description = [{
+    The correlation of the forward `input` with `grad`, summed over the
+    batch, to `weight_shape`: cuDNN's backward filter.
+  }];
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$grad,
+                       DenseI64ArrayAttr:$weight_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_MaxPoolGradOp : Graph_ComputeOp<"max_pool_grad"> {
+  let summary = "Gradient of max pooling: each window's gradient to its max";
+  let description = [{
+    (grad, forward input) -> gradient of the input. A window's gradient
+    goes to the first position holding its maximum, as PyTorch does;
+    overlapping windows add.
+  }];
+  let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$input,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_AvgPoolGradOp : Graph_ComputeOp<"avg_pool_grad"> {
+  let summary = "Gradient of average pooling, to the input's shape";
+  let description = [{
+    Each window's gradient, divided by the count its forward average
+    divided by, spread over the window.
+  }];
+  let arguments = (ins Graph_Tensor:$grad, DenseI64ArrayAttr:$input_shape,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
+                       DenseI64ArrayAttr:$dilations,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+  let results = (outs Graph_Tensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization in training mode
+//===----------------------------------------------------------------------===//
+
+def Graph_BatchNormTrainOp : Graph_ComputeOp<"batch_norm_train", [
+    Graph_Differentiable]> {
+  let summary = "Batch normalization with the batch's own statistics";
+  let description = [{
+    Over channel dimension 1: the mean and biased variance of each channel
+    over the batch and spatial positions, y = (x - mean) / sqrt(variance +
+    epsilon) * scale + bias. Returns the statistics too, for the backward
+    op and the running statistics. partc-prepare-training puts it in place
+    of graph.batch_norm.
+  }];
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
+                       Graph_Tensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_Tensor:$output, Graph_Tensor:$mean,
+                      Graph_Tensor:$variance);
+}
+
+def Graph_BatchNormGradOp : Graph_ComputeOp<"batch_norm_grad"> {
+  let summary = "Gradients of batch_norm_train's input, scale and bias";
+  let description = [{
+    (grad, input, scale, mean, variance) -> (grad_input, grad_scale,
+    grad_bias), the statistics' own dependence on the input included.
+  }];
+  let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$input,
+                       Graph_Tensor:$scale, Graph_Tensor:$mean,
+                       Graph_Tensor:$variance,
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+  let results = (outs Graph_Tensor:$grad_input, Graph_Tensor:$grad_scale,
+                      Graph_Tensor:$grad_bias);
+}
+
 //===----------------------------------------------------------------------===//
 // Optimizer steps
 //===----------------------------------------------------------------------===//
@@ -117,4 +213,18 @@ def Graph_AdamWUpdateOp : Graph_UpdateOp<"adamw_update"> {
 def Graph_CountStepOp : Graph_UpdateOp<"count_step"> {
   let summary = "Adds one to an int64 scalar variable: the finished steps";
   let arguments = (ins Graph_Tensor:$step);
+}
+
+def Graph_UpdateRunningStatsOp : Graph_UpdateOp<"update_running_stats"> {
+  let summary = "Moves batch norm's running statistics toward the batch's";
+  let description = [{
+    As PyTorch's BatchNorm in training mode: running_mean = (1 - momentum)
+    * running_mean + momentum * mean; running_var likewise with the
+    batch's unbiased variance, variance * count / (count - 1), where
+    `count` is the number of values per channel. `momentum` is PyTorch's
+    (ONNX's momentum is 1 - it).
+  }];
+  let arguments = (ins Graph_Tensor:$running_mean, Graph_Tensor:$running_var,
+                       Graph_Tensor:$mean, Graph_Tensor:$variance,
+                       F64Attr:$momentum, I64Attr:$count);
 }

@@ -13,6 +13,7 @@ static const KernelTable &kernelTable() {
     registerNnKernels(t);
     registerDataMovementKernels(t);
     registerTrainingKernels(t);
+    registerBackwardKernels(t);
     return t;
   }();
   return table;

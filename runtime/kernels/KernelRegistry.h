@@ -26,6 +26,7 @@ void registerLinearAlgebraKernels(KernelTable &table);
 void registerNnKernels(KernelTable &table);
 void registerDataMovementKernels(KernelTable &table);
 void registerTrainingKernels(KernelTable &table);
+void registerBackwardKernels(KernelTable &table);
 
 /// Fails unless the kernel has `nin` inputs (or between min and max) and
 /// `nout` outputs.

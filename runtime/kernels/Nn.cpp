@@ -1,6 +1,7 @@
 //===- Nn.cpp - Convolution, pooling, normalization, softmax, reductions --===//
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/ElementwiseOps.h"
+#include "runtime/kernels/Im2Col.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -57,7 +58,8 @@ public:
         hasAddend_(hasAddend), relu_(relu) {
     bool pointwise = w.kernelSize() == 1;
     for (int i = 0; i < 3; ++i)
-      pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0;
+      pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0 &&
+                  w.padEnd[i] == 0;
     pointwise_ = pointwise;
     if (!pointwise_)
       col_.resize(
@@ -108,30 +110,7 @@ public:
 
 private:
   void im2col(const float *x, int64_t channels) {
-    float *col = col_.data();
-    const Window &w = w_;
-    for (int64_t ch = 0; ch < channels; ++ch)
-      for (int64_t kd = 0; kd < w.kernel[0]; ++kd)
-        for (int64_t kh = 0; kh < w.kernel[1]; ++kh)
-          for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-            const float *xc = x + ch * w.inSize();
-            for (int64_t od = 0; od < w.out[0]; ++od) {
-              int64_t id =
-                  od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-              bool dOk = id >= 0 && id < w.in[0];
-              for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-                int64_t ih =
-                    oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-                bool hOk = dOk && ih >= 0 && ih < w.in[1];
-                const float *row = xc + (id * w.in[1] + ih) * w.in[2];
-                for (int64_t ow = 0; ow < w.out[2]; ++ow) {
-                  int64_t iw =
-                      ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-                  *col++ = (hOk && iw >= 0 && iw < w.in[2]) ? row[iw] : 0.0f;
-                }
-              }
-            }
-          }
+    runtime::im2col(w_, x, channels, col_.data());
   }
 
   Window w_;

@@ -130,7 +130,177 @@ def forward_node(node, ins):
         shape = ins[1].astype(np.int64)
         y = x.reshape([x.shape[i] if s == 0 else s for i, s in enumerate(shape)])
         return y, lambda g: [g.reshape(x.shape), None]
+    if op == "Conv":
+        return conv(node, ins)
+    if op in ("MaxPool", "AveragePool"):
+        return pool(node, x)
+    if op == "GlobalAveragePool":
+        axes = tuple(range(2, x.ndim))
+        count = np.prod(x.shape[2:])
+        return x.mean(axes, keepdims=True), \
+            lambda g: [np.broadcast_to(g / count, x.shape).copy()]
+    if op == "BatchNormalization":
+        return batch_norm(node, ins)
+    if op == "Flatten":
+        axis = attr(node, "axis", 1)
+        y = x.reshape(int(np.prod(x.shape[:axis])), -1)
+        return y, lambda g: [g.reshape(x.shape)]
+    if op == "Concat":
+        axis = attr(node, "axis")
+        bounds = np.cumsum([0] + [a.shape[axis] for a in ins])
+        y = np.concatenate(ins, axis)
+        return y, lambda g: [np.take(g, range(b, e), axis)
+                             for b, e in zip(bounds[:-1], bounds[1:])]
+    if op == "Slice":
+        starts, ends, axes = ins[1], ins[2], ins[3]
+        index = [slice(None)] * x.ndim
+        for s, e, a in zip(starts, ends, axes):
+            index[int(a)] = slice(int(s), int(e))
+        index = tuple(index)
+
+        def vjp(g):
+            dx = np.zeros_like(x)
+            dx[index] = g
+            return [dx, None, None, None]
+        return x[index], vjp
+    if op == "Expand":
+        y = x * np.ones([int(d) for d in ins[1]])
+        return y, lambda g: [unbroadcast(g, x.shape), None]
     raise NotImplementedError(op)
+
+
+def window_patches(x, kernel, strides, pads, dilations, fill):
+    """Yields, per kernel offset, the [N, C, out...] view of the padded
+    input that offset reads, with the padded input and the view's index."""
+    nd = len(kernel)
+    width = [(0, 0), (0, 0)] + [(pads[i], pads[i + nd]) for i in range(nd)]
+    xp = np.pad(x, width, constant_values=fill)
+    out = [(xp.shape[2 + i] - dilations[i] * (kernel[i] - 1) - 1) // strides[i]
+           + 1 for i in range(nd)]
+    for offset in np.ndindex(*kernel):
+        index = (slice(None), slice(None)) + tuple(
+            slice(offset[i] * dilations[i],
+                  offset[i] * dilations[i] + strides[i] * (out[i] - 1) + 1,
+                  strides[i]) for i in range(nd))
+        yield offset, xp, index
+
+
+def unpad(xp, pads):
+    nd = xp.ndim - 2
+    return xp[(slice(None), slice(None)) + tuple(
+        slice(pads[i], xp.shape[2 + i] - pads[i + nd]) for i in range(nd))]
+
+
+def window_attrs(node, kernel):
+    nd = len(kernel)
+    return (attr(node, "strides", [1] * nd), attr(node, "pads", [0] * 2 * nd),
+            attr(node, "dilations", [1] * nd))
+
+
+def conv(node, ins):
+    x, w = ins[0], ins[1]
+    group = attr(node, "group", 1)
+    kernel = w.shape[2:]
+    strides, pads, dilations = window_attrs(node, kernel)
+    cg, mg = x.shape[1] // group, w.shape[0] // group
+    patches = list(window_patches(x, kernel, strides, pads, dilations, 0.0))
+    y = 0
+    for offset, xp, index in patches:
+        patch = xp[index]
+        part = [np.einsum("nc...,mc->nm...", patch[:, g * cg:(g + 1) * cg],
+                          w[g * mg:(g + 1) * mg, :][(slice(None),) * 2 + offset])
+                for g in range(group)]
+        y = y + np.concatenate(part, 1)
+    if len(ins) > 2:
+        y = y + ins[2].reshape((1, -1) + (1,) * len(kernel))
+
+    def vjp(g):
+        dxp = np.zeros_like(patches[0][1])
+        dw = np.zeros_like(w)
+        for offset, xp, index in patches:
+            patch = xp[index]
+            for k in range(group):
+                cs, ms = slice(k * cg, (k + 1) * cg), slice(k * mg, (k + 1) * mg)
+                wk = w[ms][(slice(None),) * 2 + offset]
+                dxp[index][:, cs] += np.einsum("nm...,mc->nc...", g[:, ms], wk)
+                summed = [0] + list(range(2, g.ndim))
+                dw[ms][(slice(None),) * 2 + offset] += np.tensordot(
+                    g[:, ms], patch[:, cs], (summed, summed))
+        out = [unpad(dxp, pads), dw]
+        if len(ins) > 2:
+            out.append(g.sum((0,) + tuple(range(2, g.ndim))))
+        return out
+    return y, vjp
+
+
+def pool(node, x):
+    kernel = attr(node, "kernel_shape")
+    strides, pads, dilations = window_attrs(node, kernel)
+    is_max = node.op_type == "MaxPool"
+    patches = list(window_patches(x, kernel, strides, pads, dilations,
+                                  -np.inf if is_max else 0.0))
+    stack = np.stack([xp[index] for _, xp, index in patches])
+    if is_max:
+        y = stack.max(0)
+        first = stack.argmax(0)  # the first maximum, as PyTorch
+
+        def vjp(g):
+            dxp = np.zeros_like(patches[0][1])
+            for k, (_, _, index) in enumerate(patches):
+                dxp[index] += g * (first == k)
+            return [unpad(dxp, pads)]
+        return y, vjp
+    if attr(node, "count_include_pad", 0):
+        divisor = len(patches)
+    else:
+        ones = list(window_patches(np.ones_like(x), kernel, strides, pads,
+                                   dilations, 0.0))
+        divisor = np.stack([xp[index] for _, xp, index in ones]).sum(0)
+    y = stack.sum(0) / divisor
+
+    def vjp(g):
+        dxp = np.zeros_like(patches[0][1])
+        for _, _, index in patches:
+            dxp[index] += g / divisor
+        return [unpad(dxp, pads)]
+    return y, vjp
+
+
+# Batch statistics of the last forward pass, by the running statistic's
+# initializer name: what PyTorch's BatchNorm in training mode blends into
+# its running mean and (unbiased) variance.
+batch_statistics = {}
+
+
+def batch_norm(node, ins):
+    """Training mode, as partc trains it: the batch's own statistics."""
+    x, scale, bias = ins[0], ins[1], ins[2]
+    eps = attr(node, "epsilon", 1e-5)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean = x.mean(axes)
+    var = x.var(axes)
+    count = x.size // x.shape[1]
+    batch_statistics[node.input[3]] = mean
+    batch_statistics[node.input[4]] = var * count / (count - 1)
+    inv_std = 1 / np.sqrt(var + eps)
+    xhat = (x - mean.reshape(shape)) * inv_std.reshape(shape)
+    y = xhat * scale.reshape(shape) + bias.reshape(shape)
+
+    def vjp(g):
+        dbias = g.sum(axes)
+        dscale = (g * xhat).sum(axes)
+        dx = (scale * inv_std).reshape(shape) * (
+            g - (dbias / count).reshape(shape)
+            - xhat * (dscale / count).reshape(shape))
+        return [dx, dscale, dbias, None, None]
+    return y, vjp
+
+
+def running_statistics(model):
+    """Names of the initializers BatchNormalization keeps running."""
+    return {n.input[i] for n in model.graph.node
+            if n.op_type == "BatchNormalization" for i in (3, 4)}
 
 
 class Graph:
@@ -197,7 +367,9 @@ class Optimizer:
     def step(self, params, grads):
         self.t += 1
         for name, p in params.items():
-            g = grads[name]
+            g = grads.get(name)
+            if g is None:  # running statistics
+                continue
             if self.kind == "sgd":
                 g = g + self.wd * p
                 if self.momentum:

@@ -1,11 +1,12 @@
 // RUN: partc-opt %s --partc-differentiate --split-input-file --verify-diagnostics
 
 // Tests that an op without a gradient rule on the path to the loss is named.
-func.func @main(%x: tensor<1x1x4x4xf32> {graph.name = "x"}) -> (tensor<1x1x3x3xf32> {graph.name = "y"}) {
-  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<1x1x2x2xf32>} : () -> tensor<1x1x2x2xf32>
-  // expected-error@+1 {{'graph.conv' has no gradient yet, so the model cannot be trained through it}}
-  %y = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x1x4x4xf32>, tensor<1x1x2x2xf32>) -> tensor<1x1x3x3xf32>
-  return %y : tensor<1x1x3x3xf32>
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x1xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // expected-error@+1 {{'graph.reduce_max' has no gradient yet, so the model cannot be trained through it}}
+  %y = graph.reduce_max %h {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  return %y : tensor<2x1xf32>
 }
 
 // -----
@@ -45,4 +46,26 @@ func.func @main(%x: tensor<4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph.n
 // expected-error@+1 {{the loss applies to an output of type 'tensor<4xi64>'; it must be floating-point}}
 func.func @main(%x: tensor<4xi64> {graph.name = "x"}) -> (tensor<4xi64> {graph.name = "y"}) {
   return %x : tensor<4xi64>
+}
+
+// -----
+
+// Tests that a convolution made channels last is refused: its gradient
+// ops are channels first.
+func.func @main(%x: tensor<1x4x4x1xf32> {graph.name = "x"}) -> (tensor<1x3x3x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x2x2x1xf32>} : () -> tensor<2x2x2x1xf32>
+  // expected-error@+1 {{'graph.conv' op is channels last; differentiate the graph before partc-convert-layout}}
+  %y = graph.conv %x, %w {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x1xf32>, tensor<2x2x2x1xf32>) -> tensor<1x3x3x2xf32>
+  return %y : tensor<1x3x3x2xf32>
+}
+
+// -----
+
+// Tests that the gradient of a strided slice is refused with its step.
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // expected-error@+1 {{'graph.slice' op has step 2 in dimension 1; gradients of strided slices are not supported yet}}
+  %y = graph.slice %h {starts = array<i64: 0, 0>, ends = array<i64: 2, 4>, steps = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
 }

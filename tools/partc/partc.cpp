@@ -161,6 +161,11 @@ static cl::opt<std::string> betasOpt("betas",
                                      cl::desc("AdamW's B1,B2 (0.9,0.999)"),
                                      cl::init("0.9,0.999"),
                                      cl::cat(trainingCategory));
+static cl::opt<double> batchNormMomentumOpt(
+    "batch-norm-momentum",
+    cl::desc("Weight of the batch's statistics in batch norm's running "
+             "ones, PyTorch's momentum (0.1)"),
+    cl::init(0.1), cl::cat(trainingCategory));
 static cl::opt<double> epsOpt("eps", cl::desc("AdamW's epsilon"),
                               cl::init(1e-8), cl::cat(trainingCategory));
 
@@ -249,6 +254,7 @@ int compile() {
   options.momentum = momentumOpt;
   options.weightDecay = weightDecayOpt;
   options.eps = epsOpt;
+  options.batchNormMomentum = batchNormMomentumOpt;
   {
     double b1 = 0, b2 = 0;
     char tail = 0;
@@ -263,7 +269,7 @@ int compile() {
       frozenNames.getNumOccurrences() || optimizerKind.getNumOccurrences() ||
       learningRate.getNumOccurrences() || momentumOpt.getNumOccurrences() ||
       weightDecayOpt.getNumOccurrences() || betasOpt.getNumOccurrences() ||
-      epsOpt.getNumOccurrences();
+      epsOpt.getNumOccurrences() || batchNormMomentumOpt.getNumOccurrences();
   if (trainingOption && !train)
     return fail("training options (--loss, --optimizer, --lr...) need --train");
   if (explain.getNumOccurrences() && explain.empty())

@@ -174,3 +174,56 @@ func.func @gather_elements_rank(%x: tensor<2x3xf32>, %i: tensor<2xi64>) -> tenso
   %0 = graph.gather_elements %x, %i {axis = 0 : i64} : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+// Tests that a convolution's input gradient must be what the forward op
+// made of the input shape it names.
+func.func @conv_grad_input_shape(%dy: tensor<1x2x3x3xf32>, %w: tensor<2x1x3x3xf32>) -> tensor<1x1x4x4xf32> {
+  // expected-error@+2 {{gradient tensor<1x2x3x3xf32> is not what the forward op makes of input tensor<1x1x4x4xf32> (tensor<1x2x2x2xf32>)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.conv_grad_input %dy, %w {input_shape = array<i64: 1, 1, 4, 4>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x3x3xf32>, tensor<2x1x3x3xf32>) -> tensor<1x1x4x4xf32>
+  return %0 : tensor<1x1x4x4xf32>
+}
+
+// -----
+
+// Tests that a weight gradient checks the group as the convolution does.
+func.func @conv_grad_weight_group(%x: tensor<1x3x4x4xf32>, %dy: tensor<1x2x2x2xf32>) -> tensor<2x1x3x3xf32> {
+  // expected-error@+2 {{input channels 3 do not match weight tensor<2x1x3x3xf32> with group 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.conv_grad_weight %x, %dy {weight_shape = array<i64: 2, 1, 3, 3>, group = 2 : i64, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x3x4x4xf32>, tensor<1x2x2x2xf32>) -> tensor<2x1x3x3xf32>
+  return %0 : tensor<2x1x3x3xf32>
+}
+
+// -----
+
+// Tests that batch_norm_train needs one scale per channel.
+func.func @batch_norm_train_scale(%x: tensor<2x3x4xf32>, %s: tensor<4xf32>) -> tensor<2x3x4xf32> {
+  // expected-error@+2 {{operand 1 tensor<4xf32> must hold one f32 per channel (3)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0:3 = graph.batch_norm_train %x, %s, %s : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %0#0 : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests that running statistics are updated in place, so they must be
+// variables.
+func.func @running_stats_not_variable(%m: tensor<3xf32>) {
+  %v = graph.variable {name = "v", role = "running_var"} : tensor<3xf32>
+  // expected-error@+1 {{updates operand 0 in place, so it must be a graph.variable}}
+  graph.update_running_stats %m, %v, %m, %m {momentum = 0.1 : f64, count = 8 : i64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  return
+}
+
+// -----
+
+// Tests that the unbiased variance needs two values per channel.
+func.func @running_stats_count() {
+  %m = graph.variable {name = "m", role = "running_mean"} : tensor<3xf32>
+  %v = graph.variable {name = "v", role = "running_var"} : tensor<3xf32>
+  // expected-error@+1 {{averages 1 values per channel; the unbiased variance needs at least 2}}
+  graph.update_running_stats %m, %v, %m, %v {momentum = 0.1 : f64, count = 1 : i64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+  return
+}

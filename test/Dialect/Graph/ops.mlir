@@ -82,3 +82,19 @@ func.func @resample_and_activations(%x: tensor<1x2x4x4xf32>, %i: tensor<1x1x4x4x
   %m = graph.mish %s : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   return %g, %r, %m : tensor<1x1x4x4xf32>, tensor<1x2x8x6xf32>, tensor<1x2x4x4xf32>
 }
+
+// Tests that the backward window ops infer the forward input's and
+// weight's shapes (a stride of 2 drops a row of the 5x5 input, which
+// input_shape keeps), and pooling's gradient the pooled input's.
+// CHECK-LABEL: func @window_gradients
+func.func @window_gradients(%x: tensor<1x2x5x5xf32>, %dy: tensor<1x4x2x2xf32>, %w: tensor<4x1x3x3xf32>, %dp: tensor<1x2x2x2xf32>) -> (tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32>, tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>) {
+  // CHECK: graph.conv_grad_input {{.*}} -> tensor<1x2x5x5xf32>
+  %a = graph.conv_grad_input %dy, %w {input_shape = array<i64: 1, 2, 5, 5>, group = 2 : i64, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x4x2x2xf32>, tensor<4x1x3x3xf32>) -> tensor<1x2x5x5xf32>
+  // CHECK: graph.conv_grad_weight {{.*}} -> tensor<4x1x3x3xf32>
+  %b = graph.conv_grad_weight %x, %dy {weight_shape = array<i64: 4, 1, 3, 3>, group = 2 : i64, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x5x5xf32>, tensor<1x4x2x2xf32>) -> tensor<4x1x3x3xf32>
+  // CHECK: graph.max_pool_grad {{.*}} -> tensor<1x2x5x5xf32>
+  %c = graph.max_pool_grad %dp, %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>} : (tensor<1x2x2x2xf32>, tensor<1x2x5x5xf32>) -> tensor<1x2x5x5xf32>
+  // CHECK: graph.avg_pool_grad {{.*}}count_include_pad = 1 : i64{{.*}} -> tensor<1x2x5x5xf32>
+  %d = graph.avg_pool_grad %dp {input_shape = array<i64: 1, 2, 5, 5>, kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = 1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x5x5xf32>
+  return %a, %b, %c, %d : tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32>, tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>
+}

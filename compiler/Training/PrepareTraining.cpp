@@ -1,0 +1,129 @@
+//===- PrepareTraining.cpp - partc-prepare-training -----------------------===//
+//
+// ONNX exports are made in eval mode; training runs some ops differently.
+// Batch normalization normalizes with the batch's statistics and keeps its
+// running ones as state that moves toward them each step, so that the
+// trained model (--save-state) evaluates as PyTorch's would.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+
+#include "dialects/Graph/GraphOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include "llvm/ADT/DenseMap.h"
+
+#include <cstdio>
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_PREPARETRAINING
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+/// The initializer a running statistic comes from, or a diagnostic.
+FailureOr<graph::ConstantOp> runningStatistic(graph::BatchNormOp bn,
+                                              Value operand, StringRef what) {
+  auto constant = operand.getDefiningOp<graph::ConstantOp>();
+  if (!constant ||
+      !constant->hasAttr(graph::GraphDialect::kInitializerAttrName))
+    return bn.emitOpError()
+               << "takes its running " << what
+               << " from a computed value, not an initializer; only "
+                  "initializers can be kept as running statistics in "
+                  "training",
+           failure();
+  return constant;
+}
+
+/// Variables of the running statistics, by initializer: two norms that
+/// share one (rare) share its state.
+using StatisticVariables = llvm::DenseMap<Operation *, Value>;
+
+LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
+                               StatisticVariables &variables) {
+  auto input = cast<RankedTensorType>(bn.getInput().getType());
+  auto mean = runningStatistic(bn, bn.getMean(), "mean");
+  auto variance = runningStatistic(bn, bn.getVariance(), "variance");
+  if (failed(mean) || failed(variance))
+    return failure();
+  int64_t count = input.getNumElements() / input.getDimSize(1);
+  if (count < 2)
+    return bn.emitOpError()
+               << "normalizes " << count << " value per channel of " << input
+               << "; training-mode batch statistics need at least 2 (a "
+                  "larger batch)",
+           failure();
+  for (Value v : {bn.getScale(), bn.getBias(), bn.getMean(), bn.getVariance()})
+    if (cast<RankedTensorType>(v.getType()).getRank() != 1)
+      return bn.emitOpError() << "has a per-channel operand of type "
+                              << v.getType() << "; training needs them 1-D",
+             failure();
+
+  OpBuilder b(bn);
+  Location loc = bn.getLoc();
+  auto variable = [&](graph::ConstantOp c, StringRef role) -> Value {
+    if (Value known = variables.lookup(c))
+      return known;
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(c);
+    auto name =
+        c->getAttrOfType<StringAttr>(graph::GraphDialect::kInitializerAttrName);
+    Value v = graph::VariableOp::create(b, c.getLoc(), c.getType(), name,
+                                        b.getStringAttr(role), c.getValue());
+    variables[c] = v;
+    return v;
+  };
+  Value runningMean = variable(*mean, "running_mean");
+  Value runningVar = variable(*variance, "running_var");
+  auto train = graph::BatchNormTrainOp::create(
+      b, loc, bn.getInput(), bn.getScale(), bn.getBias(), bn.getEpsilonAttr());
+  bn.getResult().replaceAllUsesWith(train.getOutput());
+
+  // After every read of the running statistics (there are none left in
+  // the step, but the lowering orders updates last anyway).
+  Block *body = bn->getBlock();
+  b.setInsertionPoint(body->getTerminator());
+  graph::UpdateRunningStatsOp::create(
+      b, loc, runningMean, runningVar, train.getMean(), train.getVariance(),
+      b.getF64FloatAttr(momentum), b.getI64IntegerAttr(count));
+  bn.erase();
+  return success();
+}
+
+struct PrepareTrainingPass
+    : public impl::PrepareTrainingBase<PrepareTrainingPass> {
+  using PrepareTrainingBase::PrepareTrainingBase;
+  void runOnOperation() override {
+    auto func = getMainFunction(getOperation());
+    if (failed(func))
+      return signalPassFailure();
+    if (!(batchNormMomentum >= 0 && batchNormMomentum <= 1)) {
+      char value[32];
+      std::snprintf(value, sizeof value, "%g", double(batchNormMomentum));
+      func->emitError() << "--batch-norm-momentum must be in [0, 1], got "
+                        << value
+                        << " (PyTorch's convention: the weight of the "
+                           "batch's statistics)";
+      return signalPassFailure();
+    }
+    SmallVector<graph::BatchNormOp> norms(
+        func->getBody().front().getOps<graph::BatchNormOp>());
+    StatisticVariables variables;
+    for (graph::BatchNormOp bn : norms)
+      if (failed(prepareBatchNorm(bn, batchNormMomentum, variables)))
+        return signalPassFailure();
+    for (auto [op, variable] : variables)
+      if (op->use_empty())
+        op->erase();
+    if (!norms.empty())
+      recordPlacement(getOperation(), "training_batch_norms",
+                      std::to_string(norms.size()) +
+                          " with batch statistics, running ones as state");
+  }
+};
+
+} // namespace
+} // namespace mlir::partc

@@ -1,0 +1,502 @@
+//===- Backward.cpp - Gradients of convolution, pooling, batch norm -------===//
+//
+// The CPU reference of the backward ops partc-differentiate adds for the
+// window ops and of batch normalization in training mode. Channels first,
+// float32; sums of many terms accumulate in double where a float sum would
+// drift from the GPU's.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/Im2Col.h"
+#include "runtime/kernels/KernelRegistry.h"
+
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace partc::runtime {
+
+namespace {
+
+Status requireFloat32(const KernelArgs &a) {
+  for (const std::vector<TensorType> *list : {&a.inputs, &a.outputs})
+    for (const TensorType &t : *list)
+      if (t.dtype != DType::F32)
+        return Status::error("operand " + t.str() +
+                             " is not float32, the only type of the "
+                             "backward window and normalization kernels");
+  return Status();
+}
+
+bool isPointwise(const Window &w) {
+  bool pointwise = w.kernelSize() == 1;
+  for (int i = 0; i < 3; ++i)
+    pointwise =
+        pointwise && w.stride[i] == 1 && w.padBegin[i] == 0 && w.padEnd[i] == 0;
+  return pointwise;
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution: the forward GEMM W [mg, kdim] x col [kdim, out] transposed
+// either way, per image and group.
+//===----------------------------------------------------------------------===//
+
+struct ConvDims {
+  Window w;
+  int64_t n, c, m, group;
+  int64_t cg() const { return c / group; }
+  int64_t mg() const { return m / group; }
+  int64_t kdim() const { return cg() * w.kernelSize(); }
+};
+
+class ConvGradInputKernel : public Kernel {
+public:
+  explicit ConvGradInputKernel(ConvDims d)
+      : d_(d), pointwise_(isPointwise(d.w)) {
+    if (!pointwise_)
+      col_.resize(static_cast<size_t>(d.kdim() * d.w.outSize()));
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>(), *wt = in[1].as<float>();
+    float *dx = out[0].as<float>();
+    const Window &w = d_.w;
+    int64_t osz = w.outSize(), isz = w.inSize(), kdim = d_.kdim();
+    std::memset(dx, 0, out[0].type.byteSize());
+    for (int64_t b = 0; b < d_.n; ++b)
+      for (int64_t g = 0; g < d_.group; ++g) {
+        const float *dyg = dy + (b * d_.m + g * d_.mg()) * osz;
+        float *dxg = dx + (b * d_.c + g * d_.cg()) * isz;
+        // col = W_g^T dy_g; a pointwise convolution's col is the input.
+        float *col = pointwise_ ? dxg : col_.data();
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kdim, osz, d_.mg(),
+                    1.0f, wt + g * d_.mg() * kdim, kdim, dyg, osz, 0.0f, col,
+                    osz);
+        if (!pointwise_)
+          col2imAdd(w, col, d_.cg(), dxg);
+      }
+    return Status();
+  }
+
+private:
+  ConvDims d_;
+  bool pointwise_;
+  std::vector<float> col_;
+};
+
+class ConvGradWeightKernel : public Kernel {
+public:
+  explicit ConvGradWeightKernel(ConvDims d)
+      : d_(d), pointwise_(isPointwise(d.w)) {
+    if (!pointwise_)
+      col_.resize(static_cast<size_t>(d.kdim() * d.w.outSize()));
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>(), *dy = in[1].as<float>();
+    float *dw = out[0].as<float>();
+    const Window &w = d_.w;
+    int64_t osz = w.outSize(), isz = w.inSize(), kdim = d_.kdim();
+    std::memset(dw, 0, out[0].type.byteSize());
+    for (int64_t b = 0; b < d_.n; ++b)
+      for (int64_t g = 0; g < d_.group; ++g) {
+        const float *xg = x + (b * d_.c + g * d_.cg()) * isz;
+        const float *col = xg;
+        if (!pointwise_) {
+          im2col(w, xg, d_.cg(), col_.data());
+          col = col_.data();
+        }
+        // dW_g += dy_g col^T.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, d_.mg(), kdim, osz,
+                    1.0f, dy + (b * d_.m + g * d_.mg()) * osz, osz, col, osz,
+                    1.0f, dw + g * d_.mg() * kdim, kdim);
+      }
+    return Status();
+  }
+
+private:
+  ConvDims d_;
+  bool pointwise_;
+  std::vector<float> col_;
+};
+
+/// Checks a convolution gradient's shapes: x [N, C, in...], w [M, C/group,
+/// k...], dy [N, M, out...].
+Status makeConvDims(const KernelArgs &a, const Shape &x, const Shape &w,
+                    const Shape &dy, ConvDims &d) {
+  PARTC_RETURN_IF_ERROR(requireFloat32(a));
+  if (x.size() < 3 || w.size() != x.size() || dy.size() != x.size())
+    return Status::error("input " + shapeToString(x) + ", weight " +
+                         shapeToString(w) + " and gradient " +
+                         shapeToString(dy) + " ranks do not match");
+  int64_t group = a.attrs.getInt("group", 1);
+  if (group < 1 || x[1] % group || w[0] % group || x[1] / group != w[1] ||
+      dy[0] != x[0] || dy[1] != w[0])
+    return Status::error("input " + shapeToString(x) + ", weight " +
+                         shapeToString(w) + " and gradient " +
+                         shapeToString(dy) + " do not fit group " +
+                         std::to_string(group));
+  PARTC_RETURN_IF_ERROR(
+      makeWindow(a.attrs, x, dy, Shape(w.begin() + 2, w.end()), d.w));
+  d.n = x[0];
+  d.c = x[1];
+  d.m = w[0];
+  d.group = group;
+  double scratch = static_cast<double>(d.kdim()) *
+                   static_cast<double>(d.w.outSize()) * sizeof(float);
+  if (scratch > static_cast<double>(hostMemoryBytes()))
+    return Status::error("needs " + std::to_string(scratch) +
+                         " bytes of im2col scratch, more than this "
+                         "machine's " +
+                         std::to_string(hostMemoryBytes()));
+  return Status();
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+/// Calls `visit(output, input)` for every input position (-1 in the
+/// padding, with `inExtent` telling whether it is within the padded extent
+/// that count_include_pad counts) of every window of one plane.
+template <typename Visit> void forEachWindow(const Window &w, Visit &&visit) {
+  for (int64_t od = 0; od < w.out[0]; ++od)
+    for (int64_t oh = 0; oh < w.out[1]; ++oh)
+      for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+        int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
+        for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
+          int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
+          for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
+            int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
+            for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
+              int64_t iw =
+                  ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
+              bool inside = id >= 0 && ih >= 0 && iw >= 0 && id < w.in[0] &&
+                            ih < w.in[1] && iw < w.in[2];
+              bool inExtent =
+                  id >= -w.padBegin[0] && ih >= -w.padBegin[1] &&
+                  iw >= -w.padBegin[2] && id < w.in[0] + w.padEnd[0] &&
+                  ih < w.in[1] + w.padEnd[1] && iw < w.in[2] + w.padEnd[2];
+              visit(o,
+                    inside ? (id * w.in[1] + ih) * w.in[2] + iw : int64_t(-1),
+                    inExtent);
+            }
+          }
+        }
+      }
+}
+
+class MaxPoolGradKernel : public Kernel {
+public:
+  MaxPoolGradKernel(Window w, int64_t planes) : w_(w), planes_(planes) {
+    best_.resize(static_cast<size_t>(w.outSize()));
+    where_.resize(static_cast<size_t>(w.outSize()));
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>(), *x = in[1].as<float>();
+    float *dx = out[0].as<float>();
+    std::memset(dx, 0, out[0].type.byteSize());
+    for (int64_t p = 0; p < planes_; ++p) {
+      const float *xp = x + p * w_.inSize();
+      std::fill(best_.begin(), best_.end(),
+                -std::numeric_limits<float>::infinity());
+      std::fill(where_.begin(), where_.end(), int64_t(-1));
+      // The first position holding the maximum, as PyTorch picks it.
+      forEachWindow(w_, [&](int64_t o, int64_t at, bool) {
+        if (at >= 0 && (where_[o] < 0 || xp[at] > best_[o])) {
+          best_[o] = xp[at];
+          where_[o] = at;
+        }
+      });
+      for (int64_t o = 0; o < w_.outSize(); ++o)
+        if (where_[o] >= 0)
+          dx[p * w_.inSize() + where_[o]] += dy[p * w_.outSize() + o];
+    }
+    return Status();
+  }
+
+private:
+  Window w_;
+  int64_t planes_;
+  std::vector<float> best_;
+  std::vector<int64_t> where_;
+};
+
+class AvgPoolGradKernel : public Kernel {
+public:
+  AvgPoolGradKernel(Window w, int64_t planes, bool countIncludePad)
+      : w_(w), planes_(planes), countIncludePad_(countIncludePad) {
+    // The divisor of each window, as the forward average counts it.
+    divisor_.assign(static_cast<size_t>(w.outSize()), 0);
+    forEachWindow(w_, [&](int64_t o, int64_t at, bool inExtent) {
+      if (at >= 0 || (countIncludePad_ && inExtent))
+        ++divisor_[o];
+    });
+  }
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>();
+    float *dx = out[0].as<float>();
+    std::memset(dx, 0, out[0].type.byteSize());
+    for (int64_t p = 0; p < planes_; ++p) {
+      const float *dyp = dy + p * w_.outSize();
+      float *dxp = dx + p * w_.inSize();
+      forEachWindow(w_, [&](int64_t o, int64_t at, bool) {
+        if (at >= 0)
+          dxp[at] += dyp[o] / static_cast<float>(divisor_[o]);
+      });
+    }
+    return Status();
+  }
+
+private:
+  Window w_;
+  int64_t planes_;
+  bool countIncludePad_;
+  std::vector<int64_t> divisor_;
+};
+
+Status makePoolGradWindow(const KernelArgs &a, const Shape &x, const Shape &dy,
+                          Window &w) {
+  PARTC_RETURN_IF_ERROR(requireFloat32(a));
+  if (x.size() < 3 || dy.size() != x.size() || x[0] != dy[0] || x[1] != dy[1])
+    return Status::error("input " + shapeToString(x) + " and gradient " +
+                         shapeToString(dy) + " must share batch and channels");
+  return makeWindow(a.attrs, x, dy, a.attrs.getInts("kernel_shape"), w);
+}
+
+//===----------------------------------------------------------------------===//
+// Batch normalization in training mode
+//===----------------------------------------------------------------------===//
+
+struct ChannelLayout {
+  int64_t n, c, size; // [n, c, size]
+  int64_t count() const { return n * size; }
+};
+
+class BatchNormTrainKernel : public Kernel {
+public:
+  BatchNormTrainKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *x = in[0].as<float>(), *scale = in[1].as<float>(),
+                *bias = in[2].as<float>();
+    float *y = out[0].as<float>(), *mean = out[1].as<float>(),
+          *var = out[2].as<float>();
+    for (int64_t ch = 0; ch < l_.c; ++ch) {
+      double sum = 0, squares = 0;
+      forChannel(ch, [&](int64_t i) { sum += x[i]; });
+      double m = sum / static_cast<double>(l_.count());
+      forChannel(ch, [&](int64_t i) {
+        double d = x[i] - m;
+        squares += d * d;
+      });
+      double v = squares / static_cast<double>(l_.count());
+      double a = scale[ch] / std::sqrt(v + eps_);
+      forChannel(ch, [&](int64_t i) {
+        y[i] = static_cast<float>((x[i] - m) * a + bias[ch]);
+      });
+      mean[ch] = static_cast<float>(m);
+      var[ch] = static_cast<float>(v);
+    }
+    return Status();
+  }
+
+private:
+  template <typename Fn> void forChannel(int64_t ch, Fn &&fn) {
+    for (int64_t b = 0; b < l_.n; ++b)
+      for (int64_t i = 0, base = (b * l_.c + ch) * l_.size; i < l_.size; ++i)
+        fn(base + i);
+  }
+
+  ChannelLayout l_;
+  double eps_;
+};
+
+class BatchNormGradKernel : public Kernel {
+public:
+  BatchNormGradKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *dy = in[0].as<float>(), *x = in[1].as<float>(),
+                *scale = in[2].as<float>(), *mean = in[3].as<float>(),
+                *var = in[4].as<float>();
+    float *dx = out[0].as<float>(), *dscale = out[1].as<float>(),
+          *dbias = out[2].as<float>();
+    double count = static_cast<double>(l_.count());
+    for (int64_t ch = 0; ch < l_.c; ++ch) {
+      double invStd = 1.0 / std::sqrt(static_cast<double>(var[ch]) + eps_);
+      double sumDy = 0, sumDyXhat = 0;
+      forChannel(ch, [&](int64_t i) {
+        sumDy += dy[i];
+        sumDyXhat += dy[i] * (x[i] - mean[ch]) * invStd;
+      });
+      // dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat)).
+      double k = scale[ch] * invStd;
+      forChannel(ch, [&](int64_t i) {
+        double xhat = (x[i] - mean[ch]) * invStd;
+        dx[i] = static_cast<float>(
+            k * (dy[i] - sumDy / count - xhat * sumDyXhat / count));
+      });
+      dscale[ch] = static_cast<float>(sumDyXhat);
+      dbias[ch] = static_cast<float>(sumDy);
+    }
+    return Status();
+  }
+
+private:
+  template <typename Fn> void forChannel(int64_t ch, Fn &&fn) {
+    for (int64_t b = 0; b < l_.n; ++b)
+      for (int64_t i = 0, base = (b * l_.c + ch) * l_.size; i < l_.size; ++i)
+        fn(base + i);
+  }
+
+  ChannelLayout l_;
+  double eps_;
+};
+
+class UpdateRunningStatsKernel : public Kernel {
+public:
+  UpdateRunningStatsKernel(int64_t channels, double momentum, int64_t count)
+      : channels_(channels), momentum_(momentum), count_(count) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    const float *mean = in[2].as<float>(), *var = in[3].as<float>();
+    float *runningMean = out[0].as<float>(), *runningVar = out[1].as<float>();
+    double unbias = static_cast<double>(count_) / (count_ - 1);
+    for (int64_t ch = 0; ch < channels_; ++ch) {
+      runningMean[ch] = static_cast<float>((1 - momentum_) * runningMean[ch] +
+                                           momentum_ * mean[ch]);
+      runningVar[ch] = static_cast<float>((1 - momentum_) * runningVar[ch] +
+                                          momentum_ * var[ch] * unbias);
+    }
+    return Status();
+  }
+
+private:
+  int64_t channels_;
+  double momentum_;
+  int64_t count_;
+};
+
+/// `x` [N, C, ...] and `perChannel` operands of C floats each.
+Status makeChannelLayout(const KernelArgs &a, const TensorType &x,
+                         ChannelLayout &l) {
+  PARTC_RETURN_IF_ERROR(requireFloat32(a));
+  if (x.shape.size() < 2)
+    return Status::error("input " + x.str() + " has no channel dimension");
+  l.n = x.shape[0];
+  l.c = x.shape[1];
+  l.size = numElements(Shape(x.shape.begin() + 2, x.shape.end()));
+  if (l.count() < 1)
+    return Status::error("input " + x.str() + " is empty");
+  return Status();
+}
+
+Status requirePerChannel(const TensorType &t, int64_t channels) {
+  if (t.shape != Shape{channels})
+    return Status::error("per-channel operand " + t.str() + " must have " +
+                         std::to_string(channels) + " elements");
+  return Status();
+}
+
+} // namespace
+
+void registerBackwardKernels(KernelTable &t) {
+  t["conv_grad_input"] = [](const KernelArgs &a,
+                            std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    ConvDims d;
+    PARTC_RETURN_IF_ERROR(makeConvDims(a, a.outputs[0].shape, a.inputs[1].shape,
+                                       a.inputs[0].shape, d));
+    k = std::make_unique<ConvGradInputKernel>(d);
+    return Status();
+  };
+  t["conv_grad_weight"] = [](const KernelArgs &a,
+                             std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    ConvDims d;
+    PARTC_RETURN_IF_ERROR(makeConvDims(a, a.inputs[0].shape, a.outputs[0].shape,
+                                       a.inputs[1].shape, d));
+    k = std::make_unique<ConvGradWeightKernel>(d);
+    return Status();
+  };
+  t["max_pool_grad"] = [](const KernelArgs &a,
+                          std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    if (a.outputs[0] != a.inputs[1])
+      return Status::error("the gradient " + a.outputs[0].str() +
+                           " must have the input's type " + a.inputs[1].str());
+    Window w;
+    PARTC_RETURN_IF_ERROR(
+        makePoolGradWindow(a, a.inputs[1].shape, a.inputs[0].shape, w));
+    k = std::make_unique<MaxPoolGradKernel>(w, a.inputs[1].shape[0] *
+                                                   a.inputs[1].shape[1]);
+    return Status();
+  };
+  t["avg_pool_grad"] = [](const KernelArgs &a,
+                          std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+    Window w;
+    PARTC_RETURN_IF_ERROR(
+        makePoolGradWindow(a, a.outputs[0].shape, a.inputs[0].shape, w));
+    k = std::make_unique<AvgPoolGradKernel>(
+        w, a.outputs[0].shape[0] * a.outputs[0].shape[1],
+        a.attrs.getInt("count_include_pad", 0) != 0);
+    return Status();
+  };
+  t["batch_norm_train"] = [](const KernelArgs &a,
+                             std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
+    ChannelLayout l;
+    PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[0], l));
+    if (a.outputs[0] != a.inputs[0])
+      return Status::error("result " + a.outputs[0].str() +
+                           " must have the input's type");
+    for (const TensorType *p :
+         {&a.inputs[1], &a.inputs[2], &a.outputs[1], &a.outputs[2]})
+      PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
+    k = std::make_unique<BatchNormTrainKernel>(l, a.attrs.getFloat("epsilon"));
+    return Status();
+  };
+  t["batch_norm_grad"] = [](const KernelArgs &a,
+                            std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
+    ChannelLayout l;
+    PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[1], l));
+    if (a.inputs[0] != a.inputs[1] || a.outputs[0] != a.inputs[1])
+      return Status::error("gradients " + a.inputs[0].str() + " and " +
+                           a.outputs[0].str() + " must have the input's type " +
+                           a.inputs[1].str());
+    for (const TensorType *p : {&a.inputs[2], &a.inputs[3], &a.inputs[4],
+                                &a.outputs[1], &a.outputs[2]})
+      PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
+    k = std::make_unique<BatchNormGradKernel>(l, a.attrs.getFloat("epsilon"));
+    return Status();
+  };
+  t["update_running_stats"] = [](const KernelArgs &a,
+                                 std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 4, 4, 2));
+    PARTC_RETURN_IF_ERROR(requireFloat32(a));
+    int64_t channels = a.inputs[0].numElements();
+    for (const TensorType *p : {&a.inputs[1], &a.inputs[2], &a.inputs[3],
+                                &a.outputs[0], &a.outputs[1]})
+      PARTC_RETURN_IF_ERROR(requirePerChannel(*p, channels));
+    double momentum = a.attrs.getFloat("momentum");
+    int64_t count = a.attrs.getInt("count");
+    if (!(momentum >= 0 && momentum <= 1) || count < 2)
+      return Status::error("momentum must be in [0, 1] and count at least 2");
+    k = std::make_unique<UpdateRunningStatsKernel>(channels, momentum, count);
+    return Status();
+  };
+}
+
+} // namespace partc::runtime

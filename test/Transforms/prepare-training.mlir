@@ -1,0 +1,51 @@
+// RUN: partc-opt %s --partc-prepare-training --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-prepare-training="batch-norm-momentum=0.25" --split-input-file | FileCheck %s --check-prefix=MOMENTUM
+
+// Tests that an eval-mode batch norm becomes batch_norm_train, its running
+// statistics variables initialized from their initializers (which go), and
+// that update_running_stats blends the batch's statistics into them at the
+// end, with PyTorch's momentum and the values per channel (2 x 4 x 4).
+// CHECK-LABEL: func @main
+// CHECK-NOT: graph.initializer = "mean"
+// CHECK-DAG: %[[M:.*]] = graph.variable {name = "mean", role = "running_mean", value = dense<5.000000e-01> : tensor<3xf32>}
+// CHECK-DAG: %[[V:.*]] = graph.variable {name = "var", role = "running_var", value = dense<2.000000e+00> : tensor<3xf32>}
+// CHECK: %[[N:.*]], %[[MEAN:.*]], %[[VAR:.*]] = graph.batch_norm_train %arg0, %{{.*}}, %{{.*}} {epsilon = 1.000000e-03 : f64}
+// CHECK: %[[R:.*]] = graph.relu %[[N]]
+// CHECK: graph.update_running_stats %[[M]], %[[V]], %[[MEAN]], %[[VAR]] {count = 32 : i64, momentum = 1.000000e-01 : f64}
+// CHECK-NEXT: return %[[R]]
+// MOMENTUM: momentum = 2.500000e-01
+func.func @main(%x: tensor<2x3x4x4xf32> {graph.name = "x"}) -> (tensor<2x3x4x4xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %b = graph.constant {graph.initializer = "b", value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %m = graph.constant {graph.initializer = "mean", value = dense<0.5> : tensor<3xf32>} : () -> tensor<3xf32>
+  %v = graph.constant {graph.initializer = "var", value = dense<2.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %n = graph.batch_norm %x, %g, %b, %m, %v {epsilon = 1.0e-3 : f64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3x4x4xf32>
+  %y = graph.relu %n : (tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %y : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// Tests that two norms sharing running statistics share one variable each
+// and that a graph without batch norm is left as it is.
+// CHECK-LABEL: func @main
+// CHECK-COUNT-1: graph.variable {name = "mean"
+// CHECK-COUNT-2: graph.update_running_stats
+func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %m = graph.constant {graph.initializer = "mean", value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %v = graph.constant {graph.initializer = "var", value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %a = graph.batch_norm %x, %g, %g, %m, %v : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %y = graph.batch_norm %a, %g, %g, %m, %v : (tensor<2x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @main
+// CHECK-NOT: graph.variable
+// CHECK: graph.relu
+func.func @main(%x: tensor<4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph.name = "y"}) {
+  %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
