@@ -640,11 +640,19 @@ FailureOr<SmallVector<int64_t>> windowPads(NodeImporter &n,
                        << " (one per spatial dimension)",
              failure();
     // Bounded so that the padding arithmetic below cannot overflow.
-    if (strides[i] > kMaxWindowParameter || kernel[i] > kMaxWindowParameter ||
-        dilations[i] < 1 || dilations[i] > kMaxWindowParameter)
+    if (strides[i] > kMaxWindowParameter || kernel[i] < 1 ||
+        kernel[i] > kMaxWindowParameter || dilations[i] < 1 ||
+        dilations[i] > kMaxWindowParameter)
       return n.error() << "kernel " << kernel[i] << ", stride " << strides[i]
                        << " and dilation " << dilations[i]
                        << " must lie in [1, 2^31] with auto_pad " << autoPad,
+             failure();
+    // A dynamic size (MLIR's sentinel is negative) has no padding yet.
+    if (spatialIn[i] < 0 || spatialIn[i] > (int64_t(1) << 48))
+      return n.error() << "auto_pad " << autoPad
+                       << " needs a known spatial size, got "
+                       << (spatialIn[i] < 0 ? std::string("a dynamic one")
+                                            : std::to_string(spatialIn[i])),
              failure();
     int64_t out = (spatialIn[i] + strides[i] - 1) / strides[i];
     int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] +
