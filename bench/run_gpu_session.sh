@@ -395,3 +395,40 @@ if [[ ,$what, == *,bench,* ]]; then
   timeout 120 python3 .device/torch_baselines.py infer 2>&1 | tail -3 | tee -a $OUT/bench.txt
   cp $W/bench/profile_*.json $W/bench/trace_*.json $OUT/ 2>/dev/null
 fi
+if [[ $what == *training* ]]; then
+  echo "== training"
+  # The training tests' models on the GPU, fp32 (no TF32), against the
+  # float64 reference: gradients and 20 optimizer steps.
+  timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt
+  timeout 150 python3 test/Training/check_training.py $B $W/tt train --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  for spec in "resnet50 ${TRAIN_BATCH:-64} 224"; do
+    set -- $spec
+    D=$W/train-$1-$2
+    timeout 300 python3 -u bench/train_resnet.py $D --model $1 --batch $2 --size $3 2>&1 | grep -v Warning | tee $OUT/train-$1-$2-torch.txt
+    TF="--train --loss cross-entropy --optimizer sgd --lr 0.1 --momentum 0.9 --weight-decay 1e-4 --quiet"
+    $B/partc compile $D/model.onnx -o $D/train.plan --batch $2 $TF || continue
+    IN="--input input=$D/x.npy --input labels=$D/labels.npy"
+    # Same steps as the strict-fp32 reference above.
+    timeout 120 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 5 2>&1 | tail -7 | tee -a $OUT/train-$1-$2-partc.txt
+    # ms per step: 25 steps minus 5 (load and algorithm search cancel).
+    for prec in tf32 fp32; do
+      s=$(date +%s.%N); timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 5 --quiet > /dev/null; m=$(date +%s.%N)
+      timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 25 --quiet > /dev/null; e=$(date +%s.%N)
+      python3 -c "a=$m-$s; b=$e-$m; print('{\"peer\": \"partc-$prec\", \"model\": \"$1\", \"batch\": $2, \"ms_per_step\": %.2f, \"load_s_5_steps\": %.2f}' % ((b-a)*1e3/20, a))" | tee -a $OUT/train-$1-$2-partc.txt
+    done
+    # Where a step's time goes: kernels by op, and which ran on the host.
+    timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 4 --profile $OUT/train-$1-$2-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$1-$2-partc.txt
+    python3 - $OUT/train-$1-$2-profile.json <<'PY' | tee -a $OUT/train-$1-$2-partc.txt
+import json, sys, collections
+k = json.load(open(sys.argv[1]))["kernels"]
+by = collections.defaultdict(lambda: [0.0, 0])
+for e in k:
+    op = e["signature"].split("(")[0].split()[0]
+    by[op][0] += e["seconds"]; by[op][1] += 1
+total = sum(v[0] for v in by.values())
+print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
+for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:14]:
+    print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
+PY
+  done
+fi

@@ -206,19 +206,26 @@ def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
 def PrepareTraining : Pass<"partc-prepare-training", "mlir::ModuleOp"> {
   let summary = "Switches ops that train differently to their training form";
   let description = [{
-    What PyTorch's model.train() changes, on the graph as imported (an
-    eval-mode export): every graph.batch_norm whose running mean and
+    What PyTorch's model.train() changes, on the graph as imported: every
+    graph.batch_norm whose running mean and
     variance are initializers becomes graph.batch_norm_train, which
     normalizes with the batch's own statistics, and its running mean and
     variance become graph.variables (roles running_mean and running_var,
     initialized from the initializers) that graph.update_running_stats
     moves toward the batch's statistics at the end of the step. Run it
     before partc-differentiate.
+
+    With `only-marked`, for an inference compile, it converts only the
+    norms the model marks `training_mode` (an export made for training
+    asks ONNX for batch statistics) and keeps no running statistics.
   }];
   let options = [
     Option<"batchNormMomentum", "batch-norm-momentum", "double", "0.1",
            "PyTorch's BatchNorm momentum: the weight of the batch's "
            "statistics in the running ones">,
+    Option<"onlyMarked", "only-marked", "bool", "false",
+           "Convert only training_mode norms, without running statistics "
+           "(inference)">,
   ];
 }
 

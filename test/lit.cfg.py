@@ -14,6 +14,11 @@ config.excludes = ["Inputs", "CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py",
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.partc_obj_root, "test")
 config.environment["FILECHECK_OPTS"] = "-enable-var-scope"
+# Some machines set OpenBLAS's kernel choice because older OpenBLAS builds
+# compute wrong results on their processors; the tests keep that choice.
+for name, value in os.environ.items():
+    if name.startswith("OPENBLAS_"):
+        config.environment[name] = value
 
 config.substitutions.append(("%testdata", config.onnx_testdata))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
@@ -40,5 +45,9 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 if subprocess.run(["/usr/bin/python3", "-c", "import onnx, numpy"],
                   capture_output=True).returncode == 0:
     config.available_features.add("python-onnx")
+# Checks against PyTorch itself need Debian's python3-torch and -torchvision.
+if subprocess.run(["/usr/bin/python3", "-c", "import torch, torchvision"],
+                  capture_output=True).returncode == 0:
+    config.available_features.add("python-torch")
 if os.path.isdir(config.onnx_testdata):
     config.available_features.add("onnx-testdata")

@@ -92,10 +92,15 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
       optimizer.eps = o.eps;
       pm.addPass(createApplyOptimizer(optimizer));
     }
+  } else {
+    PrepareTrainingOptions prepare;
+    prepare.onlyMarked = true;
+    pm.addPass(createPrepareTraining(prepare));
   }
   // Graph optimizations: each pass leaves ops the next can fuse further.
   pm.addPass(createFoldConstants());
-  if (o.layout == "nhwc")
+  // Training keeps the model's layout: the gradient ops are channels first.
+  if (o.layout == "nhwc" && !o.train)
     pm.addPass(createConvertLayout());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseNormalizations());

@@ -1,7 +1,7 @@
 //===- PrepareTraining.cpp - partc-prepare-training -----------------------===//
 //
-// ONNX exports are made in eval mode; training runs some ops differently.
-// Batch normalization normalizes with the batch's statistics and keeps its
+// Training runs some ops differently from the exported graph. Batch
+// normalization normalizes with the batch's statistics and keeps its
 // running ones as state that moves toward them each step, so that the
 // trained model (--save-state) evaluates as PyTorch's would.
 //
@@ -93,6 +93,17 @@ LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
   return success();
 }
 
+/// An inference compile of a norm the model marks training_mode: the
+/// batch's statistics, as ONNX defines it, and nothing kept.
+void normalizeWithBatchStatistics(graph::BatchNormOp bn) {
+  OpBuilder b(bn);
+  auto train = graph::BatchNormTrainOp::create(b, bn.getLoc(), bn.getInput(),
+                                               bn.getScale(), bn.getBias(),
+                                               bn.getEpsilonAttr());
+  bn.getResult().replaceAllUsesWith(train.getOutput());
+  bn.erase();
+}
+
 struct PrepareTrainingPass
     : public impl::PrepareTrainingBase<PrepareTrainingPass> {
   using PrepareTrainingBase::PrepareTrainingBase;
@@ -111,6 +122,12 @@ struct PrepareTrainingPass
     }
     SmallVector<graph::BatchNormOp> norms(
         func->getBody().front().getOps<graph::BatchNormOp>());
+    if (onlyMarked) {
+      for (graph::BatchNormOp bn : norms)
+        if (bn.getTrainingMode())
+          normalizeWithBatchStatistics(bn);
+      return;
+    }
     StatisticVariables variables;
     for (graph::BatchNormOp bn : norms)
       if (failed(prepareBatchNorm(bn, batchNormMomentum, variables)))

@@ -497,11 +497,19 @@ def Graph_GlobalMaxPoolOp : Graph_UnaryOp<"global_max_pool",
 
 def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm", [
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
-  let summary = "Inference batch normalization over channel dimension 1";
+  let summary = "Batch normalization over channel dimension 1";
+  let description = [{
+    Normalizes with the running `mean` and `variance` (inference). With
+    `training_mode` (ONNX's attribute, set by an export made for
+    training) the model asks for the batch's own statistics instead:
+    partc-prepare-training turns such a norm into graph.batch_norm_train,
+    so no kernel ever sees the attribute.
+  }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
                        Graph_Tensor:$bias, Graph_Tensor:$mean,
                        Graph_Tensor:$variance,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$training_mode);
   let results = (outs Graph_Tensor:$output);
 }
 

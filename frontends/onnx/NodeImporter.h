@@ -75,6 +75,7 @@ public:
   NamedAttribute f64(llvm::StringRef name, double v);
   NamedAttribute ints(llvm::StringRef name, ArrayRef<int64_t> v);
   NamedAttribute str(llvm::StringRef name, llvm::StringRef v);
+  NamedAttribute unit(llvm::StringRef name);
 
 private:
   OpBuilder &builder_;

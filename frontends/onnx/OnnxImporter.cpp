@@ -280,6 +280,9 @@ FailureOr<Value> NodeImporter::build1(llvm::StringRef opName,
 NamedAttribute NodeImporter::i64(llvm::StringRef name, int64_t v) {
   return builder_.getNamedAttr(name, builder_.getI64IntegerAttr(v));
 }
+NamedAttribute NodeImporter::unit(llvm::StringRef name) {
+  return builder_.getNamedAttr(name, builder_.getUnitAttr());
+}
 NamedAttribute NodeImporter::f64(llvm::StringRef name, double v) {
   return builder_.getNamedAttr(name, builder_.getF64FloatAttr(v));
 }
@@ -685,6 +688,12 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
         builder_, loc, type, bytesToElements(type, tensor.data));
   }
 
+  llvm::StringSet<> readNames;
+  for (const auto &node : g.node())
+    for (const auto &name : node.input())
+      readNames.insert(name);
+  for (const auto &out : g.output())
+    readNames.insert(out.name());
   for (int i = 0; i < g.node_size(); ++i) {
     const auto &node = g.node(i);
     Location loc = nodeLoc(node, i);
@@ -719,12 +728,18 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     for (int o = 0; o < node.output_size(); ++o) {
       if (node.output(o).empty())
         continue;
+      // An output a node may leave unset (batch norm's statistics) only
+      // matters if something reads it.
       if (static_cast<size_t>(o) >= importer.results.size() ||
-          !importer.results[o])
+          !importer.results[o]) {
+        if (!readNames.contains(node.output(o)))
+          continue;
         return emitError(loc)
                    << node.op_type() << ": output " << o << " ('"
-                   << node.output(o) << "') is not supported by partc",
+                   << node.output(o)
+                   << "') is read by the graph but not supported by partc",
                nullptr;
+      }
       values_[node.output(o)] = importer.results[o];
     }
   }

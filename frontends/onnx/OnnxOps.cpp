@@ -735,16 +735,25 @@ LogicalResult importPool(NodeImporter &n, StringRef op) {
 LogicalResult importBatchNorm(NodeImporter &n) {
   if (failed(requireInputs(n, 5)))
     return failure();
-  if (n.attrInt("training_mode", 0) != 0 || n.wantsOutput(1) ||
-      n.wantsOutput(2) || n.wantsOutput(3) || n.wantsOutput(4))
-    return n.error() << "training mode (running statistics outputs) is not "
-                        "supported; export the model in eval mode";
+  // An export made for training (PyTorch's TrainingMode.TRAINING; an eval
+  // export folds batch norm into the convolution) marks the norm
+  // training_mode from opset 14 and before that gives it the running
+  // statistics' outputs. partc keeps those statistics as state itself.
+  // Its statistics' outputs are left unset: the importer refuses them if
+  // the graph reads them.
+  bool trainingMode = n.attrInt("training_mode", 0) != 0;
+  for (int output = 1; output < n.node().output_size(); ++output)
+    trainingMode = trainingMode || (n.opset() < 14 && n.wantsOutput(output));
   if (n.attrInt("spatial", 1) != 1)
     return n.error() << "spatial=0 is not supported";
+  SmallVector<NamedAttribute, 2> attrs{
+      n.f64("epsilon", n.attrFloat("epsilon", 1e-5))};
+  if (trainingMode)
+    attrs.push_back(n.unit("training_mode"));
   return emit(
       n, n.build1("batch_norm",
                   {n.input(0), n.input(1), n.input(2), n.input(3), n.input(4)},
-                  {n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+                  attrs));
 }
 
 Value floatScalar(NodeImporter &n, Type et, double value) {

@@ -119,6 +119,7 @@ void registerElementwiseGpuKernels(GpuKernelTable &table); // ElementwiseKernels
 void registerNnGpuKernels(GpuKernelTable &table);          // NnKernels
 void registerLinearAlgebraGpuKernels(GpuKernelTable &table); // GemmKernel
 void registerDataMovementGpuKernels(GpuKernelTable &table);  // DataMovement.cu
+void registerTrainingGpuKernels(GpuKernelTable &table);      // TrainingKernels
 
 /// Whether every operand and result is f32 (what most GPU kernels take).
 bool allF32(const KernelArgs &a);

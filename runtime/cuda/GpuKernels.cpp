@@ -194,6 +194,7 @@ const GpuKernelTable &factories() {
     registerNnGpuKernels(t);
     registerLinearAlgebraGpuKernels(t);
     registerDataMovementGpuKernels(t);
+    registerTrainingGpuKernels(t);
     return t;
   }();
   return table;

@@ -434,6 +434,38 @@ for name, ratio in (("dropout_train0.onnx", 0.0), ("dropout_train1.onnx", 0.1)):
          numpy_helper.from_array(np.array(True), "training")])
     save(graph, name)
 
+# bn_train{14,9}.onnx: batch norm exported for training (PyTorch's
+# TrainingMode.TRAINING): opset 14's training_mode attribute, or opset 9's
+# five outputs, the statistics unread. ONNX then normalizes with the
+# batch's statistics (biased variance). bn_train_stats.onnx returns the
+# running mean as well, which partc refuses.
+rng_bn = np.random.default_rng(7)
+xb = rng_bn.standard_normal((4, 3, 2, 2)).astype(np.float32) * 2 + 1
+bn_inits = [numpy_helper.from_array(np.array([1.0, 0.5, 2.0], np.float32), "s"),
+            numpy_helper.from_array(np.array([0.0, 1.0, -1.0], np.float32), "b"),
+            numpy_helper.from_array(np.zeros(3, np.float32), "m"),
+            numpy_helper.from_array(np.ones(3, np.float32), "v")]
+for name, opset, outputs, attrs, graph_outputs in (
+        ("bn_train14.onnx", 14, ["y", "rm", "rv"], {"training_mode": 1}, ["y"]),
+        ("bn_train9.onnx", 9, ["y", "rm", "rv", "sm", "sv"], {}, ["y"]),
+        ("bn_train_stats.onnx", 14, ["y", "rm", "rv"], {"training_mode": 1},
+         ["y", "rm"])):
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
+                          outputs, name="bn", epsilon=1e-5, **attrs)],
+        "bn_train",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 3, 2, 2])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT,
+                                       [4, 3, 2, 2] if o == "y" else [3])
+         for o in graph_outputs], bn_inits)
+    save(graph, name, opset=opset)
+mean_b = xb.mean(axis=(0, 2, 3), keepdims=True)
+var_b = xb.var(axis=(0, 2, 3), keepdims=True)
+yb = ((xb - mean_b) / np.sqrt(var_b + 1e-5)
+      * np.array([1.0, 0.5, 2.0], np.float32).reshape(1, 3, 1, 1)
+      + np.array([0.0, 1.0, -1.0], np.float32).reshape(1, 3, 1, 1))
+write_data_set("bn_train_data", xb, yb.astype(np.float32))
+
 # Ops partc imports only in part: an attribute the generic import does not
 # know, Resize's cubic mode, GatherElements indices wider than the data.
 def single_node(name, node, x_shape, y_shape, inits=()):

@@ -11,6 +11,9 @@
       loss within 1e-4 relative of the reference's and the final
       parameters (--save-state) within 1e-4.
 
+Options after the mode go to every partc-run (e.g. --backend cuda
+--precision fp32 on a GPU machine).
+
 Prints one line per case and exits 1 if any fails.
 """
 import os
@@ -26,6 +29,7 @@ from onnx_numpy import (Graph, Optimizer, batch_statistics,  # noqa: E402
                         loss_and_grad, running_statistics)
 
 BIN, WORK, MODE = sys.argv[1], sys.argv[2], sys.argv[3]
+RUN_OPTIONS = sys.argv[4:]
 os.makedirs(WORK, exist_ok=True)
 failures = []
 
@@ -218,7 +222,8 @@ def check_gradients():
         labels = labels.astype(np.float64) if labels.dtype.kind == "f" \
             else labels
         out_dir = os.path.join(WORK, name + "_out")
-        run(f"{BIN}/partc-run", plan, *args, "--quiet", "--output-dir", out_dir)
+        run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, "--quiet",
+            "--output-dir", out_dir)
         plan_outputs = dict(onnx_outputs(out_dir))
 
         ref = Graph(model)
@@ -375,8 +380,8 @@ def check_training(steps=20):
         feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
         args = input_args(name, feeds, labels)
         state = os.path.join(WORK, name + "_state")
-        out = run(f"{BIN}/partc-run", plan, *args, "--steps", str(steps),
-                  "--save-state", state, "--quiet")
+        out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, "--steps",
+                  str(steps), "--save-state", state, "--quiet")
         got = [float(line.split()[3]) for line in out.splitlines()
                if line.startswith("step ")]
 

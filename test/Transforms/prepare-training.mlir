@@ -1,5 +1,6 @@
 // RUN: partc-opt %s --partc-prepare-training --split-input-file | FileCheck %s
 // RUN: partc-opt %s --partc-prepare-training="batch-norm-momentum=0.25" --split-input-file | FileCheck %s --check-prefix=MOMENTUM
+// RUN: partc-opt %s --partc-prepare-training="only-marked=true" --split-input-file | FileCheck %s --check-prefix=MARKED
 
 // Tests that an eval-mode batch norm becomes batch_norm_train, its running
 // statistics variables initialized from their initializers (which go), and
@@ -48,4 +49,29 @@ func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {gra
 func.func @main(%x: tensor<4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph.name = "y"}) {
   %y = graph.relu %x : (tensor<4xf32>) -> tensor<4xf32>
   return %y : tensor<4xf32>
+}
+
+// -----
+
+// Tests that a norm the model marks training_mode (an export made for
+// training) trains as an unmarked one does, and that an inference compile
+// (only-marked) gives it the batch's statistics without keeping running
+// ones, leaving the unmarked norm as it is.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<4x3x2x2xf32>
+// CHECK-COUNT-2: graph.batch_norm_train
+// CHECK-COUNT-2: graph.update_running_stats
+// MARKED-LABEL: func @main(%{{.*}}: tensor<4x3x2x2xf32>
+// MARKED-NOT: graph.variable
+// MARKED: %[[T:.*]], %{{.*}}, %{{.*}} = graph.batch_norm_train %arg0, %{{.*}}, %{{.*}} :
+// MARKED-NEXT: %[[E:.*]] = graph.batch_norm %[[T]], {{.*}} :
+// MARKED-NOT: graph.update_running_stats
+// MARKED: return %[[E]]
+func.func @main(%x: tensor<4x3x2x2xf32> {graph.name = "x"}) -> (tensor<4x3x2x2xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %m = graph.constant {graph.initializer = "mean", value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %v = graph.constant {graph.initializer = "var", value = dense<1.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %m2 = graph.constant {graph.initializer = "mean2", value = dense<0.0> : tensor<3xf32>} : () -> tensor<3xf32>
+  %t = graph.batch_norm %x, %g, %g, %m, %v {training_mode} : (tensor<4x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3x2x2xf32>
+  %e = graph.batch_norm %t, %g, %g, %m2, %v : (tensor<4x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3x2x2xf32>
+  return %e : tensor<4x3x2x2xf32>
 }

@@ -314,6 +314,9 @@ Status runSteps(const Options &opts, const Plan &plan, Executor &exec,
         plan.outputs[i].type.dtype == DType::F32)
       lossIndex = i;
   for (int step = 1; step <= opts.steps; ++step) {
+    // Profile every step but the first (library algorithm searches).
+    if (step == std::min(2, opts.steps) && !opts.profilePath.empty())
+      PARTC_RETURN_IF_ERROR(exec.enableProfiling());
     PARTC_RETURN_IF_ERROR(exec.run(in, out));
     if (lossIndex < out.size()) {
       float loss = out[lossIndex].as<float>()[0];

@@ -1,0 +1,59 @@
+//===- TrainingKernels.h - Launchers of Training.cu -------------*- C++ -*-===//
+//
+// Included by TrainingKernels.cpp (the factories) and Training.cu only, so
+// that the other kernel families do not rebuild when training grows.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_RUNTIME_CUDA_TRAININGKERNELS_H
+#define PARTC_RUNTIME_CUDA_TRAININGKERNELS_H
+
+#include "runtime/cuda/CudaKernels.h"
+
+namespace partc::runtime::cuda {
+
+/// [n, c, size] around channel dimension 1.
+struct ChannelShape {
+  int64_t n, c, size;
+};
+
+struct AdamWParams {
+  double lr, beta1, beta2, eps, weightDecay;
+};
+
+/// Max (first maximum) or average pooling's input gradient; `dx` is
+/// cleared first.
+cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
+                           const PoolParams &p, cudaStream_t s);
+cudaError_t launchBatchNormTrain(const float *x, const float *scale,
+                                 const float *bias, float *y, float *mean,
+                                 float *var, ChannelShape shape, double eps,
+                                 cudaStream_t s);
+cudaError_t launchBatchNormGrad(const float *dy, const float *x,
+                                const float *scale, const float *mean,
+                                const float *var, float *dx, float *dscale,
+                                float *dbias, ChannelShape shape, double eps,
+                                cudaStream_t s);
+cudaError_t launchRunningStats(float *runningMean, float *runningVar,
+                               const float *mean, const float *var,
+                               int64_t channels, double momentum, int64_t count,
+                               cudaStream_t s);
+/// The mean loss over `rows`, through `rowLoss` (rows doubles of scratch);
+/// sets *bad to 1 where a label is outside [0, classes).
+cudaError_t launchCrossEntropy(const float *logits, const int64_t *labels,
+                               double *rowLoss, float *loss, int64_t rows,
+                               int64_t classes, int *bad, cudaStream_t s);
+cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
+                                   const float *dloss, float *grad,
+                                   int64_t rows, int64_t classes, int *bad,
+                                   cudaStream_t s);
+/// In place: `param` and `buf` (null without momentum) are state.
+cudaError_t launchSgd(float *param, const float *grad, float *buf, int64_t n,
+                      double lr, double momentum, double decay, cudaStream_t s);
+cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
+                        const int64_t *step, int64_t n, const AdamWParams &p,
+                        cudaStream_t s);
+cudaError_t launchCountStep(int64_t *step, cudaStream_t s);
+
+} // namespace partc::runtime::cuda
+
+#endif // PARTC_RUNTIME_CUDA_TRAININGKERNELS_H

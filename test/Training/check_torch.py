@@ -1,0 +1,178 @@
+"""Trains models with partc and with PyTorch itself and compares them.
+
+  check_torch.py BIN_DIR WORK_DIR [partc-run options...]
+
+Each model is made in PyTorch (seeded), exported the way a user exports a
+model for training (torch.onnx.export with TrainingMode.TRAINING, so batch
+norm stays a node: an eval-mode export folds it into the convolution), and
+trained for 20 steps on one batch by torch.optim in float32 and by partc's
+plan on the same weights, data and hyper-parameters. Every step's loss must
+agree within 1e-4 relative, every final parameter and running statistic
+within 1e-4 (of the tensor's largest value where that exceeds 1) -- or,
+where PyTorch's own float32 run drifts further than that from its float64
+run (rounding grows over 20 steps: 3e-4 in ResNet-18's last running
+variances; the MLP's weights move by 1e-4 with OpenBLAS's kernel choice),
+partc must be no further from float64 than twice PyTorch's float32 is.
+
+  * resnet18_mse_sgd: the model-parallel tutorial's setting (MSE on one-hot
+    labels, SGD lr 0.001) on torchvision's ResNet-18, 8 images of 64x64.
+    (ResNet-50 is not used here: at this size PyTorch's own float32 and
+    float64 losses already differ by 1e-3 after three steps.)
+  * chainer_mlp_momentum: Chainer's MNIST MLP (784-1000-1000-10, ReLU),
+    softmax cross-entropy, SGD with momentum 0.9, batch 32.
+
+Prints one line per case; exits 1 if any fails, and 0 with SKIPPED where
+PyTorch is missing.
+"""
+import copy
+import os
+import subprocess
+import sys
+import warnings
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torchvision
+    from onnx import numpy_helper
+except ImportError:
+    print("SKIPPED: needs python3-torch and python3-torchvision")
+    sys.exit(0)
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+RUN_OPTIONS = sys.argv[3:]
+STEPS = 20
+os.makedirs(WORK, exist_ok=True)
+warnings.filterwarnings("ignore")
+torch.set_num_threads(2)
+
+
+def run(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def state_file(directory, name):
+    """--save-state's file of a tensor: bytes outside [A-Za-z0-9.-] as _XX."""
+    return os.path.join(directory, "".join(
+        c if c.isascii() and (c.isalnum() or c in ".-") else f"_{ord(c):02x}"
+        for c in name) + ".npy")
+
+
+def check(name, net, x, labels, loss, optimizer, partc_options):
+    """Trains `net` both ways; returns the failures' descriptions."""
+    work = os.path.join(WORK, name)
+    os.makedirs(work, exist_ok=True)
+    net.train()
+    # Tracing in training mode updates running statistics: export a copy.
+    torch.onnx.export(copy.deepcopy(net), x, os.path.join(work, "model.onnx"),
+                      opset_version=13, input_names=["input"],
+                      output_names=["output"],
+                      training=torch.onnx.TrainingMode.TRAINING)
+    # Tracing still runs the copy's forward, so the file's running
+    # statistics may have moved: both sides start from the file.
+    exported = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+                for t in onnx.load(os.path.join(work, "model.onnx"))
+                .graph.initializer}
+    net.load_state_dict({k: exported.get(k, v)
+                         for k, v in net.state_dict().items()})
+    np.save(os.path.join(work, "x.npy"), x.numpy())
+    np.save(os.path.join(work, "labels.npy"), labels.numpy())
+
+    loss_fn = {"mse": torch.nn.functional.mse_loss,
+               "cross-entropy": torch.nn.functional.cross_entropy}[loss]
+
+    def train(dtype):
+        model = copy.deepcopy(net).to(dtype)
+        opt = optimizer(model.parameters())
+        losses = []
+        xs = x.to(dtype)
+        ys = labels.to(dtype) if labels.is_floating_point() else labels
+        for _ in range(STEPS):
+            opt.zero_grad()
+            value = loss_fn(model(xs), ys)
+            value.backward()
+            opt.step()
+            losses.append(value.item())
+        return losses, {k: v.double().numpy()
+                        for k, v in model.state_dict().items()
+                        if not k.endswith("num_batches_tracked")}
+
+    ref, ref_state = train(torch.float32)
+    exact, exact_state = train(torch.float64)
+
+    plan = os.path.join(work, "train.plan")
+    run(f"{BIN}/partc", "compile", os.path.join(work, "model.onnx"), "-o",
+        plan, "--batch", str(x.shape[0]), "--train", "--loss", loss,
+        "--quiet", *partc_options)
+    state = os.path.join(work, "state")
+    out = run(f"{BIN}/partc-run", plan, "--input",
+              f"input={work}/x.npy", "--input", f"labels={work}/labels.npy",
+              "--steps", str(STEPS), "--save-state", state, "--quiet",
+              *RUN_OPTIONS)
+    got = [float(line.split()[3]) for line in out.splitlines()
+           if line.startswith("step ")]
+    if len(got) != STEPS:
+        return [f"{len(got)} step lines, expected {STEPS}"]
+
+    # Within `bar` of PyTorch's float32, or where float32 itself drifts
+    # further than that (rounding grows over the steps), no further from
+    # PyTorch's float64 than twice PyTorch's own float32 is.
+    failures = []
+
+    def agrees(what, mine, theirs, exact, scale, bar):
+        err = np.abs(mine - theirs).max() / scale
+        own = np.abs(theirs - exact).max() / scale
+        mine_exact = np.abs(mine - exact).max() / scale
+        if err > bar and mine_exact > 2 * own:
+            failures.append(f"{what} differs by {err:.1e} (PyTorch's float32 "
+                            f"{own:.1e} from float64, partc {mine_exact:.1e})")
+        return err
+
+    loss_err = max(agrees(f"step {k + 1}'s loss", np.float64(g),
+                          np.float64(r), np.float64(e), abs(e), 1e-4)
+                   for k, (g, r, e) in enumerate(zip(got, ref, exact)))
+    worst, worst_name = 0.0, ""
+    for key, expected in ref_state.items():
+        path = state_file(state, key)
+        if not os.path.exists(path):
+            failures.append(f"no saved state for {key}")
+            continue
+        err = agrees(key, np.load(path).astype(np.float64), expected,
+                     exact_state[key], max(1.0, np.abs(expected).max()),
+                     1e-4)
+        if err > worst:
+            worst, worst_name = err, key
+    status = "FAIL" if failures else "PASS"
+    print(f"{status} {name}: loss {ref[0]:.6g} -> {ref[-1]:.6g} in {STEPS} "
+          f"steps, loss within {loss_err:.1e} (relative), {len(ref_state)} "
+          f"tensors within {worst:.1e} ({worst_name})"
+          + "".join(f"; {f}" for f in failures), flush=True)
+    return failures
+
+
+failed = False
+torch.manual_seed(0)
+net = torchvision.models.resnet18()
+x = torch.randn(8, 3, 64, 64)
+labels = torch.nn.functional.one_hot(torch.randint(0, 1000, (8,)),
+                                     1000).float()
+failed |= bool(check("resnet18_mse_sgd", net, x, labels, "mse",
+                     lambda p: torch.optim.SGD(p, lr=0.001),
+                     ["--optimizer", "sgd", "--lr", "0.001"]))
+
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 1000),
+                          torch.nn.ReLU(), torch.nn.Linear(1000, 1000),
+                          torch.nn.ReLU(), torch.nn.Linear(1000, 10))
+x = torch.rand(32, 1, 28, 28)
+labels = torch.randint(0, 10, (32,))
+failed |= bool(check("chainer_mlp_momentum", net, x, labels, "cross-entropy",
+                     lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+                     ["--optimizer", "sgd", "--lr", "0.01", "--momentum",
+                      "0.9"]))
+print("some failed" if failed else "all passed")
+sys.exit(1 if failed else 0)
