@@ -401,10 +401,13 @@ if [[ $what == *training* ]]; then
   # float64 reference: gradients and 20 optimizer steps.
   timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt
   timeout 150 python3 test/Training/check_training.py $B $W/tt train --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
-  for spec in "resnet50 ${TRAIN_BATCH:-64} 224"; do
+  # Against PyTorch itself (ResNet-18 and Chainer's MLP, 20 steps).
+  timeout 150 python3 test/Training/check_torch.py $B $W/ttorch --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  IFS=, read -ra specs <<< "${TRAIN_SPECS:-resnet50 64 224}"
+  for spec in "${specs[@]}"; do
     set -- $spec
     D=$W/train-$1-$2
-    timeout 300 python3 -u bench/train_resnet.py $D --model $1 --batch $2 --size $3 2>&1 | grep -v Warning | tee $OUT/train-$1-$2-torch.txt
+    timeout 300 python3 -u bench/train_resnet.py $D --model $1 --batch $2 --size $3 ${4:-} 2>&1 | grep -v "Warning\|_C._jit\|^  " | tee $OUT/train-$1-$2-torch.txt
     TF="--train --loss cross-entropy --optimizer sgd --lr 0.1 --momentum 0.9 --weight-decay 1e-4 --quiet"
     $B/partc compile $D/model.onnx -o $D/train.plan --batch $2 $TF || continue
     IN="--input input=$D/x.npy --input labels=$D/labels.npy"

@@ -94,89 +94,126 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
 }
 
 //===----------------------------------------------------------------------===//
-// Batch normalization: one block per channel for its sums, then one
-// element-wise pass.
+// Batch normalization. Per-channel sums are split over the batch so that
+// enough blocks work (a ResNet's first stage has 64 channels of 200K values
+// at batch 64): each block sums its share in double into `partial`, one
+// thread per channel adds the shares and derives per-channel coefficients,
+// and one element-wise pass applies them.
 //===----------------------------------------------------------------------===//
 
-/// Calls fn(index) for the elements of channel `ch` this thread takes.
-template <typename Fn>
-__device__ void forChannel(const ChannelShape &s, int64_t ch, Fn fn) {
-  for (int64_t b = 0; b < s.n; ++b) {
-    int64_t base = (b * s.c + ch) * s.size;
-    for (int64_t i = threadIdx.x; i < s.size; i += blockDim.x)
-      fn(base + i);
-  }
+constexpr int kBatchNormThreads = 256;
+
+/// Shares of the batch per channel: about 1024 blocks in all.
+int64_t batchShares(const ChannelShape &s) {
+  int64_t want = (1024 + s.c - 1) / std::max<int64_t>(s.c, 1);
+  return std::max<int64_t>(1, std::min<int64_t>(want, s.n));
 }
 
-__global__ void batchStatsKernel(const float *x, float *mean, float *var,
-                                 ChannelShape s) {
-  int64_t ch = blockIdx.x;
-  __shared__ double shared;
-  double sum = 0;
-  forChannel(s, ch, [&](int64_t i) { sum += x[i]; });
-  sum = blockSum(sum);
-  if (threadIdx.x == 0)
-    shared = sum / double(s.n * s.size);
-  __syncthreads();
-  double m = shared, squares = 0;
-  forChannel(s, ch, [&](int64_t i) {
-    double d = x[i] - m;
-    squares += d * d;
-  });
-  squares = blockSum(squares);
+/// Sums of one channel's values over one share of the batch: x and x^2,
+/// or with `dy`, dy and dy * (x - mean).
+__global__ void batchNormPartialKernel(const float *x, const float *dy,
+                                       const float *mean, double *partial,
+                                       ChannelShape s, int64_t shares) {
+  int64_t share = blockIdx.x, ch = blockIdx.y;
+  int64_t first = share * s.n / shares, last = (share + 1) * s.n / shares;
+  double a = 0, b = 0;
+  float m = dy ? mean[ch] : 0.0f;
+  for (int64_t n = first; n < last; ++n) {
+    int64_t base = (n * s.c + ch) * s.size;
+    for (int64_t i = threadIdx.x; i < s.size; i += blockDim.x) {
+      double v = x[base + i];
+      if (dy) {
+        double g = dy[base + i];
+        a += g;
+        b += g * (v - m);
+      } else {
+        a += v;
+        b += v * v;
+      }
+    }
+  }
+  a = blockSum(a);
+  b = blockSum(b);
   if (threadIdx.x == 0) {
-    mean[ch] = float(m);
-    var[ch] = float(squares / double(s.n * s.size));
+    partial[(ch * shares + share) * 2] = a;
+    partial[(ch * shares + share) * 2 + 1] = b;
   }
 }
 
-__global__ void normalizeKernel(const float *x, const float *scale,
-                                const float *bias, const float *mean,
-                                const float *var, float *y, ChannelShape s,
-                                double eps) {
+/// Forward: the batch's mean and biased variance, and y = (x - mean) *
+/// coef[0] + coef[1] per channel.
+__global__ void batchStatsFinishKernel(const double *partial,
+                                       const float *scale, const float *bias,
+                                       float *mean, float *var, float *coef,
+                                       ChannelShape s, int64_t shares,
+                                       double eps) {
+  int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= s.c)
+    return;
+  double sum = 0, squares = 0, count = double(s.n * s.size);
+  for (int64_t k = 0; k < shares; ++k) {
+    sum += partial[(ch * shares + k) * 2];
+    squares += partial[(ch * shares + k) * 2 + 1];
+  }
+  double m = sum / count, v = fmax(squares / count - m * m, 0.0);
+  mean[ch] = float(m);
+  var[ch] = float(v);
+  coef[ch * 2] = float(scale[ch] / sqrt(v + eps));
+  coef[ch * 2 + 1] = bias[ch];
+}
+
+/// Backward: the scale's and bias's gradients, and dx = dy * coef[0] +
+/// (x - mean) * coef[1] + coef[2] per channel.
+__global__ void batchNormGradFinishKernel(const double *partial,
+                                          const float *scale, const float *var,
+                                          float *dscale, float *dbias,
+                                          float *coef, ChannelShape s,
+                                          int64_t shares, double eps) {
+  int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= s.c)
+    return;
+  double sumDy = 0, sumDyXmu = 0, count = double(s.n * s.size);
+  for (int64_t k = 0; k < shares; ++k) {
+    sumDy += partial[(ch * shares + k) * 2];
+    sumDyXmu += partial[(ch * shares + k) * 2 + 1];
+  }
+  double invStd = 1.0 / sqrt(double(var[ch]) + eps);
+  double gScale = sumDyXmu * invStd, k = scale[ch] * invStd;
+  dbias[ch] = float(sumDy);
+  dscale[ch] = float(gScale);
+  coef[ch * 3] = float(k);
+  coef[ch * 3 + 1] = float(-k * invStd * gScale / count);
+  coef[ch * 3 + 2] = float(-k * sumDy / count);
+}
+
+/// y = (x - mean) * coef[0] + coef[1], or with `dy`, y = dy * coef[0] +
+/// (x - mean) * coef[1] + coef[2], per channel.
+template <typename Index>
+__global__ void batchNormApplyKernel(const float *x, const float *dy,
+                                     const float *mean, const float *coef,
+                                     float *y, Index size, Index channels,
+                                     Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x) {
+    Index ch = (i / size) % channels;
+    float centered = x[i] - mean[ch];
+    y[i] = dy ? dy[i] * coef[ch * 3] + centered * coef[ch * 3 + 1] +
+                    coef[ch * 3 + 2]
+              : centered * coef[ch * 2] + coef[ch * 2 + 1];
+  }
+}
+
+cudaError_t launchBatchNormApply(const float *x, const float *dy,
+                                 const float *mean, const float *coef, float *y,
+                                 const ChannelShape &s, cudaStream_t stream) {
   int64_t n = s.n * s.c * s.size;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ch = (i / s.size) % s.c;
-    double a = scale[ch] / sqrt(double(var[ch]) + eps);
-    y[i] = float((x[i] - mean[ch]) * a + bias[ch]);
-  }
-}
-
-__global__ void batchNormGradSumsKernel(const float *dy, const float *x,
-                                        const float *mean, const float *var,
-                                        float *dscale, float *dbias,
-                                        ChannelShape s, double eps) {
-  int64_t ch = blockIdx.x;
-  double invStd = 1.0 / sqrt(double(var[ch]) + eps), m = mean[ch];
-  double sumDy = 0, sumDyXhat = 0;
-  forChannel(s, ch, [&](int64_t i) {
-    sumDy += dy[i];
-    sumDyXhat += dy[i] * (x[i] - m) * invStd;
-  });
-  sumDy = blockSum(sumDy);
-  sumDyXhat = blockSum(sumDyXhat);
-  if (threadIdx.x == 0) {
-    dbias[ch] = float(sumDy);
-    dscale[ch] = float(sumDyXhat);
-  }
-}
-
-__global__ void batchNormGradInputKernel(const float *dy, const float *x,
-                                         const float *scale, const float *mean,
-                                         const float *var, const float *dscale,
-                                         const float *dbias, float *dx,
-                                         ChannelShape s, double eps) {
-  int64_t n = s.n * s.c * s.size;
-  double count = double(s.n * s.size);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ch = (i / s.size) % s.c;
-    double invStd = 1.0 / sqrt(double(var[ch]) + eps);
-    double xhat = (x[i] - mean[ch]) * invStd;
-    dx[i] = float(scale[ch] * invStd *
-                  (dy[i] - dbias[ch] / count - xhat * dscale[ch] / count));
-  }
+  if (n <= INT32_MAX)
+    batchNormApplyKernel<uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(
+        x, dy, mean, coef, y, uint32_t(s.size), uint32_t(s.c), uint32_t(n));
+  else
+    batchNormApplyKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
+        x, dy, mean, coef, y, s.size, s.c, n);
+  return cudaGetLastError();
 }
 
 __global__ void runningStatsKernel(float *runningMean, float *runningVar,
@@ -328,27 +365,44 @@ cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
   return cudaGetLastError();
 }
 
+size_t batchNormScratchBytes(const ChannelShape &shape) {
+  return size_t(shape.c) *
+         (batchShares(shape) * 2 * sizeof(double) + 3 * sizeof(float));
+}
+
 cudaError_t launchBatchNormTrain(const float *x, const float *scale,
                                  const float *bias, float *y, float *mean,
                                  float *var, ChannelShape shape, double eps,
-                                 cudaStream_t s) {
-  batchStatsKernel<<<shape.c, kReduceThreads, 0, s>>>(x, mean, var, shape);
-  normalizeKernel<<<blocksFor(shape.n * shape.c * shape.size), kThreads, 0,
-                    s>>>(x, scale, bias, mean, var, y, shape, eps);
-  return cudaGetLastError();
+                                 void *scratch, cudaStream_t s) {
+  if (shape.c == 0 || shape.n * shape.size == 0)
+    return cudaSuccess;
+  int64_t shares = batchShares(shape);
+  auto *partial = static_cast<double *>(scratch);
+  auto *coef = reinterpret_cast<float *>(partial + shape.c * shares * 2);
+  batchNormPartialKernel<<<dim3(unsigned(shares), unsigned(shape.c)),
+                           kBatchNormThreads, 0, s>>>(x, nullptr, nullptr,
+                                                      partial, shape, shares);
+  batchStatsFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
+      partial, scale, bias, mean, var, coef, shape, shares, eps);
+  return launchBatchNormApply(x, nullptr, mean, coef, y, shape, s);
 }
 
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 const float *scale, const float *mean,
                                 const float *var, float *dx, float *dscale,
                                 float *dbias, ChannelShape shape, double eps,
-                                cudaStream_t s) {
-  batchNormGradSumsKernel<<<shape.c, kReduceThreads, 0, s>>>(
-      dy, x, mean, var, dscale, dbias, shape, eps);
-  batchNormGradInputKernel<<<blocksFor(shape.n * shape.c * shape.size),
-                             kThreads, 0, s>>>(dy, x, scale, mean, var, dscale,
-                                               dbias, dx, shape, eps);
-  return cudaGetLastError();
+                                void *scratch, cudaStream_t s) {
+  if (shape.c == 0 || shape.n * shape.size == 0)
+    return cudaSuccess;
+  int64_t shares = batchShares(shape);
+  auto *partial = static_cast<double *>(scratch);
+  auto *coef = reinterpret_cast<float *>(partial + shape.c * shares * 2);
+  batchNormPartialKernel<<<dim3(unsigned(shares), unsigned(shape.c)),
+                           kBatchNormThreads, 0, s>>>(x, dy, mean, partial,
+                                                      shape, shares);
+  batchNormGradFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
+      partial, scale, var, dscale, dbias, coef, shape, shares, eps);
+  return launchBatchNormApply(x, dy, mean, coef, dx, shape, s);
 }
 
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,

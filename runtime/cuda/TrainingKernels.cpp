@@ -236,6 +236,54 @@ ChannelShape channelShape(const Shape &x) {
   return {x[0], x[1], product(x, 2, x.size())};
 }
 
+/// batch_norm_train (x, scale, bias) -> (y, mean, var), or batch_norm_grad
+/// (dy, x, scale, mean, var) -> (dx, dscale, dbias); partial sums in the
+/// shared workspace.
+class BatchNormGpuKernel : public GpuKernel {
+public:
+  BatchNormGpuKernel(ChannelShape shape, double eps, bool gradient)
+      : shape_(shape), eps_(eps), gradient_(gradient) {}
+
+  size_t workspaceBytes() const override {
+    return batchNormScratchBytes(shape_);
+  }
+
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    if (gradient_)
+      return cudaStatus(
+          launchBatchNormGrad(in[0].as<float>(), in[1].as<float>(),
+                              in[2].as<float>(), in[3].as<float>(),
+                              in[4].as<float>(), out[0].as<float>(),
+                              out[1].as<float>(), out[2].as<float>(), shape_,
+                              eps_, ctx.workspace, ctx.stream),
+          "batch norm gradient");
+    return cudaStatus(
+        launchBatchNormTrain(in[0].as<float>(), in[1].as<float>(),
+                             in[2].as<float>(), out[0].as<float>(),
+                             out[1].as<float>(), out[2].as<float>(), shape_,
+                             eps_, ctx.workspace, ctx.stream),
+        "batch norm (training)");
+  }
+
+private:
+  ChannelShape shape_;
+  double eps_;
+  bool gradient_;
+};
+
+GpuFactory batchNormFactory(bool gradient) {
+  return [gradient](const KernelArgs &a, DeviceContext &,
+                    std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    k = std::make_unique<BatchNormGpuKernel>(
+        channelShape(a.inputs[gradient ? 1 : 0].shape),
+        a.attrs.getFloat("epsilon"), gradient);
+    return Status();
+  };
+}
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy: labels out of range are reported after the run.
 //===----------------------------------------------------------------------===//
@@ -304,40 +352,8 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
   t["conv_grad_weight"] = convGradFactory(true);
   t["max_pool_grad"] = poolGradFactory(true);
   t["avg_pool_grad"] = poolGradFactory(false);
-  t["batch_norm_train"] = [](const KernelArgs &a, DeviceContext &,
-                             std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
-      return Status();
-    ChannelShape s = channelShape(a.inputs[0].shape);
-    double eps = a.attrs.getFloat("epsilon");
-    k = lambda([s, eps](DeviceContext &ctx, const std::vector<TensorRef> &in,
-                        const std::vector<TensorRef> &out) {
-      return cudaStatus(
-          launchBatchNormTrain(in[0].as<float>(), in[1].as<float>(),
-                               in[2].as<float>(), out[0].as<float>(),
-                               out[1].as<float>(), out[2].as<float>(), s, eps,
-                               ctx.stream),
-          "batch norm (training)");
-    });
-    return Status();
-  };
-  t["batch_norm_grad"] = [](const KernelArgs &a, DeviceContext &,
-                            std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
-      return Status();
-    ChannelShape s = channelShape(a.inputs[1].shape);
-    double eps = a.attrs.getFloat("epsilon");
-    k = lambda([s, eps](DeviceContext &ctx, const std::vector<TensorRef> &in,
-                        const std::vector<TensorRef> &out) {
-      return cudaStatus(
-          launchBatchNormGrad(
-              in[0].as<float>(), in[1].as<float>(), in[2].as<float>(),
-              in[3].as<float>(), in[4].as<float>(), out[0].as<float>(),
-              out[1].as<float>(), out[2].as<float>(), s, eps, ctx.stream),
-          "batch norm gradient");
-    });
-    return Status();
-  };
+  t["batch_norm_train"] = batchNormFactory(false);
+  t["batch_norm_grad"] = batchNormFactory(true);
   t["update_running_stats"] = [](const KernelArgs &a, DeviceContext &,
                                  std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))

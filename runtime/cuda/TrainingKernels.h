@@ -24,15 +24,18 @@ struct AdamWParams {
 /// cleared first.
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
                            const PoolParams &p, cudaStream_t s);
+/// Scratch (device memory) the two batch-norm launchers need.
+size_t batchNormScratchBytes(const ChannelShape &shape);
+/// Batch statistics (mean, biased variance) and the normalized output.
 cudaError_t launchBatchNormTrain(const float *x, const float *scale,
                                  const float *bias, float *y, float *mean,
                                  float *var, ChannelShape shape, double eps,
-                                 cudaStream_t s);
+                                 void *scratch, cudaStream_t s);
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 const float *scale, const float *mean,
                                 const float *var, float *dx, float *dscale,
                                 float *dbias, ChannelShape shape, double eps,
-                                cudaStream_t s);
+                                void *scratch, cudaStream_t s);
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,
                                int64_t channels, double momentum, int64_t count,
