@@ -25,6 +25,7 @@ Prints one line per case; exits 1 if any fails, and 0 with SKIPPED where
 PyTorch is missing.
 """
 import copy
+import inspect
 import os
 import subprocess
 import sys
@@ -68,10 +69,14 @@ def check(name, net, x, labels, loss, optimizer, partc_options):
     os.makedirs(work, exist_ok=True)
     net.train()
     # Tracing in training mode updates running statistics: export a copy.
+    # The TorchScript exporter: the dynamo one (the default from PyTorch
+    # 2.9) drops batch norm from a training-mode export (seen with 2.11).
+    legacy = ({"dynamo": False} if "dynamo" in inspect.signature(
+        torch.onnx.export).parameters else {})
     torch.onnx.export(copy.deepcopy(net), x, os.path.join(work, "model.onnx"),
                       opset_version=13, input_names=["input"],
                       output_names=["output"],
-                      training=torch.onnx.TrainingMode.TRAINING)
+                      training=torch.onnx.TrainingMode.TRAINING, **legacy)
     # Tracing still runs the copy's forward, so the file's running
     # statistics may have moved: both sides start from the file.
     exported = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
