@@ -188,6 +188,20 @@ LogicalResult SoftplusOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult ErfOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // 2 / sqrt(pi) * exp(-x^2): Gelu as exported before opset 20.
+  Location loc = getLoc();
+  Value x = getInput();
+  Value square = MulOp::create(b, loc, x, x);
+  Value bell = ExpOp::create(b, loc, NegOp::create(b, loc, square));
+  Value slope = MulOp::create(
+      b, loc, bell,
+      scalar(b, loc, tensorType(x).getElementType(), 1.1283791670955126));
+  dx[0] = MulOp::create(b, loc, dy[0], slope);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Binary arithmetic
 //===----------------------------------------------------------------------===//
@@ -241,6 +255,48 @@ LogicalResult DivOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     dx[1] =
         unbroadcast(b, loc, NegOp::create(b, loc, term), getRhs().getType());
   }
+  return success();
+}
+
+LogicalResult PowOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  Location loc = getLoc();
+  // Both operands have the base's float type (the importer casts).
+  Type exponentType = tensorType(getRhs()).getElementType();
+  if (needed[0]) {
+    // y * x^(y - 1).
+    Value lower =
+        SubOp::create(b, loc, getRhs(), scalar(b, loc, exponentType, 1.0));
+    Value slope =
+        MulOp::create(b, loc, getRhs(), PowOp::create(b, loc, getLhs(), lower));
+    dx[0] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], slope),
+                        getLhs().getType());
+  }
+  if (needed[1]) {
+    // x^y log(x): NaN for a negative base, as PyTorch gives.
+    Value slope =
+        MulOp::create(b, loc, getResult(), LogOp::create(b, loc, getLhs()));
+    dx[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], slope),
+                        getRhs().getType());
+  }
+  return success();
+}
+
+LogicalResult WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool> needed,
+                                     MutableArrayRef<Value> dx) {
+  // The condition is boolean, so it never needs one.
+  Location loc = getLoc();
+  Value zero = scalar(b, loc, tensorType(dy[0]).getElementType(), 0.0);
+  if (needed[1])
+    dx[1] = unbroadcast(b, loc,
+                        WhereOp::create(b, loc, getCondition(), dy[0], zero),
+                        getX().getType());
+  if (needed[2])
+    dx[2] = unbroadcast(b, loc,
+                        WhereOp::create(b, loc, getCondition(), zero, dy[0]),
+                        getY().getType());
   return success();
 }
 
@@ -382,6 +438,45 @@ LogicalResult ReduceMeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                        1.0 / static_cast<double>(std::max<int64_t>(count, 1)));
   Value scaled = MulOp::create(b, loc, dy[0], scale);
   dx[0] = unreduce(b, loc, scaled, getAxes(), getKeepdims() != 0, input);
+  return success();
+}
+
+LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool> needed,
+                                         MutableArrayRef<Value> dx) {
+  // With x^ = (x - mean) r, r = 1 / sqrt(var + eps), g = dy * scale, over
+  // the normalized dimensions: dx = r (g - mean(g) - x^ mean(g x^)).
+  Location loc = getLoc();
+  auto input = tensorType(getInput());
+  Type element = input.getElementType();
+  SmallVector<int64_t> axes;
+  for (int64_t d = getAxis(); d < input.getRank(); ++d)
+    axes.push_back(d);
+  auto mean = [&](Value v) -> Value {
+    return ReduceMeanOp::create(b, loc, v, axes, /*keepdims=*/1);
+  };
+  Value centered = SubOp::create(b, loc, getInput(), mean(getInput()));
+  Value variance = mean(MulOp::create(b, loc, centered, centered));
+  Value deviation = SqrtOp::create(
+      b, loc,
+      AddOp::create(b, loc, variance,
+                    scalar(b, loc, element, getEpsilon().convertToDouble()),
+                    StringAttr()));
+  Value rstd = DivOp::create(b, loc, scalar(b, loc, element, 1.0), deviation);
+  Value normalized = MulOp::create(b, loc, centered, rstd);
+  if (needed[0]) {
+    Value g = MulOp::create(b, loc, dy[0], getScale());
+    Value meanG = mean(g);
+    Value meanGx = mean(MulOp::create(b, loc, g, normalized));
+    Value inner = SubOp::create(b, loc, SubOp::create(b, loc, g, meanG),
+                                MulOp::create(b, loc, normalized, meanGx));
+    dx[0] = MulOp::create(b, loc, inner, rstd);
+  }
+  if (needed[1])
+    dx[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], normalized),
+                        getScale().getType());
+  if (getBias() && needed[2])
+    dx[2] = unbroadcast(b, loc, dy[0], getBias().getType());
   return success();
 }
 
@@ -557,5 +652,38 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     pads[d + rank] = input.getDimSize(d) - getEnds()[d];
   }
   dx[0] = PadOp::create(b, getLoc(), dy[0], pads, "constant", APFloat(0.0));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gathers
+//===----------------------------------------------------------------------===//
+
+LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  // An embedding lookup's gradient: every row picked adds its gradient
+  // into the table (scatter_nd with add, rows picked twice add twice).
+  auto data = tensorType(getData());
+  auto indices = tensorType(getIndices());
+  if (getAxis() != 0)
+    return emitOpError() << "gathers along axis " << getAxis()
+                         << "; only gathers of rows (axis 0, embeddings) "
+                            "have a gradient yet";
+  if (!indices.getElementType().isInteger(64))
+    return emitOpError() << "has indices of type " << indices
+                         << "; its gradient needs int64 indices";
+  Location loc = getLoc();
+  int64_t picked = indices.getNumElements();
+  SmallVector<int64_t> rows{picked};
+  rows.append(data.getShape().begin() + 1, data.getShape().end());
+  Value tuples =
+      ReshapeOp::create(b, loc, getIndices(), ArrayRef<int64_t>{picked, 1});
+  Value updates = ReshapeOp::create(b, loc, dy[0], rows);
+  Value zeros = ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(data, b.getFloatAttr(data.getElementType(), 0.0)));
+  dx[0] = ScatterNdOp::create(b, loc, zeros, tuples, updates,
+                              b.getStringAttr("add"));
   return success();
 }

@@ -151,7 +151,8 @@ def Graph_SigmoidOp : Graph_MathOp<"sigmoid", "Sigmoid", "1 / (1 + exp(-x))",
     [Graph_Differentiable]>;
 def Graph_TanhOp : Graph_MathOp<"tanh", "Tanh", "Hyperbolic tangent",
     [Graph_Differentiable]>;
-def Graph_ErfOp : Graph_MathOp<"erf", "Erf", "Error function">;
+def Graph_ErfOp : Graph_MathOp<"erf", "Erf", "Error function",
+    [Graph_Differentiable]>;
 def Graph_SqrtOp : Graph_MathOp<"sqrt", "Sqrt", "Square root",
     [Graph_Differentiable]>;
 def Graph_NegOp : Graph_MathOp<"neg", "Neg", "Negation",
@@ -274,7 +275,8 @@ def Graph_MulOp : Graph_BinaryOp<"mul", "", "Multiplication", 0,
                                  [Graph_Differentiable]>;
 def Graph_DivOp : Graph_BinaryOp<"div", "", "Division", 0,
                                  [Graph_Differentiable]>;
-def Graph_PowOp : Graph_BinaryOp<"pow", "", "Power">;
+def Graph_PowOp : Graph_BinaryOp<"pow", "", "Power", 0,
+                                 [Graph_Differentiable]>;
 def Graph_MinOp : Graph_BinaryOp<"min", "", "Minimum">;
 def Graph_MaxOp : Graph_BinaryOp<"max", "", "Maximum">;
 def Graph_ModOp : Graph_BinaryOp<"mod", "", "Modulo (sign of the divisor)">;
@@ -319,7 +321,8 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
   let hasVerifier = 1;
 }
 
-def Graph_WhereOp : Graph_ElementwiseOp<"where", "Where"> {
+def Graph_WhereOp : Graph_ElementwiseOp<"where", "Where",
+                                        [Graph_Differentiable]> {
   let summary = "cond ? x : y with broadcasting";
   let arguments = (ins Graph_Tensor:$condition, Graph_Tensor:$x, Graph_Tensor:$y);
   let results = (outs Graph_Tensor:$output);
@@ -513,7 +516,7 @@ def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm", [
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm", [
+def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Normalization over dimensions [axis, rank)";
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
@@ -619,7 +622,7 @@ def Graph_SliceOp : Graph_ComputeOp<"slice", [Graph_Differentiable,
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_GatherOp : Graph_ComputeOp<"gather", [
+def Graph_GatherOp : Graph_ComputeOp<"gather", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "numpy.take along `axis`";
   let arguments = (ins Graph_Tensor:$data, Graph_Tensor:$indices, I64Attr:$axis);

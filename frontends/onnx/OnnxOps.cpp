@@ -1107,8 +1107,10 @@ LogicalResult importDropout(NodeImporter &n) {
         dropsNothing =
             llvm::all_of(*values, [](const APFloat &r) { return r.isZero(); });
     if (trainingMode && !dropsNothing)
-      return n.error() << "training mode (random dropout) is not supported; "
-                          "partc compiles inference graphs";
+      return n.error() << "training mode (random dropout) is not supported "
+                          "yet: plans have no random generator; export "
+                          "with the dropout probability set to 0, or in "
+                          "eval mode";
   }
   n.results.push_back(n.input(0));
   if (n.wantsOutput(1)) {

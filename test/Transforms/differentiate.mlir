@@ -92,3 +92,63 @@ func.func @main(%x: tensor<2x3x4x4xf32> {graph.name = "x"}) -> (tensor<2x3x2x2xf
   // CHECK: return %{{.*}}, %[[DG]], %[[DB]]
   return %y : tensor<2x3x2x2xf32>
 }
+
+// -----
+
+// Tests an embedding's gradient: the gathered rows' gradients scattered
+// with add into a zero table (a token picked twice adds twice).
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x3xi64>
+func.func @main(%ids: tensor<2x3xi64> {graph.name = "ids"}) -> (tensor<2x3x4xf32> {graph.name = "y"}) {
+  %table = graph.constant {graph.initializer = "table", value = dense<0.5> : tensor<10x4xf32>} : () -> tensor<10x4xf32>
+  %y = graph.gather %table, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
+  // CHECK: %[[T:.*]] = graph.reshape %arg0 {{.*}} -> tensor<6x1xi64>
+  // CHECK: %[[U:.*]] = graph.reshape %{{.*}} -> tensor<6x4xf32>
+  // CHECK: %[[Z:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<10x4xf32>}
+  // CHECK: %[[D:.*]] = graph.scatter_nd %[[Z]], %[[T]], %[[U]] {reduction = "add"}
+  // CHECK: return %{{.*}}, %[[D]]
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests layer norm's gradient in graph ops: scale and bias summed over the
+// leading dimensions, the input's through the normalized values.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x3x4xf32>
+func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.5> : tensor<4xf32>} : () -> tensor<4xf32>
+  %b = graph.constant {graph.initializer = "b", value = dense<0.5> : tensor<4xf32>} : () -> tensor<4xf32>
+  %k = graph.constant {graph.initializer = "k", value = dense<2.0> : tensor<2x3x4xf32>} : () -> tensor<2x3x4xf32>
+  %s = graph.mul %x, %k : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %y = graph.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: graph.reduce_mean %{{.*}} {axes = array<i64: 2>}
+  // CHECK: %[[XHAT:.*]] = graph.mul %{{.*}}, %[[RSTD:.*]] : (tensor<2x3x4xf32>, tensor<2x3x1xf32>)
+  // CHECK: %[[DS:.*]] = graph.mul %[[DY:.*]], %[[XHAT]]
+  // CHECK: %[[DG:.*]] = graph.reshape %{{.*}} -> tensor<4xf32>
+  // CHECK: return %{{.*}}, %[[DG]], %{{.*}}, %{{.*}} :
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests Pow with a constant exponent (y x^(y-1)), Erf (2/sqrt(pi)
+// exp(-x^2)) and Where (the gradient where the branch was taken, zero
+// elsewhere): layer norm and Gelu as opset 13 exports them, and a causal
+// mask.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x2xf32>
+func.func @main(%x: tensor<2x2xf32> {graph.name = "x"}, %m: tensor<2x2xi1> {graph.name = "m"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %ninf = graph.constant {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>
+  %h = graph.mul %x, %w : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %p = graph.pow %h, %two : (tensor<2x2xf32>, tensor<f32>) -> tensor<2x2xf32>
+  %e = graph.erf %p : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  %y = graph.where %m, %ninf, %e : (tensor<2x2xi1>, tensor<f32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  // CHECK: %[[ZERO:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<f32>}
+  // CHECK: %[[DE:.*]] = graph.where %arg1, %[[ZERO]], %{{.*}} :
+  // CHECK: %[[SQ:.*]] = graph.mul %[[P:.*]], %[[P]] :
+  // CHECK: graph.exp
+  // CHECK: dense<1.128379{{.*}}>
+  // CHECK: %[[LOWER:.*]] = graph.sub %{{.*}}, %{{.*}} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  // CHECK: graph.pow %[[H:.*]], %[[LOWER]]
+  return %y : tensor<2x2xf32>
+}
