@@ -43,8 +43,10 @@ def make_model(name, nodes, inputs, output_shape, params, dtype):
         [numpy_helper.from_array(np.asarray(a, dtype if a.dtype.kind == "f"
                                             else a.dtype), n)
          for n, a in params.items()])
+    # LayerNormalization needs opset 17; the others are written for 13.
+    opset = 17 if any(n.op_type == "LayerNormalization" for n in nodes) else 13
     model = helper.make_model(graph,
-                              opset_imports=[helper.make_opsetid("", 13)])
+                              opset_imports=[helper.make_opsetid("", opset)])
     path = os.path.join(WORK, name + ".onnx")
     onnx.save(model, path)
     return path, model
@@ -140,6 +142,28 @@ def gradient_cases():
         {"w": randn(3, 5), "v": randn(5), "shape": np.array([4, 1], np.int64),
          "axes": np.array([1], np.int64)},
         "mse")
+    # A transformer's pieces: an embedding (rows picked twice), layer
+    # norm, the Pow and Erf that opset 13 writes layer norm and Gelu with,
+    # and a mask's Where.
+    const = lambda name, value: helper.make_node(  # noqa: E731
+        "Constant", [], [name], value=numpy_helper.from_array(value))
+    yield ("embedding_layer_norm", [
+        const("ids", np.array([[1, 4, 1], [0, 3, 4]], np.int64)),
+        const("two", np.array(2.0, np.float32)),
+        const("mask", np.array([[True, False, True, False]] * 3)),
+        helper.make_node("Gather", ["table", "ids"], ["e"]),
+        helper.make_node("Add", ["e", "pos"], ["h"]),
+        helper.make_node("LayerNormalization", ["h", "g", "b"], ["n"],
+                         epsilon=1e-3),
+        helper.make_node("MatMul", ["n", "w"], ["m"]),
+        helper.make_node("Mul", ["m", "x"], ["mx"]),
+        helper.make_node("Pow", ["mx", "two"], ["p"]),
+        helper.make_node("Erf", ["mx"], ["r"]),
+        helper.make_node("Where", ["mask", "p", "r"], ["y"])],
+        {"x": randn(2, 3, 4)}, (2, 3, 4),
+        {"table": randn(5, 4), "pos": randn(3, 4, scale=0.1),
+         "g": 1 + randn(4, scale=0.1), "b": randn(4, scale=0.1),
+         "w": randn(4, 4, scale=0.5)}, "mse")
     # Window ops and batch norm run in float32 only; their cases compare
     # partc with the float64 reference's backward pass at float32's
     # precision (the reference itself still meets finite differences).
@@ -202,7 +226,8 @@ def labels_for(loss, shape, dtype):
     return randn(*shape).astype(dtype)
 
 
-FLOAT32_CASES = {"conv_bn_pool", "residual_concat_slice"}
+FLOAT32_CASES = {"conv_bn_pool", "residual_concat_slice",
+                 "embedding_layer_norm"}
 
 
 def check_gradients():

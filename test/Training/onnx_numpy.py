@@ -5,6 +5,8 @@ runs the graph's nodes in numpy; `gradients` differentiates a scalar loss
 written on top of the outputs by keeping a tape of the nodes' vector-Jacobian
 products. Only the ops the tests use are here.
 """
+import math
+
 import numpy as np
 from onnx import numpy_helper
 
@@ -20,6 +22,8 @@ def attr(node, name, default=None):
                 return list(a.ints)
             if a.type == a.STRING:
                 return a.s.decode()
+            if a.type == a.TENSOR:
+                return a.t
     return default
 
 
@@ -83,6 +87,34 @@ def forward_node(node, ins):
             ga, gb = d(g, a, b)
             return [unbroadcast(ga, a.shape), unbroadcast(gb, b.shape)]
         return y, vjp
+    if op == "Constant":
+        return numpy_helper.to_array(attr(node, "value")), lambda g: []
+    if op == "Pow":
+        a, b = ins
+        y = a ** b
+
+        def vjp(g):
+            with np.errstate(invalid="ignore", divide="ignore"):
+                return [unbroadcast(g * b * a ** (b - 1), a.shape),
+                        unbroadcast(g * y * np.log(a), b.shape)]
+        return y, vjp
+    if op == "Where":
+        c, a, b = ins
+        y = np.where(c, a, b)
+        return y, lambda g: [None, unbroadcast(np.where(c, g, 0), a.shape),
+                             unbroadcast(np.where(c, 0, g), b.shape)]
+    if op == "Gather":
+        data, idx = ins
+        assert attr(node, "axis", 0) == 0
+        idx = idx.astype(np.int64)
+
+        def vjp(g):
+            dx = np.zeros_like(data)
+            np.add.at(dx, idx, g)
+            return [dx, None]
+        return data[idx], vjp
+    if op == "LayerNormalization":
+        return layer_norm(node, ins)
     x = ins[0]
     unary = {
         "Relu": (lambda x: np.maximum(x, 0), lambda g, x, y: g * (x > 0)),
@@ -97,6 +129,8 @@ def forward_node(node, ins):
         "Softplus": (lambda x: np.log1p(np.exp(x)),
                      lambda g, x, y: g / (1 + np.exp(-x))),
         "Identity": (lambda x: x, lambda g, x, y: g),
+        "Erf": (np.vectorize(math.erf),
+                lambda g, x, y: g * 2 / np.sqrt(np.pi) * np.exp(-x * x)),
     }
     if op in unary:
         f, d = unary[op]
@@ -167,6 +201,28 @@ def forward_node(node, ins):
         y = x * np.ones([int(d) for d in ins[1]])
         return y, lambda g: [unbroadcast(g, x.shape), None]
     raise NotImplementedError(op)
+
+
+def layer_norm(node, ins):
+    x, scale = ins[0], ins[1]
+    bias = ins[2] if len(ins) > 2 else 0
+    axis = attr(node, "axis", -1) % x.ndim
+    axes = tuple(range(axis, x.ndim))
+    mean = x.mean(axes, keepdims=True)
+    rstd = 1 / np.sqrt(((x - mean) ** 2).mean(axes, keepdims=True)
+                       + attr(node, "epsilon", 1e-5))
+    xhat = (x - mean) * rstd
+    lead = tuple(range(axis))
+
+    def vjp(g):
+        gs = g * scale
+        dx = rstd * (gs - gs.mean(axes, keepdims=True)
+                     - xhat * (gs * xhat).mean(axes, keepdims=True))
+        out = [dx, (g * xhat).sum(lead)]
+        if len(ins) > 2:
+            out.append(g.sum(lead))
+        return out
+    return xhat * scale + bias, vjp
 
 
 def window_patches(x, kernel, strides, pads, dilations, fill):
