@@ -208,6 +208,10 @@ struct PoolParams {
       padBegin[3], padEnd[3], dilation[3];
   bool isMax, countIncludePad;
 };
+/// A pooling op's window (`x` and `y` channels first) as PoolParams, for
+/// the forward pool and the pool gradients alike.
+Status makePoolParams(const KernelArgs &a, const Shape &x, const Shape &y,
+                      bool isMax, PoolParams &p);
 cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,

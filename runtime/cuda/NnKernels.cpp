@@ -12,6 +12,27 @@
 
 namespace partc::runtime::cuda {
 
+Status makePoolParams(const KernelArgs &a, const Shape &x, const Shape &y,
+                      bool isMax, PoolParams &p) {
+  Window w;
+  PARTC_RETURN_IF_ERROR(
+      makeWindow(a.attrs, x, y, a.attrs.getInts("kernel_shape"), w));
+  p = PoolParams{};
+  p.planes = x[0] * x[1];
+  p.isMax = isMax;
+  p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
+  for (int i = 0; i < 3; ++i) {
+    p.in[i] = w.in[i];
+    p.out[i] = w.out[i];
+    p.kernel[i] = w.kernel[i];
+    p.stride[i] = w.stride[i];
+    p.dilation[i] = w.dilation[i];
+    p.padBegin[i] = w.padBegin[i];
+    p.padEnd[i] = w.padEnd[i];
+  }
+  return Status();
+}
+
 namespace {
 
 using Factory = GpuFactory;
@@ -27,23 +48,9 @@ Factory poolFactory(bool isMax) {
       x = channelsFirstShape(x);
       y = channelsFirstShape(y);
     }
-    Window w;
-    PARTC_RETURN_IF_ERROR(
-        makeWindow(a.attrs, x, y, a.attrs.getInts("kernel_shape"), w));
-    PoolParams p{};
-    p.planes = x[0] * x[1];
+    PoolParams p;
+    PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
     p.channelsLast = channelsLast ? x[1] : 0;
-    p.isMax = isMax;
-    p.countIncludePad = a.attrs.getInt("count_include_pad") != 0;
-    for (int i = 0; i < 3; ++i) {
-      p.in[i] = w.in[i];
-      p.out[i] = w.out[i];
-      p.kernel[i] = w.kernel[i];
-      p.stride[i] = w.stride[i];
-      p.dilation[i] = w.dilation[i];
-      p.padBegin[i] = w.padBegin[i];
-      p.padEnd[i] = w.padEnd[i];
-    }
     k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(

@@ -203,23 +203,9 @@ GpuFactory poolGradFactory(bool isMax) {
                  std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
       return Status();
-    const Shape &x = a.outputs[0].shape, &y = a.inputs[0].shape;
-    Window w;
+    PoolParams p;
     PARTC_RETURN_IF_ERROR(
-        makeWindow(a.attrs, x, y, a.attrs.getInts("kernel_shape"), w));
-    PoolParams p{};
-    p.planes = x[0] * x[1];
-    p.isMax = isMax;
-    p.countIncludePad = a.attrs.getInt("count_include_pad", 0) != 0;
-    for (int i = 0; i < 3; ++i) {
-      p.in[i] = w.in[i];
-      p.out[i] = w.out[i];
-      p.kernel[i] = w.kernel[i];
-      p.stride[i] = w.stride[i];
-      p.dilation[i] = w.dilation[i];
-      p.padBegin[i] = w.padBegin[i];
-      p.padEnd[i] = w.padEnd[i];
-    }
+        makePoolParams(a, a.outputs[0].shape, a.inputs[0].shape, isMax, p));
     // max_pool_grad (dy, x), avg_pool_grad (dy).
     k = lambda([p, isMax](DeviceContext &ctx, const std::vector<TensorRef> &in,
                           const std::vector<TensorRef> &out) {
