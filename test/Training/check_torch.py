@@ -61,6 +61,10 @@ def run(*cmd):
     return r.stdout
 
 
+def lr_of(options):
+    return float(options[options.index("--lr") + 1])
+
+
 def state_file(directory, name):
     """--save-state's file of a tensor: bytes outside [A-Za-z0-9.-] as _XX."""
     return os.path.join(directory, "".join(
@@ -167,9 +171,22 @@ def check(name, net, x, labels, loss, optimizer, partc_options, opset=13):
         saved = np.load(path).astype(np.float64)
         if key in renamed:
             saved = saved.T
-        err = agrees(key, saved, expected,
-                     exact_state[key], max(1.0, np.abs(expected).max()),
-                     1e-4)
+        exact_value = exact_state[key]
+        if key.endswith("qkv.bias"):
+            # The key bias's true gradient is zero (softmax ignores a shift
+            # shared by all keys), so AdamW moves it by lr times the sign of
+            # rounding noise each step in any float32 run: it must stay
+            # within that bound, and the query and value biases compare.
+            third = len(expected) // 3
+            key_bias = slice(third, 2 * third)
+            moved = np.abs(saved[key_bias] - initial[key][key_bias]).max()
+            if moved > STEPS * lr_of(partc_options) * 1.01:
+                failures.append(f"{key}'s key part moved by {moved:.1e}")
+            keep = np.r_[0:third, 2 * third:3 * third]
+            saved, expected, exact_value = (saved[keep], expected[keep],
+                                            exact_value[keep])
+        err = agrees(key, saved, expected, exact_value,
+                     max(1.0, np.abs(expected).max()), 1e-4)
         if err > worst:
             worst, worst_name = err, key
     status = "FAIL" if failures else "PASS"
