@@ -680,9 +680,10 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   Value tuples =
       ReshapeOp::create(b, loc, getIndices(), ArrayRef<int64_t>{picked, 1});
   Value updates = ReshapeOp::create(b, loc, dy[0], rows);
-  Value zeros = ConstantOp::create(
-      b, loc,
-      DenseElementsAttr::get(data, b.getFloatAttr(data.getElementType(), 0.0)));
+  // A zero broadcast, not a zero constant: a vocabulary-sized table of
+  // zeros would be stored in the plan (folding keeps small ones).
+  Value zeros = ExpandOp::create(
+      b, loc, scalar(b, loc, data.getElementType(), 0.0), data.getShape());
   dx[0] = ScatterNdOp::create(b, loc, zeros, tuples, updates,
                               b.getStringAttr("add"));
   return success();

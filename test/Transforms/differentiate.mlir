@@ -103,7 +103,8 @@ func.func @main(%ids: tensor<2x3xi64> {graph.name = "ids"}) -> (tensor<2x3x4xf32
   %y = graph.gather %table, %ids {axis = 0 : i64} : (tensor<10x4xf32>, tensor<2x3xi64>) -> tensor<2x3x4xf32>
   // CHECK: %[[T:.*]] = graph.reshape %arg0 {{.*}} -> tensor<6x1xi64>
   // CHECK: %[[U:.*]] = graph.reshape %{{.*}} -> tensor<6x4xf32>
-  // CHECK: %[[Z:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<10x4xf32>}
+  // CHECK: %[[ZERO:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<f32>}
+  // CHECK: %[[Z:.*]] = graph.expand %[[ZERO]] {shape = array<i64: 10, 4>}
   // CHECK: %[[D:.*]] = graph.scatter_nd %[[Z]], %[[T]], %[[U]] {reduction = "add"}
   // CHECK: return %{{.*}}, %[[D]]
   return %y : tensor<2x3x4xf32>
