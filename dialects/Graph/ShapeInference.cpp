@@ -1006,11 +1006,10 @@ FailureOr<RankedTensorType> shapeFromAttr(Loc loc, DictionaryAttr attrs,
   if (!shape || shape->size() < 3 ||
       llvm::any_of(*shape, [](int64_t d) { return d < 1; }))
     return fail(loc,
-                "needs '" + name + "' of rank >= 3 with positive dimensions"),
-           failure();
+                "needs '" + name + "' of rank >= 3 with positive dimensions");
   auto type = RankedTensorType::get(*shape, elementType);
   if (std::string why = tensorSizeProblem(type); !why.empty())
-    return fail(loc, "'" + name + "' " + why), failure();
+    return fail(loc, "'" + name + "' " + why);
   return type;
 }
 
