@@ -370,21 +370,43 @@ size_t batchNormScratchBytes(const ChannelShape &shape) {
          (batchShares(shape) * 2 * sizeof(double) + 3 * sizeof(float));
 }
 
+namespace {
+
+/// The partial sums of both batch-norm launchers, in `scratch`: x and x^2,
+/// or with `dy`, dy and dy * (x - mean). The per-channel coefficients
+/// follow them in the scratch (`coef`).
+struct BatchNormSums {
+  int64_t shares;
+  double *partial;
+  float *coef;
+};
+
+BatchNormSums launchBatchNormSums(const float *x, const float *dy,
+                                  const float *mean, void *scratch,
+                                  const ChannelShape &shape, cudaStream_t s) {
+  BatchNormSums sums{batchShares(shape), static_cast<double *>(scratch),
+                     nullptr};
+  sums.coef =
+      reinterpret_cast<float *>(sums.partial + shape.c * sums.shares * 2);
+  batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
+                           kBatchNormThreads, 0, s>>>(x, dy, mean, sums.partial,
+                                                      shape, sums.shares);
+  return sums;
+}
+
+} // namespace
+
 cudaError_t launchBatchNormTrain(const float *x, const float *scale,
                                  const float *bias, float *y, float *mean,
                                  float *var, ChannelShape shape, double eps,
                                  void *scratch, cudaStream_t s) {
   if (shape.c == 0 || shape.n * shape.size == 0)
     return cudaSuccess;
-  int64_t shares = batchShares(shape);
-  auto *partial = static_cast<double *>(scratch);
-  auto *coef = reinterpret_cast<float *>(partial + shape.c * shares * 2);
-  batchNormPartialKernel<<<dim3(unsigned(shares), unsigned(shape.c)),
-                           kBatchNormThreads, 0, s>>>(x, nullptr, nullptr,
-                                                      partial, shape, shares);
+  BatchNormSums sums =
+      launchBatchNormSums(x, nullptr, nullptr, scratch, shape, s);
   batchStatsFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
-      partial, scale, bias, mean, var, coef, shape, shares, eps);
-  return launchBatchNormApply(x, nullptr, mean, coef, y, shape, s);
+      sums.partial, scale, bias, mean, var, sums.coef, shape, sums.shares, eps);
+  return launchBatchNormApply(x, nullptr, mean, sums.coef, y, shape, s);
 }
 
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
@@ -394,15 +416,11 @@ cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 void *scratch, cudaStream_t s) {
   if (shape.c == 0 || shape.n * shape.size == 0)
     return cudaSuccess;
-  int64_t shares = batchShares(shape);
-  auto *partial = static_cast<double *>(scratch);
-  auto *coef = reinterpret_cast<float *>(partial + shape.c * shares * 2);
-  batchNormPartialKernel<<<dim3(unsigned(shares), unsigned(shape.c)),
-                           kBatchNormThreads, 0, s>>>(x, dy, mean, partial,
-                                                      shape, shares);
+  BatchNormSums sums = launchBatchNormSums(x, dy, mean, scratch, shape, s);
   batchNormGradFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
-      partial, scale, var, dscale, dbias, coef, shape, shares, eps);
-  return launchBatchNormApply(x, dy, mean, coef, dx, shape, s);
+      sums.partial, scale, var, dscale, dbias, sums.coef, shape, sums.shares,
+      eps);
+  return launchBatchNormApply(x, dy, mean, sums.coef, dx, shape, s);
 }
 
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
