@@ -40,6 +40,11 @@ std::optional<BatchLoc> reshapeLoc(ArrayRef<int64_t> in, BatchLoc loc,
                                    ArrayRef<int64_t> out, int64_t batch) {
   // Elements before the batch's factor, in the flat order.
   int64_t before = product(in.take_front(loc.axis)) * loc.outer;
+  // An empty tensor holds no sample to carry, and its zero extents would
+  // divide by zero below.
+  if (before <= 0 || batch <= 0 ||
+      llvm::any_of(out, [](int64_t d) { return d <= 0; }))
+    return std::nullopt;
   int64_t prefix = 1;
   for (int64_t b = 0; b < static_cast<int64_t>(out.size()); ++b) {
     int64_t next = prefix * out[b];

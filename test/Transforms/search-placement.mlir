@@ -98,3 +98,21 @@ module {
     return %d : tensor<4096x1024xf32>
   }
 }
+
+// -----
+
+// Tests that a batch reaching a reshape behind an empty dimension (no
+// element before the batch's factor) is not followed: it used to divide by
+// zero (a fuzz finding, test/fuzz/corpus/compile/regress-reshape-batch-div0).
+// CHECK-LABEL: func @main
+// CHECK: graph.reshape {{.*}}graph.device = 0
+// PIPE: plan: 2 stages x 1 replica, 1 micro-batch, cuts before ops [1]
+// LATENCY: plan: 1 stage x 1 replica, cuts before ops []
+// expected-remark@below {{plan: 1 stage x 1 replica, cuts before ops []}}
+module {
+  func.func @main(%x: tensor<4x3x0xf32>) -> tensor<0x12xf32> {
+    %a = graph.transpose %x {perm = array<i64: 2, 1, 0>} : (tensor<4x3x0xf32>) -> tensor<0x3x4xf32>
+    %b = graph.reshape %a {shape = array<i64: 0, 12>} : (tensor<0x3x4xf32>) -> tensor<0x12xf32>
+    return %b : tensor<0x12xf32>
+  }
+}
