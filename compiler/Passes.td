@@ -215,9 +215,16 @@ def PrepareTraining : Pass<"partc-prepare-training", "mlir::ModuleOp"> {
     moves toward the batch's statistics at the end of the step. Run it
     before partc-differentiate.
 
+    Every graph.dropout gets a `stream` of its own (0, 1, ... in order).
+    In training its step and seed become the graph.variables
+    `optimizer.step` (role step, counted by graph.count_step at the end of
+    the step) and `rng.seed` (role seed, initialized to `seed`), so that
+    each step draws new masks and a run can choose its own.
+
     With `only-marked`, for an inference compile, it converts only the
     norms the model marks `training_mode` (an export made for training
-    asks ONNX for batch statistics) and keeps no running statistics.
+    asks ONNX for batch statistics) and keeps no running statistics;
+    dropouts keep step and seed 0 (one fixed mask).
   }];
   let options = [
     Option<"batchNormMomentum", "batch-norm-momentum", "double", "0.1",
@@ -226,6 +233,8 @@ def PrepareTraining : Pass<"partc-prepare-training", "mlir::ModuleOp"> {
     Option<"onlyMarked", "only-marked", "bool", "false",
            "Convert only training_mode norms, without running statistics "
            "(inference)">,
+    Option<"seed", "seed", "int64_t", "0",
+           "Initial value of the dropout seed variable (rng.seed)">,
   ];
 }
 

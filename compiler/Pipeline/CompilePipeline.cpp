@@ -75,6 +75,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   if (o.train) {
     PrepareTrainingOptions prepare;
     prepare.batchNormMomentum = o.batchNormMomentum;
+    prepare.seed = o.seed;
     pm.addPass(createPrepareTraining(prepare));
     DifferentiateOptions differentiate;
     differentiate.loss = o.loss;

@@ -116,6 +116,9 @@ struct CompilePipelineOptions
       llvm::cl::desc("Weight of the batch's statistics in batch norm's "
                      "running ones (PyTorch's momentum)"),
       llvm::cl::init(0.1)};
+  Option<int64_t> seed{*this, "seed",
+                       llvm::cl::desc("Dropout's seed until the run sets one"),
+                       llvm::cl::init(0)};
   Option<std::string> explain{
       *this, "explain",
       llvm::cl::desc("Print why the plan was chosen: text or json"),

@@ -123,6 +123,16 @@ LogicalResult OptimizerBuilder::run() {
             graph::GraphDialect::kInitializerAttrName))
       initializers[name.getValue()] = c;
 
+  // partc-prepare-training made the step counter where dropout reads it.
+  graph::CountStepOp counted;
+  for (auto variable : body.getOps<graph::VariableOp>())
+    if (variable.getRole() == "step")
+      step_ = variable;
+  if (step_)
+    for (Operation *user : step_.getUsers())
+      if (auto count = dyn_cast<graph::CountStepOp>(user))
+        counted = count;
+
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   SmallVector<unsigned> gradientResults;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i) {
@@ -148,7 +158,10 @@ LogicalResult OptimizerBuilder::run() {
     return func_.emitError() << "@main returns no gradients; run "
                                 "partc-differentiate first",
            failure();
-  if (step_) {
+  // Counted after every update that reads the step.
+  if (counted) {
+    counted->moveBefore(ret);
+  } else if (step_) {
     builder_.setInsertionPoint(ret);
     graph::CountStepOp::create(builder_, ret.getLoc(), step_);
   }

@@ -293,8 +293,16 @@ LogicalResult Differentiator::run() {
     results.push_back(grads_.lookup(p.getResult()));
     names.push_back({"grad." + name, name});
   }
-  func::ReturnOp::create(builder_, ret.getLoc(), results);
+  auto newRet = func::ReturnOp::create(builder_, ret.getLoc(), results);
   ret.erase();
+  // State updates (running statistics, the step counter) run after the
+  // backward ops, which may read the state too (dropout reads the step).
+  SmallVector<Operation *> updates;
+  for (Operation &op : body.without_terminator())
+    if (isa<graph::StateUpdateOpInterface>(op))
+      updates.push_back(&op);
+  for (Operation *update : updates)
+    update->moveBefore(newRet);
   func_.setType(builder_.getFunctionType(func_.getArgumentTypes(),
                                          ValueRange(results).getTypes()));
   for (auto [i, n] : llvm::enumerate(names)) {

@@ -3,7 +3,8 @@
 // Training runs some ops differently from the exported graph. Batch
 // normalization normalizes with the batch's statistics and keeps its
 // running ones as state that moves toward them each step, so that the
-// trained model (--save-state) evaluates as PyTorch's would.
+// trained model (--save-state) evaluates as PyTorch's would. Dropout draws
+// a new mask each step from the step counter and the run's seed.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
@@ -14,6 +15,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <cstdio>
 
@@ -104,6 +106,45 @@ void normalizeWithBatchStatistics(graph::BatchNormOp bn) {
   bn.erase();
 }
 
+/// Numbers the dropouts' streams and, in training, binds their step and
+/// seed to state: the step counter, counted at the end of each step, and
+/// the run's seed.
+void prepareDropouts(func::FuncOp func, int64_t seed, bool training) {
+  Block &body = func.getBody().front();
+  SmallVector<graph::DropoutOp> dropouts(body.getOps<graph::DropoutOp>());
+  if (dropouts.empty())
+    return;
+  auto b = OpBuilder::atBlockBegin(&body);
+  Location loc = func.getLoc();
+  Value step, seedVar;
+  if (training) {
+    auto scalar = RankedTensorType::get({}, b.getI64Type());
+    step = graph::VariableOp::create(b, loc, scalar,
+                                     b.getStringAttr("optimizer.step"),
+                                     b.getStringAttr("step"), nullptr);
+    auto seedValue = DenseElementsAttr::get(scalar, b.getI64IntegerAttr(seed));
+    seedVar =
+        graph::VariableOp::create(b, loc, scalar, b.getStringAttr("rng.seed"),
+                                  b.getStringAttr("seed"), seedValue);
+    b.setInsertionPoint(body.getTerminator());
+    graph::CountStepOp::create(b, loc, step);
+  }
+  llvm::SetVector<Operation *> replaced;
+  for (auto [index, dropout] : llvm::enumerate(dropouts)) {
+    dropout.setStream(static_cast<int64_t>(index));
+    if (!training)
+      continue;
+    for (Value old : {dropout.getStep(), dropout.getSeed()})
+      if (Operation *def = old.getDefiningOp())
+        replaced.insert(def);
+    dropout.getStepMutable().assign(step);
+    dropout.getSeedMutable().assign(seedVar);
+  }
+  for (Operation *def : replaced)
+    if (def->use_empty())
+      def->erase();
+}
+
 struct PrepareTrainingPass
     : public impl::PrepareTrainingBase<PrepareTrainingPass> {
   using PrepareTrainingBase::PrepareTrainingBase;
@@ -122,6 +163,7 @@ struct PrepareTrainingPass
     }
     SmallVector<graph::BatchNormOp> norms(
         func->getBody().front().getOps<graph::BatchNormOp>());
+    prepareDropouts(*func, seed, !onlyMarked);
     if (onlyMarked) {
       for (graph::BatchNormOp bn : norms)
         if (bn.getTrainingMode())

@@ -449,6 +449,14 @@ static std::optional<BatchLoc> normalizeTrailing(Operation *op,
   return refuse(why, "it normalizes over the batch dimension");
 }
 
+std::optional<BatchLoc> DropoutOp::followBatch(OperandBatch, int64_t,
+                                               std::string &why) {
+  // The mask is drawn by flat index over the whole batch; a slice would
+  // draw another one.
+  return refuse(why, "its random mask is numbered over the whole batch, so "
+                     "a slice of the batch would draw a different one");
+}
+
 std::optional<BatchLoc>
 LayerNormOp::followBatch(OperandBatch locs, int64_t batch, std::string &why) {
   return normalizeTrailing(*this, locs, getAxis(), batch, why);

@@ -599,6 +599,15 @@ LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool>,
+                                       MutableArrayRef<Value> dx) {
+  // The same mask and scale: the same numbers drawn again.
+  dx[0] = DropoutOp::create(b, getLoc(), dy[0], getStep(), getSeed(),
+                            getRatioAttr(), getStreamAttr());
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

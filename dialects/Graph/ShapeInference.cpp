@@ -1128,3 +1128,31 @@ INFER_SIGNATURE(BatchNormGradOp) {
   types.append({x, perChannel, perChannel});
   return success();
 }
+
+INFER_SIGNATURE(DropoutOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto x = tensorOf(operands[0]);
+  if (!isa<FloatType>(x.getElementType()))
+    return fail(loc, "input " + typeStr(x) + " must be floats");
+  for (unsigned i : {1u, 2u}) {
+    auto t = tensorOf(operands[i]);
+    if (t.getRank() != 0 || !t.getElementType().isInteger(64))
+      return fail(loc, Twine(i == 1 ? "step " : "seed ") + typeStr(t) +
+                           " must be an int64 scalar (tensor<i64>)");
+  }
+  if (auto ratio = attrs.getAs<FloatAttr>("ratio")) {
+    double r = ratio.getValueAsDouble();
+    if (!(r >= 0 && r < 1))
+      return fail(loc, "ratio " + Twine(std::to_string(r)) +
+                           " must be in [0, 1) (the probability of dropping "
+                           "an element)");
+  }
+  // Four elements per counter value, whose element part is 32 bits.
+  if (x.getNumElements() > (int64_t(1) << 34))
+    return fail(loc, "input " + typeStr(x) +
+                         " has more than 2^34 elements, past the random "
+                         "generator's counter");
+  types.push_back(x);
+  return success();
+}

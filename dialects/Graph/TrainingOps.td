@@ -172,6 +172,36 @@ def Graph_BatchNormGradOp : Graph_ComputeOp<"batch_norm_grad"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Dropout in training mode
+//===----------------------------------------------------------------------===//
+
+def Graph_DropoutOp : Graph_ComputeOp<"dropout", [Graph_Differentiable,
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+  let summary = "ONNX Dropout in training mode, from a counter-based generator";
+  let description = [{
+    output = input / (1 - ratio) where element i is kept, else 0. Element i
+    is kept when its 24-bit uniform number is at least ratio * 2^24: word
+    i % 4 of Philox4x32-10 (Salmon et al., SC'11) with key `seed` and
+    counter (i / 4, `stream`, `step`). `step` and `seed` are int64 scalars;
+    partc-prepare-training binds them to the step counter and the run's
+    seed, and numbers each dropout's `stream`, so that every op and every
+    step draws its own mask, the CPU and the GPU the same one. The mask is
+    a function of those numbers only: the gradient is the same op applied
+    to the output's gradient, and nothing is kept for it.
+
+    ```mlir
+    %y = graph.dropout %x, %step, %seed {ratio = 1.000000e-01 : f64,
+                                         stream = 0 : i64}
+        : (tensor<2x8xf32>, tensor<i64>, tensor<i64>) -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$step,
+                       Graph_Tensor:$seed, F64Attr:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$stream);
+  let results = (outs Graph_Tensor:$output);
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer steps
 //===----------------------------------------------------------------------===//
 

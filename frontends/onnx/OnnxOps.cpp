@@ -1090,36 +1090,46 @@ LogicalResult importRange(NodeImporter &n) {
 LogicalResult importDropout(NodeImporter &n) {
   if (failed(requireInputs(n, 1)))
     return failure();
+  bool trainingMode = false;
   if (Value training = n.input(2)) {
     Attribute attr;
     if (!matchPattern(training, m_Constant(&attr)))
       return n.notConstant(training, "training_mode"), failure();
-    bool trainingMode = false;
     for (uint8_t b : elementsToBytes(cast<ElementsAttr>(attr)))
       trainingMode = trainingMode || b;
-    // Dropping nothing is the identity in training mode too (torchvision's
-    // Swin exports attention dropout of ratio 0 in training mode).
-    Value ratio = n.input(1);
-    Attribute ratioAttr;
-    bool dropsNothing = false;
-    if (ratio && matchPattern(ratio, m_Constant(&ratioAttr)))
-      if (auto values = cast<ElementsAttr>(ratioAttr).tryGetValues<APFloat>())
-        dropsNothing =
-            llvm::all_of(*values, [](const APFloat &r) { return r.isZero(); });
-    if (trainingMode && !dropsNothing)
-      return n.error() << "training mode (random dropout) is not supported "
-                          "yet: plans have no random generator; export "
-                          "with the dropout probability set to 0, or in "
-                          "eval mode";
   }
-  n.results.push_back(n.input(0));
-  if (n.wantsOutput(1)) {
-    auto type =
-        RankedTensorType::get(shapeOf(n.input(0)), n.builder().getI1Type());
-    // All true: one element, a splat.
-    n.results.push_back(n.constant(type, {1}));
+  double ratio = 0.5;
+  if (trainingMode && n.input(1)) {
+    auto ratios = n.constFloats(n.input(1), "ratio");
+    if (failed(ratios))
+      return failure();
+    if (ratios->size() != 1)
+      return n.error() << "ratio must be a scalar, got " << ratios->size()
+                       << " values";
+    ratio = ratios->front();
   }
-  return success();
+  // Dropping nothing is the identity in training mode too (torchvision's
+  // Swin exports attention dropout of ratio 0 in training mode).
+  if (!trainingMode || ratio == 0) {
+    n.results.push_back(n.input(0));
+    if (n.wantsOutput(1)) {
+      auto type =
+          RankedTensorType::get(shapeOf(n.input(0)), n.builder().getI1Type());
+      // All true: one element, a splat.
+      n.results.push_back(n.constant(type, {1}));
+    }
+    return success();
+  }
+  if (n.wantsOutput(1))
+    return n.error() << "the mask output of a training-mode Dropout is not "
+                        "supported; export without reading it (PyTorch's "
+                        "exports never read it)";
+  // Step and seed 0 until partc-prepare-training binds them to the step
+  // counter and the run's seed: an inference compile draws one fixed mask.
+  auto scalar = RankedTensorType::get({}, n.builder().getI64Type());
+  Value zero = n.constant(scalar, std::vector<uint8_t>(8, 0));
+  return emit(n, n.build1("dropout", {n.input(0), zero, zero},
+                          {n.f64("ratio", ratio), n.i64("stream", 0)}));
 }
 
 LogicalResult importGemm(NodeImporter &n) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/cuda/TrainingKernels.h"
+#include "runtime/kernels/Philox.h"
 
 namespace partc::runtime::cuda {
 
@@ -352,6 +353,24 @@ __global__ void adamWKernel(float *param, const float *grad, float *m, float *v,
 
 __global__ void countStepKernel(int64_t *step) { step[0] += 1; }
 
+/// One thread per four elements: one Philox draw. Step and seed are read
+/// on the device, so a captured step draws new masks at each replay.
+__global__ void dropoutKernel(const float *x, float *y, int64_t n,
+                              const int64_t *step, const int64_t *seed,
+                              int64_t stream, uint32_t threshold, float scale) {
+  int64_t groups = (n + 3) / 4;
+  int64_t st = *step, sd = *seed;
+  for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+       g += int64_t(gridDim.x) * blockDim.x) {
+    philox::Words r = philox::dropoutWords(uint64_t(g), stream, st, sd);
+    for (int j = 0; j < 4; ++j) {
+      int64_t i = g * 4 + j;
+      if (i < n)
+        y[i] = philox::dropoutKeeps(r.w[j], threshold) ? x[i] * scale : 0.0f;
+    }
+  }
+}
+
 } // namespace
 
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
@@ -468,6 +487,15 @@ cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
                         const int64_t *step, int64_t n, const AdamWParams &p,
                         cudaStream_t s) {
   adamWKernel<<<blocksFor(n), kThreads, 0, s>>>(param, grad, m, v, step, n, p);
+  return cudaGetLastError();
+}
+
+cudaError_t launchDropout(const float *x, float *y, int64_t n,
+                          const int64_t *step, const int64_t *seed,
+                          int64_t stream, double ratio, cudaStream_t s) {
+  dropoutKernel<<<blocksFor((n + 3) / 4), kThreads, 0, s>>>(
+      x, y, n, step, seed, stream, philox::dropoutThreshold(ratio),
+      float(1.0 / (1.0 - ratio)));
   return cudaGetLastError();
 }
 

@@ -56,6 +56,10 @@ cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
                         const int64_t *step, int64_t n, const AdamWParams &p,
                         cudaStream_t s);
 cudaError_t launchCountStep(int64_t *step, cudaStream_t s);
+/// graph.dropout (runtime/kernels/Philox.h): step and seed on the device.
+cudaError_t launchDropout(const float *x, float *y, int64_t n,
+                          const int64_t *step, const int64_t *seed,
+                          int64_t stream, double ratio, cudaStream_t s);
 
 } // namespace partc::runtime::cuda
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/KernelRegistry.h"
+#include "runtime/kernels/Philox.h"
 
 #include <cmath>
 #include <limits>
@@ -216,6 +217,40 @@ public:
   }
 };
 
+/// ONNX Dropout in training mode (graph.dropout): element i kept when
+/// Philox's word i % 4 for counter (i / 4, stream, step) passes the ratio.
+class DropoutKernel : public Kernel {
+public:
+  DropoutKernel(double ratio, int64_t stream)
+      : ratio_(ratio), stream_(stream),
+        threshold_(philox::dropoutThreshold(ratio)) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    int64_t step = in[1].as<int64_t>()[0], seed = in[2].as<int64_t>()[0];
+    int64_t n = in[0].type.numElements();
+    dispatchFloat(in[0].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T *x = in[0].as<T>();
+      T *y = out[0].as<T>();
+      T scale = static_cast<T>(1.0 / (1.0 - ratio_));
+      for (int64_t g = 0; g * 4 < n; ++g) {
+        philox::Words r =
+            philox::dropoutWords(uint64_t(g), stream_, step, seed);
+        for (int64_t j = 0; j < 4 && g * 4 + j < n; ++j) {
+          int64_t i = g * 4 + j;
+          y[i] = philox::dropoutKeeps(r.w[j], threshold_) ? x[i] * scale : T(0);
+        }
+      }
+    });
+    return Status();
+  }
+
+private:
+  double ratio_;
+  int64_t stream_;
+  uint32_t threshold_;
+};
+
 Status checkStepCounter(const TensorType &t) {
   if (t.dtype != DType::I64 || !t.shape.empty())
     return Status::error("the step counter " + t.str() +
@@ -268,6 +303,30 @@ void registerTrainingKernels(KernelTable &t) {
     if (!(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1))
       return Status::error("betas must be in [0, 1)");
     k = std::make_unique<AdamWKernel>(lr, beta1, beta2, eps, decay);
+    return Status();
+  };
+  t["dropout"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 1));
+    double ratio = 0;
+    int64_t stream = 0;
+    PARTC_RETURN_IF_ERROR(a.attrs.requireFloat("ratio", ratio));
+    PARTC_RETURN_IF_ERROR(a.attrs.requireInt("stream", stream));
+    DType dtype = a.inputs[0].dtype;
+    if ((dtype != DType::F32 && dtype != DType::F64) ||
+        a.outputs[0] != a.inputs[0])
+      return Status::error("input " + a.inputs[0].str() + " and output " +
+                           a.outputs[0].str() +
+                           " must be f32 or f64, of one type");
+    for (size_t i : {1, 2})
+      if (a.inputs[i] != TensorType{DType::I64, {}})
+        return Status::error(std::string(i == 1 ? "step " : "seed ") +
+                             a.inputs[i].str() + " must be an int64 scalar");
+    if (!(ratio >= 0 && ratio < 1))
+      return Status::error("ratio " + std::to_string(ratio) +
+                           " must be in [0, 1)");
+    if (a.inputs[0].numElements() > (int64_t(1) << 34))
+      return Status::error("more than 2^34 elements");
+    k = std::make_unique<DropoutKernel>(ratio, stream);
     return Status();
   };
   t["count_step"] = [](const KernelArgs &a,

@@ -423,16 +423,30 @@ with np.errstate(invalid="ignore"):
 write_data_set("masked_softmax_data", xm, np.nan_to_num(pm, nan=0.0))
 
 # dropout_train{0,1}.onnx: Dropout in training mode dropping nothing (the
-# identity, as torchvision's Swin exports it) and dropping a tenth.
-for name, ratio in (("dropout_train0.onnx", 0.0), ("dropout_train1.onnx", 0.1)):
+# identity, as torchvision's Swin exports it) and dropping a tenth;
+# dropout_train_mask.onnx also returns the mask, which partc refuses.
+for name, ratio, outputs in (("dropout_train0.onnx", 0.0, ["y"]),
+                             ("dropout_train1.onnx", 0.1, ["y"]),
+                             ("dropout_train_mask.onnx", 0.1, ["y", "mask"])):
     graph = helper.make_graph(
-        [helper.make_node("Dropout", ["x", "ratio", "training"], ["y"],
+        [helper.make_node("Dropout", ["x", "ratio", "training"], outputs,
                           name="drop")], "dropout",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 3])] +
+        [helper.make_tensor_value_info("mask", TensorProto.BOOL, [64, 3])
+         for _ in outputs[1:]],
         [numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
          numpy_helper.from_array(np.array(True), "training")])
     save(graph, name)
+# An inference compile draws one fixed mask (step 0, seed 0, stream 0):
+# test/Training/onnx_numpy.py's Philox is the reference.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                "..", "Training"))
+from onnx_numpy import dropout_mask  # noqa: E402
+xd = np.random.default_rng(7).standard_normal((64, 3)).astype(np.float32)
+keep = dropout_mask(xd.shape, 0.1, 0, 0, 0)
+write_data_set("dropout_train1_data", xd,
+               np.where(keep, xd * np.float32(1 / 0.9), 0).astype(np.float32))
 
 # bn_train{14,9}.onnx: batch norm exported for training (PyTorch's
 # TrainingMode.TRAINING): opset 14's training_mode attribute, or opset 9's

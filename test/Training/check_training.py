@@ -212,6 +212,21 @@ def gradient_cases():
          "st": np.array([1, 1], np.int64), "en": np.array([6, 3], np.int64),
          "ax": np.array([1, 3], np.int64), "k": randn(1, 5, 1, 1),
          "kshape": np.array([2, 5, 3, 1], np.int64)}, "mse")
+    # Training-mode dropout: partc's counter-based mask, drawn again by
+    # the backward pass (onnx_numpy.dropout_mask is the reference).
+    yield ("dropout", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor(
+            "ratio", TensorProto.FLOAT, [], [0.3])),
+        helper.make_node("Constant", [], ["train"], value=helper.make_tensor(
+            "train", TensorProto.BOOL, [], [True])),
+        helper.make_node("Dropout", ["h", "ratio", "train"], ["d"]),
+        helper.make_node("Tanh", ["d"], ["t"]),
+        helper.make_node("Dropout", ["t", "ratio", "train"], ["t2"]),
+        helper.make_node("Gemm", ["t2", "w2"], ["y"])],
+        {"x": randn(6, 5)}, (6, 3),
+        {"w1": randn(5, 12, scale=0.5), "b1": randn(12, scale=0.1),
+         "w2": randn(12, 3, scale=0.5)}, "mse")
     for loss in ("cross-entropy", "bce-with-logits"):
         yield ("loss_" + loss, [
             helper.make_node("Gemm", ["x", "w", "b"], ["y"])],
@@ -350,6 +365,22 @@ def training_cases():
                    betas=(0.8, 0.99), eps=1e-6))
 
 
+    # Dropout draws a new mask each step from the step counter that AdamW
+    # also reads.
+    ratio = helper.make_tensor("ratio", TensorProto.FLOAT, [], [0.25])
+    train = helper.make_tensor("train", TensorProto.BOOL, [], [True])
+    yield ("mlp_dropout_adamw", [
+        helper.make_node("Constant", [], ["ratio"], value=ratio),
+        helper.make_node("Constant", [], ["train"], value=train),
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Dropout", ["a", "ratio", "train"], ["d"]),
+        helper.make_node("Gemm", ["d", "w2", "b2"], ["y"])],
+        {"x": randn(16, 10)}, (16, 5),
+        {"w1": w(10, 64), "b1": randn(64, scale=0.1), "w2": w(64, 5),
+         "b2": randn(5, scale=0.1)},
+        "cross-entropy", dict(kind="adamw", lr=0.01, seed=5))
+
     # A residual network in miniature, as torchvision's ResNet exports it:
     # convolutions without bias, batch norm in training mode (its running
     # statistics are checked too), max pooling, global average pooling.
@@ -387,6 +418,9 @@ def training_cases():
 
 def check_training(steps=20):
     for name, nodes, inputs, out_shape, params, loss, opt in training_cases():
+        # partc-run --seed: the run's dropout seed.
+        seed = opt.pop("seed", None)
+        seed_args = ["--seed", str(seed)] if seed is not None else []
         path, model = make_model(name, nodes, list(inputs.items()), out_shape,
                                  params, np.float32)
         plan = os.path.join(WORK, name + ".plan")
@@ -406,16 +440,35 @@ def check_training(steps=20):
         args = input_args(name, feeds, labels)
         state = os.path.join(WORK, name + "_state")
         out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, "--steps",
-                  str(steps), "--save-state", state, "--quiet")
+                  str(steps), "--save-state", state, "--quiet", *seed_args)
         got = [float(line.split()[3]) for line in out.splitlines()
                if line.startswith("step ")]
+        if seed is not None:
+            # Resuming from the state of step 10 continues the same run: the
+            # step counter and the seed are state too.
+            half = os.path.join(WORK, name + "_half")
+            run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, "--steps",
+                str(steps // 2), "--save-state", half, "--quiet", *seed_args)
+            rest = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
+                       "--steps", str(steps - steps // 2), "--load-state",
+                       half, "--quiet")
+            resumed = [float(line.split()[3]) for line in rest.splitlines()
+                       if line.startswith("step ")]
+            if resumed != got[steps // 2:]:
+                report("train " + name, False,
+                       f"resumed losses {resumed[:3]} differ from the run's "
+                       f"{got[steps // 2:steps // 2 + 3]}")
+                continue
 
         ref = Graph(model)
+        if seed is not None:
+            ref.seed = seed
         ref.params = {k: np.asarray(numpy_helper.to_array(t), np.float64)
                       for k, t in ((t.name, t) for t in model.graph.initializer)}
         optimizer = Optimizer(**opt)
         want = []
-        for _ in range(steps):
+        for step in range(steps):
+            ref.step = step
             values, tape = ref.run(feeds)
             l, dy = loss_and_grad(loss, values["y"], labels)
             want.append(l)

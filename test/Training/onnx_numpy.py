@@ -50,10 +50,53 @@ def reduce_axes(node, x, ins):
     return tuple(a % x.ndim for a in axes), bool(attr(node, "keepdims", 1))
 
 
-def forward_node(node, ins):
+def philox4x32(c, key):
+    """Philox4x32-10 (Salmon et al., SC'11) of counters c (4 uint32 arrays)
+    and a key (2 uint32): four uint32 arrays."""
+    mask = np.uint64(0xFFFFFFFF)
+    c = [np.asarray(w, np.uint64) for w in c]
+    k0, k1 = np.uint64(key[0]), np.uint64(key[1])
+    for _ in range(10):
+        p0 = np.uint64(0xD2511F53) * c[0]
+        p1 = np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ k0, p1 & mask,
+             (p0 >> np.uint64(32)) ^ c[3] ^ k1, p0 & mask]
+        k0 = (k0 + np.uint64(0x9E3779B9)) & mask
+        k1 = (k1 + np.uint64(0xBB67AE85)) & mask
+    return c
+
+
+def dropout_mask(shape, ratio, stream, step, seed):
+    """partc's dropout mask (graph.dropout): element i kept when word i % 4
+    of Philox for counter (i / 4, stream, step) and key seed, shifted to 24
+    bits, is at least ratio * 2^24."""
+    n = int(np.prod(shape))
+    groups = np.arange((n + 3) // 4, dtype=np.uint64)
+    u64 = lambda v: int(v) & 0xFFFFFFFFFFFFFFFF  # noqa: E731
+    words = philox4x32(
+        [groups, np.full_like(groups, stream & 0xFFFFFFFF),
+         np.full_like(groups, u64(step) & 0xFFFFFFFF),
+         np.full_like(groups, u64(step) >> 32)],
+        (u64(seed) & 0xFFFFFFFF, u64(seed) >> 32))
+    flat = np.stack(words, axis=1).reshape(-1)[:n]
+    return ((flat >> np.uint64(8)) >= np.uint64(int(ratio * 16777216.0))
+            ).reshape(shape)
+
+
+def forward_node(node, ins, rng=None):
     """The node's outputs and a function from output gradient to input
-    gradients."""
+    gradients. `rng` is (stream, step, seed) for a training-mode Dropout."""
     op = node.op_type
+    if op == "Dropout":
+        ratio = float(ins[1]) if len(ins) > 1 else 0.5
+        training = len(ins) > 2 and bool(np.asarray(ins[2]).any())
+        if not training or ratio == 0:
+            return ins[0], lambda g: [g]
+        # Scaled as partc does, in float32 for float32 models.
+        keep = dropout_mask(ins[0].shape, ratio, *rng)
+        scale = 1.0 / (1.0 - ratio)
+        return np.where(keep, ins[0] * scale, 0.0), \
+            lambda g: [np.where(keep, g * scale, 0.0)]
     if op == "Gemm":
         a, b = ins[0], ins[1]
         ta, tb = attr(node, "transA", 0), attr(node, "transB", 0)
@@ -364,15 +407,22 @@ class Graph:
         self.model = model
         self.params = {t.name: numpy_helper.to_array(t).astype(np.float64)
                        for t in model.graph.initializer}
+        # Dropout's step counter and seed, as partc's state.
+        self.step, self.seed = 0, 0
 
     def run(self, feeds, params=None):
         """Outputs, and the tape for `backward`."""
         values = dict(self.params if params is None else params)
         values.update({k: np.asarray(v, np.float64) for k, v in feeds.items()})
         tape = []
+        streams = 0
         for node in self.model.graph.node:
             ins = [values[n] for n in node.input]
-            y, vjp = forward_node(node, ins)
+            rng = None
+            if node.op_type == "Dropout":
+                rng = (streams, self.step, self.seed)
+                streams += 1
+            y, vjp = forward_node(node, ins, rng)
             values[node.output[0]] = y
             tape.append((node, vjp))
         return values, tape

@@ -1,5 +1,5 @@
-// RUN: partc-opt %s --partc-differentiate --partc-apply-optimizer="optimizer=sgd lr=0.1 momentum=0.9" | FileCheck %s
-// RUN: partc-opt %s --partc-differentiate --partc-apply-optimizer="optimizer=adamw lr=0.01" | FileCheck %s --check-prefix=ADAMW
+// RUN: partc-opt %s --partc-differentiate --partc-apply-optimizer="optimizer=sgd lr=0.1 momentum=0.9" --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-differentiate --partc-apply-optimizer="optimizer=adamw lr=0.01" --split-input-file | FileCheck %s --check-prefix=ADAMW
 
 // Tests that the parameter becomes a variable initialized with the
 // initializer's value, that SGD with momentum gets a zero momentum buffer,
@@ -26,4 +26,30 @@ func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {gra
   %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
   %h = graph.gemm %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
   return %h : tensor<4x2xf32>
+}
+
+// -----
+
+// Tests that the step counter partc-prepare-training made for dropout is
+// the one AdamW reads (no second counter) and that it is counted once,
+// after every update that reads it; SGD leaves it where it is.
+// CHECK-LABEL: func @main
+// CHECK: graph.sgd_update
+// CHECK-NEXT: graph.count_step
+// CHECK-NEXT: return
+// ADAMW-LABEL: func @main
+// ADAMW-COUNT-1: graph.variable {name = "optimizer.step"
+// ADAMW-NOT: graph.variable {name = "optimizer.step"
+// ADAMW: graph.dropout %{{.*}}, %[[STEP:.*]], %{{.*}} {ratio
+// ADAMW: graph.adamw_update %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[STEP]] {
+// ADAMW-NEXT: graph.count_step %[[STEP]]
+// ADAMW-NEXT: return
+func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {graph.name = "y"}) {
+  %step = graph.variable {name = "optimizer.step", role = "step"} : tensor<i64>
+  %seed = graph.variable {name = "rng.seed", role = "seed"} : tensor<i64>
+  %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %h = graph.gemm %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %y = graph.dropout %h, %step, %seed {ratio = 0.25 : f64} : (tensor<4x2xf32>, tensor<i64>, tensor<i64>) -> tensor<4x2xf32>
+  graph.count_step %step : tensor<i64>
+  return %y : tensor<4x2xf32>
 }

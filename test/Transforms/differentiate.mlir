@@ -153,3 +153,27 @@ func.func @main(%x: tensor<2x2xf32> {graph.name = "x"}, %m: tensor<2x2xi1> {grap
   // CHECK: graph.pow %[[H:.*]], %[[LOWER]]
   return %y : tensor<2x2xf32>
 }
+
+// -----
+
+// Tests that dropout's gradient is the same dropout (the same mask, drawn
+// again from step, seed and stream) applied to the output's gradient, and
+// that the step counter's update moves after the backward ops, which read
+// the step too.
+// CHECK-LABEL: func @main
+// CHECK: %[[STEP:.*]] = graph.variable {name = "optimizer.step"
+// CHECK: %[[SEED:.*]] = graph.variable {name = "rng.seed"
+// CHECK: graph.dropout %{{.*}}, %[[STEP]], %[[SEED]] {ratio = 2.500000e-01 : f64, stream = 3 : i64}
+// CHECK: %[[DD:.*]] = graph.dropout %{{.*}}, %[[STEP]], %[[SEED]] {ratio = 2.500000e-01 : f64, stream = 3 : i64}
+// CHECK: %[[DW:.*]] = graph.gemm %arg0, %[[DD]]
+// CHECK-NEXT: graph.count_step %[[STEP]]
+// CHECK-NEXT: return %{{.*}}, %[[DW]]
+func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {graph.name = "y"}) {
+  %step = graph.variable {name = "optimizer.step", role = "step"} : tensor<i64>
+  %seed = graph.variable {name = "rng.seed", role = "seed"} : tensor<i64>
+  %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<3x2xf32>} : () -> tensor<3x2xf32>
+  %h = graph.gemm %x, %w : (tensor<4x3xf32>, tensor<3x2xf32>) -> tensor<4x2xf32>
+  %y = graph.dropout %h, %step, %seed {ratio = 0.25 : f64, stream = 3 : i64} : (tensor<4x2xf32>, tensor<i64>, tensor<i64>) -> tensor<4x2xf32>
+  graph.count_step %step : tensor<i64>
+  return %y : tensor<4x2xf32>
+}

@@ -75,3 +75,31 @@ func.func @main(%x: tensor<4x3x2x2xf32> {graph.name = "x"}) -> (tensor<4x3x2x2xf
   %e = graph.batch_norm %t, %g, %g, %m2, %v : (tensor<4x3x2x2xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> tensor<4x3x2x2xf32>
   return %e : tensor<4x3x2x2xf32>
 }
+
+// -----
+
+// Tests that each dropout gets a stream of its own (0, the default, is not
+// printed) and, in training, reads the step counter (counted at the end of
+// the step) and the seed variable instead of the importer's zeros, which
+// go; an inference compile keeps the zeros (one fixed mask) and numbers
+// the streams all the same.
+// CHECK-LABEL: func @main
+// CHECK-DAG: %[[STEP:.*]] = graph.variable {name = "optimizer.step", role = "step"} : tensor<i64>
+// CHECK-DAG: %[[SEED:.*]] = graph.variable {name = "rng.seed", role = "seed", value = dense<0> : tensor<i64>} : tensor<i64>
+// CHECK-NOT: graph.constant
+// CHECK: %[[A:.*]] = graph.dropout %arg0, %[[STEP]], %[[SEED]] {ratio = 1.000000e-01 : f64}
+// CHECK: %[[B:.*]] = graph.dropout %[[A]], %[[STEP]], %[[SEED]] {ratio = 5.000000e-01 : f64, stream = 1 : i64}
+// CHECK: graph.count_step %[[STEP]]
+// CHECK-NEXT: return %[[B]]
+// MARKED-LABEL: func @main
+// MARKED: %[[Z:.*]] = graph.constant {value = dense<0> : tensor<i64>}
+// MARKED: %[[A:.*]] = graph.dropout %arg0, %[[Z]], %[[Z]] {ratio = 1.000000e-01 : f64}
+// MARKED: graph.dropout %[[A]], %[[Z]], %[[Z]] {ratio = 5.000000e-01 : f64, stream = 1 : i64}
+// MARKED-NOT: graph.variable
+// MARKED-NOT: graph.count_step
+func.func @main(%x: tensor<2x8xf32> {graph.name = "x"}) -> (tensor<2x8xf32> {graph.name = "y"}) {
+  %z = graph.constant {value = dense<0> : tensor<i64>} : () -> tensor<i64>
+  %a = graph.dropout %x, %z, %z {ratio = 0.1 : f64} : (tensor<2x8xf32>, tensor<i64>, tensor<i64>) -> tensor<2x8xf32>
+  %b = graph.dropout %a, %z, %z {ratio = 0.5 : f64} : (tensor<2x8xf32>, tensor<i64>, tensor<i64>) -> tensor<2x8xf32>
+  return %b : tensor<2x8xf32>
+}

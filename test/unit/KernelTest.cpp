@@ -1,5 +1,6 @@
 //===- KernelTest.cpp - CPU kernels against hand-computed results ---------===//
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/Philox.h"
 
 #include <gtest/gtest.h>
 
@@ -137,6 +138,75 @@ TEST(Kernels, SliceWithNegativeStep) {
   a.set("steps", AttrValue::ofInts({-2}));
   auto y = runF32("slice", a, {{{4}, {1, 2, 3, 4}}}, {2});
   EXPECT_EQ(y, (std::vector<float>{4, 2}));
+}
+
+// Known answers of Philox4x32-10 from Random123's kat_vectors (Salmon et
+// al.'s reference implementation).
+TEST(Philox, MatchesKnownAnswers) {
+  using partc::runtime::philox::philox4x32;
+  auto zeros = philox4x32(0, 0, 0, 0, 0, 0);
+  EXPECT_EQ(zeros.w[0], 0x6627e8d5u);
+  EXPECT_EQ(zeros.w[1], 0xe169c58du);
+  EXPECT_EQ(zeros.w[2], 0xbc57ac4cu);
+  EXPECT_EQ(zeros.w[3], 0x9b00dbd8u);
+  auto ones = philox4x32(~0u, ~0u, ~0u, ~0u, ~0u, ~0u);
+  EXPECT_EQ(ones.w[0], 0x408f276du);
+  EXPECT_EQ(ones.w[3], 0x6d5451fdu);
+  auto pi = philox4x32(0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u,
+                       0xa4093822u, 0x299f31d0u);
+  EXPECT_EQ(pi.w[0], 0xd16cfe09u);
+  EXPECT_EQ(pi.w[1], 0x94fdccebu);
+  EXPECT_EQ(pi.w[2], 0x5001e420u);
+  EXPECT_EQ(pi.w[3], 0x24126ea1u);
+}
+
+/// Dropout of ones: the kept elements are 1 / (1 - ratio), the others 0.
+std::vector<float> dropoutOfOnes(int64_t n, double ratio, int64_t stream,
+                                 int64_t step, int64_t seed) {
+  AttrMap a;
+  a.set("ratio", AttrValue::ofFloats({ratio}));
+  a.set("stream", AttrValue::ofInts({stream}));
+  TensorType x{DType::F32, {n}}, scalar{DType::I64, {}};
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("dropout", a, {x, scalar, scalar}, {x}, k);
+  EXPECT_TRUE(s.ok()) << s.message();
+  if (!s.ok())
+    return {};
+  std::vector<float> ones(n, 1.0f), out(n);
+  EXPECT_TRUE(k->run({{ones.data(), x}, {&step, scalar}, {&seed, scalar}},
+                     {{out.data(), x}})
+                  .ok());
+  return out;
+}
+
+TEST(Kernels, DropoutKeepsOneMinusRatioScaled) {
+  const int64_t n = 100003; // not a multiple of 4
+  std::vector<float> y = dropoutOfOnes(n, 0.3, 0, 0, 42);
+  ASSERT_EQ(y.size(), size_t(n));
+  int64_t kept = 0;
+  for (float v : y) {
+    ASSERT_TRUE(v == 0.0f || v == static_cast<float>(1.0 / 0.7)) << v;
+    kept += v != 0;
+  }
+  // 0.7 n kept, within 5 standard deviations (sqrt(n 0.21) = 145).
+  EXPECT_NEAR(double(kept), 0.7 * n, 5 * 145.0);
+  // The same numbers draw the same mask; another step, stream or seed a
+  // different one.
+  EXPECT_EQ(dropoutOfOnes(n, 0.3, 0, 0, 42), y);
+  EXPECT_NE(dropoutOfOnes(n, 0.3, 0, 1, 42), y);
+  EXPECT_NE(dropoutOfOnes(n, 0.3, 1, 0, 42), y);
+  EXPECT_NE(dropoutOfOnes(n, 0.3, 0, 0, 43), y);
+}
+
+TEST(Kernels, DropoutRefusesRatioOfOne) {
+  AttrMap a;
+  a.set("ratio", AttrValue::ofFloats({1.0}));
+  a.set("stream", AttrValue::ofInts({0}));
+  TensorType x{DType::F32, {4}}, scalar{DType::I64, {}};
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("dropout", a, {x, scalar, scalar}, {x}, k);
+  EXPECT_NE(s.message().find("must be in [0, 1)"), std::string::npos)
+      << s.message();
 }
 
 TEST(Kernels, PadReflect) {

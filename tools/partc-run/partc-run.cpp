@@ -37,6 +37,8 @@ struct Options {
   std::string outputDir, checkDir, profilePath, tracePath;
   double rtol = 1e-3, atol = 1e-7;
   uint64_t seed = 0;
+  /// --seed given: it also seeds a training plan's dropout (rng.seed).
+  bool seedGiven = false;
   bool summary = false, quiet = false;
   bool keepInputs = false;
   bool stream = false;
@@ -97,6 +99,8 @@ void usage() {
       "Training plans (partc compile --train):\n"
       "                 [--steps N] (run N optimizer steps on the same "
       "inputs; prints each step's loss)\n"
+      "                 [--seed S] (dropout's seed; also the random "
+      "inputs')\n"
       "                 [--load-state DIR] [--save-state DIR] (the "
       "parameters and the optimizer's\n"
       "                  state, one .npy per tensor, before and after the "
@@ -188,9 +192,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
       else if (flag == "--seed" && num >= 0x1p64)
         return Status::error("--seed expects a number below 2^64, got '" + v +
                              "'");
-      else if (flag == "--seed")
+      else if (flag == "--seed") {
         o.seed = static_cast<uint64_t>(num);
-      else if (flag == "--iterations")
+        o.seedGiven = true;
+      } else if (flag == "--iterations")
         o.iterations = std::max(1, static_cast<int>(num));
       else if (flag == "--steps")
         o.steps = static_cast<int>(num);
@@ -507,6 +512,13 @@ int main(int argc, char **argv) {
     if (!s.ok())
       return fail(s.message());
   }
+  // The run's seed replaces the compiled one (and a loaded one).
+  for (size_t i = 0; opts.seedGiven && i < plan.states.size(); ++i)
+    if (plan.states[i].name == "rng.seed") {
+      int64_t seed = static_cast<int64_t>(opts.seed);
+      if (s = exec->writeState(i, &seed); !s.ok())
+        return fail(s.message());
+    }
   std::vector<double> times;
   if (training && opts.steps > 0) {
     auto t0 = std::chrono::steady_clock::now();

@@ -168,6 +168,11 @@ static cl::opt<double> batchNormMomentumOpt(
     cl::init(0.1), cl::cat(trainingCategory));
 static cl::opt<double> epsOpt("eps", cl::desc("AdamW's epsilon"),
                               cl::init(1e-8), cl::cat(trainingCategory));
+static cl::opt<int64_t>
+    seedOpt("seed",
+            cl::desc("Dropout's seed, kept as the plan's state rng.seed "
+                     "(partc-run --seed sets another)"),
+            cl::init(0), cl::cat(trainingCategory));
 
 namespace {
 
@@ -255,6 +260,7 @@ int compile() {
   options.weightDecay = weightDecayOpt;
   options.eps = epsOpt;
   options.batchNormMomentum = batchNormMomentumOpt;
+  options.seed = seedOpt;
   {
     double b1 = 0, b2 = 0;
     char tail = 0;
@@ -269,7 +275,8 @@ int compile() {
       frozenNames.getNumOccurrences() || optimizerKind.getNumOccurrences() ||
       learningRate.getNumOccurrences() || momentumOpt.getNumOccurrences() ||
       weightDecayOpt.getNumOccurrences() || betasOpt.getNumOccurrences() ||
-      epsOpt.getNumOccurrences() || batchNormMomentumOpt.getNumOccurrences();
+      epsOpt.getNumOccurrences() || batchNormMomentumOpt.getNumOccurrences() ||
+      seedOpt.getNumOccurrences();
   if (trainingOption && !train)
     return fail("training options (--loss, --optimizer, --lr...) need --train");
   if (explain.getNumOccurrences() && explain.empty())

@@ -227,3 +227,23 @@ func.func @running_stats_count() {
   graph.update_running_stats %m, %v, %m, %v {momentum = 0.1 : f64, count = 1 : i64} : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
   return
 }
+
+// -----
+
+// Tests that dropout drops with a probability below 1.
+func.func @dropout_ratio(%x: tensor<2x3xf32>, %s: tensor<i64>) -> tensor<2x3xf32> {
+  // expected-error@+2 {{ratio 1.000000 must be in [0, 1) (the probability of dropping an element)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = graph.dropout %x, %s, %s {ratio = 1.0 : f64} : (tensor<2x3xf32>, tensor<i64>, tensor<i64>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that dropout's step is an int64 scalar.
+func.func @dropout_step(%x: tensor<2x3xf32>, %s: tensor<1xi64>) -> tensor<2x3xf32> {
+  // expected-error@+2 {{step tensor<1xi64> must be an int64 scalar (tensor<i64>)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y = graph.dropout %x, %s, %s {ratio = 0.5 : f64} : (tensor<2x3xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}

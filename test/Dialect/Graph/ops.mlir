@@ -98,3 +98,12 @@ func.func @window_gradients(%x: tensor<1x2x5x5xf32>, %dy: tensor<1x4x2x2xf32>, %
   %d = graph.avg_pool_grad %dp {input_shape = array<i64: 1, 2, 5, 5>, kernel_shape = array<i64: 3, 3>, strides = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, count_include_pad = 1 : i64} : (tensor<1x2x2x2xf32>) -> tensor<1x2x5x5xf32>
   return %a, %b, %c, %d : tensor<1x2x5x5xf32>, tensor<4x1x3x3xf32>, tensor<1x2x5x5xf32>, tensor<1x2x5x5xf32>
 }
+
+// Tests that dropout round-trips with its step, seed and stream and keeps
+// its operand's type.
+// CHECK-LABEL: func @dropout
+// CHECK: graph.dropout %arg0, %arg1, %arg2 {ratio = 1.000000e-01 : f64, stream = 2 : i64} : (tensor<2x3xf64>, tensor<i64>, tensor<i64>) -> tensor<2x3xf64>
+func.func @dropout(%x: tensor<2x3xf64>, %step: tensor<i64>, %seed: tensor<i64>) -> tensor<2x3xf64> {
+  %y = graph.dropout %x, %step, %seed {ratio = 0.1 : f64, stream = 2 : i64} : (tensor<2x3xf64>, tensor<i64>, tensor<i64>) -> tensor<2x3xf64>
+  return %y : tensor<2x3xf64>
+}
