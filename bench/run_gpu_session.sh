@@ -406,6 +406,7 @@ if [[ $what == *training* ]]; then
   IFS=, read -ra specs <<< "${TRAIN_SPECS:-resnet50 64 224}"
   for spec in "${specs[@]}"; do
     set -- $spec
+    [[ $1 == none ]] && continue
     D=$W/train-$1-$2
     timeout 300 python3 -u bench/train_resnet.py $D --model $1 --batch $2 --size $3 ${4:-} 2>&1 | grep -v "Warning\|_C._jit\|^  " | tee $OUT/train-$1-$2-torch.txt
     TF="--train --loss cross-entropy --optimizer sgd --lr 0.1 --momentum 0.9 --weight-decay 1e-4 --quiet"
@@ -431,6 +432,42 @@ for e in k:
 total = sum(v[0] for v in by.values())
 print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
 for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:14]:
+    print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
+PY
+  done
+fi
+if [[ $what == *gpt2* ]]; then
+  echo "== gpt2 training"
+  t $B/partc-cuda-unittests --gtest_filter='*Dropout*'
+  # Hugging Face's GPT-2 (small's width, random weights) exported for
+  # training, AdamW lr 1e-4, next-token cross-entropy. Specs: layers batch
+  # length dropout [--no-compile]; with dropout 0 partc's strict-fp32 steps
+  # must reproduce PyTorch's.
+  IFS=, read -ra specs <<< "${GPT2_SPECS:-2 8 128 0.0 --no-compile,12 16 256 0.1}"
+  for spec in "${specs[@]}"; do
+    set -- $spec
+    D=$W/gpt2-$1-$2-$3-$4; tag=gpt2-$1l-b$2-t$3-p$4
+    timeout 420 python3 -u bench/train_gpt2.py $D --layers $1 --batch $2 --length $3 --dropout $4 ${5:-} 2>&1 | grep -v "Warning\|warn\|^  " | tee $OUT/train-$tag-torch.txt
+    TF="--train --loss cross-entropy --optimizer adamw --lr 1e-4"
+    s=$(date +%s.%N)
+    $B/partc compile $D/model.onnx -o $D/train.plan --batch $2 $TF 2>&1 | tail -3 | tee $OUT/train-$tag-partc.txt || continue
+    echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))")" | tee -a $OUT/train-$tag-partc.txt
+    IN="--input input=$D/x.npy --input labels=$D/labels.npy"
+    timeout 200 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 3 2>&1 | tail -6 | tee -a $OUT/train-$tag-partc.txt
+    s=$(date +%s.%N); timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 3 --quiet > /dev/null; m=$(date +%s.%N)
+    timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 13 --quiet > /dev/null; e=$(date +%s.%N)
+    python3 -c "a=$m-$s; b=$e-$m; print('{\"peer\": \"partc-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d, \"load_s_3_steps\": %.2f}' % ((b-a)*1e3/10, $2*$3*1e4/((b-a)*1e3), a))" | tee -a $OUT/train-$tag-partc.txt
+    timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$tag-partc.txt
+    python3 - $OUT/train-$tag-profile.json <<'PY' | tee -a $OUT/train-$tag-partc.txt
+import json, sys, collections
+k = json.load(open(sys.argv[1]))["kernels"]
+by = collections.defaultdict(lambda: [0.0, 0])
+for e in k:
+    op = e["signature"].split("(")[0].split()[0]
+    by[op][0] += e["seconds"]; by[op][1] += 1
+total = sum(v[0] for v in by.values())
+print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
+for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:16]:
     print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
 PY
   done

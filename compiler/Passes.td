@@ -329,6 +329,25 @@ def PlanMemory : Pass<"partc-plan-memory", "mlir::ModuleOp"> {
   }];
 }
 
+def ReportStepMemory : Pass<"partc-report-step-memory", "mlir::ModuleOp"> {
+  let summary = "Measures what a training step keeps in each device's memory";
+  let description = [{
+    For a training plan (one with plan.state) whose arena is planned, sums
+    per device: parameters, optimizer state (moments, step counter), other
+    state (running statistics, the dropout seed), the constants its kernels
+    read, the model inputs, the activations kept for the backward pass
+    (arena buffers still to be read when the loss kernel has run), the
+    gradients (arena buffers live at the first parameter update; updates run
+    after every backward op) and the planned arena (where activations,
+    gradients and temporaries share bytes by lifetime). Records each as a
+    comma-separated list per device in the program's metadata
+    (`memory_parameters`, `memory_optimizer_state`, `memory_other_state`,
+    `memory_constants`, `memory_inputs`, `memory_kept_activations`,
+    `memory_gradients`, `memory_arena`) and reports them as a remark on each
+    device. Inference plans are left alone.
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Test passes
 //===----------------------------------------------------------------------===//

@@ -142,6 +142,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   if (o.lower) {
     pm.addPass(createLowerToPlan({o.transfers}));
     pm.addPass(createPlanMemory());
+    if (o.train)
+      pm.addPass(createReportStepMemory());
   }
 }
 

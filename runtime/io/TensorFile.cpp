@@ -1,5 +1,6 @@
 //===- TensorFile.cpp -----------------------------------------------------===//
 #include "runtime/io/TensorFile.h"
+#include "runtime/io/ProtoWire.h"
 
 #include <cerrno>
 #include <cstdlib>
@@ -10,133 +11,13 @@
 
 namespace partc::runtime {
 
+using namespace wire;
+
 namespace {
 
 bool endsWith(const std::string &s, const std::string &suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-/// Reads a regular file of at most `maxBytes` whole; devices, pipes and
-/// directories are refused before reading (/dev/zero never ends).
-Status readWholeFile(const std::string &path, uint64_t maxBytes,
-                     std::vector<uint8_t> &bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0)
-    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode))
-    return Status::error("'" + path +
-                         "' is not a regular file (a directory, device or "
-                         "pipe); give a .npy or .pb tensor file");
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > maxBytes)
-    return Status::error("'" + path + "' has " + std::to_string(size) +
-                         " bytes, more than the " + std::to_string(maxBytes) +
-                         " a tensor of the expected size can take");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Status::error("cannot open '" + path + "'");
-  bytes.resize(size);
-  in.read(reinterpret_cast<char *>(bytes.data()),
-          static_cast<std::streamsize>(size));
-  if (static_cast<uint64_t>(in.gcount()) != size)
-    return Status::error("cannot read '" + path + "' whole (" +
-                         std::to_string(in.gcount()) + " of " +
-                         std::to_string(size) + " bytes)");
-  return Status();
-}
-
-//===----------------------------------------------------------------------===//
-// Protobuf wire format
-//===----------------------------------------------------------------------===//
-
-struct WireReader {
-  const uint8_t *p, *end;
-  bool ok = true;
-
-  bool atEnd() const { return p >= end; }
-  uint64_t varint() {
-    uint64_t v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (p >= end) {
-        ok = false;
-        return 0;
-      }
-      uint8_t b = *p++;
-      v |= uint64_t(b & 0x7f) << shift;
-      if (!(b & 0x80))
-        return v;
-    }
-    ok = false;
-    return 0;
-  }
-  bool bytes(size_t n, const uint8_t *&out) {
-    if (static_cast<size_t>(end - p) < n) {
-      ok = false;
-      return false;
-    }
-    out = p;
-    p += n;
-    return true;
-  }
-};
-
-/// Appends the values of a repeated scalar field, packed or not.
-template <typename T>
-void readRepeated(WireReader &r, int wireType, std::vector<T> &out,
-                  bool isFixed) {
-  auto one = [&](WireReader &rr) {
-    if (isFixed) {
-      const uint8_t *b;
-      if (rr.bytes(sizeof(T), b)) {
-        T v;
-        std::memcpy(&v, b, sizeof(T));
-        out.push_back(v);
-      }
-    } else {
-      out.push_back(static_cast<T>(rr.varint()));
-    }
-  };
-  if (wireType == 2) {
-    uint64_t len = r.varint();
-    const uint8_t *b;
-    if (!r.bytes(len, b))
-      return;
-    WireReader sub{b, b + len};
-    while (!sub.atEnd() && sub.ok)
-      one(sub);
-    r.ok = r.ok && sub.ok;
-  } else {
-    one(r);
-  }
-}
-
-void skipField(WireReader &r, int wireType) {
-  const uint8_t *b;
-  switch (wireType) {
-  case 0:
-    r.varint();
-    break;
-  case 1:
-    r.bytes(8, b);
-    break;
-  case 2:
-    r.bytes(r.varint(), b);
-    break;
-  case 5:
-    r.bytes(4, b);
-    break;
-  default:
-    r.ok = false;
-  }
-}
-
-void putVarint(std::vector<uint8_t> &out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<uint8_t>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<uint8_t>(v));
 }
 
 //===----------------------------------------------------------------------===//
@@ -278,6 +159,35 @@ std::vector<uint8_t> serializeNpy(const HostTensor &t) {
 }
 
 } // namespace
+
+// Devices, pipes and directories are refused before reading: /dev/zero
+// never ends.
+Status readWholeFile(const std::string &path, uint64_t maxBytes,
+                     std::vector<uint8_t> &bytes) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::error("cannot open '" + path + "': " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return Status::error("'" + path +
+                         "' is not a regular file (a directory, device or "
+                         "pipe); give a .npy or .pb tensor file");
+  uint64_t size = static_cast<uint64_t>(st.st_size);
+  if (size > maxBytes)
+    return Status::error("'" + path + "' has " + std::to_string(size) +
+                         " bytes, more than the " + std::to_string(maxBytes) +
+                         " a tensor of the expected size can take");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot open '" + path + "'");
+  bytes.resize(size);
+  in.read(reinterpret_cast<char *>(bytes.data()),
+          static_cast<std::streamsize>(size));
+  if (static_cast<uint64_t>(in.gcount()) != size)
+    return Status::error("cannot read '" + path + "' whole (" +
+                         std::to_string(in.gcount()) + " of " +
+                         std::to_string(size) + " bytes)");
+  return Status();
+}
 
 Status parseTensorProto(const uint8_t *data, size_t size, HostTensor &t) {
   WireReader r{data, data + size};

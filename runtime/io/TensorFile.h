@@ -34,6 +34,11 @@ Status readTensorFile(const std::string &path, HostTensor &tensor,
 Status parseTensorFile(const std::vector<uint8_t> &bytes,
                        const std::string &path, HostTensor &tensor);
 
+/// Reads a regular file of at most `maxBytes` bytes whole; anything else
+/// (a directory, a device, a pipe) or a larger file is refused first.
+Status readWholeFile(const std::string &path, uint64_t maxBytes,
+                     std::vector<uint8_t> &bytes);
+
 /// The largest file that can hold a tensor of `tensorBytes` bytes.
 uint64_t tensorFileLimit(uint64_t tensorBytes);
 Status writeTensorFile(const std::string &path, const HostTensor &tensor);

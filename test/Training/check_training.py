@@ -439,8 +439,10 @@ def check_training(steps=20):
         feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
         args = input_args(name, feeds, labels)
         state = os.path.join(WORK, name + "_state")
+        trained_model = os.path.join(WORK, name + "_trained.onnx")
         out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, "--steps",
-                  str(steps), "--save-state", state, "--quiet", *seed_args)
+                  str(steps), "--save-state", state, "--save-onnx",
+                  trained_model, "--quiet", *seed_args)
         got = [float(line.split()[3]) for line in out.splitlines()
                if line.startswith("step ")]
         if seed is not None:
@@ -483,16 +485,141 @@ def check_training(steps=20):
         for pname, p in ref.params.items():
             trained = np.load(os.path.join(state, pname + ".npy"))
             weight_err = max(weight_err, np.abs(trained - p).max())
-        ok = len(got) == steps and loss_err <= 1e-4 and weight_err <= 1e-4
+        exported = saved_model_problems(trained_model, model, state)
+        ok = (len(got) == steps and loss_err <= 1e-4 and weight_err <= 1e-4
+              and not exported)
         report("train " + name, ok,
                f"loss {want[0]:.5g} -> {want[-1]:.5g} in {steps} steps, worst "
-               f"loss error {loss_err:.1e} (relative), weights {weight_err:.1e}")
+               f"loss error {loss_err:.1e} (relative), weights {weight_err:.1e}"
+               + "".join(f"; {e}" for e in exported))
+
+
+def saved_model_problems(path, original, state):
+    """--save-onnx's model against the original and the saved state: a valid
+    ONNX model with the same nodes, every initializer the trained value
+    (parameters and running statistics) or, if not trained, the original."""
+    problems = []
+    saved = onnx.load(path)
+    onnx.checker.check_model(saved)
+    if [n.SerializeToString() for n in saved.graph.node] != \
+            [n.SerializeToString() for n in original.graph.node]:
+        problems.append("--save-onnx changed the nodes")
+    before = {t.name: numpy_helper.to_array(t)
+              for t in original.graph.initializer}
+    after = {t.name: numpy_helper.to_array(t) for t in saved.graph.initializer}
+    if sorted(before) != sorted(after):
+        problems.append(f"--save-onnx's initializers {sorted(after)} are not "
+                        f"the model's {sorted(before)}")
+    for name, value in after.items():
+        npy = os.path.join(state, name + ".npy")
+        want = np.load(npy) if os.path.exists(npy) else before.get(name)
+        if want is None or value.dtype != want.dtype or \
+                not np.array_equal(value, want):
+            problems.append(f"--save-onnx's '{name}' is not the trained value")
+    return problems
+
+
+def sample_permutation(n, seed, epoch):
+    """partc-run --shuffle's order (runtime/io/Dataset.cpp): Fisher-Yates
+    over splitmix64 seeded with seed ^ (epoch * 0xd1b54a32d192ed03)."""
+    mask = (1 << 64) - 1
+    state = (seed ^ (epoch * 0xD1B54A32D192ED03)) & mask
+    order = list(range(n))
+    for i in range(n, 1, -1):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        j = z % i
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def check_data(batch=8, batches=4, epochs=3, seed=11):
+    """partc-run --data: batches walked from files, shuffled per epoch, for
+    --epochs, against the reference walking the same order; each epoch's
+    mean loss; then the trained model saved with --save-onnx, compiled for
+    inference and run, against the reference's forward pass."""
+    name = "mlp_data_epochs"
+    w = lambda *s: randn(*s, scale=1 / np.sqrt(s[0]))  # noqa: E731
+    nodes = [helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+             helper.make_node("Relu", ["h"], ["a"]),
+             helper.make_node("Gemm", ["a", "w2", "b2"], ["y"])]
+    params = {"w1": w(6, 16), "b1": randn(16, scale=0.1), "w2": w(16, 3),
+              "b2": randn(3, scale=0.1)}
+    path, model = make_model(name, nodes, [("x", np.zeros((batch, 6)))],
+                             (batch, 3), params, np.float32)
+    samples = batch * batches
+    x = randn(samples, 6).astype(np.float32)
+    labels = rng.integers(0, 3, samples).astype(np.int64)
+    data = os.path.join(WORK, name + "_data")
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "x.npy"), x)
+    np.save(os.path.join(data, "labels.npy"), labels)
+    plan = os.path.join(WORK, name + ".plan")
+    run(f"{BIN}/partc", "compile", path, "-o", plan, "--train", "--loss",
+        "cross-entropy", "--optimizer", "sgd", "--lr", "0.1", "--momentum",
+        "0.9", "--batch", str(batch), "--quiet")
+    state = os.path.join(WORK, name + "_state")
+    trained_model = os.path.join(WORK, name + "_trained.onnx")
+    out = run(f"{BIN}/partc-run", plan, "--data", data, "--epochs",
+              str(epochs), "--shuffle", "--seed", str(seed), "--save-state",
+              state, "--save-onnx", trained_model, "--quiet", *RUN_OPTIONS)
+    lines = out.splitlines()
+    got = [float(line.split()[3]) for line in lines if line.startswith("step ")]
+    got_epochs = [float(line.split()[4]) for line in lines
+                  if line.startswith("epoch ")]
+
+    ref = Graph(model)
+    ref.params = {k: np.asarray(numpy_helper.to_array(t), np.float64)
+                  for k, t in ((t.name, t) for t in model.graph.initializer)}
+    optimizer = Optimizer(kind="sgd", lr=0.1, momentum=0.9)
+    want, want_epochs = [], []
+    for epoch in range(epochs):
+        order = sample_permutation(samples, seed, epoch)
+        for b in range(batches):
+            rows = order[b * batch:(b + 1) * batch]
+            values, tape = ref.run({"x": x[rows]})
+            l, dy = loss_and_grad("cross-entropy", values["y"], labels[rows])
+            want.append(l)
+            optimizer.step(ref.params, ref.backward(tape, {"y": dy}))
+        want_epochs.append(np.mean(want[-batches:]))
+    problems = []
+    if len(got) != epochs * batches or len(got_epochs) != epochs:
+        problems.append(f"{len(got)} step and {len(got_epochs)} epoch lines")
+    loss_err = max([abs(g - w) / max(abs(w), 1e-3)
+                    for g, w in zip(got + got_epochs, want + want_epochs)]
+                   or [1.0])
+    weight_err = max(np.abs(np.load(os.path.join(state, k + ".npy")) - v).max()
+                     for k, v in ref.params.items())
+    problems += saved_model_problems(trained_model, model, state)
+    # The saved model, compiled for inference, gives the trained network's
+    # outputs.
+    infer = os.path.join(WORK, name + "_trained.plan")
+    run(f"{BIN}/partc", "compile", trained_model, "-o", infer, "--batch",
+        str(batch), "--quiet")
+    out_dir = os.path.join(WORK, name + "_outputs")
+    run(f"{BIN}/partc-run", infer, "--input",
+        f"x={save(name + '_x0', x[:batch])}", "--output-dir", out_dir,
+        "--quiet", *RUN_OPTIONS)
+    outputs = dict(onnx_outputs(out_dir))
+    want_y = ref.run({"x": x[:batch]})[0]["y"]
+    output_err = np.abs(outputs["y"] - want_y).max() / np.abs(want_y).max()
+    ok = (not problems and loss_err <= 1e-4 and weight_err <= 1e-4
+          and output_err <= 1e-5)
+    report("train " + name, ok,
+           f"{epochs} shuffled epochs of {batches} batches, worst loss error "
+           f"{loss_err:.1e} (relative, steps and epoch means), weights "
+           f"{weight_err:.1e}, saved model's outputs {output_err:.1e}"
+           + "".join(f"; {p}" for p in problems))
 
 
 if MODE == "gradients":
     check_gradients()
 elif MODE == "train":
     check_training()
+    check_data()
 else:
     sys.exit("mode must be gradients or train")
 if failures:

@@ -28,3 +28,20 @@ save("labels_input",[helper.make_node("MatMul",["labels","w"],["y"],name="mm")],
 np.save(os.path.join(out,"x.npy"),np.ones((2,4),np.float32))
 np.save(os.path.join(out,"labels_f32.npy"),np.ones((2,3),np.float32))
 np.save(os.path.join(out,"labels_bad.npy"),np.array([0,7],np.int64))
+np.save(os.path.join(out,"labels_ok.npy"),np.array([0,2],np.int64))
+# --data folders for the two_outputs plan (batch 2): whole batches, a
+# partial batch, files that disagree, a wrong sample shape, no labels.
+def data(name, **arrays):
+    os.makedirs(os.path.join(out, name), exist_ok=True)
+    for k, v in arrays.items():
+        np.save(os.path.join(out, name, k + ".npy"), v)
+x6 = np.ones((6, 4), np.float32)
+data("data_ok", x=x6, labels=np.array([0, 1, 2, 0, 1, 2], np.int64))
+data("data_partial", x=x6[:5], labels=np.zeros(5, np.int64))
+data("data_mismatch", x=x6, labels=np.zeros(4, np.int64))
+data("data_shape", x=np.ones((6, 5), np.float32), labels=np.zeros(6, np.int64))
+data("data_nolabels", x=x6)
+# --source-model files that are not the plan's model: another initializer
+# name, and the same name with another shape.
+save("other_names",[helper.make_node("MatMul",["x","q"],["y"],name="mm")],[f("x",[2,4])],[f("y",[2,3])],[numpy_helper.from_array(np.ones((4,3),np.float32),"q")])
+save("other_shape",[helper.make_node("MatMul",["x","w"],["y"],name="mm")],[f("x",[2,4])],[f("y",[2,4])],[numpy_helper.from_array(np.ones((4,4),np.float32),"w")])

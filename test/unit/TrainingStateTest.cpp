@@ -1,9 +1,11 @@
 //===- TrainingStateTest.cpp - State in plans and the CPU executor --------===//
 #include "TestPlans.h"
 #include "runtime/Executor.h"
+#include "runtime/io/Dataset.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 
 using namespace partc::runtime;
@@ -137,3 +139,18 @@ TEST(TrainingState, OnlyKernelsWriteState) {
 }
 
 } // namespace
+
+// --shuffle's order: a permutation, the same for the same seed and epoch,
+// another for another epoch or seed.
+TEST(TrainingData, ShufflesEachEpochReproducibly) {
+  std::vector<int64_t> a = samplePermutation(1000, 7, 0);
+  std::vector<int64_t> sorted = a;
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t i = 0; i < 1000; ++i)
+    ASSERT_EQ(sorted[static_cast<size_t>(i)], i);
+  EXPECT_EQ(a, samplePermutation(1000, 7, 0));
+  EXPECT_NE(a, samplePermutation(1000, 7, 1));
+  EXPECT_NE(a, samplePermutation(1000, 8, 0));
+  EXPECT_EQ(samplePermutation(1, 7, 0), std::vector<int64_t>{0});
+  EXPECT_TRUE(samplePermutation(0, 7, 0).empty());
+}

@@ -11,6 +11,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Executor.h"
+#include "runtime/io/Dataset.h"
+#include "runtime/io/OnnxWeights.h"
 #include "runtime/io/TestData.h"
 #include "runtime/plan/Plan.h"
 
@@ -25,6 +27,7 @@
 #include <functional>
 #include <sstream>
 #include <sys/stat.h>
+#include <unistd.h>
 
 using namespace partc::runtime;
 
@@ -47,6 +50,14 @@ struct Options {
   /// is loaded from and saved to.
   int steps = 0;
   std::string loadStateDir, saveStateDir;
+  /// Batches walked from files (--data), in order or shuffled, for
+  /// `epochs` epochs (0: as --steps says, or one).
+  std::string dataDir;
+  bool shuffle = false;
+  int epochs = 0;
+  /// The trained model as ONNX, and the model the plan came from (the
+  /// plan's record of it unless given).
+  std::string saveOnnxPath, sourceModel;
 };
 
 void usage() {
@@ -99,12 +110,23 @@ void usage() {
       "Training plans (partc compile --train):\n"
       "                 [--steps N] (run N optimizer steps on the same "
       "inputs; prints each step's loss)\n"
-      "                 [--seed S] (dropout's seed; also the random "
-      "inputs')\n"
+      "                 [--data DIR] (walk batches from DIR/NAME.npy, one file "
+      "per input and labels,\n"
+      "                  each holding whole batches; one epoch unless "
+      "--steps or --epochs)\n"
+      "                 [--epochs E] [--shuffle] (with --data: E passes "
+      "over the data, each in a\n"
+      "                  new order drawn from --seed)\n"
+      "                 [--seed S] (dropout's seed and --shuffle's; also the "
+      "random inputs')\n"
       "                 [--load-state DIR] [--save-state DIR] (the "
       "parameters and the optimizer's\n"
       "                  state, one .npy per tensor, before and after the "
       "steps)\n"
+      "                 [--save-onnx OUT.onnx] [--source-model MODEL.onnx] "
+      "(the model the plan was\n"
+      "                  compiled from, with the trained weights and "
+      "running statistics)\n"
       "                 [--trace FILE.json] (Chrome/Perfetto trace of the last "
       "run, one track per device;\n"
       "                 with --stream: graph segments and copies of every "
@@ -171,7 +193,7 @@ Status parseArgs(int argc, char **argv, Options &o) {
       PARTC_RETURN_IF_ERROR(value(o.tracePath));
     } else if (flag == "--rtol" || flag == "--atol" || flag == "--seed" ||
                flag == "--iterations" || flag == "--warmup" ||
-               flag == "--steps") {
+               flag == "--steps" || flag == "--epochs") {
       PARTC_RETURN_IF_ERROR(value(v));
       if (!parseNumber(v.c_str(), num) || !(num >= 0) || std::isinf(num))
         return Status::error("option " + flag +
@@ -179,8 +201,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
                              "number, got '" +
                              v + "'");
       // Counts are whole numbers an int holds (a cast of 1e20 is undefined).
-      bool count =
-          flag == "--iterations" || flag == "--warmup" || flag == "--steps";
+      bool count = flag == "--iterations" || flag == "--warmup" ||
+                   flag == "--steps" || flag == "--epochs";
       if (count && (num > 1e9 || num != std::floor(num)))
         return Status::error("option " + flag +
                              " expects a whole number up to 10^9, got '" + v +
@@ -199,12 +221,22 @@ Status parseArgs(int argc, char **argv, Options &o) {
         o.iterations = std::max(1, static_cast<int>(num));
       else if (flag == "--steps")
         o.steps = static_cast<int>(num);
+      else if (flag == "--epochs")
+        o.epochs = static_cast<int>(num);
       else
         o.warmup = static_cast<int>(num);
     } else if (flag == "--load-state") {
       PARTC_RETURN_IF_ERROR(value(o.loadStateDir));
     } else if (flag == "--save-state") {
       PARTC_RETURN_IF_ERROR(value(o.saveStateDir));
+    } else if (flag == "--data") {
+      PARTC_RETURN_IF_ERROR(value(o.dataDir));
+    } else if (a == "--shuffle") {
+      o.shuffle = true;
+    } else if (flag == "--save-onnx") {
+      PARTC_RETURN_IF_ERROR(value(o.saveOnnxPath));
+    } else if (flag == "--source-model") {
+      PARTC_RETURN_IF_ERROR(value(o.sourceModel));
     } else if (a == "--summary") {
       o.summary = true;
     } else if (a == "--quiet") {
@@ -248,6 +280,12 @@ Status parseArgs(int argc, char **argv, Options &o) {
   }
   if (o.planPath.empty())
     return Status::error("no plan file given");
+  if ((o.shuffle || o.epochs) && o.dataDir.empty())
+    return Status::error("--shuffle and --epochs walk the batches of --data "
+                         "DIR; give --data");
+  if (o.epochs && o.steps)
+    return Status::error("give --steps or --epochs, not both (--epochs E "
+                         "runs E times the batches in --data)");
   std::vector<std::string> backends = availableBackends();
   if (std::find(backends.begin(), backends.end(), o.executor.backend) ==
       backends.end()) {
@@ -308,31 +346,117 @@ Status loadState(const Plan &plan, Executor &exec, const std::string &dir) {
   return Status();
 }
 
-/// `steps` optimizer steps on the same inputs, each printing its loss.
+/// The trained parameters and running statistics as the ONNX model they
+/// came from (states whose role names an initializer; a state kept on
+/// several devices is written once).
+Status saveOnnx(const Options &opts, const Plan &plan, const Executor &exec) {
+  std::string model = opts.sourceModel;
+  if (model.empty()) {
+    auto it = plan.metadata.find("source_model");
+    if (it == plan.metadata.end())
+      return Status::error("'" + opts.planPath +
+                           "' does not record the model it was compiled "
+                           "from; give it with --source-model MODEL.onnx");
+    model = it->second;
+  }
+  std::vector<HostTensor> values;
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StateDecl &decl = plan.states[i];
+    if (decl.role != "parameter" && decl.role != "running_mean" &&
+        decl.role != "running_var")
+      continue;
+    if (std::any_of(values.begin(), values.end(),
+                    [&](const HostTensor &v) { return v.name == decl.name; }))
+      continue;
+    HostTensor t;
+    t.name = decl.name;
+    t.type = decl.type;
+    t.data.resize(t.type.byteSize());
+    PARTC_RETURN_IF_ERROR(exec.readState(i, t.data.data()));
+    values.push_back(std::move(t));
+  }
+  return writeOnnxWithInitializers(model, opts.saveOnnxPath, values)
+      .prepend("--save-onnx");
+}
+
+/// A bar on the terminal below the step lines: drawn on stderr, wiped
+/// before each line so that it stays the last.
+class ProgressBar {
+public:
+  ProgressBar(bool enabled, int total) : enabled_(enabled), total_(total) {}
+  void clear() const {
+    if (enabled_)
+      std::fprintf(stderr, "\r\033[K");
+  }
+  void draw(int done, double loss, double msPerStep) const {
+    if (!enabled_)
+      return;
+    constexpr int kWidth = 30;
+    int filled = total_ ? static_cast<int>(int64_t(done) * kWidth / total_) : 0;
+    std::fprintf(stderr, "\r[%s%s] %d/%d loss %.4g %.1f ms/step",
+                 std::string(static_cast<size_t>(filled), '#').c_str(),
+                 std::string(static_cast<size_t>(kWidth - filled), ' ').c_str(),
+                 done, total_, loss, msPerStep);
+    std::fflush(stderr);
+  }
+
+private:
+  bool enabled_;
+  int total_;
+};
+
+/// Optimizer steps, each printing its loss: on the same inputs, or on the
+/// batches of `data` (each epoch's mean loss too).
 Status runSteps(const Options &opts, const Plan &plan, Executor &exec,
+                std::vector<HostTensor> &inputs,
                 const std::vector<TensorRef> &in,
-                const std::vector<TensorRef> &out) {
+                const std::vector<TensorRef> &out, Dataset *data, int steps) {
   size_t lossIndex = plan.outputs.size();
   for (size_t i = 0; i < plan.outputs.size(); ++i)
     if (plan.outputs[i].name == "loss" &&
         plan.outputs[i].type.numElements() == 1 &&
         plan.outputs[i].type.dtype == DType::F32)
       lossIndex = i;
-  for (int step = 1; step <= opts.steps; ++step) {
+  ProgressBar bar(!opts.quiet && isatty(STDERR_FILENO) && steps > 1, steps);
+  int64_t perEpoch = data ? data->batchesPerEpoch() : 0;
+  double epochLoss = 0;
+  auto start = std::chrono::steady_clock::now();
+  for (int step = 1; step <= steps; ++step) {
+    if (data) {
+      int64_t epoch = (step - 1) / perEpoch, batch = (step - 1) % perEpoch;
+      if (batch == 0) {
+        data->startEpoch(static_cast<uint64_t>(epoch), opts.shuffle, opts.seed);
+        epochLoss = 0;
+      }
+      data->fillBatch(batch, inputs);
+    }
     // Profile every step but the first (library algorithm searches).
-    if (step == std::min(2, opts.steps) && !opts.profilePath.empty())
+    if (step == std::min(2, steps) && !opts.profilePath.empty())
       PARTC_RETURN_IF_ERROR(exec.enableProfiling());
     PARTC_RETURN_IF_ERROR(exec.run(in, out));
-    if (lossIndex < out.size()) {
-      float loss = out[lossIndex].as<float>()[0];
-      std::printf("step %d loss %.9g\n", step, static_cast<double>(loss));
-      if (!std::isfinite(loss))
-        std::fprintf(stderr,
-                     "partc-run: warning: the loss of step %d is %g; lower "
-                     "--lr or check the inputs\n",
-                     step, static_cast<double>(loss));
-    }
+    if (lossIndex >= out.size())
+      continue;
+    float loss = out[lossIndex].as<float>()[0];
+    bar.clear();
+    std::printf("step %d loss %.9g\n", step, static_cast<double>(loss));
+    if (!std::isfinite(loss))
+      std::fprintf(stderr,
+                   "partc-run: warning: the loss of step %d is %g; lower "
+                   "--lr or check the inputs\n",
+                   step, static_cast<double>(loss));
+    epochLoss += loss;
+    if (data && step % perEpoch == 0)
+      std::printf("epoch %lld mean loss %.9g (%lld steps)\n",
+                  static_cast<long long>(step / perEpoch),
+                  epochLoss / static_cast<double>(perEpoch),
+                  static_cast<long long>(perEpoch));
+    std::fflush(stdout);
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+    bar.draw(step, loss, ms / step);
   }
+  bar.clear();
   return Status();
 }
 
@@ -498,8 +622,8 @@ int main(int argc, char **argv) {
         return fail(r.message());
 
   bool training = !plan.states.empty();
-  if ((opts.steps || !opts.loadStateDir.empty() ||
-       !opts.saveStateDir.empty()) &&
+  if ((opts.steps || !opts.loadStateDir.empty() || !opts.saveStateDir.empty() ||
+       !opts.dataDir.empty() || !opts.saveOnnxPath.empty()) &&
       !training)
     return fail("'" + opts.planPath +
                 "' is not a training plan (it has no state); compile the "
@@ -519,18 +643,37 @@ int main(int argc, char **argv) {
       if (s = exec->writeState(i, &seed); !s.ok())
         return fail(s.message());
     }
+  Dataset data;
+  int steps = opts.steps;
+  if (!opts.dataDir.empty()) {
+    std::vector<std::string> given;
+    for (const auto &input : opts.inputs)
+      given.push_back(input.first);
+    if (s = Dataset::open(opts.dataDir, plan, given, data); !s.ok())
+      return fail(s.message());
+    // One epoch unless told otherwise; --epochs E is E times the batches.
+    int64_t total = opts.steps
+                        ? opts.steps
+                        : std::max(1, opts.epochs) * data.batchesPerEpoch();
+    if (total > 1000000000)
+      return fail("--epochs " + std::to_string(opts.epochs) + " over " +
+                  std::to_string(data.batchesPerEpoch()) +
+                  " batches is more than 10^9 steps");
+    steps = static_cast<int>(total);
+  }
   std::vector<double> times;
-  if (training && opts.steps > 0) {
+  if (training && steps > 0) {
     auto t0 = std::chrono::steady_clock::now();
-    s = runSteps(opts, plan, *exec, inRefs, outRefs);
+    s = runSteps(opts, plan, *exec, inputs, inRefs, outRefs,
+                 opts.dataDir.empty() ? nullptr : &data, steps);
     if (!s.ok())
       return fail(s.message());
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
     if (!opts.quiet)
-      std::printf("%d steps in %.3f ms (%.3f ms per step)\n", opts.steps, ms,
-                  ms / opts.steps);
+      std::printf("%d steps in %.3f ms (%.3f ms per step)\n", steps, ms,
+                  ms / steps);
   } else {
     s = runTimed(opts, plan, *exec, inRefs, outRefs, times);
     if (!s.ok())
@@ -538,6 +681,11 @@ int main(int argc, char **argv) {
   }
   if (!opts.saveStateDir.empty()) {
     s = saveState(plan, *exec, opts.saveStateDir);
+    if (!s.ok())
+      return fail(s.message());
+  }
+  if (!opts.saveOnnxPath.empty()) {
+    s = saveOnnx(opts, plan, *exec);
     if (!s.ok())
       return fail(s.message());
   }

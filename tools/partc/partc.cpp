@@ -26,6 +26,7 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -227,6 +228,64 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit ? "%.2f %s" : "%.0f %s", bytes,
+                units[unit]);
+  return text;
+}
+
+/// --explain of a training plan: what one step keeps in each device's
+/// memory (partc-report-step-memory's figures).
+void printStepMemory(const ::partc::runtime::Plan &plan) {
+  auto column = [&](const char *key) {
+    std::vector<double> values;
+    auto it = plan.metadata.find(key);
+    if (it == plan.metadata.end())
+      return values;
+    llvm::SmallVector<llvm::StringRef> items;
+    llvm::StringRef(it->second).split(items, ',');
+    for (llvm::StringRef item : items)
+      values.push_back(std::atof(item.str().c_str()));
+    return values;
+  };
+  const std::pair<const char *, const char *> rows[] = {
+      {"memory_parameters", "parameters"},
+      {"memory_optimizer_state", "optimizer state (moments, step)"},
+      {"memory_other_state", "other state (running statistics, seed)"},
+      {"memory_constants", "constants"},
+      {"memory_arena", "arena (planned by lifetime)"},
+      {"memory_inputs", "  of which inputs and labels"},
+      {"memory_kept_activations", "  of which kept for the backward pass"},
+      {"memory_gradients", "  of which gradients at the update"}};
+  size_t devices = column("memory_arena").size();
+  if (devices == 0)
+    return;
+  llvm::outs() << "memory of a training step (library workspaces, chosen "
+                  "when the plan loads, not included):\n";
+  for (size_t d = 0; d < devices; ++d) {
+    llvm::outs() << "  device " << d << "\n";
+    double total = 0;
+    for (auto [key, label] : rows) {
+      std::vector<double> values = column(key);
+      double v = d < values.size() ? values[d] : 0;
+      // The arena's parts overlap in time; the arena is their peak.
+      if (label[0] != ' ')
+        total += v;
+      llvm::outs() << llvm::format("    %-46s %12s\n", label,
+                                   formatBytes(v).c_str());
+    }
+    llvm::outs() << llvm::format("    %-46s %12s\n", "total",
+                                 formatBytes(total).c_str());
+  }
+}
+
 int compile() {
   if (batch < 1)
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
@@ -344,6 +403,13 @@ int compile() {
   std::vector<uint8_t> weights;
   if (failed(mlir::partc::exportPlan(*module, plan, weights)))
     return 1;
+  // partc-run --save-onnx writes the trained weights into this model.
+  if (train) {
+    llvm::SmallString<256> source(inputPath);
+    if (!llvm::sys::fs::make_absolute(source))
+      llvm::sys::path::remove_dots(source, /*remove_dot_dot=*/true);
+    plan.metadata["source_model"] = source.str().str();
+  }
   ::partc::runtime::Status s =
       ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
@@ -351,6 +417,8 @@ int compile() {
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
+  if (options.explain == "text" && train)
+    printStepMemory(plan);
   if (!quiet && options.explain != "json") {
     llvm::outs() << ::partc::runtime::summarizePlan(plan);
     llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)

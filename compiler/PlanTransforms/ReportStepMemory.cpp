@@ -1,0 +1,164 @@
+//===- ReportStepMemory.cpp - partc-report-step-memory --------------------===//
+//
+// What a training step keeps in each device's memory, by kind, from the
+// planned arena and the plan's state: what `partc compile --train --explain`
+// prints and what placing training across devices must fit.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/Passes.h"
+#include "compiler/PlanTransforms/BufferLiveness.h"
+
+#include "dialects/Graph/RuntimeBridge.h"
+#include "dialects/Plan/PlanDialect.h"
+
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_REPORTSTEPMEMORY
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+int64_t tensorBytes(Type type) {
+  return static_cast<int64_t>(toTensorType(cast<ShapedType>(type)).byteSize());
+}
+
+struct StepMemory {
+  int64_t parameters = 0, optimizer = 0, otherState = 0, constants = 0,
+          inputs = 0, kept = 0, gradients = 0, arena = 0;
+};
+
+/// The kernel that writes the buffer stored to the output named `loss`.
+Operation *lossKernel(plan::DeviceOp device) {
+  for (auto store : device.getBody().front().getOps<plan::StoreOutputOp>())
+    if (store.getOutput() == "loss")
+      for (Operation *user : store.getSource().getUsers())
+        if (auto kernel = dyn_cast<plan::KernelOp>(user))
+          if (llvm::is_contained(kernel.getOutputs(), store.getSource()))
+            return kernel;
+  return nullptr;
+}
+
+struct ReportStepMemoryPass
+    : public impl::ReportStepMemoryBase<ReportStepMemoryPass> {
+  void runOnOperation() override {
+    getOperation().walk([&](plan::ProgramOp program) {
+      if (failed(report(program)))
+        signalPassFailure();
+    });
+  }
+
+  LogicalResult report(plan::ProgramOp program) {
+    llvm::StringMap<plan::StateOp> states;
+    for (auto state : program.getBody().front().getOps<plan::StateOp>())
+      states[state.getSymName()] = state;
+    if (states.empty())
+      return success(); // inference: nothing is kept across a step
+    std::vector<StepMemory> perDevice;
+    for (auto device : program.getBody().front().getOps<plan::DeviceOp>()) {
+      if (!device.getArenaSize())
+        return device.emitOpError()
+                   << "has no arena size; run partc-plan-memory first",
+               failure();
+      perDevice.push_back(measure(device, states));
+    }
+    // Per device, separated by commas, as the plan's other per-device
+    // metadata.
+    auto list = [&](int64_t StepMemory::*field) {
+      std::string s;
+      for (const StepMemory &m : perDevice)
+        s += (s.empty() ? "" : ",") + std::to_string(m.*field);
+      return s;
+    };
+    OpBuilder b(program.getContext());
+    NamedAttrList metadata(program.getMetadataAttr() ? program.getMetadataAttr()
+                                                     : b.getDictionaryAttr({}));
+    for (auto [key, field] :
+         {std::pair{"memory_parameters", &StepMemory::parameters},
+          {"memory_optimizer_state", &StepMemory::optimizer},
+          {"memory_other_state", &StepMemory::otherState},
+          {"memory_constants", &StepMemory::constants},
+          {"memory_inputs", &StepMemory::inputs},
+          {"memory_kept_activations", &StepMemory::kept},
+          {"memory_gradients", &StepMemory::gradients},
+          {"memory_arena", &StepMemory::arena}})
+      metadata.set(key, b.getStringAttr(list(field)));
+    program.setMetadataAttr(metadata.getDictionary(program.getContext()));
+    return success();
+  }
+
+  StepMemory measure(plan::DeviceOp device,
+                     const llvm::StringMap<plan::StateOp> &states) {
+    StepMemory m;
+    m.arena = *device.getArenaSize();
+    Block &block = device.getBody().front();
+    for (const auto &entry : states) {
+      plan::StateOp state = entry.getValue();
+      if (state.getDevice() != device.getId())
+        continue;
+      int64_t bytes = tensorBytes(state.getType());
+      StringRef role = state.getRole();
+      if (role == "parameter")
+        m.parameters += bytes;
+      else if (role == "momentum" || role == "adam_m" || role == "adam_v" ||
+               role == "step")
+        m.optimizer += bytes;
+      else
+        m.otherState += bytes;
+    }
+    llvm::DenseSet<StringRef> weights;
+    for (auto ref : block.getOps<plan::WeightRefOp>())
+      if (weights.insert(ref.getWeight()).second)
+        m.constants += tensorBytes(ref.getBuffer().getType());
+
+    DeviceLiveness liveness = analyzeBufferLiveness(device);
+    // Activations kept for the backward pass: what is still to be read when
+    // the loss is known. Gradients: what waits for the first parameter
+    // update (updates run after every backward op).
+    Operation *loss = lossKernel(device);
+    int64_t lossAt = loss ? liveness.position.lookup(loss) : -1;
+    int64_t updateAt = -1;
+    for (auto kernel : block.getOps<plan::KernelOp>()) {
+      bool updatesParameter = llvm::any_of(kernel.getOutputs(), [&](Value v) {
+        auto ref = v.getDefiningOp<plan::StateRefOp>();
+        if (!ref)
+          return false;
+        auto it = states.find(ref.getState());
+        return it != states.end() &&
+               plan::StateOp(it->second).getRole() == "parameter";
+      });
+      if (updatesParameter) {
+        updateAt = liveness.position.lookup(kernel);
+        break;
+      }
+    }
+    for (BufferInterval &buffer : liveness.buffers) {
+      if (buffer.isInput) {
+        m.inputs += buffer.size;
+        continue;
+      }
+      bool isLoss =
+          loss && llvm::is_contained(cast<plan::KernelOp>(loss).getOutputs(),
+                                     buffer.alloc.getResult());
+      if (lossAt >= 0 && !isLoss && buffer.begin < lossAt &&
+          buffer.end > lossAt)
+        m.kept += buffer.size;
+      if (updateAt >= 0 && buffer.begin < updateAt && buffer.end >= updateAt)
+        m.gradients += buffer.size;
+    }
+    device.emitRemark() << "step memory: parameters " << m.parameters
+                        << " B, optimizer state " << m.optimizer
+                        << " B, other state " << m.otherState
+                        << " B, constants " << m.constants << " B, inputs "
+                        << m.inputs << " B, kept activations " << m.kept
+                        << " B, gradients " << m.gradients << " B, arena "
+                        << m.arena << " B";
+    return m;
+  }
+};
+
+} // namespace
+} // namespace mlir::partc
