@@ -453,7 +453,7 @@ if [[ $what == *gpt2* ]]; then
     $B/partc compile $D/model.onnx -o $D/train.plan --batch $2 $TF 2>&1 | tail -3 | tee $OUT/train-$tag-partc.txt || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))")" | tee -a $OUT/train-$tag-partc.txt
     IN="--input input=$D/x.npy --input labels=$D/labels.npy"
-    timeout 200 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 3 2>&1 | tail -6 | tee -a $OUT/train-$tag-partc.txt
+    timeout 200 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 3 2>&1 | tail -12 | tee -a $OUT/train-$tag-partc.txt
     s=$(date +%s.%N); timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 3 --quiet > /dev/null; m=$(date +%s.%N)
     timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 13 --quiet > /dev/null; e=$(date +%s.%N)
     python3 -c "a=$m-$s; b=$e-$m; print('{\"peer\": \"partc-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d, \"load_s_3_steps\": %.2f}' % ((b-a)*1e3/10, $2*$3*1e4/((b-a)*1e3), a))" | tee -a $OUT/train-$tag-partc.txt

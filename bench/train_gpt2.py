@@ -43,6 +43,15 @@ config = GPT2Config(n_layer=args.layers, n_positions=max(1024, args.length),
                     resid_pdrop=args.dropout, embd_pdrop=args.dropout,
                     attn_pdrop=args.dropout, use_cache=False)
 config._attn_implementation = "eager"
+# Recent transformers look for packed sequences in the position ids with
+# torch.diff, which the TorchScript exporter cannot export; the batch here
+# is never packed.
+try:
+    import transformers.masking_utils as masking_utils
+    if hasattr(masking_utils, "find_packed_sequence_indices"):
+        masking_utils.find_packed_sequence_indices = lambda position_ids: None
+except ImportError:
+    pass
 
 
 class Logits(torch.nn.Module):

@@ -1120,10 +1120,8 @@ LogicalResult importDropout(NodeImporter &n) {
     }
     return success();
   }
-  if (n.wantsOutput(1))
-    return n.error() << "the mask output of a training-mode Dropout is not "
-                        "supported; export without reading it (PyTorch's "
-                        "exports never read it)";
+  // The mask output is left unset: PyTorch's exports name it but never read
+  // it, and the import refuses it only where the graph reads it.
   // Step and seed 0 until partc-prepare-training binds them to the step
   // counter and the run's seed: an inference compile draws one fixed mask.
   auto scalar = RankedTensorType::get({}, n.builder().getI64Type());

@@ -424,17 +424,21 @@ write_data_set("masked_softmax_data", xm, np.nan_to_num(pm, nan=0.0))
 
 # dropout_train{0,1}.onnx: Dropout in training mode dropping nothing (the
 # identity, as torchvision's Swin exports it) and dropping a tenth;
-# dropout_train_mask.onnx also returns the mask, which partc refuses.
+# dropout_train_mask.onnx also returns the mask, which partc refuses;
+# dropout_train_unread_mask.onnx names it without reading it, as PyTorch's
+# training exports do.
 for name, ratio, outputs in (("dropout_train0.onnx", 0.0, ["y"]),
                              ("dropout_train1.onnx", 0.1, ["y"]),
-                             ("dropout_train_mask.onnx", 0.1, ["y", "mask"])):
+                             ("dropout_train_mask.onnx", 0.1, ["y", "mask"]),
+                             ("dropout_train_unread_mask.onnx", 0.1,
+                              ["y", "unread_mask"])):
     graph = helper.make_graph(
         [helper.make_node("Dropout", ["x", "ratio", "training"], outputs,
                           name="drop")], "dropout",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 3])],
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 3])] +
         [helper.make_tensor_value_info("mask", TensorProto.BOOL, [64, 3])
-         for _ in outputs[1:]],
+         for o in outputs[1:] if o == "mask"],
         [numpy_helper.from_array(np.array(ratio, np.float32), "ratio"),
          numpy_helper.from_array(np.array(True), "training")])
     save(graph, name)

@@ -456,7 +456,11 @@ def check_training(steps=20):
                        half, "--quiet")
             resumed = [float(line.split()[3]) for line in rest.splitlines()
                        if line.startswith("step ")]
-            if resumed != got[steps // 2:]:
+            # Equal on the CPU; on a GPU a library may pick another
+            # algorithm at each load (cuBLAS times them), so within 1e-5.
+            if len(resumed) != steps - steps // 2 or any(
+                    abs(r - g) > 1e-5 * max(abs(g), 1e-3)
+                    for r, g in zip(resumed, got[steps // 2:])):
                 report("train " + name, False,
                        f"resumed losses {resumed[:3]} differ from the run's "
                        f"{got[steps // 2:steps // 2 + 3]}")
