@@ -314,6 +314,11 @@ unsigned fusedBlocks(const FusedParams &p, bool vectorized);
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);
+/// The same over a contiguous [rows, cols] view, reducing the rows per
+/// column (`leading`) or the columns per row; both dimensions non-empty.
+cudaError_t launchReduceRowsF32(const float *x, float *y, int64_t rows,
+                                int64_t cols, bool leading, int op,
+                                cudaStream_t s);
 
 /// Holds the stream until the mapped host word `word` reaches `value` (or
 /// `timeoutNs` pass).

@@ -130,6 +130,27 @@ __global__ void scatterNdReduceKernel(float *out, const void *indices,
     }
 }
 
+/// Adding, every (tuple, element) pair in parallel with atomic adds: an
+/// embedding's gradient scatters thousands of rows into a few, where a
+/// thread per element walking the tuples in order leaves the GPU idle.
+/// Repeated tuples then add in an order that varies between runs (within
+/// float rounding; the CPU reference adds in tuple order).
+__global__ void scatterNdAddKernel(float *out, const void *indices, bool idx64,
+                                   const float *updates, NdTupleParams p,
+                                   int *bad) {
+  int64_t slice = p.sliceBytes / int64_t(sizeof(float));
+  int64_t total = p.tuplesPerBatch * slice;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
+    if (offset < 0) {
+      *bad = 1;
+      continue;
+    }
+    atomicAdd(&out[offset / int64_t(sizeof(float)) + i % slice], updates[i]);
+  }
+}
+
 __global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
                           float value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -313,6 +334,12 @@ cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
   int64_t bytes = p.tuplesPerBatch * p.sliceBytes;
   if (bytes == 0)
     return cudaSuccess;
+  if (reduction == 1) {
+    scatterNdAddKernel<<<blocksFor(bytes / 4), kThreads, 0, s>>>(
+        static_cast<float *>(out), indices, idx64,
+        static_cast<const float *>(updates), p, badIndex);
+    return cudaGetLastError();
+  }
   if (reduction != 0) {
     scatterNdReduceKernel<<<blocksFor(p.sliceBytes / 4), kThreads, 0, s>>>(
         static_cast<float *>(out), indices, idx64,

@@ -483,7 +483,61 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
   y[o] = op == 1 ? acc / float(reduceCount) : acc;
 }
 
+/// A reduction over the leading dimensions of a contiguous [rows, cols]
+/// view (bias gradients: a sum over batch and sequence per feature): a block
+/// per 32 columns whose 32 x 32 threads read whole 128-byte lines of a row
+/// and combine in shared memory, always in the same order.
+__global__ void reduceLeadingKernel(const float *x, float *y, int64_t rows,
+                                    int64_t cols, int op) {
+  __shared__ float partial[32][33];
+  int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
+  float acc = reduceInit(op);
+  if (c < cols)
+    for (int64_t r = threadIdx.y; r < rows; r += 32)
+      acc = reduceStep(op, acc, x[r * cols + c]);
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= cols)
+    return;
+  for (int k = 1; k < 32; ++k)
+    acc = reduceStep(op, acc, partial[k][threadIdx.x]);
+  y[c] = op == 1 ? acc / float(rows) : acc;
+}
+
+/// A reduction over the trailing dimensions of a contiguous [rows, cols]
+/// view (layer norm's mean and variance, softmax's sums): a warp per row
+/// whose lanes read consecutive elements and combine by shuffles.
+__global__ void reduceTrailingKernel(const float *x, float *y, int64_t rows,
+                                     int64_t cols, int op) {
+  int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  int lane = threadIdx.x & 31;
+  // A warp's lanes share their row, so they leave together.
+  if (row >= rows)
+    return;
+  const float *p = x + row * cols;
+  float acc = reduceInit(op);
+  for (int64_t i = lane; i < cols; i += 32)
+    acc = reduceStep(op, acc, p[i]);
+  for (int offset = 16; offset > 0; offset /= 2)
+    acc = reduceStep(op, acc, __shfl_down_sync(0xffffffffu, acc, offset));
+  if (lane == 0)
+    y[row] = op == 1 ? acc / float(cols) : acc;
+}
+
 } // namespace
+
+cudaError_t launchReduceRowsF32(const float *x, float *y, int64_t rows,
+                                int64_t cols, bool leading, int op,
+                                cudaStream_t s) {
+  if (leading) {
+    reduceLeadingKernel<<<static_cast<unsigned>((cols + 31) / 32),
+                          dim3(32, 32), 0, s>>>(x, y, rows, cols, op);
+  } else {
+    reduceTrailingKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, y, rows, cols, op);
+  }
+  return cudaGetLastError();
+}
 
 cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *bias, const float *mean,

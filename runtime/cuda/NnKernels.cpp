@@ -134,6 +134,33 @@ Factory reduceFactory(int op) {
       ++s.rank;
       (red[d] ? count : outCount) *= x[d];
     }
+    // Reduced axes that are all leading or all trailing make the input a
+    // [rows, cols] matrix reduced along one side; enough outputs to fill
+    // the GPU take the coalesced kernels (the general one strides).
+    size_t firstReduced = 0, lastReduced = 0;
+    for (size_t d = 0; d < x.size(); ++d)
+      if (red[d])
+        lastReduced = d + 1;
+    while (firstReduced < x.size() && !red[firstReduced])
+      ++firstReduced;
+    bool contiguous = lastReduced > firstReduced &&
+                      std::all_of(red.begin() + firstReduced,
+                                  red.begin() + lastReduced,
+                                  [](bool b) { return b; });
+    bool leading = contiguous && firstReduced == 0 && outCount >= 128;
+    bool trailing = contiguous && lastReduced == x.size() && outCount >= 512;
+    if (count > 0 && outCount > 0 && (leading || trailing)) {
+      int64_t rows = leading ? count : outCount;
+      int64_t cols = leading ? outCount : count;
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out) {
+        return cudaStatus(launchReduceRowsF32(in[0].as<float>(),
+                                              out[0].as<float>(), rows, cols,
+                                              leading, op, ctx.stream),
+                          "reduce");
+      });
+      return Status();
+    }
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchReduceF32(in[0].as<float>(), out[0].as<float>(),

@@ -449,3 +449,89 @@ TEST(GpuKernels, DropoutDrawsTheCpuMask) {
 }
 
 } // namespace
+
+// Reductions over leading or trailing axes take the coalesced kernels
+// (bias gradients, layer norm's statistics); others the general one.
+TEST(GpuKernels, ReductionsMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    const char *kernel;
+    Layout layout;
+    std::vector<int64_t> axes;
+  };
+  const Case cases[] = {
+      {"reduce_sum", {"leading, bias gradient", {{512, 200}}, {1, 200}}, {0}},
+      {"reduce_sum", {"two leading", {{4, 100, 136}}, {1, 1, 136}}, {0, 1}},
+      {"reduce_mean", {"trailing, layer norm", {{600, 77}}, {600, 1}}, {1}},
+      {"reduce_max", {"two trailing", {{520, 3, 9}}, {520, 1, 1}}, {1, 2}},
+      {"reduce_min", {"leading, few rows", {{3, 130}}, {1, 130}}, {0}},
+      {"reduce_sum", {"middle (general)", {{8, 50, 6}}, {8, 1, 6}}, {1}},
+  };
+  for (const Case &c : cases) {
+    AttrMap attrs;
+    attrs.set("axes", AttrValue::ofInts(c.axes));
+    attrs.set("keepdims", AttrValue::ofInts({1}));
+    expectGpuMatchesCpu(c.kernel, attrs, c.layout, {{c.kernel, DeviceContext()}},
+                        -2.f, 2.f, 1e-4f);
+  }
+}
+
+// An embedding's gradient: many rows added into few, repeated rows
+// included, as the CPU adds them (up to the order of float additions).
+TEST(GpuKernels, ScatterAddOfRepeatedRowsMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  TensorType data{DType::F32, {50, 96}}, indices{DType::I64, {700, 1}},
+      updates{DType::F32, {700, 96}};
+  std::vector<float> x(50 * 96, 0.5f), u(700 * 96);
+  for (size_t i = 0; i < u.size(); ++i)
+    u[i] = static_cast<float>(i % 13) * 0.25f - 1.f;
+  std::vector<int64_t> idx(700);
+  for (size_t i = 0; i < idx.size(); ++i)
+    idx[i] = static_cast<int64_t>(i * i % 50);
+  AttrMap attrs;
+  attrs.set("reduction", AttrValue::ofString("add"));
+  std::unique_ptr<Kernel> cpu;
+  ASSERT_TRUE(createCpuKernel("scatter_nd", attrs, {data, indices, updates},
+                              {data}, cpu)
+                  .ok());
+  std::vector<float> expected(x.size());
+  ASSERT_TRUE(cpu->run({{x.data(), data}, {idx.data(), indices},
+                        {u.data(), updates}},
+                       {{expected.data(), data}})
+                  .ok());
+  void *dx, *di, *du, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&di, idx.size() * 8), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&du, u.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, x.size() * 4), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(di, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice);
+  cudaMemcpy(du, u.data(), u.size() * 4, cudaMemcpyHostToDevice);
+  DeviceContext ctx;
+  std::unique_ptr<GpuKernel> k;
+  ASSERT_TRUE(createGpuKernel("scatter_nd", attrs, {data, indices, updates},
+                              {data}, ctx, k)
+                  .ok() &&
+              k);
+  ASSERT_TRUE(
+      k->run(ctx, {{dx, data}, {di, indices}, {du, updates}}, {{dy, data}})
+          .ok());
+  cudaDeviceSynchronize();
+  EXPECT_TRUE(k->checkAfterRun().ok());
+  std::vector<float> got(x.size());
+  cudaMemcpy(got.data(), dy, x.size() * 4, cudaMemcpyDeviceToHost);
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], expected[i], 1e-5f * std::fabs(expected[i]) + 1e-5f)
+        << "element " << i;
+  idx[9] = 50; // past the end
+  cudaMemcpy(di, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice);
+  ASSERT_TRUE(
+      k->run(ctx, {{dx, data}, {di, indices}, {du, updates}}, {{dy, data}})
+          .ok());
+  cudaDeviceSynchronize();
+  EXPECT_FALSE(k->checkAfterRun().ok());
+  for (void *p : {dx, di, du, dy})
+    cudaFree(p);
+}
