@@ -312,17 +312,28 @@ private:
 };
 
 /// For a normalization's scale or bias of shape `param`, the element each
-/// of the normalized dimensions' elements reads; false where `param` does
-/// not broadcast to `norm`.
-bool normalizedIndices(const Shape &param, const Shape &norm,
-                       std::vector<int64_t> &idx) {
+/// of the normalized dimensions' elements reads; an error where `param`
+/// does not broadcast to `norm` or the table would not fit this machine's
+/// memory (a normalized shape of 2^31 elements asks for 16 GiB). Without
+/// rows to normalize the table stays empty.
+Status normalizedIndices(const Shape &param, const Shape &norm, int64_t rows,
+                         std::vector<int64_t> &idx) {
   Shape joined;
   if (!broadcastShapes(param, norm, joined) || joined != norm)
-    return false;
+    return Status::error("scale or bias " + shapeToString(param) +
+                         " does not broadcast to " + shapeToString(norm));
+  if (rows == 0)
+    return Status();
+  double tableBytes = static_cast<double>(numElements(norm)) * sizeof(int64_t);
+  if (tableBytes > static_cast<double>(hostMemoryBytes()))
+    return Status::error("normalizing " + shapeToString(norm) + " needs " +
+                         std::to_string(static_cast<uint64_t>(tableBytes)) +
+                         " bytes of scale indices, more than this machine's " +
+                         std::to_string(hostMemoryBytes()) + " bytes");
   std::array<std::vector<int64_t>, 1> st{broadcastStrides(param, norm)};
   idx.resize(numElements(norm));
   broadcastLoop<1>(norm, st, [&](int64_t o, const auto &i) { idx[o] = i[0]; });
-  return true;
+  return Status();
 }
 
 class RmsNormKernel : public Kernel {
@@ -663,10 +674,9 @@ static Status createLayerNorm(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
   int64_t cols = numElements(norm);
   int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
   std::vector<int64_t> si, bi;
-  if (!normalizedIndices(a.inputs[1].shape, norm, si) ||
-      (a.inputs.size() == 3 && !normalizedIndices(a.inputs[2].shape, norm, bi)))
-    return Status::error("scale or bias does not broadcast to " +
-                         shapeToString(norm));
+  PARTC_RETURN_IF_ERROR(normalizedIndices(a.inputs[1].shape, norm, rows, si));
+  if (a.inputs.size() == 3)
+    PARTC_RETURN_IF_ERROR(normalizedIndices(a.inputs[2].shape, norm, rows, bi));
   k = std::make_unique<LayerNormKernel>(rows, cols, a.attrs.getFloat("epsilon"),
                                         a.inputs.size() == 3, si, bi);
   return Status();
@@ -786,10 +796,9 @@ void registerNnKernels(KernelTable &t) {
     int64_t cols = numElements(norm);
     int64_t rows = cols ? a.inputs[0].numElements() / cols : 0;
     std::vector<int64_t> scaleIdx;
-    if (a.inputs.size() == 2 &&
-        !normalizedIndices(a.inputs[1].shape, norm, scaleIdx))
-      return Status::error("scale " + a.inputs[1].str() +
-                           " does not broadcast to " + shapeToString(norm));
+    if (a.inputs.size() == 2)
+      PARTC_RETURN_IF_ERROR(
+          normalizedIndices(a.inputs[1].shape, norm, rows, scaleIdx));
     k = std::make_unique<RmsNormKernel>(rows, cols, a.attrs.getFloat("epsilon"),
                                         std::move(scaleIdx));
     return Status();

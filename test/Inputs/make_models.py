@@ -671,3 +671,16 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2**34])])
 save(graph, "huge_io.onnx")
 constant_of_shape("fill_huge2d.onnx", [2**20, 2**20])
+
+# Layer norm over a huge normalized shape: with no rows it compiles (an
+# empty input needs no scale index table); with a row the table would not
+# fit (fuzz findings of session 16).
+for name, shape in (("ln_empty_huge.onnx", [0, 2**40]),
+                    ("ln_row_huge.onnx", [1, 2**33])):
+    save(helper.make_graph(
+        [helper.make_node("LayerNormalization", ["x", "s"], ["y"], axis=1,
+                          name="ln")], "ln",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        [numpy_helper.from_array(np.ones(1, np.float32), "s")]), name,
+        opset=17)
