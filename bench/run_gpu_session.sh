@@ -26,6 +26,21 @@ torch.onnx.export(net, torch.randn(16, 3, 224, 224), '$1/r50.onnx', dynamo=False
 }
 
 t() { echo "+ $*"; timeout 60 "$@" || echo "FAILED ($?): $*"; }
+# A --profile file's kernel time per step by op: FILE, how many ops.
+profile_by_op() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys, collections
+k = json.load(open(sys.argv[1]))["kernels"]
+by = collections.defaultdict(lambda: [0.0, 0])
+for e in k:
+    op = e["signature"].split("(")[0].split()[0]
+    by[op][0] += e["seconds"]; by[op][1] += 1
+total = sum(v[0] for v in by.values())
+print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
+for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:int(sys.argv[2])]:
+    print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
+PY
+}
 if [[ $what == *smoke* ]]; then
   echo "== smoke"
   python3 test/Inputs/make_models.py $W/ex > /dev/null
@@ -422,18 +437,7 @@ if [[ $what == *training* ]]; then
     done
     # Where a step's time goes: kernels by op, and which ran on the host.
     timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 4 --profile $OUT/train-$1-$2-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$1-$2-partc.txt
-    python3 - $OUT/train-$1-$2-profile.json <<'PY' | tee -a $OUT/train-$1-$2-partc.txt
-import json, sys, collections
-k = json.load(open(sys.argv[1]))["kernels"]
-by = collections.defaultdict(lambda: [0.0, 0])
-for e in k:
-    op = e["signature"].split("(")[0].split()[0]
-    by[op][0] += e["seconds"]; by[op][1] += 1
-total = sum(v[0] for v in by.values())
-print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
-for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:14]:
-    print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
-PY
+    profile_by_op $OUT/train-$1-$2-profile.json 14 | tee -a $OUT/train-$1-$2-partc.txt
   done
 fi
 if [[ $what == *gpt2* ]]; then
@@ -459,17 +463,6 @@ if [[ $what == *gpt2* ]]; then
     ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 21 2>&1 | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $2*$3*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
     timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$tag-partc.txt
-    python3 - $OUT/train-$tag-profile.json <<'PY' | tee -a $OUT/train-$tag-partc.txt
-import json, sys, collections
-k = json.load(open(sys.argv[1]))["kernels"]
-by = collections.defaultdict(lambda: [0.0, 0])
-for e in k:
-    op = e["signature"].split("(")[0].split()[0]
-    by[op][0] += e["seconds"]; by[op][1] += 1
-total = sum(v[0] for v in by.values())
-print(f"profile: {total*1e3:.2f} ms of kernels per step, {len(k)} kernels")
-for op, (t, n) in sorted(by.items(), key=lambda x: -x[1][0])[:16]:
-    print(f"  {op:32s} {t*1e3:8.2f} ms {n:4d} kernels")
-PY
+    profile_by_op $OUT/train-$tag-profile.json 16 | tee -a $OUT/train-$tag-partc.txt
   done
 fi

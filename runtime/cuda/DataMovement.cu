@@ -87,9 +87,13 @@ __global__ void gatherNdKernel(const Unit *data, const void *indices,
   }
 }
 
-/// Without a reduction, every (tuple, unit) pair in parallel: ONNX leaves
-/// repeated tuples undefined.
-template <typename Unit>
+/// Every (tuple, unit) pair in parallel. Without a reduction ONNX leaves
+/// repeated tuples undefined; adding (`Add`, Unit float) uses atomic adds:
+/// an embedding's gradient scatters thousands of rows into a few, where a
+/// thread per element walking the tuples in order leaves the GPU idle.
+/// Repeated tuples then add in an order that varies between runs (within
+/// float rounding; the CPU reference adds in tuple order).
+template <typename Unit, bool Add = false>
 __global__ void scatterNdKernel(Unit *out, const void *indices, bool idx64,
                                 const Unit *updates, NdTupleParams p,
                                 int *bad) {
@@ -102,7 +106,11 @@ __global__ void scatterNdKernel(Unit *out, const void *indices, bool idx64,
       *bad = 1;
       continue;
     }
-    out[offset / int64_t(sizeof(Unit)) + i % slice] = updates[i];
+    Unit &y = out[offset / int64_t(sizeof(Unit)) + i % slice];
+    if constexpr (Add)
+      atomicAdd(&y, updates[i]);
+    else
+      y = updates[i];
   }
 }
 
@@ -128,27 +136,6 @@ __global__ void scatterNdReduceKernel(float *out, const void *indices,
           : reduction == 3 ? ew::maxKeepNan(y, u)
                            : ew::minKeepNan(y, u);
     }
-}
-
-/// Adding, every (tuple, element) pair in parallel with atomic adds: an
-/// embedding's gradient scatters thousands of rows into a few, where a
-/// thread per element walking the tuples in order leaves the GPU idle.
-/// Repeated tuples then add in an order that varies between runs (within
-/// float rounding; the CPU reference adds in tuple order).
-__global__ void scatterNdAddKernel(float *out, const void *indices, bool idx64,
-                                   const float *updates, NdTupleParams p,
-                                   int *bad) {
-  int64_t slice = p.sliceBytes / int64_t(sizeof(float));
-  int64_t total = p.tuplesPerBatch * slice;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t offset = tupleOffset(p, indices, idx64, i / slice);
-    if (offset < 0) {
-      *bad = 1;
-      continue;
-    }
-    atomicAdd(&out[offset / int64_t(sizeof(float)) + i % slice], updates[i]);
-  }
 }
 
 __global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
@@ -335,7 +322,7 @@ cudaError_t launchScatterNd(void *out, const void *indices, bool idx64,
   if (bytes == 0)
     return cudaSuccess;
   if (reduction == 1) {
-    scatterNdAddKernel<<<blocksFor(bytes / 4), kThreads, 0, s>>>(
+    scatterNdKernel<float, true><<<blocksFor(bytes / 4), kThreads, 0, s>>>(
         static_cast<float *>(out), indices, idx64,
         static_cast<const float *>(updates), p, badIndex);
     return cudaGetLastError();
