@@ -530,11 +530,11 @@ cudaError_t launchReduceRowsF32(const float *x, float *y, int64_t rows,
                                 int64_t cols, bool leading, int op,
                                 cudaStream_t s) {
   if (leading) {
-    reduceLeadingKernel<<<static_cast<unsigned>((cols + 31) / 32),
-                          dim3(32, 32), 0, s>>>(x, y, rows, cols, op);
+    reduceLeadingKernel<<<static_cast<unsigned>((cols + 31) / 32), dim3(32, 32),
+                          0, s>>>(x, y, rows, cols, op);
   } else {
-    reduceTrailingKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
-        x, y, rows, cols, op);
+    reduceTrailingKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(x, y, rows,
+                                                                   cols, op);
   }
   return cudaGetLastError();
 }

@@ -143,10 +143,10 @@ Factory reduceFactory(int op) {
         lastReduced = d + 1;
     while (firstReduced < x.size() && !red[firstReduced])
       ++firstReduced;
-    bool contiguous = lastReduced > firstReduced &&
-                      std::all_of(red.begin() + firstReduced,
-                                  red.begin() + lastReduced,
-                                  [](bool b) { return b; });
+    bool contiguous =
+        lastReduced > firstReduced &&
+        std::all_of(red.begin() + firstReduced, red.begin() + lastReduced,
+                    [](bool b) { return b; });
     bool leading = contiguous && firstReduced == 0 && outCount >= 128;
     bool trailing = contiguous && lastReduced == x.size() && outCount >= 512;
     if (count > 0 && outCount > 0 && (leading || trailing)) {

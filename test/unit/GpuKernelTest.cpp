@@ -472,8 +472,8 @@ TEST(GpuKernels, ReductionsMatchCpu) {
     AttrMap attrs;
     attrs.set("axes", AttrValue::ofInts(c.axes));
     attrs.set("keepdims", AttrValue::ofInts({1}));
-    expectGpuMatchesCpu(c.kernel, attrs, c.layout, {{c.kernel, DeviceContext()}},
-                        -2.f, 2.f, 1e-4f);
+    expectGpuMatchesCpu(c.kernel, attrs, c.layout,
+                        {{c.kernel, DeviceContext()}}, -2.f, 2.f, 1e-4f);
   }
 }
 
@@ -497,10 +497,10 @@ TEST(GpuKernels, ScatterAddOfRepeatedRowsMatchesCpu) {
                               {data}, cpu)
                   .ok());
   std::vector<float> expected(x.size());
-  ASSERT_TRUE(cpu->run({{x.data(), data}, {idx.data(), indices},
-                        {u.data(), updates}},
-                       {{expected.data(), data}})
-                  .ok());
+  ASSERT_TRUE(
+      cpu->run({{x.data(), data}, {idx.data(), indices}, {u.data(), updates}},
+               {{expected.data(), data}})
+          .ok());
   void *dx, *di, *du, *dy;
   ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&di, idx.size() * 8), cudaSuccess);
