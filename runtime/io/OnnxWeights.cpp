@@ -77,7 +77,7 @@ void appendField(std::vector<uint8_t> &out, uint64_t field,
 /// marks the values that found theirs.
 Status rewriteGraph(const uint8_t *data, size_t size,
                     const std::map<std::string, const HostTensor *> &values,
-                    std::map<std::string, bool> &used, bool sameFolder,
+                    std::map<std::string, bool> &used, bool keepExternal,
                     const std::string &modelPath, std::vector<uint8_t> &out) {
   WireReader r{data, data + size};
   while (!r.atEnd() && r.ok) {
@@ -100,7 +100,7 @@ Status rewriteGraph(const uint8_t *data, size_t size,
                            "': an initializer is not a valid TensorProto");
     auto it = values.find(header.name);
     if (it == values.end()) {
-      if (header.external && !sameFolder)
+      if (header.external && !keepExternal)
         return Status::error(
             "'" + modelPath + "' keeps initializer '" + header.name +
             "' in an external data file, which would not resolve from "
@@ -130,25 +130,17 @@ Status rewriteGraph(const uint8_t *data, size_t size,
 
 } // namespace
 
-Status writeOnnxWithInitializers(const std::string &modelPath,
-                                 const std::string &outPath,
-                                 const std::vector<HostTensor> &values) {
-  std::vector<uint8_t> model;
-  PARTC_RETURN_IF_ERROR(readWholeFile(modelPath, kProtobufLimit, model));
+Status rewriteOnnxInitializers(const std::vector<uint8_t> &model,
+                               const std::string &modelPath,
+                               const std::vector<HostTensor> &values,
+                               bool keepExternal, std::vector<uint8_t> &out) {
   std::map<std::string, const HostTensor *> byName;
   std::map<std::string, bool> used;
   for (const HostTensor &v : values) {
     byName[v.name] = &v;
     used[v.name] = false;
   }
-  std::string modelFolder = realFolder(modelPath);
-  std::string outFolder = realFolder(outPath);
-  if (outFolder.empty())
-    return Status::error("cannot write '" + outPath +
-                         "': its folder does not exist");
-  bool sameFolder = modelFolder == outFolder;
-
-  std::vector<uint8_t> out;
+  out.clear();
   WireReader r{model.data(), model.data() + model.size()};
   bool sawGraph = false;
   while (!r.atEnd() && r.ok) {
@@ -166,7 +158,7 @@ Status writeOnnxWithInitializers(const std::string &modelPath,
     if (!r.bytes(len, graph))
       break;
     std::vector<uint8_t> newGraph;
-    PARTC_RETURN_IF_ERROR(rewriteGraph(graph, len, byName, used, sameFolder,
+    PARTC_RETURN_IF_ERROR(rewriteGraph(graph, len, byName, used, keepExternal,
                                        modelPath, newGraph));
     appendField(out, kModelGraph, newGraph);
     sawGraph = true;
@@ -185,6 +177,22 @@ Status writeOnnxWithInitializers(const std::string &modelPath,
                          std::to_string(out.size()) +
                          " bytes, past protobuf's 2 GiB limit; save the "
                          "weights with --save-state instead");
+  return Status();
+}
+
+Status writeOnnxWithInitializers(const std::string &modelPath,
+                                 const std::string &outPath,
+                                 const std::vector<HostTensor> &values) {
+  std::vector<uint8_t> model;
+  PARTC_RETURN_IF_ERROR(readWholeFile(modelPath, kProtobufLimit, model));
+  std::string modelFolder = realFolder(modelPath);
+  std::string outFolder = realFolder(outPath);
+  if (outFolder.empty())
+    return Status::error("cannot write '" + outPath +
+                         "': its folder does not exist");
+  std::vector<uint8_t> out;
+  PARTC_RETURN_IF_ERROR(rewriteOnnxInitializers(model, modelPath, values,
+                                                modelFolder == outFolder, out));
   std::ofstream file(outPath, std::ios::binary | std::ios::trunc);
   file.write(reinterpret_cast<const char *>(out.data()),
              static_cast<std::streamsize>(out.size()));

@@ -27,6 +27,14 @@ Status writeOnnxWithInitializers(const std::string &modelPath,
                                  const std::string &outPath,
                                  const std::vector<HostTensor> &values);
 
+/// The bytes of that copy, from the model's bytes (`modelPath` names it in
+/// errors). `keepExternal`: initializers left alone may keep external data
+/// (the copy is written beside the model); otherwise they are refused.
+Status rewriteOnnxInitializers(const std::vector<uint8_t> &model,
+                               const std::string &modelPath,
+                               const std::vector<HostTensor> &values,
+                               bool keepExternal, std::vector<uint8_t> &out);
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_IO_ONNXWEIGHTS_H
