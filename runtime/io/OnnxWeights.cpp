@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <utility>
 
 namespace partc::runtime {
 
@@ -73,55 +74,76 @@ void appendField(std::vector<uint8_t> &out, uint64_t field,
   out.insert(out.end(), payload.begin(), payload.end());
 }
 
+/// Copies a message's fields into `out` byte for byte, but for the
+/// length-delimited fields numbered `field`: `rewrite(payload, size,
+/// original)` appends what stands for each (`original`: the whole field's
+/// bytes). `parsed` says whether the message parsed to its end.
+template <typename Rewrite>
+Status rewriteFields(const uint8_t *data, size_t size, uint64_t field,
+                     std::vector<uint8_t> &out, bool &parsed,
+                     Rewrite &&rewrite) {
+  WireReader r{data, data + size};
+  while (!r.atEnd() && r.ok) {
+    const uint8_t *start = r.p;
+    uint64_t tag = r.varint();
+    int wireType = static_cast<int>(tag & 7);
+    if ((tag >> 3) != field || wireType != 2) {
+      skipField(r, wireType);
+      if (r.ok)
+        out.insert(out.end(), start, r.p);
+      continue;
+    }
+    const uint8_t *payload;
+    uint64_t len = r.varint();
+    if (!r.bytes(len, payload))
+      break;
+    PARTC_RETURN_IF_ERROR(
+        rewrite(payload, static_cast<size_t>(len), std::make_pair(start, r.p)));
+  }
+  parsed = r.ok;
+  return Status();
+}
+
 /// The graph's bytes with the initializers in `values` replaced; `used`
 /// marks the values that found theirs.
 Status rewriteGraph(const uint8_t *data, size_t size,
                     const std::map<std::string, const HostTensor *> &values,
                     std::map<std::string, bool> &used, bool keepExternal,
                     const std::string &modelPath, std::vector<uint8_t> &out) {
-  WireReader r{data, data + size};
-  while (!r.atEnd() && r.ok) {
-    const uint8_t *start = r.p;
-    uint64_t tag = r.varint();
-    int wireType = static_cast<int>(tag & 7);
-    if ((tag >> 3) != kGraphInitializer || wireType != 2) {
-      skipField(r, wireType);
-      if (r.ok)
-        out.insert(out.end(), start, r.p);
-      continue;
-    }
-    const uint8_t *tensor;
-    uint64_t len = r.varint();
-    if (!r.bytes(len, tensor))
-      break;
-    TensorHeader header;
-    if (!readTensorHeader(tensor, len, header))
-      return Status::error("'" + modelPath +
-                           "': an initializer is not a valid TensorProto");
-    auto it = values.find(header.name);
-    if (it == values.end()) {
-      if (header.external && !keepExternal)
-        return Status::error(
-            "'" + modelPath + "' keeps initializer '" + header.name +
-            "' in an external data file, which would not resolve from "
-            "another folder; write the trained model into the model's own "
-            "folder");
-      out.insert(out.end(), start, r.p);
-      continue;
-    }
-    const HostTensor &value = *it->second;
-    if (header.dims != value.type.shape ||
-        header.dataType != static_cast<uint64_t>(value.type.dtype)) {
-      TensorType was{static_cast<DType>(header.dataType), header.dims};
-      return Status::error("'" + modelPath + "': initializer '" + header.name +
-                           "' is " + was.str() +
-                           ", but the plan trained it as " + value.type.str() +
-                           "; was the plan compiled from this model?");
-    }
-    used[header.name] = true;
-    appendField(out, kGraphInitializer, serializeTensorProto(value));
-  }
-  if (!r.ok)
+  bool parsed = false;
+  PARTC_RETURN_IF_ERROR(rewriteFields(
+      data, size, kGraphInitializer, out, parsed,
+      [&](const uint8_t *tensor, size_t len,
+          std::pair<const uint8_t *, const uint8_t *> original) -> Status {
+        TensorHeader header;
+        if (!readTensorHeader(tensor, len, header))
+          return Status::error("'" + modelPath +
+                               "': an initializer is not a valid TensorProto");
+        auto it = values.find(header.name);
+        if (it == values.end()) {
+          if (header.external && !keepExternal)
+            return Status::error(
+                "'" + modelPath + "' keeps initializer '" + header.name +
+                "' in an external data file, which would not resolve from "
+                "another folder; write the trained model into the model's "
+                "own folder");
+          out.insert(out.end(), original.first, original.second);
+          return Status();
+        }
+        const HostTensor &value = *it->second;
+        if (header.dims != value.type.shape ||
+            header.dataType != static_cast<uint64_t>(value.type.dtype)) {
+          TensorType was{static_cast<DType>(header.dataType), header.dims};
+          return Status::error(
+              "'" + modelPath + "': initializer '" + header.name + "' is " +
+              was.str() + ", but the plan trained it as " + value.type.str() +
+              "; was the plan compiled from this model?");
+        }
+        used[header.name] = true;
+        appendField(out, kGraphInitializer, serializeTensorProto(value));
+        return Status();
+      }));
+  if (!parsed)
     return Status::error("'" + modelPath +
                          "' is not a valid ONNX model (its graph does not "
                          "parse)");
@@ -141,29 +163,18 @@ Status rewriteOnnxInitializers(const std::vector<uint8_t> &model,
     used[v.name] = false;
   }
   out.clear();
-  WireReader r{model.data(), model.data() + model.size()};
-  bool sawGraph = false;
-  while (!r.atEnd() && r.ok) {
-    const uint8_t *start = r.p;
-    uint64_t tag = r.varint();
-    int wireType = static_cast<int>(tag & 7);
-    if ((tag >> 3) != kModelGraph || wireType != 2) {
-      skipField(r, wireType);
-      if (r.ok)
-        out.insert(out.end(), start, r.p);
-      continue;
-    }
-    const uint8_t *graph;
-    uint64_t len = r.varint();
-    if (!r.bytes(len, graph))
-      break;
-    std::vector<uint8_t> newGraph;
-    PARTC_RETURN_IF_ERROR(rewriteGraph(graph, len, byName, used, keepExternal,
-                                       modelPath, newGraph));
-    appendField(out, kModelGraph, newGraph);
-    sawGraph = true;
-  }
-  if (!r.ok || !sawGraph)
+  bool parsed = false, sawGraph = false;
+  PARTC_RETURN_IF_ERROR(rewriteFields(
+      model.data(), model.size(), kModelGraph, out, parsed,
+      [&](const uint8_t *graph, size_t len, auto) -> Status {
+        std::vector<uint8_t> newGraph;
+        PARTC_RETURN_IF_ERROR(rewriteGraph(graph, len, byName, used,
+                                           keepExternal, modelPath, newGraph));
+        appendField(out, kModelGraph, newGraph);
+        sawGraph = true;
+        return Status();
+      }));
+  if (!parsed || !sawGraph)
     return Status::error("'" + modelPath +
                          "' is not a valid ONNX model (no graph could be "
                          "read)");
