@@ -186,6 +186,41 @@ def ReplicateDataParallel : Pass<"partc-replicate-data-parallel",
   ];
 }
 
+def SliceBatch : Pass<"partc-slice-batch", "mlir::ModuleOp"> {
+  let summary = "Makes the graph one replica's: its share of the batch";
+  let description = [{
+    The first step of data-parallel training, before partc-prepare-training:
+    every batched input, op and output takes batch / N samples, so that the
+    loss, gradients and batch statistics that training adds are one
+    replica's. Batched inputs are marked `graph.batch_slice = N`, which
+    partc-differentiate copies to `labels` and partc-replicate-training
+    reads. Refuses a batch that N does not divide and ops that mix samples.
+  }];
+  let options = [
+    Option<"parts", "parts", "int64_t", "1", "Number of equal slices">,
+  ];
+}
+
+def ReplicateTraining : Pass<"partc-replicate-training", "mlir::ModuleOp"> {
+  let summary = "Runs one replica's training step on each of N devices";
+  let description = [{
+    Data-parallel training, after partc-slice-batch, the optimizer and the
+    graph optimizations: replica r takes rows [r*b, (r+1)*b) of each input
+    marked `graph.batch_slice = N` (which grows back to N*b rows) and runs a
+    clone of the whole step on device r with its own copy of the parameters,
+    optimizer state and running statistics. Each gradient is averaged over
+    the replicas by a graph.all_reduce right after it is computed, before
+    the update reads it, so every replica applies the same update; the loss
+    (and, without an optimizer, the returned gradients) is averaged the same
+    way and returned from replica 0. Batch normalization keeps each
+    replica's statistics, as DistributedDataParallel does; dropout numbers
+    each replica's mask from its rows' place in the whole batch.
+  }];
+  let options = [
+    Option<"replicas", "replicas", "int64_t", "1", "Number of replicas">,
+  ];
+}
+
 def InsertTransfers : Pass<"partc-insert-transfers", "mlir::ModuleOp"> {
   let summary = "Inserts a graph.transfer for every tensor that crosses devices";
   let description = [{

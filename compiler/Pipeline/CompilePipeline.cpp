@@ -58,9 +58,22 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            "'";
   if (o.layout != "nhwc" && o.layout != "nchw")
     return "--layout must be nhwc or nchw, got '" + o.layout + "'";
-  if (o.train && numDevices > 1)
-    return "--train runs on one device so far (training across devices is "
-           "the next step); use --devices 1";
+  if (o.train && numDevices > 1) {
+    // Data parallelism is built; pipelines and hybrids for training are not.
+    if (strategy != "auto" && strategy != "data")
+      return "--train across devices runs data-parallel replicas so far "
+             "(training pipelines are not built yet); use --strategy data or "
+             "auto, not " +
+             strategy;
+    if (stages > 1 || !o.splitAt.empty() || o.microBatches > 1)
+      return "--train across devices runs data-parallel replicas so far; "
+             "--stages, --split-at and --micro-batches (pipelines) are not "
+             "built for training yet";
+    if (o.replicas > 0 && o.replicas != numDevices)
+      return "--train across devices runs one replica per device; --replicas " +
+             std::to_string(o.replicas) + " with " +
+             std::to_string(numDevices) + " devices would leave some idle";
+  }
   if (o.train && o.optimizer != "sgd" && o.optimizer != "adamw" &&
       o.optimizer != "none")
     return "unknown --optimizer '" + o.optimizer +
@@ -70,7 +83,26 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
   return "";
 }
 
+/// How many data-parallel replicas a training compile runs: every device
+/// unless --replicas says fewer.
+static int64_t trainingReplicas(const CompilePipelineOptions &o) {
+  if (!o.train)
+    return 1;
+  if (o.replicas > 0)
+    return o.replicas;
+  auto topo = topologyOf(o);
+  if (!topo) {
+    llvm::consumeError(topo.takeError()); // checkCompileOptions said so
+    return 1;
+  }
+  return static_cast<int64_t>(topo->size());
+}
+
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
+  int64_t replicas = trainingReplicas(o);
+  // Data-parallel training differentiates one replica's share of the batch.
+  if (replicas > 1)
+    pm.addPass(createSliceBatch({replicas}));
   // Training differentiates the graph as imported, before any fusion.
   if (o.train) {
     PrepareTrainingOptions prepare;
@@ -112,7 +144,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
 
   // Placement: cut by hand, or chosen by the cost model, which explicit
   // strategies constrain.
-  if (!o.splitAt.empty()) {
+  if (replicas > 1) {
+    pm.addPass(createReplicateTraining({replicas}));
+  } else if (!o.splitAt.empty()) {
     AssignDevicesOptions assign;
     auto topo = topologyOf(o);
     assign.numDevices = topo ? static_cast<int64_t>(topo->size()) : 1;

@@ -138,6 +138,52 @@ BatchInfo analyzeBatch(func::FuncOp func) {
   return info;
 }
 
+/// Clones `ops` for samples [offset, offset + size) of the batch, with `map`
+/// holding the slice's batched arguments; `place` sees each clone.
+static LogicalResult
+cloneSlice(OpBuilder &builder, ArrayRef<Operation *> ops, const BatchInfo &info,
+           int64_t size, int64_t offset, IRMapping &map,
+           function_ref<void(Operation *op, Operation *clone)> place) {
+  int64_t batch = info.batch;
+  for (Value v : info.uniformConstants) {
+    // Equal rows: the leading `size` rows serve every slice.
+    auto type = cast<RankedTensorType>(v.getType());
+    std::vector<uint8_t> scratch;
+    ArrayRef<uint8_t> bytes =
+        constantBytes(v.getDefiningOp<graph::ConstantOp>().getValue(), scratch);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] = size;
+    auto sliceType = RankedTensorType::get(shape, type.getElementType());
+    size_t sliceBytes = bytes.size() / batch * size;
+    auto slice = graph::ConstantOp::create(
+        builder, v.getLoc(), sliceType,
+        bytesToElements(sliceType, bytes.take_front(sliceBytes)));
+    map.map(v, slice.getResult());
+  }
+  for (Operation *op : ops) {
+    Operation *clone = builder.clone(*op, map);
+    SmallVector<std::optional<BatchLoc>> operandLocs;
+    for (Value v : op->getOperands())
+      operandLocs.push_back(info.locationOf(v));
+    if (llvm::any_of(operandLocs, [](const auto &l) { return l; })) {
+      std::optional<BatchLoc> resultLoc;
+      if (op->getNumResults())
+        resultLoc = info.locationOf(op->getResult(0));
+      graph::sliceBatchAttrs(op, clone, batch, size, operandLocs, resultLoc);
+      if (failed(reinferTypes(clone)))
+        return failure();
+      // The slice's mask continues the whole batch's numbering.
+      if (auto dropout = dyn_cast<graph::DropoutOp>(clone)) {
+        auto whole = cast<RankedTensorType>(op->getOperand(0).getType());
+        dropout.setOffset(dropout.getOffset() +
+                          whole.getNumElements() / batch * offset);
+      }
+    }
+    place(op, clone);
+  }
+  return success();
+}
+
 LogicalResult
 splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice, Operation *op)> deviceOf,
@@ -212,39 +258,14 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
       graph::setDevice(slice, graph::kHostDevice);
       map.map(arg, slice.getResult());
     }
-    for (Value v : info.uniformConstants) {
-      // Equal rows: the leading `size` rows serve every slice.
-      auto type = cast<RankedTensorType>(v.getType());
-      std::vector<uint8_t> scratch;
-      ArrayRef<uint8_t> bytes = constantBytes(
-          v.getDefiningOp<graph::ConstantOp>().getValue(), scratch);
-      SmallVector<int64_t> shape(type.getShape());
-      shape[0] = size;
-      auto sliceType = RankedTensorType::get(shape, type.getElementType());
-      size_t sliceBytes = bytes.size() / batch * size;
-      auto slice = graph::ConstantOp::create(
-          builder, v.getLoc(), sliceType,
-          bytesToElements(sliceType, bytes.take_front(sliceBytes)));
-      map.map(v, slice.getResult());
-    }
-    for (Operation *op : ops) {
-      Operation *clone = builder.clone(*op, map);
-      SmallVector<std::optional<BatchLoc>> operandLocs;
-      for (Value v : op->getOperands())
-        operandLocs.push_back(info.locationOf(v));
-      if (llvm::any_of(operandLocs, [](const auto &l) { return l; })) {
-        std::optional<BatchLoc> resultLoc;
-        if (op->getNumResults())
-          resultLoc = info.locationOf(op->getResult(0));
-        graph::sliceBatchAttrs(op, clone, batch, size, operandLocs, resultLoc);
-        if (failed(reinferTypes(clone)))
-          return failure();
-      }
+    auto place = [&](Operation *op, Operation *clone) {
       graph::setDevice(clone, deviceOf(p, op));
       if (microBatchOf)
         clone->setAttr(GraphDialect::kMicroBatchAttrName,
                        builder.getI64IntegerAttr(microBatchOf(p)));
-    }
+    };
+    if (failed(cloneSlice(builder, ops, info, size, offset, map, place)))
+      return failure();
     for (auto [i, v] : llvm::enumerate(returnOp.getOperands()))
       partResults[i].push_back(map.lookupOrDefault(v));
     offset += size;
@@ -264,6 +285,75 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
     op->dropAllUses();
     op->erase();
   }
+  return success();
+}
+
+LogicalResult shrinkBatch(func::FuncOp func, int64_t parts, StringRef purpose) {
+  Block &body = func.getBody().front();
+  BatchInfo info = analyzeBatch(func);
+  int64_t batch = info.batch;
+  if (batch < 0)
+    return func.emitError() << purpose
+                            << ": the model has no input with a batch "
+                               "dimension to split";
+  if (parts < 1 || batch % parts)
+    return func.emitError()
+           << purpose << ": batch " << batch << " does not divide into "
+           << parts << " equal slices; choose a --batch that " << parts
+           << " divides";
+  if (!info.splittable)
+    return info.failedOp->emitError()
+           << purpose << " needs ops that treat samples independently, but '"
+           << info.failedOp->getName() << "' (ONNX node '"
+           << onnxNodeName(info.failedOp->getLoc())
+           << "') cannot be split along the batch: " << info.reason
+           << "; train it on one device (--devices 1)";
+  if (parts == 1)
+    return success();
+  int64_t size = batch / parts;
+  OpBuilder builder(func.getContext());
+  auto returnOp = cast<func::ReturnOp>(body.getTerminator());
+
+  // The slice's ops read stand-ins of the batched arguments until the
+  // originals, no longer read, take the slice's type.
+  IRMapping map;
+  SmallVector<std::pair<BlockArgument, BlockArgument>> standIns;
+  for (BlockArgument arg : llvm::to_vector(body.getArguments())) {
+    if (!info.locationOf(arg))
+      continue;
+    auto type = cast<RankedTensorType>(arg.getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] = size;
+    BlockArgument standIn = body.addArgument(
+        RankedTensorType::get(shape, type.getElementType()), arg.getLoc());
+    map.map(arg, standIn);
+    standIns.push_back({arg, standIn});
+  }
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    if (!isa<graph::ConstantOp>(op))
+      ops.push_back(&op);
+  builder.setInsertionPoint(returnOp);
+  if (failed(cloneSlice(builder, ops, info, size, /*offset=*/0, map,
+                        [](Operation *, Operation *) {})))
+    return failure();
+  for (OpOperand &result : returnOp->getOpOperands())
+    result.set(map.lookupOrDefault(result.get()));
+  for (Operation *op : llvm::reverse(ops)) {
+    op->dropAllUses();
+    op->erase();
+  }
+  llvm::BitVector erase(body.getNumArguments());
+  for (auto [arg, standIn] : standIns) {
+    arg.setType(standIn.getType());
+    standIn.replaceAllUsesWith(arg);
+    erase.set(standIn.getArgNumber());
+    func.setArgAttr(arg.getArgNumber(), GraphDialect::kBatchSliceAttrName,
+                    builder.getI64IntegerAttr(parts));
+  }
+  body.eraseArguments(erase);
+  func.setFunctionType(builder.getFunctionType(body.getArgumentTypes(),
+                                               returnOp.getOperandTypes()));
   return success();
 }
 

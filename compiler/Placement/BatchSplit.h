@@ -25,6 +25,13 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            std::function<int64_t(int64_t slice)> microBatchOf = nullptr,
            ArrayRef<int64_t> sliceSizes = {});
 
+/// Makes `func` compute the first of `parts` equal slices of its batch in
+/// place: its batched inputs, every op and its results take batch / parts
+/// samples. Each batched input is marked with GraphDialect's
+/// kBatchSliceAttrName (= `parts`). Refuses, naming the op, graphs that mix
+/// samples, and batches that `parts` does not divide.
+LogicalResult shrinkBatch(func::FuncOp func, int64_t parts, StringRef purpose);
+
 using graph::BatchLoc;
 
 /// The batch size of `func` (dimension 0 of its first ranked input) and

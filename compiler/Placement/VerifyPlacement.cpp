@@ -1,8 +1,14 @@
 //===- VerifyPlacement.cpp - partc-verify-placement -----------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
+
+#include "llvm/ADT/MapVector.h"
+#include "llvm/Support/InterleavedRange.h"
+
+#include <algorithm>
+#include <map>
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_VERIFYPLACEMENT
@@ -72,8 +78,57 @@ struct VerifyPlacementPass
         }
       }
     }
-    if (!ok)
+    if (!ok || failed(verifyCollectives(*func)))
       signalPassFailure();
+  }
+
+  /// Each all_reduce group has one op on each of its devices, all of one
+  /// type, and every device meets the groups it shares with another in
+  /// the same order (else the devices would wait for each other forever).
+  LogicalResult verifyCollectives(func::FuncOp func) {
+    llvm::MapVector<int64_t, SmallVector<graph::AllReduceOp>> groups;
+    std::map<int64_t, SmallVector<int64_t>> orderOnDevice;
+    for (auto reduce : func.getBody().front().getOps<graph::AllReduceOp>()) {
+      groups[reduce.getGroup()].push_back(reduce);
+      orderOnDevice[graph::getDevice(reduce).value_or(-1)].push_back(
+          reduce.getGroup());
+    }
+    for (auto &[group, members] : groups) {
+      graph::AllReduceOp first = members.front();
+      SmallVector<int64_t> onDevices;
+      for (graph::AllReduceOp m : members) {
+        if (m.getDevices() != first.getDevices() ||
+            m.getType() != first.getType())
+          return m.emitOpError() << "disagrees with group " << group
+                                 << "'s first op on its devices or type";
+        onDevices.push_back(graph::getDevice(m).value_or(-1));
+      }
+      ArrayRef<int64_t> listed = first.getDevices();
+      if (onDevices.size() != listed.size() ||
+          !std::is_permutation(onDevices.begin(), onDevices.end(),
+                               listed.begin()))
+        return first.emitOpError()
+               << "group " << group << " has ops on devices "
+               << llvm::interleaved(onDevices) << " but lists devices "
+               << llvm::interleaved(first.getDevices())
+               << "; each listed device needs exactly one";
+    }
+    for (auto &[device, order] : orderOnDevice)
+      for (auto &[other, otherOrder] : orderOnDevice) {
+        auto shared = [&](ArrayRef<int64_t> seq, ArrayRef<int64_t> with) {
+          SmallVector<int64_t> kept;
+          for (int64_t g : seq)
+            if (llvm::is_contained(with, g))
+              kept.push_back(g);
+          return kept;
+        };
+        if (shared(order, otherOrder) != shared(otherOrder, order))
+          return func.emitError()
+                 << "devices " << device << " and " << other
+                 << " meet their all_reduce groups in different orders; the "
+                    "collectives would deadlock";
+      }
+    return success();
   }
 };
 } // namespace

@@ -32,13 +32,41 @@ struct StepMemory {
 };
 
 /// The kernel that writes the buffer stored to the output named `loss`.
-Operation *lossKernel(plan::DeviceOp device) {
-  for (auto store : device.getBody().front().getOps<plan::StoreOutputOp>())
+/// The all_reduce group that averages the loss over data-parallel
+/// replicas (the one whose average is stored as "loss"), or -1.
+int64_t lossGroup(plan::ProgramOp program) {
+  int64_t group = -1;
+  program.walk([&](plan::AllReduceOp reduce) {
+    for (Operation *user : reduce.getTarget().getUsers())
+      if (auto store = dyn_cast<plan::StoreOutputOp>(user);
+          store && store.getOutput() == "loss")
+        group = reduce.getGroup();
+  });
+  return group;
+}
+
+/// The kernel that computes this device's loss: the one stored as "loss",
+/// or on a data-parallel replica the one averaged in `group`.
+Operation *lossKernel(plan::DeviceOp device, int64_t group) {
+  Block &block = device.getBody().front();
+  Value loss;
+  for (auto store : block.getOps<plan::StoreOutputOp>())
     if (store.getOutput() == "loss")
-      for (Operation *user : store.getSource().getUsers())
-        if (auto kernel = dyn_cast<plan::KernelOp>(user))
-          if (llvm::is_contained(kernel.getOutputs(), store.getSource()))
-            return kernel;
+      loss = store.getSource();
+  for (auto reduce : block.getOps<plan::AllReduceOp>())
+    if (reduce.getGroup() == group)
+      loss = reduce.getSource();
+  while (loss)
+    if (auto view = loss.getDefiningOp<plan::ViewOp>())
+      loss = view.getSource();
+    else
+      break;
+  if (!loss)
+    return nullptr;
+  for (Operation *user : loss.getUsers())
+    if (auto kernel = dyn_cast<plan::KernelOp>(user))
+      if (llvm::is_contained(kernel.getOutputs(), loss))
+        return kernel;
   return nullptr;
 }
 
@@ -63,7 +91,7 @@ struct ReportStepMemoryPass
         return device.emitOpError()
                    << "has no arena size; run partc-plan-memory first",
                failure();
-      perDevice.push_back(measure(device, states));
+      perDevice.push_back(measure(device, states, lossGroup(program)));
     }
     // Per device, separated by commas, as the plan's other per-device
     // metadata.
@@ -91,7 +119,8 @@ struct ReportStepMemoryPass
   }
 
   StepMemory measure(plan::DeviceOp device,
-                     const llvm::StringMap<plan::StateOp> &states) {
+                     const llvm::StringMap<plan::StateOp> &states,
+                     int64_t group) {
     StepMemory m;
     m.arena = *device.getArenaSize();
     Block &block = device.getBody().front();
@@ -118,7 +147,7 @@ struct ReportStepMemoryPass
     // Activations kept for the backward pass: what is still to be read when
     // the loss is known. Gradients: what waits for the first parameter
     // update (updates run after every backward op).
-    Operation *loss = lossKernel(device);
+    Operation *loss = lossKernel(device, group);
     int64_t lossAt = loss ? liveness.position.lookup(loss) : -1;
     int64_t updateAt = -1;
     for (auto kernel : block.getOps<plan::KernelOp>()) {

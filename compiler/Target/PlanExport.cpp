@@ -189,6 +189,14 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
         in.index = recv.getChannel();
         if (failed(add(recv.getTarget(), in.outputs)))
           return failure();
+      } else if (auto reduce = dyn_cast<plan::AllReduceOp>(op)) {
+        in.op = rt::OpCode::AllReduce;
+        in.index = static_cast<uint32_t>(reduce.getGroup());
+        in.attrs.set("devices", rt::AttrValue::ofInts(
+                                    std::vector<int64_t>(reduce.getDevices())));
+        if (failed(add(reduce.getSource(), in.inputs)) ||
+            failed(add(reduce.getTarget(), in.outputs)))
+          return failure();
       } else if (auto wait = dyn_cast<plan::WaitConsumedOp>(op)) {
         in.op = rt::OpCode::WaitConsumed;
         in.index = wait.getChannel();

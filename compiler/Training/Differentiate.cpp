@@ -258,6 +258,14 @@ LogicalResult Differentiator::run() {
     return failure();
   func_.setArgAttr(labelsIndex, graph::GraphDialect::kNameAttrName,
                    builder_.getStringAttr("labels"));
+  // One replica's labels when the inputs are one replica's slice.
+  for (unsigned i = 0; i < labelsIndex; ++i)
+    if (auto parts =
+            func_.getArgAttr(i, graph::GraphDialect::kBatchSliceAttrName)) {
+      func_.setArgAttr(labelsIndex, graph::GraphDialect::kBatchSliceAttrName,
+                       parts);
+      break;
+    }
   Value labelsArg = body.getArgument(labelsIndex);
 
   builder_.setInsertionPoint(ret);

@@ -442,19 +442,21 @@ static std::optional<BatchLoc> normalizeTrailing(Operation *op,
                                                  std::string &why) {
   auto [in, rank, extent] = carried(op, locs, batch);
   if (locs[0] && in.axis < normalizeAxis(axis, rank) &&
-      llvm::all_of(
-          locs.drop_front(),
-          [](const std::optional<BatchLoc> &b) { return !b; }))
+      llvm::all_of(locs.drop_front(),
+                   [](const std::optional<BatchLoc> &b) { return !b; }))
     return in;
   return refuse(why, "it normalizes over the batch dimension");
 }
 
-std::optional<BatchLoc> DropoutOp::followBatch(OperandBatch, int64_t,
+std::optional<BatchLoc> DropoutOp::followBatch(OperandBatch locs, int64_t,
                                                std::string &why) {
-  // The mask is drawn by flat index over the whole batch; a slice would
-  // draw another one.
-  return refuse(why, "its random mask is numbered over the whole batch, so "
-                     "a slice of the batch would draw a different one");
+  // The mask is numbered by flat index over the whole batch: a slice of
+  // leading rows is a contiguous range of it, which `offset` starts.
+  if (!locs[0] || !locs[0]->isLeading() || locs[1] || locs[2])
+    return refuse(why, "its random mask is numbered over the whole batch, and "
+                       "a slice of the batch outside dimension 0 would draw "
+                       "a different one");
+  return BatchLoc();
 }
 
 std::optional<BatchLoc>

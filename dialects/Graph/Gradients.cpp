@@ -604,7 +604,7 @@ LogicalResult DropoutOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                        MutableArrayRef<Value> dx) {
   // The same mask and scale: the same numbers drawn again.
   dx[0] = DropoutOp::create(b, getLoc(), dy[0], getStep(), getSeed(),
-                            getRatioAttr(), getStreamAttr());
+                            getRatioAttr(), getStreamAttr(), getOffsetAttr());
   return success();
 }
 

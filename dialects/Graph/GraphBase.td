@@ -49,6 +49,10 @@ def Graph_Dialect : Dialect {
     /// a result of a differentiated function is (partc-differentiate).
     static constexpr ::llvm::StringLiteral kGradientOfAttrName =
         "graph.gradient_of";
+    /// Name of the argument attribute that marks an input whose batch
+    /// partc-slice-batch cut to one of this many equal slices.
+    static constexpr ::llvm::StringLiteral kBatchSliceAttrName =
+        "graph.batch_slice";
   }];
 }
 

@@ -80,6 +80,27 @@ LogicalResult TransferOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  ArrayRef<int64_t> devices = getDevices();
+  if (devices.size() < 2)
+    return emitOpError() << "averages over " << devices.size()
+                         << " device(s); a collective needs at least 2";
+  for (auto [i, d] : llvm::enumerate(devices))
+    if (d < 0 || llvm::is_contained(devices.take_front(i), d))
+      return emitOpError() << "lists device " << d
+                           << " twice or below 0; devices must be distinct "
+                              "indices >= 0";
+  if (auto device = getDevice(*this);
+      device && !llvm::is_contained(devices, *device))
+    return emitOpError() << "is placed on device " << *device
+                         << ", which is not among its group's devices";
+  if (!getInput().getType().getElementType().isF32())
+    return emitOpError() << "averages " << getInput().getType()
+                         << "; only f32 tensors (gradients, losses) can be "
+                            "averaged so far";
+  return success();
+}
+
 LogicalResult FusedElementwiseOp::verify() {
   std::string steps;
   for (Attribute a : getSteps())

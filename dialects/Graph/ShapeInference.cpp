@@ -1129,6 +1129,8 @@ INFER_SIGNATURE(BatchNormGradOp) {
   return success();
 }
 
+INFER_SAME(AllReduceOp)
+
 INFER_SIGNATURE(DropoutOp) {
   if (failed(requireOperands(loc, operands, 3, 3)))
     return failure();

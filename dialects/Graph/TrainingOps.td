@@ -187,7 +187,10 @@ def Graph_DropoutOp : Graph_ComputeOp<"dropout", [Graph_Differentiable,
     seed, and numbers each dropout's `stream`, so that every op and every
     step draws its own mask, the CPU and the GPU the same one. The mask is
     a function of those numbers only: the gradient is the same op applied
-    to the output's gradient, and nothing is kept for it.
+    to the output's gradient, and nothing is kept for it. A slice of the
+    batch (a data-parallel replica, a micro-batch) numbers its elements
+    from `offset`, its first element's index in the whole batch's tensor,
+    so that the slices together draw the whole batch's mask.
 
     ```mlir
     %y = graph.dropout %x, %step, %seed {ratio = 1.000000e-01 : f64,
@@ -197,7 +200,8 @@ def Graph_DropoutOp : Graph_ComputeOp<"dropout", [Graph_Differentiable,
   }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$step,
                        Graph_Tensor:$seed, F64Attr:$ratio,
-                       DefaultValuedAttr<I64Attr, "0">:$stream);
+                       DefaultValuedAttr<I64Attr, "0">:$stream,
+                       DefaultValuedAttr<I64Attr, "0">:$offset);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -258,3 +262,31 @@ def Graph_UpdateRunningStatsOp : Graph_UpdateOp<"update_running_stats"> {
                        Graph_Tensor:$mean, Graph_Tensor:$variance,
                        F64Attr:$momentum, I64Attr:$count);
 }
+
+//===----------------------------------------------------------------------===//
+// Collectives across replicas
+//===----------------------------------------------------------------------===//
+
+def Graph_AllReduceOp : Graph_Op<"all_reduce"> {
+  let summary = "One replica's part of the mean of a tensor over replicas";
+  let description = [{
+    The ops of one `group`, one on each of `devices` (placed there, in that
+    order of their inputs), together compute the element-wise mean of
+    their inputs, and each returns it on its device: the gradient averaging
+    of data-parallel training. Every device meets its groups in the same
+    order (partc-replicate-training clones one replica's ops per device),
+    so the plan's collectives cannot deadlock. The mean sums the inputs in
+    the order of `devices` and then divides, on every backend.
+
+    ```mlir
+    %g = graph.all_reduce %g0 {group = 3 : i64, devices = array<i64: 0, 1>,
+                               graph.device = 0 : i64}
+        : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$group,
+                       DenseI64ArrayAttr:$devices);
+  let results = (outs Graph_Tensor:$output);
+  let hasVerifier = 1;
+}
+

@@ -177,4 +177,20 @@ def Plan_WaitConsumedOp : Plan_Op<"wait_consumed", [HasParent<"DeviceOp">]> {
   let assemblyFormat = "$channel attr-dict";
 }
 
+def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"DeviceOp">]> {
+  let summary = "This device's part of the mean of a buffer over `devices`";
+  let description = [{
+    Every device of `devices` runs the op of `group` once; when all have
+    reached it, each gets in `target` the mean of all their `source`
+    buffers (summed in the order of `devices`), and none goes on until
+    every device has read them all.
+  }];
+  let arguments = (ins Plan_Buffer:$source, Plan_Buffer:$target,
+                       I64Attr:$group, DenseI64ArrayAttr:$devices);
+  let assemblyFormat = [{
+    $source `into` $target `group` $group `devices` $devices attr-dict `:`
+    type($source) `,` type($target)
+  }];
+}
+
 #endif // PARTC_PLAN_OPS

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -42,9 +43,16 @@ static Status allocateAligned(size_t device, uint64_t bytes, const char *what,
 }
 
 struct CpuExecutor::Sync {
+  /// One all_reduce group's rendezvous: its devices' inputs (in the order
+  /// of its "devices"), how many have arrived and how many have read them.
+  struct Collective {
+    std::vector<const float *> sources;
+    size_t arrived = 0, finished = 0;
+  };
   std::mutex mutex;
   std::condition_variable changed;
   std::vector<bool> sent, consumed;
+  std::map<uint32_t, Collective> collectives;
   bool aborted = false;
   std::string abortReason;
 };
@@ -165,6 +173,7 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
     std::lock_guard<std::mutex> lock(sync_->mutex);
     sync_->sent.assign(plan_.channels.size(), false);
     sync_->consumed.assign(plan_.channels.size(), false);
+    sync_->collectives.clear();
     sync_->aborted = false;
     sync_->abortReason.clear();
   }
@@ -188,6 +197,53 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
   if (profiling_)
     ++profiledRuns_;
   return Status();
+}
+
+Status CpuExecutor::allReduce(size_t d, const Instruction &in,
+                              const TensorRef &source,
+                              const TensorRef &target) {
+  Sync &sync = *sync_;
+  std::vector<int64_t> devices = in.attrs.getInts("devices");
+  size_t count = devices.size();
+  size_t position =
+      std::find(devices.begin(), devices.end(), int64_t(d)) - devices.begin();
+  // Every device of the group waits for all of them twice: until every
+  // input is there, and until every device has read them all (after which
+  // each may write over its input).
+  auto rendezvous = [&](size_t Sync::Collective::*counter) -> Status {
+    std::unique_lock<std::mutex> lock(sync.mutex);
+    Sync::Collective &c = sync.collectives[in.index];
+    if (c.sources.empty())
+      c.sources.resize(count);
+    if (counter == &Sync::Collective::arrived)
+      c.sources[position] = source.as<float>();
+    ++(c.*counter);
+    sync.changed.notify_all();
+    sync.changed.wait(lock,
+                      [&] { return c.*counter == count || sync.aborted; });
+    if (c.*counter != count)
+      return Status::error("device " + std::to_string(d) +
+                           " aborted: " + sync.abortReason);
+    return Status();
+  };
+  PARTC_RETURN_IF_ERROR(rendezvous(&Sync::Collective::arrived));
+  std::vector<const float *> sources;
+  {
+    std::lock_guard<std::mutex> lock(sync.mutex);
+    sources = sync.collectives[in.index].sources;
+  }
+  // Summed in the order of the group's devices on every device, so every
+  // replica gets the same bits.
+  float *out = target.as<float>();
+  int64_t n = target.type.numElements();
+  float divisor = static_cast<float>(count);
+  for (int64_t i = 0; i < n; ++i) {
+    float sum = sources[0][i];
+    for (size_t k = 1; k < count; ++k)
+      sum += sources[k][i];
+    out[i] = sum / divisor;
+  }
+  return rendezvous(&Sync::Collective::finished);
 }
 
 Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
@@ -299,6 +355,13 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
       Status s = waitFor(sync.consumed, in.index);
       if (!s.ok())
         return fail(s);
+      break;
+    }
+    case OpCode::AllReduce: {
+      Status s =
+          allReduce(d, in, resolve(in.inputs[0]), resolve(in.outputs[0]));
+      if (!s.ok())
+        return fail(s.prepend(describeInstruction(d, i, in)));
       break;
     }
     }

@@ -300,6 +300,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
                              " between GPUs: " + cudaGetErrorString(err));
     }
   }
+  PARTC_RETURN_IF_ERROR(impl.createCollectives(reach, perGpu == 1));
   if (impl.usesNccl)
     PARTC_RETURN_IF_ERROR(impl.initNccl());
   PARTC_RETURN_IF_ERROR(impl.createSendStreams());
@@ -496,6 +497,10 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   case OpCode::WaitConsumed:
     return cudaStatus(cudaStreamWaitEvent(stream, consumed[in.index], 0),
                       "wait");
+  case OpCode::AllReduce: {
+    std::lock_guard<std::mutex> lock(mutex);
+    return arriveAtAllReduce(d, in);
+  }
   }
   return Status();
 }
@@ -509,6 +514,8 @@ Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
     std::lock_guard<std::mutex> lock(mutex);
     sent.assign(plan->channels.size(), false);
     received.assign(plan->channels.size(), false);
+    arrivals.clear();
+    collectiveIssued.assign(collectiveIssued.size(), false);
     aborted = false;
   }
   std::vector<Status> results(n);
@@ -567,7 +574,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     const Instruction &in = instrs[i];
     // The host must never block while its stream is held: not on another
     // device's flag, nor in a host kernel or a copy from pageable memory.
-    bool hostWaits = in.op == OpCode::Recv || in.op == OpCode::WaitConsumed;
+    bool hostWaits = in.op == OpCode::Recv || in.op == OpCode::WaitConsumed ||
+                     in.op == OpCode::AllReduce;
     bool hostBlocks =
         in.op == OpCode::LoadInput || in.op == OpCode::StoreOutput ||
         (in.op == OpCode::Kernel && !dev.kernels[i]->capturable());
@@ -585,6 +593,10 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
                      "profile");
     if (s.ok())
       s = enqueue(d, i, inputs, outputs, skipInputLoads);
+    // The group's last device enqueues it for all; this stream's next work
+    // goes after that.
+    if (s.ok() && in.op == OpCode::AllReduce)
+      s = waitFlag(collectiveIssued, in.index);
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].second, dev.ctx.stream),
                      "profile");

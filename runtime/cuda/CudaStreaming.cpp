@@ -37,6 +37,11 @@ Status CudaExecutor::Impl::capture(Graph &g,
   std::vector<size_t> pc(n, 0);
   std::vector<bool> isSent(plan->channels.size()),
       isReceived(plan->channels.size());
+  // A device that has reached an all_reduce waits there until the group's
+  // last device enqueues it.
+  std::vector<bool> arrived(n, false);
+  arrivals.clear();
+  collectiveIssued.assign(collectiveIssued.size(), false);
   bool progress = true;
   while (progress && s.ok()) {
     progress = false;
@@ -49,6 +54,25 @@ Status CudaExecutor::Impl::capture(Graph &g,
         if ((in.op == OpCode::Recv && !isSent[in.index]) ||
             (in.op == OpCode::WaitConsumed && !isReceived[in.index]))
           break;
+        if (in.op == OpCode::AllReduce) {
+          if (!arrived[d]) {
+            s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+            arrived[d] = true;
+            progress = true;
+            if (s.ok() && !collectiveIssued[in.index])
+              s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "capture");
+          }
+          if (!s.ok()) {
+            s.prepend(describeInstruction(d, pc[d], in));
+            break;
+          }
+          if (!collectiveIssued[in.index])
+            break;
+          arrived[d] = false;
+          ++pc[d];
+          progress = true;
+          continue;
+        }
         s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok())
           s.prepend(describeInstruction(d, pc[d], in));
@@ -359,6 +383,10 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
   if (impl.profiling)
     return Status::error("streaming runs cannot be profiled or traced; "
                          "profile without --stream");
+  if (!impl.collectives.empty())
+    return Status::error("a plan whose devices average with all_reduce (data-"
+                         "parallel training) runs one step at a time; run it "
+                         "without --stream");
   if (impl.runs == 0) {
     // A first, direct run finds cuDNN's lazily loaded kernels before any
     // capture and leaves the inputs in place for skipInputLoads.

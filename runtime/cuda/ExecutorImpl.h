@@ -297,6 +297,30 @@ struct CudaExecutor::Impl {
                       size_t dstDev, void *to, cudaStream_t receiving,
                       size_t bytes);
   Status enqueueNcclTransfer(size_t d, const Instruction &recv);
+
+  /// all_reduce groups. Each device of a group records `ready` on its
+  /// stream when it reaches the group; the last to arrive enqueues the
+  /// whole collective: through NCCL where every plan device has a GPU of
+  /// its own (the plan's devices are the communicator's ranks), else as a
+  /// kernel per device that reads every device's input over peer access,
+  /// after which each stream waits for every other's `done`, so that no
+  /// device overwrites an input that another still reads.
+  struct Collective {
+    std::vector<size_t> devices;
+    std::vector<BufferRef> sources, targets; // by position in `devices`
+    std::vector<cudaEvent_t> ready, done;
+    bool nccl = false;
+  };
+  std::map<uint32_t, Collective> collectives;
+  /// This run's arrivals per group and the groups enqueued (under mutex).
+  std::map<uint32_t, size_t> arrivals;
+  std::vector<bool> collectiveIssued;
+  Status createCollectives(const std::vector<std::vector<bool>> &reach,
+                           bool onePerGpu);
+  /// Device d reaches all_reduce `in`; the last device of its group
+  /// enqueues the collective for all of them. Call with mutex held.
+  Status arriveAtAllReduce(size_t d, const Instruction &in);
+  Status enqueueAllReduce(uint32_t group);
   Status enqueueHostTransfer(size_t d, const Instruction &recv);
   /// Reads the device-side error flags of every kernel after a run.
   Status checkKernels();
@@ -374,6 +398,11 @@ struct CudaExecutor::Impl {
   }
 
   ~Impl() {
+    for (auto &[group, c] : collectives)
+      for (auto *events : {&c.ready, &c.done})
+        for (cudaEvent_t e : *events)
+          if (e)
+            cudaEventDestroy(e);
     for (volatile unsigned *w : gateWords)
       if (w)
         cudaFreeHost(const_cast<unsigned *>(w));

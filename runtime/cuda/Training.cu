@@ -356,16 +356,19 @@ __global__ void countStepKernel(int64_t *step) { step[0] += 1; }
 /// One thread per four elements: one Philox draw. Step and seed are read
 /// on the device, so a captured step draws new masks at each replay.
 __global__ void dropoutKernel(const float *x, float *y, int64_t n,
-                              const int64_t *step, const int64_t *seed,
-                              int64_t stream, uint32_t threshold, float scale) {
-  int64_t groups = (n + 3) / 4;
+                              int64_t offset, const int64_t *step,
+                              const int64_t *seed, int64_t stream,
+                              uint32_t threshold, float scale) {
+  // Groups of four of the whole batch's elements that [offset, offset + n)
+  // touches.
+  int64_t first = offset / 4, groups = (offset + n + 3) / 4 - first;
   int64_t st = *step, sd = *seed;
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
        g += int64_t(gridDim.x) * blockDim.x) {
-    philox::Words r = philox::dropoutWords(uint64_t(g), stream, st, sd);
+    philox::Words r = philox::dropoutWords(uint64_t(first + g), stream, st, sd);
     for (int j = 0; j < 4; ++j) {
-      int64_t i = g * 4 + j;
-      if (i < n)
+      int64_t i = (first + g) * 4 + j - offset;
+      if (i >= 0 && i < n)
         y[i] = philox::dropoutKeeps(r.w[j], threshold) ? x[i] * scale : 0.0f;
     }
   }
@@ -490,11 +493,42 @@ cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
   return cudaGetLastError();
 }
 
-cudaError_t launchDropout(const float *x, float *y, int64_t n,
+namespace {
+struct MeanSources {
+  const float *source[kMaxMeanSources];
+};
+} // namespace
+
+__global__ void meanOfKernel(MeanSources in, int count, float *target,
+                             int64_t n) {
+  float divisor = float(count);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float sum = in.source[0][i];
+    for (int k = 1; k < count; ++k)
+      sum += in.source[k][i];
+    target[i] = sum / divisor;
+  }
+}
+
+cudaError_t launchMeanOf(const float *const *sources, int count, float *target,
+                         int64_t n, cudaStream_t s) {
+  if (count < 1 || count > kMaxMeanSources)
+    return cudaErrorInvalidValue;
+  if (n == 0)
+    return cudaSuccess;
+  MeanSources in{};
+  for (int k = 0; k < count; ++k)
+    in.source[k] = sources[k];
+  meanOfKernel<<<blocksFor(n), kThreads, 0, s>>>(in, count, target, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launchDropout(const float *x, float *y, int64_t n, int64_t offset,
                           const int64_t *step, const int64_t *seed,
                           int64_t stream, double ratio, cudaStream_t s) {
-  dropoutKernel<<<blocksFor((n + 3) / 4), kThreads, 0, s>>>(
-      x, y, n, step, seed, stream, philox::dropoutThreshold(ratio),
+  dropoutKernel<<<blocksFor((n + 3) / 4 + 1), kThreads, 0, s>>>(
+      x, y, n, offset, step, seed, stream, philox::dropoutThreshold(ratio),
       float(1.0 / (1.0 - ratio)));
   return cudaGetLastError();
 }

@@ -403,12 +403,14 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
       return Status();
     double ratio = a.attrs.getFloat("ratio");
     int64_t stream = a.attrs.getInt("stream");
+    int64_t offset = a.attrs.getInt("offset", 0);
     int64_t n = a.inputs[0].numElements();
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(launchDropout(in[0].as<float>(), out[0].as<float>(), n,
-                                      in[1].as<int64_t>(), in[2].as<int64_t>(),
-                                      stream, ratio, ctx.stream),
+                                      offset, in[1].as<int64_t>(),
+                                      in[2].as<int64_t>(), stream, ratio,
+                                      ctx.stream),
                         "dropout");
     });
     return Status();

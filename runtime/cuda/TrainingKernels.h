@@ -56,8 +56,15 @@ cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
                         const int64_t *step, int64_t n, const AdamWParams &p,
                         cudaStream_t s);
 cudaError_t launchCountStep(int64_t *step, cudaStream_t s);
-/// graph.dropout (runtime/kernels/Philox.h): step and seed on the device.
-cudaError_t launchDropout(const float *x, float *y, int64_t n,
+/// The most inputs launchMeanOf averages.
+constexpr int kMaxMeanSources = 8;
+/// target = mean of `count` (<= kMaxMeanSources) device buffers of n floats
+/// (on this or peer GPUs), summed in order and then divided.
+cudaError_t launchMeanOf(const float *const *sources, int count, float *target,
+                         int64_t n, cudaStream_t s);
+/// graph.dropout (runtime/kernels/Philox.h): step and seed on the device;
+/// element i is the whole batch's element offset + i.
+cudaError_t launchDropout(const float *x, float *y, int64_t n, int64_t offset,
                           const int64_t *step, const int64_t *seed,
                           int64_t stream, double ratio, cudaStream_t s);
 

@@ -218,11 +218,13 @@ public:
 };
 
 /// ONNX Dropout in training mode (graph.dropout): element i kept when
-/// Philox's word i % 4 for counter (i / 4, stream, step) passes the ratio.
+/// Philox's word k % 4 for counter (k / 4, stream, step) passes the ratio,
+/// k = offset + i (a slice of the batch numbers its elements as the whole
+/// batch does).
 class DropoutKernel : public Kernel {
 public:
-  DropoutKernel(double ratio, int64_t stream)
-      : ratio_(ratio), stream_(stream),
+  DropoutKernel(double ratio, int64_t stream, int64_t offset)
+      : ratio_(ratio), stream_(stream), offset_(offset),
         threshold_(philox::dropoutThreshold(ratio)) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
@@ -233,12 +235,14 @@ public:
       const T *x = in[0].as<T>();
       T *y = out[0].as<T>();
       T scale = static_cast<T>(1.0 / (1.0 - ratio_));
-      for (int64_t g = 0; g * 4 < n; ++g) {
+      for (int64_t g = offset_ / 4; g * 4 < offset_ + n; ++g) {
         philox::Words r =
             philox::dropoutWords(uint64_t(g), stream_, step, seed);
-        for (int64_t j = 0; j < 4 && g * 4 + j < n; ++j) {
-          int64_t i = g * 4 + j;
-          y[i] = philox::dropoutKeeps(r.w[j], threshold_) ? x[i] * scale : T(0);
+        for (int64_t j = 0; j < 4; ++j) {
+          int64_t i = g * 4 + j - offset_;
+          if (i >= 0 && i < n)
+            y[i] =
+                philox::dropoutKeeps(r.w[j], threshold_) ? x[i] * scale : T(0);
         }
       }
     });
@@ -247,7 +251,7 @@ public:
 
 private:
   double ratio_;
-  int64_t stream_;
+  int64_t stream_, offset_;
   uint32_t threshold_;
 };
 
@@ -324,9 +328,13 @@ void registerTrainingKernels(KernelTable &t) {
     if (!(ratio >= 0 && ratio < 1))
       return Status::error("ratio " + std::to_string(ratio) +
                            " must be in [0, 1)");
-    if (a.inputs[0].numElements() > (int64_t(1) << 34))
-      return Status::error("more than 2^34 elements");
-    k = std::make_unique<DropoutKernel>(ratio, stream);
+    // Philox's counter numbers 2^32 groups of four elements.
+    int64_t offset = a.attrs.getInt("offset", 0);
+    if (offset < 0 || a.inputs[0].numElements() > (int64_t(1) << 34) - offset)
+      return Status::error("offset " + std::to_string(offset) + " and " +
+                           std::to_string(a.inputs[0].numElements()) +
+                           " elements reach past the generator's 2^34");
+    k = std::make_unique<DropoutKernel>(ratio, stream, offset);
     return Status();
   };
   t["count_step"] = [](const KernelArgs &a,

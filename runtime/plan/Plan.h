@@ -13,6 +13,14 @@
 //                  source may reuse src's memory.
 // Every channel is used exactly once per run.
 //
+// Collectives are rendezvous of several devices:
+//   all_reduce(g, src, dst)  on each device of group g (attribute
+//                  "devices"): when every one has reached it, each gets in
+//                  dst the mean of all their src, summed in the order of
+//                  "devices"; none goes on until all have read every src.
+// Every device meets its groups in the same order; each group runs once
+// per run.
+//
 //===----------------------------------------------------------------------===//
 #ifndef PARTC_RUNTIME_PLAN_PLAN_H
 #define PARTC_RUNTIME_PLAN_PLAN_H
@@ -30,8 +38,8 @@ namespace partc::runtime {
 
 constexpr char kPlanMagic[8] = {'P', 'A', 'R', 'T', 'C', 'P', 'L', 'N'};
 /// Version 2: channels say how they move (Transport). Version 3: state
-/// (StateDecl), the third memory space.
-constexpr uint32_t kPlanFormatVersion = 3;
+/// (StateDecl), the third memory space. Version 4: collectives (AllReduce).
+constexpr uint32_t kPlanFormatVersion = 4;
 /// Weights start at this alignment in the file so that they can be mapped.
 constexpr uint64_t kWeightAlignment = 4096;
 
@@ -55,6 +63,7 @@ enum class OpCode : uint8_t {
   Send = 4,
   Recv = 5,
   WaitConsumed = 6,
+  AllReduce = 7,
 };
 const char *opCodeName(OpCode op);
 
@@ -67,7 +76,8 @@ struct Instruction {
   std::vector<BufferRef> outputs;
   /// The ONNX node this came from, for diagnostics and traces.
   std::string location;
-  /// Input or output index (LoadInput/StoreOutput) or channel id.
+  /// Input or output index (LoadInput/StoreOutput), channel id, or
+  /// collective group (AllReduce).
   uint32_t index = 0;
   /// Byte offset into the host-side input or output tensor.
   uint64_t hostOffset = 0;

@@ -336,7 +336,7 @@ Status decodeMetadata(const uint8_t *p, size_t n, Plan &plan) {
     dev.instructions.resize(r.count(40));
     for (Instruction &in : dev.instructions) {
       uint8_t op = r.u8();
-      if (op < 1 || op > 6)
+      if (op < 1 || op > static_cast<uint8_t>(OpCode::AllReduce))
         return fail("opcode");
       in.op = static_cast<OpCode>(op);
       in.kernel = r.str();
@@ -379,6 +379,8 @@ const char *opCodeName(OpCode op) {
     return "recv";
   case OpCode::WaitConsumed:
     return "wait";
+  case OpCode::AllReduce:
+    return "all_reduce";
   }
   return "?";
 }

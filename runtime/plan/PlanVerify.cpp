@@ -3,6 +3,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <map>
 #include <sstream>
 
 namespace partc::runtime {
@@ -142,6 +143,12 @@ Status checkNoDeadlock(const Plan &plan) {
   size_t n = plan.devices.size();
   std::vector<size_t> pc(n, 0);
   std::vector<bool> sent(plan.channels.size()), consumed(plan.channels.size());
+  // Devices waiting at each all_reduce group; all of them go on together.
+  std::map<uint32_t, size_t> arrived;
+  std::vector<bool> waiting(n);
+  auto groupSize = [](const Instruction &in) {
+    return in.attrs.getInts("devices").size();
+  };
   while (true) {
     bool progress = false, done = true;
     for (size_t d = 0; d < n; ++d) {
@@ -152,6 +159,16 @@ Status checkNoDeadlock(const Plan &plan) {
           break;
         if (in.op == OpCode::WaitConsumed && !consumed[in.index])
           break;
+        if (in.op == OpCode::AllReduce) {
+          if (!waiting[d]) {
+            waiting[d] = true;
+            ++arrived[in.index];
+            progress = true;
+          }
+          if (arrived[in.index] < groupSize(in))
+            break;
+          waiting[d] = false;
+        }
         if (in.op == OpCode::Send)
           sent[in.index] = true;
         if (in.op == OpCode::Recv)
@@ -171,7 +188,9 @@ Status checkNoDeadlock(const Plan &plan) {
         if (pc[d] < plan.devices[d].instructions.size()) {
           const Instruction &in = plan.devices[d].instructions[pc[d]];
           os << " device " << d << " waits at instruction " << pc[d] << " ("
-             << opCodeName(in.op) << " channel " << in.index << ");";
+             << opCodeName(in.op)
+             << (in.op == OpCode::AllReduce ? " group " : " channel ")
+             << in.index << ");";
         }
       return Status::error(os.str());
     }
@@ -204,6 +223,12 @@ Status verifyPlan(const Plan &plan) {
   PARTC_RETURN_IF_ERROR(checkStates(plan));
   std::vector<int> sends(plan.channels.size()), recvs(plan.channels.size()),
       waits(plan.channels.size());
+  struct Group {
+    std::vector<int64_t> devices;
+    TensorType type;
+    std::vector<int> seen; // per device
+  };
+  std::map<uint32_t, Group> groups;
   // Host byte ranges written to each output, to prove full coverage.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> outputRanges(
       plan.outputs.size());
@@ -283,6 +308,41 @@ Status verifyPlan(const Plan &plan) {
         (send ? sends : recvs)[in.index]++;
         break;
       }
+      case OpCode::AllReduce: {
+        PARTC_RETURN_IF_ERROR(arity(1, 1));
+        const TensorType &type = in.inputs[0].type;
+        if (type.dtype != DType::F32 || in.outputs[0].type != type)
+          return Status::error(where + ": averages " + type.str() + " into " +
+                               in.outputs[0].type.str() +
+                               "; both must be the same f32 type");
+        std::vector<int64_t> devices = in.attrs.getInts("devices");
+        std::vector<int64_t> sorted = devices;
+        std::sort(sorted.begin(), sorted.end());
+        if (devices.size() < 2 ||
+            std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+            sorted.front() < 0 ||
+            sorted.back() >= static_cast<int64_t>(plan.devices.size()) ||
+            !std::count(devices.begin(), devices.end(), int64_t(d)))
+          return Status::error(where + ": group " + std::to_string(in.index) +
+                               " must list at least 2 distinct devices of "
+                               "the plan, this one among them");
+        auto [it, fresh] = groups.try_emplace(in.index);
+        Group &g = it->second;
+        if (fresh) {
+          g.devices = devices;
+          g.type = type;
+          g.seen.assign(plan.devices.size(), 0);
+        } else if (g.devices != devices || g.type != type) {
+          return Status::error(where + ": group " + std::to_string(in.index) +
+                               " disagrees with its other devices on its "
+                               "devices or type");
+        }
+        if (g.seen[d]++)
+          return Status::error(where + ": device " + std::to_string(d) +
+                               " meets group " + std::to_string(in.index) +
+                               " twice");
+        break;
+      }
       case OpCode::WaitConsumed:
         PARTC_RETURN_IF_ERROR(arity(0, 0));
         PARTC_RETURN_IF_ERROR(channel());
@@ -301,6 +361,12 @@ Status verifyPlan(const Plan &plan) {
                            std::to_string(recvs[c]) + " receives and " +
                            std::to_string(waits[c]) +
                            " waits; expected exactly one send and receive");
+  for (const auto &[id, g] : groups)
+    for (int64_t d : g.devices)
+      if (!g.seen[d])
+        return Status::error("device " + std::to_string(d) +
+                             " never meets all_reduce group " +
+                             std::to_string(id) + " that it belongs to");
   for (size_t o = 0; o < plan.outputs.size(); ++o) {
     auto &ranges = outputRanges[o];
     std::sort(ranges.begin(), ranges.end());
@@ -325,6 +391,8 @@ std::string describeInstruction(size_t device, size_t index,
                   std::to_string(index) + " (" + opCodeName(in.op);
   if (in.op == OpCode::Kernel)
     s += " " + in.kernel;
+  if (in.op == OpCode::AllReduce)
+    s += " group " + std::to_string(in.index);
   if (!in.location.empty())
     s += ", ONNX node '" + in.location + "'";
   return s + ")";
@@ -371,11 +439,15 @@ std::string summarizePlan(const Plan &plan) {
   os << "\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
-    size_t kernels = 0, sends = 0, recvs = 0;
-    uint64_t sentBytes = 0, recvBytes = 0;
+    size_t kernels = 0, sends = 0, recvs = 0, reduces = 0;
+    uint64_t sentBytes = 0, recvBytes = 0, reducedBytes = 0;
     for (const Instruction &in : dev.instructions) {
       if (in.op == OpCode::Kernel)
         ++kernels;
+      if (in.op == OpCode::AllReduce) {
+        ++reduces;
+        reducedBytes += in.inputs[0].type.byteSize();
+      }
       if (in.op == OpCode::Send) {
         ++sends;
         sentBytes += plan.channels[in.index].bytes;
@@ -390,7 +462,10 @@ std::string summarizePlan(const Plan &plan) {
     if (dev.stateBytes)
       os << "state " << dev.stateBytes << " bytes, ";
     os << "sends " << sends << " (" << sentBytes << " bytes), receives "
-       << recvs << " (" << recvBytes << " bytes)\n";
+       << recvs << " (" << recvBytes << " bytes)";
+    if (reduces)
+      os << ", all-reduces " << reduces << " (" << reducedBytes << " bytes)";
+    os << "\n";
   }
   return os.str();
 }

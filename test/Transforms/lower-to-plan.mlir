@@ -61,3 +61,39 @@ module attributes {graph.num_devices = 2 : i64} {
     return %c : tensor<2x3xf32>
   }
 }
+
+// -----
+
+// Tests data-parallel training state: each replica's variable becomes a
+// plan.state of its device, both initialized from one plan.weight, and
+// each graph.all_reduce a plan.all_reduce of its device into a buffer of
+// its own; replica 0's average is the output.
+// CHECK-LABEL: plan.program
+// CHECK: plan.weight @[[INIT:w[0-9]+]] {value = dense<5.000000e-01> : tensor<4xf32>}
+// CHECK-NOT: plan.weight
+// CHECK: plan.state @s0 : tensor<4xf32> {device = 0 : i64, init = @[[INIT]], name = "w", role = "parameter"}
+// CHECK: plan.state @s1 : tensor<4xf32> {device = 1 : i64, init = @[[INIT]], name = "w", role = "parameter"}
+// CHECK: plan.device 0 {
+// CHECK:   plan.kernel "mul"
+// CHECK:   %[[M0:.*]] = plan.view
+// CHECK:   %[[A0:.*]] = plan.alloc
+// CHECK:   plan.all_reduce %[[M0]] into %[[A0]] group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
+// CHECK:   plan.store_output %[[A0]] into @g[0]
+// CHECK: plan.device 1 {
+// CHECK:   plan.all_reduce {{.*}} group 0 devices [0, 1]
+// CHECK-NOT: plan.store_output
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph.name = "g"}) {
+    %s0 = graph.slice %x {graph.device = -1 : i64, starts = array<i64: 0, 0>, ends = array<i64: 1, 4>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+    %w0 = graph.variable {graph.device = 0 : i64, name = "w", role = "parameter", value = dense<0.5> : tensor<4xf32>} : tensor<4xf32>
+    %m0 = graph.mul %s0, %w0 {graph.device = 0 : i64} : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+    %r0 = graph.reshape %m0 {graph.device = 0 : i64, shape = array<i64: 4>} : (tensor<1x4xf32>) -> tensor<4xf32>
+    %a0 = graph.all_reduce %r0 {graph.device = 0 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    %s1 = graph.slice %x {graph.device = -1 : i64, starts = array<i64: 1, 0>, ends = array<i64: 2, 4>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+    %w1 = graph.variable {graph.device = 1 : i64, name = "w", role = "parameter", value = dense<0.5> : tensor<4xf32>} : tensor<4xf32>
+    %m1 = graph.mul %s1, %w1 {graph.device = 1 : i64} : (tensor<1x4xf32>, tensor<4xf32>) -> tensor<1x4xf32>
+    %r1 = graph.reshape %m1 {graph.device = 1 : i64, shape = array<i64: 4>} : (tensor<1x4xf32>) -> tensor<4xf32>
+    %a1 = graph.all_reduce %r1 {graph.device = 1 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %a0 : tensor<4xf32>
+  }
+}

@@ -55,3 +55,33 @@ module attributes {graph.num_devices = 1 : i64} {
     return %s : tensor<4xf32>
   }
 }
+
+// -----
+
+// Tests that an all_reduce group with no op on one of its devices is
+// caught: that device would never join it.
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %r = graph.relu %x {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    // expected-error@+1 {{'graph.all_reduce' op group 0 has ops on devices 0 but lists devices 0, 1; each listed device needs exactly one}}
+    %a = graph.all_reduce %r {graph.device = 0 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %a : tensor<4xf32>
+  }
+}
+
+// -----
+
+// Tests that two devices meeting their groups in different orders are
+// caught: each would wait for the other forever.
+module attributes {graph.num_devices = 2 : i64} {
+  // expected-error@+1 {{devices 0 and 1 meet their all_reduce groups in different orders; the collectives would deadlock}}
+  func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+    %r0 = graph.relu %x {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %a0 = graph.all_reduce %r0 {graph.device = 0 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    %b0 = graph.all_reduce %r0 {graph.device = 0 : i64, group = 1 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    %r1 = graph.relu %x {graph.device = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %b1 = graph.all_reduce %r1 {graph.device = 1 : i64, group = 1 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    %a1 = graph.all_reduce %r1 {graph.device = 1 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+    return %a0 : tensor<4xf32>
+  }
+}

@@ -26,6 +26,54 @@ TEST(CpuExecutor, RunsTwoDevicesWithTransfer) {
   }
 }
 
+TEST(CpuExecutor, AllReduceAveragesEveryDevice) {
+  for (int devices : {2, 3, 4}) {
+    Plan plan = allReducePlan(devices);
+    ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();
+    std::unique_ptr<CpuExecutor> exec;
+    ASSERT_TRUE(CpuExecutor::create(plan, exec).ok());
+    std::vector<float> x, want(4, 0.0f), z(4);
+    for (int d = 0; d < devices; ++d)
+      for (int j = 0; j < 4; ++j)
+        x.push_back(float(d * 4 + j) * (j == 1 ? -1.0f : 1.0f));
+    // Summed in device order, then divided, as the plan defines it.
+    for (int j = 0; j < 4; ++j) {
+      float sum = std::max(x[j], 0.0f);
+      for (int d = 1; d < devices; ++d)
+        sum += std::max(x[d * 4 + j], 0.0f);
+      want[j] = sum / float(devices);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      Status s = exec->run({{x.data(), plan.inputs[0].type}},
+                           {{z.data(), plan.outputs[0].type}});
+      ASSERT_TRUE(s.ok()) << s.message();
+      EXPECT_EQ(z, want) << devices << " devices";
+    }
+  }
+}
+
+TEST(CpuExecutor, KernelFailureBeforeAllReduceAbortsTheGroup) {
+  Plan plan = allReducePlan(2);
+  // Device 1 fails before the collective; device 0 must not wait forever.
+  plan.inputs[0].type.dtype = DType::I64;
+  for (DeviceProgram &dev : plan.devices)
+    dev.instructions[0].outputs[0].type.dtype = DType::I64;
+  plan.devices[1].instructions[1] = kernel(
+      "gather", {arena(32, {4}), arena(0, {4}, DType::I64)}, {arena(16, {4})});
+  plan.devices[1].instructions[1].attrs.set("axis", AttrValue::ofInts({0}));
+  plan.devices[0].instructions[1] =
+      kernel("cast", {arena(0, {4}, DType::I64)}, {arena(16, {4})});
+  ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();
+  std::unique_ptr<CpuExecutor> exec;
+  ASSERT_TRUE(CpuExecutor::create(plan, exec).ok());
+  std::vector<int64_t> x = {0, 1, 2, 3, 0, 9, 1, 2};
+  std::vector<float> z(4);
+  Status s = exec->run({{x.data(), plan.inputs[0].type}},
+                       {{z.data(), plan.outputs[0].type}});
+  EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("device 1"), std::string::npos) << s.message();
+}
+
 TEST(CpuExecutor, MissingTransferShowsAsWrongAnswer) {
   std::vector<float> weights;
   Plan plan = twoDevicePlan(weights);

@@ -5,11 +5,14 @@
 // chains must still compile with NVRTC (for Hopper).
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cpu/CpuExecutor.h"
 #include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/Kernel.h"
+
+#include "TestPlans.h"
 
 #include <gtest/gtest.h>
 
@@ -403,7 +406,13 @@ TEST(GpuKernels, GatherElementsMatchesCpuAndReportsBadIndices) {
   cudaFree(dy);
 }
 
-TEST(GpuKernels, DropoutDrawsTheCpuMask) {
+class DropoutOffsets : public ::testing::TestWithParam<int64_t> {};
+
+// Offsets: a slice of the batch that starts anywhere in a group of four.
+INSTANTIATE_TEST_SUITE_P(GpuKernels, DropoutOffsets,
+                         ::testing::Values(0, 1, 6, 4099 * 3 + 2));
+
+TEST_P(DropoutOffsets, DropoutDrawsTheCpuMask) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
   const int64_t n = 4099;
@@ -411,6 +420,7 @@ TEST(GpuKernels, DropoutDrawsTheCpuMask) {
   AttrMap attrs;
   attrs.set("ratio", AttrValue::ofFloats({0.2}));
   attrs.set("stream", AttrValue::ofInts({5}));
+  attrs.set("offset", AttrValue::ofInts({GetParam()}));
   std::vector<float> in(n);
   for (int64_t i = 0; i < n; ++i)
     in[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
@@ -534,4 +544,40 @@ TEST(GpuKernels, ScatterAddOfRepeatedRowsMatchesCpu) {
   EXPECT_FALSE(k->checkAfterRun().ok());
   for (void *p : {dx, di, du, dy})
     cudaFree(p);
+}
+
+// Plan devices on one GPU average through the peer-read kernel, directly
+// and replayed from a CUDA graph (the second run), with the CPU's bits.
+TEST(CudaExecutor, AllReduceOfDevicesSharingAGpuMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  using namespace partc::runtime::testing;
+  for (int devices : {2, 3}) {
+    for (bool graphs : {false, true}) {
+      Plan plan = allReducePlan(devices);
+      std::vector<float> x;
+      for (int i = 0; i < devices * 4; ++i)
+        x.push_back(0.37f * float(i * i % 11) - 1.1f);
+      std::vector<float> want(4), got(4);
+      std::unique_ptr<CpuExecutor> cpu;
+      ASSERT_TRUE(CpuExecutor::create(plan, cpu).ok());
+      ASSERT_TRUE(cpu->run({{x.data(), plan.inputs[0].type}},
+                           {{want.data(), plan.outputs[0].type}})
+                      .ok());
+      CudaOptions options;
+      options.devicesPerGpu = devices;
+      options.graphs = graphs;
+      std::unique_ptr<CudaExecutor> gpu;
+      Status s = CudaExecutor::create(plan, options, gpu);
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int rep = 0; rep < 3; ++rep) {
+        std::fill(got.begin(), got.end(), 0.0f);
+        s = gpu->run({{x.data(), plan.inputs[0].type}},
+                     {{got.data(), plan.outputs[0].type}});
+        ASSERT_TRUE(s.ok()) << s.message();
+        EXPECT_EQ(got, want)
+            << devices << " devices, graphs " << graphs << ", run " << rep;
+      }
+    }
+  }
 }

@@ -162,10 +162,12 @@ TEST(Philox, MatchesKnownAnswers) {
 
 /// Dropout of ones: the kept elements are 1 / (1 - ratio), the others 0.
 std::vector<float> dropoutOfOnes(int64_t n, double ratio, int64_t stream,
-                                 int64_t step, int64_t seed) {
+                                 int64_t step, int64_t seed,
+                                 int64_t offset = 0) {
   AttrMap a;
   a.set("ratio", AttrValue::ofFloats({ratio}));
   a.set("stream", AttrValue::ofInts({stream}));
+  a.set("offset", AttrValue::ofInts({offset}));
   TensorType x{DType::F32, {n}}, scalar{DType::I64, {}};
   std::unique_ptr<Kernel> k;
   Status s = createCpuKernel("dropout", a, {x, scalar, scalar}, {x}, k);
@@ -196,6 +198,19 @@ TEST(Kernels, DropoutKeepsOneMinusRatioScaled) {
   EXPECT_NE(dropoutOfOnes(n, 0.3, 0, 1, 42), y);
   EXPECT_NE(dropoutOfOnes(n, 0.3, 1, 0, 42), y);
   EXPECT_NE(dropoutOfOnes(n, 0.3, 0, 0, 43), y);
+}
+
+TEST(Kernels, DropoutSlicesDrawTheWholeBatchsMask) {
+  // Slices of any length, at any offset (not only multiples of four), put
+  // together give the mask of the whole: a data-parallel replica's rows.
+  const int64_t n = 1001;
+  std::vector<float> whole = dropoutOfOnes(n, 0.5, 3, 7, 11);
+  for (int64_t cut : {1, 2, 3, 4, 5, 498, 1000}) {
+    std::vector<float> joined = dropoutOfOnes(cut, 0.5, 3, 7, 11, 0);
+    std::vector<float> rest = dropoutOfOnes(n - cut, 0.5, 3, 7, 11, cut);
+    joined.insert(joined.end(), rest.begin(), rest.end());
+    EXPECT_EQ(joined, whole) << "cut at " << cut;
+  }
 }
 
 TEST(Kernels, DropoutRefusesRatioOfOne) {

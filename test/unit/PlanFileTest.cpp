@@ -131,6 +131,56 @@ TEST(PlanVerify, RejectsDeadlock) {
   EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
 }
 
+TEST(PlanFile, RoundTripPreservesAllReduce) {
+  Plan plan = allReducePlan(3);
+  std::string path = tempPath("allreduce.plan");
+  ASSERT_TRUE(writePlanFile(path, plan).ok());
+  Plan back;
+  Status s = readPlanFile(path, back);
+  ASSERT_TRUE(s.ok()) << s.message();
+  const Instruction &in = back.devices[2].instructions[2];
+  EXPECT_EQ(in.op, OpCode::AllReduce);
+  EXPECT_EQ(in.attrs.getInts("devices"), (std::vector<int64_t>{0, 1, 2}));
+}
+
+TEST(PlanVerify, RejectsAllReduceThatADeviceSkips) {
+  Plan plan = allReducePlan(3);
+  plan.devices[2].instructions.pop_back();
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("device 2 never meets all_reduce group 0"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(PlanVerify, RejectsAllReduceOfMismatchedGroup) {
+  Plan plan = allReducePlan(2);
+  plan.devices[1].instructions[2].attrs.set("devices",
+                                            AttrValue::ofInts({1, 0}));
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("disagrees"), std::string::npos) << s.message();
+  plan = allReducePlan(2);
+  plan.devices[1].instructions[2].inputs[0].type.dtype = DType::I32;
+  plan.devices[1].instructions[2].outputs[0].type.dtype = DType::I32;
+  s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("f32"), std::string::npos) << s.message();
+}
+
+TEST(PlanVerify, RejectsCollectivesMetInDifferentOrders) {
+  Plan plan = allReducePlan(2);
+  // A second group: device 0 meets 0 then 1, device 1 meets 1 then 0.
+  for (DeviceProgram &dev : plan.devices) {
+    dev.arenaBytes = 64;
+    dev.instructions.insert(
+        dev.instructions.begin() + 3,
+        allReduce(1, arena(16, {4}), arena(48, {4}), {0, 1}));
+  }
+  ASSERT_TRUE(verifyPlan(plan).ok()) << verifyPlan(plan).message();
+  std::swap(plan.devices[1].instructions[2], plan.devices[1].instructions[3]);
+  Status s = verifyPlan(plan);
+  EXPECT_NE(s.message().find("deadlock"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("group"), std::string::npos) << s.message();
+}
+
 TEST(PlanVerify, RejectsPartiallyWrittenOutput) {
   std::vector<float> weights;
   Plan plan = twoDevicePlan(weights);

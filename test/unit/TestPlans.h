@@ -66,6 +66,41 @@ inline Plan twoDevicePlan(std::vector<float> &weights) {
   return p;
 }
 
+inline Instruction allReduce(uint32_t group, BufferRef from, BufferRef to,
+                             std::vector<int64_t> devices) {
+  Instruction in;
+  in.op = OpCode::AllReduce;
+  in.index = group;
+  in.inputs = {from};
+  in.outputs = {to};
+  in.attrs.set("devices", AttrValue::ofInts(std::move(devices)));
+  return in;
+}
+
+/// Data parallelism in miniature: device d loads row d of x [devices, 4],
+/// y = relu(row); the devices average y (all_reduce group 0); device 0
+/// stores the mean as z [4].
+inline Plan allReducePlan(int devices) {
+  Plan p;
+  p.inputs = {{"x", {DType::F32, {devices, 4}}}};
+  p.outputs = {{"z", {DType::F32, {4}}}};
+  p.devices.resize(devices);
+  std::vector<int64_t> all;
+  for (int d = 0; d < devices; ++d)
+    all.push_back(d);
+  for (int d = 0; d < devices; ++d) {
+    p.devices[d].arenaBytes = 48;
+    p.devices[d].instructions = {
+        io(OpCode::LoadInput, 0, arena(0, {4}), 16 * d),
+        kernel("relu", {arena(0, {4})}, {arena(16, {4})}),
+        allReduce(0, arena(16, {4}), arena(32, {4}), all)};
+    if (d == 0)
+      p.devices[d].instructions.push_back(
+          io(OpCode::StoreOutput, 0, arena(32, {4})));
+  }
+  return p;
+}
+
 } // namespace partc::runtime::testing
 
 #endif // PARTC_TEST_UNIT_TESTPLANS_H

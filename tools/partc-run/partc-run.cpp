@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <set>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -314,12 +315,18 @@ std::string stateFile(const std::string &dir, const std::string &name) {
   return dir + "/" + file + ".npy";
 }
 
+/// A data-parallel plan keeps a state on every replica: the first (the
+/// lowest device's, rank 0's as DistributedDataParallel saves) is saved, and
+/// a loaded one goes to every replica.
 Status saveState(const Plan &plan, const Executor &exec,
                  const std::string &dir) {
   if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
     return Status::error("cannot create '" + dir +
                          "': " + std::strerror(errno));
+  std::set<std::string> saved;
   for (size_t i = 0; i < plan.states.size(); ++i) {
+    if (!saved.insert(plan.states[i].name).second)
+      continue;
     HostTensor t;
     t.name = plan.states[i].name;
     t.type = plan.states[i].type;

@@ -286,6 +286,48 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
   }
 }
 
+/// --explain of a training plan: how the step is spread over devices.
+void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
+  using ::partc::runtime::OpCode;
+  auto meta = [&](const char *key) -> std::string {
+    auto it = plan.metadata.find(key);
+    return it == plan.metadata.end() ? "" : it->second;
+  };
+  size_t devices = plan.devices.size();
+  if (devices < 2) {
+    llvm::outs() << "training placement: one device\n";
+    return;
+  }
+  uint64_t bytes = 0, groups = 0;
+  for (const auto &in : plan.devices[0].instructions)
+    if (in.op == OpCode::AllReduce) {
+      ++groups;
+      bytes += in.inputs[0].type.byteSize();
+    }
+  // The labels' leading dimension is the batch.
+  int64_t batch = 0;
+  for (const auto &input : plan.inputs)
+    if (input.name == "labels" && !input.type.shape.empty())
+      batch = input.type.shape[0];
+  llvm::outs() << "training placement: data parallelism, " << devices
+               << " replicas (one per device), each running the whole step "
+                  "on "
+               << batch / static_cast<int64_t>(devices) << " of the batch's "
+               << batch
+               << " samples with its own copy of the parameters "
+                  "and optimizer state\n"
+               << "  gradients averaged across replicas: " << groups
+               << " all-reduces of " << formatBytes(double(bytes))
+               << " per step (the loss included), each started as soon as "
+                  "its gradient is computed\n"
+               << "  batch normalization normalizes with each replica's own "
+                  "statistics, as DistributedDataParallel does without "
+                  "SyncBatchNorm; --save-state and --save-onnx keep replica "
+                  "0's running statistics\n"
+               << "  not chosen: pipelines (training pipelines are not built "
+                  "yet)\n";
+}
+
 int compile() {
   if (batch < 1)
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
@@ -417,8 +459,10 @@ int compile() {
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - start)
                   .count();
-  if (options.explain == "text" && train)
+  if (options.explain == "text" && train) {
+    printTrainingPlacement(plan);
     printStepMemory(plan);
+  }
   if (!quiet && options.explain != "json") {
     llvm::outs() << ::partc::runtime::summarizePlan(plan);
     llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)

@@ -215,6 +215,14 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
       emitStores(op.getResult(0), view, op.getLoc());
       continue;
     }
+    if (auto reduce = dyn_cast<graph::AllReduceOp>(op)) {
+      Value target = alloc(reduce.getType(), op.getLoc());
+      plan::AllReduceOp::create(builder_, op.getLoc(), ins[0], target,
+                                reduce.getGroupAttr(), reduce.getDevicesAttr());
+      dev.buffers[reduce.getResult()] = target;
+      emitStores(reduce.getResult(), target, op.getLoc());
+      continue;
+    }
     SmallVector<Value> outs;
     for (Value r : op.getResults())
       outs.push_back(alloc(r.getType(), op.getLoc()));
@@ -252,7 +260,8 @@ LogicalResult Lowering::run() {
                                "partc-assign-devices first";
     if (*device == graph::kHostDevice)
       continue;
-    if (!isa<graph::ReshapeOp, graph::IdentityOp, graph::VariableOp>(op) &&
+    if (!isa<graph::ReshapeOp, graph::IdentityOp, graph::VariableOp,
+             graph::AllReduceOp>(op) &&
         failed(checkKernel(&op)))
       return failure();
   }
@@ -272,12 +281,18 @@ LogicalResult Lowering::run() {
       weights_[&op] = FlatSymbolRefAttr::get(ctx, name);
     }
   int64_t stateIndex = 0;
+  // Replicas of a variable start from one copy of its value.
+  DenseMap<Attribute, FlatSymbolRefAttr> initialValues;
   for (auto variable : body.getOps<graph::VariableOp>()) {
     FlatSymbolRefAttr init;
     if (auto value = variable.getValueAttr()) {
-      std::string name = "w" + std::to_string(weightIndex++);
-      plan::WeightOp::create(builder_, variable.getLoc(), name, value);
-      init = FlatSymbolRefAttr::get(ctx, name);
+      FlatSymbolRefAttr &known = initialValues[value];
+      if (!known) {
+        std::string name = "w" + std::to_string(weightIndex++);
+        plan::WeightOp::create(builder_, variable.getLoc(), name, value);
+        known = FlatSymbolRefAttr::get(ctx, name);
+      }
+      init = known;
     }
     std::string name = "s" + std::to_string(stateIndex++);
     plan::StateOp::create(

@@ -247,3 +247,37 @@ func.func @dropout_step(%x: tensor<2x3xf32>, %s: tensor<1xi64>) -> tensor<2x3xf3
   %y = graph.dropout %x, %s, %s {ratio = 0.5 : f64} : (tensor<2x3xf32>, tensor<1xi64>, tensor<1xi64>) -> tensor<2x3xf32>
   return %y : tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that an all_reduce needs at least two distinct devices, among them
+// its own, and f32 values.
+func.func @all_reduce_one_device(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.all_reduce' op averages over 1 device(s); a collective needs at least 2}}
+  %a = graph.all_reduce %x {group = 0 : i64, devices = array<i64: 0>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_repeated_device(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.all_reduce' op lists device 1 twice or below 0; devices must be distinct indices >= 0}}
+  %a = graph.all_reduce %x {group = 0 : i64, devices = array<i64: 1, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_elsewhere(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.all_reduce' op is placed on device 2, which is not among its group's devices}}
+  %a = graph.all_reduce %x {graph.device = 2 : i64, group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}
+
+// -----
+
+func.func @all_reduce_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
+  // expected-error@+1 {{'graph.all_reduce' op averages 'tensor<4xi64>'; only f32 tensors (gradients, losses) can be averaged so far}}
+  %a = graph.all_reduce %x {group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xi64>) -> tensor<4xi64>
+  return %a : tensor<4xi64>
+}

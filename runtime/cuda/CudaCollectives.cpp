@@ -1,0 +1,138 @@
+//===- CudaCollectives.cpp - all_reduce across plan devices ---------------===//
+//
+// A collective is enqueued whole by the last of its devices to reach it,
+// so that a thread per device (direct runs) and one thread for all (graph
+// capture) enqueue it the same way, and NCCL's calls for several GPUs from
+// one thread go in one group.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/ExecutorImpl.h"
+#include "runtime/cuda/TrainingKernels.h"
+
+namespace partc::runtime {
+
+Status CudaExecutor::Impl::createCollectives(
+    const std::vector<std::vector<bool>> &reach, bool onePerGpu) {
+  for (size_t d = 0; d < plan->devices.size(); ++d) {
+    const auto &instrs = plan->devices[d].instructions;
+    for (const Instruction &in : instrs) {
+      if (in.op != OpCode::AllReduce)
+        continue;
+      Collective &c = collectives[in.index];
+      if (c.devices.empty()) {
+        for (int64_t e : in.attrs.getInts("devices"))
+          c.devices.push_back(static_cast<size_t>(e));
+        size_t count = c.devices.size();
+        c.sources.resize(count);
+        c.targets.resize(count);
+        c.ready.assign(count, nullptr);
+        c.done.assign(count, nullptr);
+        // NCCL's communicator spans every plan device.
+        c.nccl = onePerGpu && count == plan->devices.size();
+#ifndef PARTC_HAVE_NCCL
+        c.nccl = false;
+#endif
+        usesNccl |= c.nccl;
+        if (!c.nccl && count > cuda::kMaxMeanSources)
+          return Status::error("all_reduce group " + std::to_string(in.index) +
+                               " spans " + std::to_string(count) +
+                               " devices; without NCCL partc averages "
+                               "over at most " +
+                               std::to_string(cuda::kMaxMeanSources));
+        for (size_t a : c.devices)
+          for (size_t b : c.devices)
+            if (!c.nccl && !reach[a][b])
+              return Status::error(
+                  "GPUs " + std::to_string(devices[a].ctx.gpu) + " and " +
+                  std::to_string(devices[b].ctx.gpu) +
+                  " cannot reach each other's memory, which the gradient "
+                  "average needs without NCCL; give each plan device a GPU of "
+                  "its own (no --devices-per-gpu) so NCCL can average");
+      }
+      size_t pos =
+          std::find(c.devices.begin(), c.devices.end(), d) - c.devices.begin();
+      c.sources[pos] = in.inputs[0];
+      c.targets[pos] = in.outputs[0];
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce events"));
+      for (cudaEvent_t *e : {&c.ready[pos], &c.done[pos]})
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaEventCreateWithFlags(e, cudaEventDisableTiming), "event"));
+    }
+  }
+  collectiveIssued.assign(
+      collectives.empty() ? 0 : collectives.rbegin()->first + 1, false);
+  return Status();
+}
+
+Status CudaExecutor::Impl::arriveAtAllReduce(size_t d, const Instruction &in) {
+  Collective &c = collectives.at(in.index);
+  size_t pos =
+      std::find(c.devices.begin(), c.devices.end(), d) - c.devices.begin();
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaEventRecord(c.ready[pos], devices[d].ctx.stream), "all_reduce"));
+  if (++arrivals[in.index] < c.devices.size())
+    return Status();
+  Status s = enqueueAllReduce(in.index);
+  collectiveIssued[in.index] = true;
+  changed.notify_all();
+  Status back = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce");
+  return s.ok() ? back : s;
+}
+
+Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
+  Collective &c = collectives.at(group);
+  size_t count = c.devices.size();
+  int64_t n = c.sources[0].type.numElements();
+  if (c.nccl) {
+#ifdef PARTC_HAVE_NCCL
+    auto nccl = [&](ncclResult_t r, const char *what) {
+      return r == ncclSuccess ? Status()
+                              : Status::error(std::string(what) + ": " +
+                                              ncclGetErrorString(r));
+    };
+    Status s = nccl(ncclGroupStart(), "ncclGroupStart");
+    for (size_t k = 0; k < count && s.ok(); ++k) {
+      Device &dev = devices[c.devices[k]];
+      s = nccl(ncclAllReduce(resolve(dev, c.sources[k]),
+                             resolve(dev, c.targets[k]), size_t(n), ncclFloat,
+                             ncclAvg, comms[c.devices[k]], dev.ctx.stream),
+               "ncclAllReduce");
+    }
+    Status end = nccl(ncclGroupEnd(), "ncclGroupEnd");
+    return s.ok() ? end : s;
+#else
+    return Status::error("built without NCCL");
+#endif
+  }
+  std::vector<const float *> sources;
+  for (size_t k = 0; k < count; ++k)
+    sources.push_back(static_cast<const float *>(
+        resolve(devices[c.devices[k]], c.sources[k])));
+  for (size_t k = 0; k < count; ++k) {
+    Device &dev = devices[c.devices[k]];
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "all_reduce"));
+    for (size_t j = 0; j < count; ++j)
+      if (j != k)
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaStreamWaitEvent(dev.ctx.stream, c.ready[j], 0), "all_reduce"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cuda::launchMeanOf(sources.data(), static_cast<int>(count),
+                           static_cast<float *>(resolve(dev, c.targets[k])), n,
+                           dev.ctx.stream),
+        "all_reduce"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(c.done[k], dev.ctx.stream), "all_reduce"));
+  }
+  for (size_t k = 0; k < count; ++k) {
+    Device &dev = devices[c.devices[k]];
+    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "all_reduce"));
+    for (size_t j = 0; j < count; ++j)
+      if (j != k)
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaStreamWaitEvent(dev.ctx.stream, c.done[j], 0), "all_reduce"));
+  }
+  return Status();
+}
+
+} // namespace partc::runtime

@@ -1,0 +1,289 @@
+"""Checks data-parallel training against one device and against DDP.
+
+  check_parallel.py BIN_DIR WORK_DIR [partc-run options...]
+
+Each model is made in PyTorch (seeded) and exported for training. The plan
+for 1 device and the data-parallel plans for 2 and 4 devices train it for
+10 steps on the same batches: every step's loss and every final parameter
+and optimizer state of the N-device plan must be the 1-device plan's
+within 1e-5 (relative; of the tensor's largest value), since the replicas
+average gradients of equal shares of the batch. Dropout draws the same
+mask on N devices as on one (each replica numbers its rows' elements from
+their place in the batch).
+
+Batch normalization is the exception, as in DistributedDataParallel: each
+replica normalizes with its own share's statistics. That case is checked
+against DDP's arithmetic in PyTorch float32 (N model replicas, each on its
+rows, gradients averaged, replica 0's running statistics saved) within
+1e-4.
+
+Prints one line per case and plan; exits 1 if any fails.
+"""
+import copy
+import inspect
+import os
+import subprocess
+import sys
+import warnings
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    from onnx import numpy_helper
+except ImportError:
+    print("SKIPPED: needs python3-torch")
+    sys.exit(0)
+
+BIN, WORK = sys.argv[1], sys.argv[2]
+RUN_OPTIONS = sys.argv[3:]
+STEPS = 10
+os.makedirs(WORK, exist_ok=True)
+warnings.filterwarnings("ignore")
+torch.set_num_threads(2)
+failed = False
+
+
+def run(*cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"FAIL: {' '.join(cmd)}\n{r.stdout}{r.stderr}")
+    return r.stdout
+
+
+def state_file(directory, name):
+    """--save-state's file of a tensor: bytes outside [A-Za-z0-9.-] as _XX."""
+    return os.path.join(directory, "".join(
+        c if c.isascii() and (c.isalnum() or c in ".-") else f"_{ord(c):02x}"
+        for c in name) + ".npy")
+
+
+def export(net, x, path):
+    """torch.onnx.export for training; returns the weights as exported."""
+    legacy = ({"dynamo": False} if "dynamo" in inspect.signature(
+        torch.onnx.export).parameters else {})
+    torch.onnx.export(copy.deepcopy(net), x, path, opset_version=13,
+                      input_names=["input"], output_names=["output"],
+                      training=torch.onnx.TrainingMode.TRAINING, **legacy)
+    exported = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
+                for t in onnx.load(path).graph.initializer}
+    net.load_state_dict({k: exported.get(k, v)
+                         for k, v in net.state_dict().items()})
+
+
+def train_partc(work, devices, batches, options, tag):
+    """Compiles for `devices` and runs STEPS steps over `batches` (a list of
+    (x, labels)); returns the losses and the --save-state directory."""
+    plan = os.path.join(work, f"{tag}.plan")
+    x0 = batches[0][0]
+    run(f"{BIN}/partc", "compile", os.path.join(work, "model.onnx"), "-o",
+        plan, "--batch", str(x0.shape[0]), "--train", "--quiet",
+        "--devices", str(devices), *(["--strategy", "data"]
+                                     if devices > 1 else []), *options)
+    data = os.path.join(work, "data")
+    os.makedirs(data, exist_ok=True)
+    np.save(os.path.join(data, "input.npy"),
+            np.concatenate([b[0].numpy() for b in batches]))
+    np.save(os.path.join(data, "labels.npy"),
+            np.concatenate([b[1].numpy() for b in batches]))
+    state = os.path.join(work, f"{tag}_state")
+    out = run(f"{BIN}/partc-run", plan, "--data", data, "--epochs",
+              str(STEPS // len(batches)), "--save-state", state, "--quiet",
+              *RUN_OPTIONS)
+    losses = [float(line.split()[3]) for line in out.splitlines()
+              if line.startswith("step ")]
+    return losses, state
+
+
+def compare_states(got_dir, want, skip_key_bias=False):
+    """Worst relative difference of every tensor in `want` (state file name
+    -> array), relative to the tensor's largest value (at least 1e-3)."""
+    worst, worst_name = 0.0, ""
+    for name, expected in want.items():
+        got = np.load(os.path.join(got_dir, name)).astype(np.float64)
+        expected = np.asarray(expected, np.float64)
+        if skip_key_bias and "qkv.bias" in name:
+            # The key bias's true gradient is zero (softmax ignores a shift
+            # shared by all keys): AdamW moves it by the sign of rounding
+            # noise, so only the query and value parts compare.
+            third = expected.shape[0] // 3
+            keep = np.r_[0:third, 2 * third:3 * third]
+            got, expected = got[keep], expected[keep]
+        err = np.abs(got - expected).max() / max(np.abs(expected).max(), 1e-3)
+        if err > worst:
+            worst, worst_name = err, name
+    return worst, worst_name
+
+
+def report(case, ok, detail):
+    global failed
+    failed |= not ok
+    print(f"{'PASS' if ok else 'FAIL'} {case}: {detail}", flush=True)
+
+
+def states_of(directory):
+    return {f: np.load(os.path.join(directory, f))
+            for f in sorted(os.listdir(directory)) if f.endswith(".npy")}
+
+
+def check_against_one_device(name, net, batches, options, adamw=False):
+    """N-device plans against the 1-device plan, for N = 2, 4."""
+    work = os.path.join(WORK, name)
+    os.makedirs(work, exist_ok=True)
+    export(net, batches[0][0], os.path.join(work, "model.onnx"))
+    one, one_state = train_partc(work, 1, batches, options, "one")
+    want = states_of(one_state)
+    for devices in (2, 4):
+        losses, state = train_partc(work, devices, batches, options,
+                                    f"dp{devices}")
+        loss_err = max((abs(g - w) / max(abs(w), 1e-3)
+                        for g, w in zip(losses, one)), default=1.0)
+        err, worst = compare_states(state, want, skip_key_bias=adamw)
+        ok = len(losses) == STEPS and loss_err <= 1e-5 and err <= 1e-5
+        report(f"{name} {devices} devices", ok,
+               f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "
+               f"within {loss_err:.1e} of 1 device's, {len(want)} state "
+               f"tensors within {err:.1e} ({worst})")
+
+
+def check_batch_norm_against_ddp(name, net, batches, lr):
+    """Per-replica batch statistics: DDP's arithmetic in PyTorch."""
+    work = os.path.join(WORK, name)
+    os.makedirs(work, exist_ok=True)
+    export(net, batches[0][0], os.path.join(work, "model.onnx"))
+    options = ["--loss", "cross-entropy", "--optimizer", "sgd", "--lr",
+               str(lr), "--momentum", "0.9"]
+    for devices in (2, 4):
+        replicas = [copy.deepcopy(net) for _ in range(devices)]
+        optimizers = [torch.optim.SGD(r.parameters(), lr=lr, momentum=0.9)
+                      for r in replicas]
+        want_losses = []
+        for step in range(STEPS):
+            x, y = batches[step % len(batches)]
+            rows = x.shape[0] // devices
+            losses = []
+            for r, replica in enumerate(replicas):
+                replica.zero_grad()
+                loss = torch.nn.functional.cross_entropy(
+                    replica(x[r * rows:(r + 1) * rows]),
+                    y[r * rows:(r + 1) * rows])
+                loss.backward()
+                losses.append(loss.item())
+            # DDP's all-reduce: every replica gets the mean gradient.
+            for params in zip(*(r.parameters() for r in replicas)):
+                mean = sum(p.grad for p in params) / devices
+                for p in params:
+                    p.grad = mean.clone()
+            for opt in optimizers:
+                opt.step()
+            want_losses.append(sum(losses) / devices)
+        losses, state = train_partc(work, devices, batches, options,
+                                    f"dp{devices}")
+        loss_err = max((abs(g - w) / max(abs(w), 1e-3)
+                        for g, w in zip(losses, want_losses)), default=1.0)
+        want = {os.path.basename(state_file("", k)): v.double().numpy()
+                for k, v in replicas[0].state_dict().items()
+                if v.is_floating_point()}
+        err, worst = compare_states(state, want)
+        ok = len(losses) == STEPS and loss_err <= 1e-4 and err <= 1e-4
+        report(f"{name} {devices} devices", ok,
+               f"loss {want_losses[0]:.6g} -> {want_losses[-1]:.6g}; every "
+               f"step's loss within {loss_err:.1e} of DDP's, {len(want)} "
+               f"tensors (replica 0's running statistics) within {err:.1e} "
+               f"({worst})")
+
+
+# Chainer's MNIST MLP, momentum SGD, two batches of 32.
+torch.manual_seed(1)
+net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 1000),
+                          torch.nn.ReLU(), torch.nn.Linear(1000, 1000),
+                          torch.nn.ReLU(), torch.nn.Linear(1000, 10))
+batches = [(torch.rand(32, 1, 28, 28), torch.randint(0, 10, (32,)))
+           for _ in range(2)]
+check_against_one_device("chainer_mlp", net, batches,
+                         ["--loss", "cross-entropy", "--optimizer", "sgd",
+                          "--lr", "0.05", "--momentum", "0.9"])
+
+# A small CNN without batch norm, MSE on one-hot labels (the tutorial's
+# loss).
+torch.manual_seed(2)
+net = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+    torch.nn.MaxPool2d(2), torch.nn.Conv2d(8, 16, 3, padding=1),
+    torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+    torch.nn.Linear(16, 10))
+batches = [(torch.randn(8, 3, 16, 16),
+            torch.nn.functional.one_hot(torch.randint(0, 10, (8,)),
+                                        10).float()) for _ in range(2)]
+check_against_one_device("small_cnn", net, batches,
+                         ["--loss", "mse", "--optimizer", "sgd", "--lr",
+                          "0.1"])
+
+
+class Block(torch.nn.Module):
+    """A GPT-2 block in miniature with dropout on attention and residuals."""
+
+    def __init__(self, width, heads, length):
+        super().__init__()
+        self.heads = heads
+        self.register_buffer("future", torch.triu(
+            torch.ones(length, length, dtype=torch.bool), 1))
+        self.ln1 = torch.nn.LayerNorm(width)
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.proj = torch.nn.Linear(width, width)
+        self.ln2 = torch.nn.LayerNorm(width)
+        self.fc1 = torch.nn.Linear(width, 4 * width)
+        self.fc2 = torch.nn.Linear(4 * width, width)
+        self.drop = torch.nn.Dropout(0.1)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = (h.view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for h in self.qkv(self.ln1(x)).split(d, dim=-1))
+        scores = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
+        attn = self.drop(scores.masked_fill(self.future,
+                                            float("-inf")).softmax(-1))
+        x = x + self.drop(self.proj((attn @ v).transpose(1, 2)
+                                    .reshape(b, t, d)))
+        return x + self.drop(self.fc2(torch.nn.functional.gelu(
+            self.fc1(self.ln2(x)))))
+
+
+class TinyGpt(torch.nn.Module):
+    def __init__(self, vocab=50, width=32, heads=4, length=8, layers=2):
+        super().__init__()
+        self.tok = torch.nn.Embedding(vocab, width)
+        self.pos = torch.nn.Parameter(torch.randn(length, width) * 0.1)
+        self.blocks = torch.nn.ModuleList(
+            Block(width, heads, length) for _ in range(layers))
+        self.ln = torch.nn.LayerNorm(width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+torch.manual_seed(3)
+net = TinyGpt()
+batches = [(torch.randint(0, 50, (8, 8)), torch.randint(0, 50, (8, 8)))
+           for _ in range(2)]
+check_against_one_device("tiny_gpt_dropout_adamw", net, batches,
+                         ["--loss", "cross-entropy", "--optimizer", "adamw",
+                          "--lr", "0.001"], adamw=True)
+
+# Batch norm keeps each replica's statistics, as DDP does.
+torch.manual_seed(4)
+net = torch.nn.Sequential(
+    torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+    torch.nn.ReLU(), torch.nn.Conv2d(8, 8, 3, padding=1, bias=False),
+    torch.nn.BatchNorm2d(8), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+    torch.nn.Flatten(), torch.nn.Linear(8, 10))
+batches = [(torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,)))
+           for _ in range(2)]
+check_batch_norm_against_ddp("cnn_batch_norm", net, batches, 0.05)
+
+print("some failed" if failed else "all passed")
+sys.exit(1 if failed else 0)

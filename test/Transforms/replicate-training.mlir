@@ -1,0 +1,62 @@
+// RUN: partc-opt %s --partc-replicate-training="replicas=2" --split-input-file | FileCheck %s
+
+// Tests one SGD step of y = x w on 2 replicas: the input grows back to the
+// whole batch and each replica reads its rows on the host; each has its
+// own parameter (one initial value) and update; the gradient is averaged
+// right after it is computed and before the update reads it; the loss is
+// averaged and returned from replica 0. Groups are numbered in the order
+// every device meets them.
+// CHECK: module attributes {{.*}}graph.num_devices = 2
+// CHECK-SAME: gradient_all_reduces = "2", replicas = "2", strategy = "data"
+// CHECK-LABEL: func @main
+// CHECK-SAME: (%arg0: tensor<4x3xf32> {graph.name = "x"}, %arg1: tensor<4x2xf32> {graph.name = "labels"}) -> (tensor<f32> {graph.name = "loss"})
+func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 2 : i64, graph.name = "x"},
+                %labels: tensor<2x2xf32> {graph.batch_slice = 2 : i64, graph.name = "labels"})
+    -> (tensor<f32> {graph.name = "loss"}) {
+  // CHECK: %[[X0:.*]] = graph.slice %arg0 {ends = array<i64: 2, 3>, graph.device = -1 : i64, starts = array<i64: 0, 0>
+  // CHECK: %[[L0:.*]] = graph.slice %arg1 {ends = array<i64: 2, 2>, graph.device = -1 : i64, starts = array<i64: 0, 0>
+  // CHECK: %[[W0:.*]] = graph.variable {graph.device = 0 : i64, name = "w", role = "parameter"
+  // CHECK: %[[Y0:.*]] = graph.matmul %[[X0]], %[[W0]] {graph.device = 0 : i64}
+  // CHECK: %[[D0:.*]] = graph.sub %[[Y0]], %[[L0]] {graph.device = 0 : i64}
+  // CHECK: %[[LOSS0:.*]] = graph.reduce_mean
+  // CHECK: %[[AVGLOSS:.*]] = graph.all_reduce %[[LOSS0]] {devices = array<i64: 0, 1>, graph.device = 0 : i64, group = 0 : i64}
+  // CHECK: %[[G0:.*]] = graph.gemm %[[X0]], %[[D0]] {{{.*}}graph.device = 0 : i64
+  // CHECK: %[[AVG0:.*]] = graph.all_reduce %[[G0]] {devices = array<i64: 0, 1>, graph.device = 0 : i64, group = 1 : i64}
+  // CHECK: graph.sgd_update %[[W0]], %[[AVG0]] {graph.device = 0 : i64
+  // CHECK: %[[X1:.*]] = graph.slice %arg0 {ends = array<i64: 4, 3>, graph.device = -1 : i64, starts = array<i64: 2, 0>
+  // CHECK: %[[W1:.*]] = graph.variable {graph.device = 1 : i64, name = "w", role = "parameter"
+  // CHECK: graph.all_reduce {{.*}} {devices = array<i64: 0, 1>, graph.device = 1 : i64, group = 0 : i64}
+  // CHECK: %[[AVG1:.*]] = graph.all_reduce {{.*}} {devices = array<i64: 0, 1>, graph.device = 1 : i64, group = 1 : i64}
+  // CHECK: graph.sgd_update %[[W1]], %[[AVG1]] {graph.device = 1 : i64
+  // CHECK: return %[[AVGLOSS]] : tensor<f32>
+  %w = graph.variable {name = "w", role = "parameter", value = dense<0.5> : tensor<3x2xf32>} : tensor<3x2xf32>
+  %y = graph.matmul %x, %w : (tensor<2x3xf32>, tensor<3x2xf32>) -> tensor<2x2xf32>
+  %d = graph.sub %y, %labels : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %sq = graph.mul %d, %d : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x2xf32>
+  %loss = graph.reduce_mean %sq {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x2xf32>) -> tensor<f32>
+  %g = graph.gemm %x, %d {trans_a = 1 : i64, beta = 0.0 : f64} : (tensor<2x3xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  graph.sgd_update %w, %g {lr = 0.1 : f64} : tensor<3x2xf32>, tensor<3x2xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests that each replica's dropout continues the whole batch's numbering
+// from its rows (2 rows of 4: replica 1 starts at element 8), forward and
+// backward alike, and that a gradient no op of the replica computes (a
+// constant) is averaged before the replica's first op.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4xf32> {graph.batch_slice = 2 : i64}) -> (tensor<f32>, tensor<4xf32>) {
+  // CHECK: graph.all_reduce %[[ZERO:.*]] {devices = array<i64: 0, 1>, graph.device = 0 : i64
+  // CHECK: graph.dropout {{.*}}graph.device = 0 : i64, ratio
+  // CHECK: graph.dropout {{.*}}graph.device = 1 : i64, offset = 8 : i64, ratio
+  // CHECK: graph.dropout {{.*}}graph.device = 1 : i64, offset = 8 : i64, ratio
+  %step = graph.variable {name = "optimizer.step", role = "step"} : tensor<i64>
+  %seed = graph.variable {name = "rng.seed", role = "seed", value = dense<3> : tensor<i64>} : tensor<i64>
+  %zero = graph.constant {value = dense<0.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %d = graph.dropout %x, %step, %seed {ratio = 0.5 : f64} : (tensor<2x4xf32>, tensor<i64>, tensor<i64>) -> tensor<2x4xf32>
+  %back = graph.dropout %d, %step, %seed {ratio = 0.5 : f64} : (tensor<2x4xf32>, tensor<i64>, tensor<i64>) -> tensor<2x4xf32>
+  %loss = graph.reduce_mean %back {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  graph.count_step %step : tensor<i64>
+  return %loss, %zero : tensor<f32>, tensor<4xf32>
+}
