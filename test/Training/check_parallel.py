@@ -17,7 +17,9 @@ against DDP's arithmetic in PyTorch float32 (N model replicas, each on its
 rows, gradients averaged, replica 0's running statistics saved) within
 1e-4.
 
-Prints one line per case and plan; exits 1 if any fails.
+Prints one line per case and plan; exits 1 if any fails. PARTC_DEVICES
+(default "2,4") lists the device counts to check, for GPU machines with
+fewer GPUs than plan devices and no --devices-per-gpu.
 """
 import copy
 import inspect
@@ -38,6 +40,8 @@ except ImportError:
 BIN, WORK = sys.argv[1], sys.argv[2]
 RUN_OPTIONS = sys.argv[3:]
 STEPS = 10
+DEVICE_COUNTS = [int(n) for n in
+                 os.environ.get("PARTC_DEVICES", "2,4").split(",")]
 os.makedirs(WORK, exist_ok=True)
 warnings.filterwarnings("ignore")
 torch.set_num_threads(2)
@@ -133,7 +137,7 @@ def check_against_one_device(name, net, batches, options, adamw=False):
     export(net, batches[0][0], os.path.join(work, "model.onnx"))
     one, one_state = train_partc(work, 1, batches, options, "one")
     want = states_of(one_state)
-    for devices in (2, 4):
+    for devices in DEVICE_COUNTS:
         losses, state = train_partc(work, devices, batches, options,
                                     f"dp{devices}")
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
@@ -153,7 +157,7 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
     export(net, batches[0][0], os.path.join(work, "model.onnx"))
     options = ["--loss", "cross-entropy", "--optimizer", "sgd", "--lr",
                str(lr), "--momentum", "0.9"]
-    for devices in (2, 4):
+    for devices in DEVICE_COUNTS:
         replicas = [copy.deepcopy(net) for _ in range(devices)]
         optimizers = [torch.optim.SGD(r.parameters(), lr=lr, momentum=0.9)
                       for r in replicas]
