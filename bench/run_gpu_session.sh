@@ -468,6 +468,7 @@ if [[ $what == *gpt2* ]]; then
 fi
 if [[ $what == *parallel* ]]; then
   echo "== data-parallel training"
+  if [[ ${PARALLEL_CHECKS:-1} == 1 ]]; then
   t $B/partc-cuda-unittests --gtest_filter='*AllReduce*:*Dropout*'
   # Correctness (test/Training/parallel.test on the GPU, strict fp32): 2
   # and 4 plan devices sharing GPU 0 (the peer-read average, in CUDA
@@ -476,16 +477,23 @@ if [[ $what == *parallel* ]]; then
   if (( NGPU >= 2 )); then
     PARTC_DEVICES=$(( NGPU >= 4 ? 4 : 2 )) timeout 200 python3 test/Training/check_parallel.py $B $W/tpn --backend cuda --precision fp32 2>&1 | tee -a $OUT/parallel-check.txt
   fi
+  fi
   # ResNet-50 b256 at 224, SGD: partc on 1 and on every GPU (data
   # parallel, NCCL) against PyTorch single-GPU, the tutorial's hand-made
   # strategies and DDP, in one run. PARALLEL_BATCH overrides the batch.
   PB=${PARALLEL_BATCH:-256}
-  D=$W/dp && export_resnet50 $D
+  # Exported for training (batch norm kept, batch dynamic).
+  D=$W/dp && mkdir -p $D
   python3 -c "
-import numpy as np
+import numpy as np, torch, torchvision
+net = torchvision.models.resnet50().train()
+torch.onnx.export(net, torch.randn(8, 3, 224, 224), '$D/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})
 rng = np.random.default_rng(0)
 np.save('$D/x.npy', rng.standard_normal(($PB, 3, 224, 224), dtype=np.float32))
-np.save('$D/labels.npy', rng.integers(0, 1000, $PB))"
+np.save('$D/labels.npy', rng.integers(0, 1000, $PB))" 2>&1 | grep -v Warn | tail -2
   TF="--train --loss cross-entropy --optimizer sgd --lr 0.1 --momentum 0.9 --quiet"
   IN="--input input=$D/x.npy --input labels=$D/labels.npy"
   for n in $(printf '1\n%s\n' $NGPU | sort -un); do
@@ -493,9 +501,11 @@ np.save('$D/labels.npy', rng.integers(0, 1000, $PB))"
     $B/partc compile $D/r50.onnx -o $D/train$n.plan --batch $PB --devices $n $TF || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/parallel-bench.txt
     out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 11 2>&1)
-    echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -6 | tee -a $OUT/parallel-bench.txt
+    echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -12 | tee -a $OUT/parallel-bench.txt
     ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"batch\": $PB, \"ms_per_step\": %.2f, \"img_s\": %.1f}' % (ms, $PB*1e3/ms if ms else 0))" | tee -a $OUT/parallel-bench.txt
+    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/parallel-$n-profile.json 2>&1 | grep -v "^step" | head -6 | tee -a $OUT/parallel-bench.txt
+    profile_by_op $OUT/parallel-$n-profile.json 12 | tee -a $OUT/parallel-bench.txt
   done
   timeout 400 python3 .device/torch_baselines.py ddp 2>&1 | grep -v Warning | tail -8 | tee -a $OUT/parallel-bench.txt
   timeout 300 python3 -c "

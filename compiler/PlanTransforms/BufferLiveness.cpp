@@ -15,7 +15,8 @@ int64_t bufferBytes(Value v) {
 }
 
 /// Last position at which `v` (or a view of it) is used; a sent buffer
-/// stays live until its channel's wait_consumed.
+/// stays live until its channel's wait_consumed, an all_reduce's input as
+/// long as its average.
 int64_t lastUse(Value v, DenseMap<Operation *, int64_t> &position,
                 const std::map<int64_t, int64_t> &waitPosition,
                 int64_t blockEnd) {
@@ -29,6 +30,12 @@ int64_t lastUse(Value v, DenseMap<Operation *, int64_t> &position,
       auto it = waitPosition.find(send.getChannel());
       last = std::max(last, it == waitPosition.end() ? blockEnd : it->second);
     }
+    // A collective runs alongside the instructions after it until its
+    // average is read: its input stays untouched that long.
+    if (auto reduce = dyn_cast<plan::AllReduceOp>(user);
+        reduce && reduce.getSource() == v)
+      last = std::max(last, lastUse(reduce.getTarget(), position,
+                                    waitPosition, blockEnd));
   }
   return last;
 }

@@ -62,7 +62,83 @@ Status CudaExecutor::Impl::createCollectives(
   }
   collectiveIssued.assign(
       collectives.empty() ? 0 : collectives.rbegin()->first + 1, false);
+  if (collectives.empty())
+    return Status();
+  commStreams.assign(devices.size(), nullptr);
+  commJoins.assign(devices.size(), nullptr);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "communication stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaStreamCreateWithFlags(&commStreams[d], cudaStreamNonBlocking),
+        "communication stream"));
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        cudaEventCreateWithFlags(&commJoins[d], cudaEventDisableTiming),
+        "communication stream"));
+  }
+  planCollectiveWaits();
   return Status();
+}
+
+namespace {
+bool overlaps(const BufferRef &a, const BufferRef &b) {
+  return a.space == b.space && a.offset < b.offset + b.type.byteSize() &&
+         b.offset < a.offset + a.type.byteSize();
+}
+} // namespace
+
+void CudaExecutor::Impl::planCollectiveWaits() {
+  waitBefore.assign(devices.size(), {});
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const auto &instrs = plan->devices[d].instructions;
+    waitBefore[d].assign(instrs.size() + 1, {});
+    for (size_t i = 0; i < instrs.size(); ++i) {
+      if (instrs[i].op != OpCode::AllReduce)
+        continue;
+      const BufferRef &source = instrs[i].inputs[0],
+                      &target = instrs[i].outputs[0];
+      // The first reader of the average, or writer over either buffer
+      // (the arena plan reuses the input's bytes right after it).
+      size_t j = i + 1;
+      for (; j < instrs.size(); ++j) {
+        const Instruction &later = instrs[j];
+        bool reads = std::any_of(
+            later.inputs.begin(), later.inputs.end(),
+            [&](const BufferRef &b) { return overlaps(b, target); });
+        bool writes =
+            std::any_of(later.outputs.begin(), later.outputs.end(),
+                        [&](const BufferRef &b) {
+                          return overlaps(b, target) || overlaps(b, source);
+                        });
+        if (reads || writes)
+          break;
+      }
+      waitBefore[d][j].push_back(instrs[i].index);
+    }
+  }
+}
+
+Status CudaExecutor::Impl::waitForCollectives(size_t d, size_t i) {
+  if (waitBefore.empty())
+    return Status();
+  cudaStream_t stream = devices[d].ctx.stream;
+  for (uint32_t g : waitBefore[d][i])
+    for (cudaEvent_t done : collectives.at(g).done)
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaStreamWaitEvent(stream, done, 0), "all_reduce wait"));
+  return Status();
+}
+
+Status CudaExecutor::Impl::joinCommStream(size_t d) {
+  // A stream that never joined a capture cannot be waited on in one.
+  if (commStreams.empty() ||
+      std::all_of(waitBefore[d].begin(), waitBefore[d].end(),
+                  [](const std::vector<uint32_t> &g) { return g.empty(); }))
+    return Status();
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaEventRecord(commJoins[d], commStreams[d]), "communication join"));
+  return cudaStatus(cudaStreamWaitEvent(devices[d].ctx.stream, commJoins[d], 0),
+                    "communication join");
 }
 
 Status CudaExecutor::Impl::arriveAtAllReduce(size_t d, const Instruction &in) {
@@ -91,16 +167,33 @@ Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
                               : Status::error(std::string(what) + ": " +
                                               ncclGetErrorString(r));
     };
+    for (size_t k = 0; k < count; ++k) {
+      size_t d = c.devices[k];
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce"));
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cudaStreamWaitEvent(commStreams[d], c.ready[k], 0), "all_reduce"));
+    }
     Status s = nccl(ncclGroupStart(), "ncclGroupStart");
     for (size_t k = 0; k < count && s.ok(); ++k) {
-      Device &dev = devices[c.devices[k]];
+      size_t d = c.devices[k];
+      Device &dev = devices[d];
       s = nccl(ncclAllReduce(resolve(dev, c.sources[k]),
                              resolve(dev, c.targets[k]), size_t(n), ncclFloat,
-                             ncclAvg, comms[c.devices[k]], dev.ctx.stream),
+                             ncclAvg, comms[d], commStreams[d]),
                "ncclAllReduce");
     }
     Status end = nccl(ncclGroupEnd(), "ncclGroupEnd");
-    return s.ok() ? end : s;
+    if (!s.ok() || !end.ok())
+      return s.ok() ? end : s;
+    for (size_t k = 0; k < count; ++k) {
+      size_t d = c.devices[k];
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaEventRecord(c.done[k], commStreams[d]), "all_reduce"));
+    }
+    return Status();
 #else
     return Status::error("built without NCCL");
 #endif
@@ -110,27 +203,20 @@ Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
     sources.push_back(static_cast<const float *>(
         resolve(devices[c.devices[k]], c.sources[k])));
   for (size_t k = 0; k < count; ++k) {
-    Device &dev = devices[c.devices[k]];
+    size_t d = c.devices[k];
+    Device &dev = devices[d];
+    cudaStream_t comm = commStreams[d];
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "all_reduce"));
     for (size_t j = 0; j < count; ++j)
-      if (j != k)
-        PARTC_RETURN_IF_ERROR(cudaStatus(
-            cudaStreamWaitEvent(dev.ctx.stream, c.ready[j], 0), "all_reduce"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(cudaStreamWaitEvent(comm, c.ready[j], 0), "all_reduce"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cuda::launchMeanOf(sources.data(), static_cast<int>(count),
                            static_cast<float *>(resolve(dev, c.targets[k])), n,
-                           dev.ctx.stream),
+                           comm),
         "all_reduce"));
     PARTC_RETURN_IF_ERROR(
-        cudaStatus(cudaEventRecord(c.done[k], dev.ctx.stream), "all_reduce"));
-  }
-  for (size_t k = 0; k < count; ++k) {
-    Device &dev = devices[c.devices[k]];
-    PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "all_reduce"));
-    for (size_t j = 0; j < count; ++j)
-      if (j != k)
-        PARTC_RETURN_IF_ERROR(cudaStatus(
-            cudaStreamWaitEvent(dev.ctx.stream, c.done[j], 0), "all_reduce"));
+        cudaStatus(cudaEventRecord(c.done[k], comm), "all_reduce"));
   }
   return Status();
 }

@@ -588,6 +588,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     if (s.ok() && gates && !hostBlocks)
       s = hostWaits ? gates->arm() : gates->launched();
     bool timed = (profiling && in.op == OpCode::Kernel) || tracing;
+    if (s.ok())
+      s = waitForCollectives(d, i);
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
                      "profile");
@@ -612,7 +614,11 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   }
   if (gates)
     gates->release();
-  s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
+  s = waitForCollectives(d, instrs.size());
+  if (s.ok())
+    s = joinCommStream(d);
+  if (s.ok())
+    s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
   if (!s.ok())
     return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));
   if (profiling)

@@ -56,7 +56,9 @@ Status CudaExecutor::Impl::capture(Graph &g,
           break;
         if (in.op == OpCode::AllReduce) {
           if (!arrived[d]) {
-            s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+            s = waitForCollectives(d, pc[d]);
+            if (s.ok())
+              s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
             arrived[d] = true;
             progress = true;
             if (s.ok() && !collectiveIssued[in.index])
@@ -73,7 +75,9 @@ Status CudaExecutor::Impl::capture(Graph &g,
           progress = true;
           continue;
         }
-        s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
+        s = waitForCollectives(d, pc[d]);
+        if (s.ok())
+          s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok())
           s.prepend(describeInstruction(d, pc[d], in));
         if (in.op == OpCode::Send)
@@ -84,6 +88,14 @@ Status CudaExecutor::Impl::capture(Graph &g,
         progress = true;
       }
     }
+  }
+  // Collectives still running on communication streams join their devices.
+  for (size_t d = 0; d < n && s.ok(); ++d) {
+    s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");
+    if (s.ok())
+      s = waitForCollectives(d, plan->devices[d].instructions.size());
+    if (s.ok())
+      s = joinCommStream(d);
   }
   for (size_t d = 1; d < n && s.ok(); ++d) {
     s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");

@@ -300,11 +300,14 @@ struct CudaExecutor::Impl {
 
   /// all_reduce groups. Each device of a group records `ready` on its
   /// stream when it reaches the group; the last to arrive enqueues the
-  /// whole collective: through NCCL where every plan device has a GPU of
-  /// its own (the plan's devices are the communicator's ranks), else as a
-  /// kernel per device that reads every device's input over peer access,
-  /// after which each stream waits for every other's `done`, so that no
-  /// device overwrites an input that another still reads.
+  /// whole collective on the devices' communication streams, so that it
+  /// overlaps the rest of the backward pass (as DDP's buckets do): through
+  /// NCCL where every plan device has a GPU of its own (the plan's devices
+  /// are the communicator's ranks), else as a kernel per device that reads
+  /// every device's input over peer access. Each records `done` there. A
+  /// device's compute stream waits for every device's `done` of a group
+  /// before the first later instruction that reads its average or writes
+  /// over its input or average (`waitBefore`), and at the end of the run.
   struct Collective {
     std::vector<size_t> devices;
     std::vector<BufferRef> sources, targets; // by position in `devices`
@@ -312,6 +315,18 @@ struct CudaExecutor::Impl {
     bool nccl = false;
   };
   std::map<uint32_t, Collective> collectives;
+  /// Per device and instruction: the groups to wait for before it.
+  std::vector<std::vector<std::vector<uint32_t>>> waitBefore;
+  /// Per device: the stream collectives run on, and an event that joins
+  /// it back into the compute stream.
+  std::vector<cudaStream_t> commStreams;
+  std::vector<cudaEvent_t> commJoins;
+  /// Makes device d's compute stream wait for the groups that instruction
+  /// i (the program's size: the end of the run) must follow.
+  Status waitForCollectives(size_t d, size_t i);
+  /// Makes device d's compute stream wait for its communication stream.
+  Status joinCommStream(size_t d);
+  void planCollectiveWaits();
   /// This run's arrivals per group and the groups enqueued (under mutex).
   std::map<uint32_t, size_t> arrivals;
   std::vector<bool> collectiveIssued;
@@ -398,6 +413,13 @@ struct CudaExecutor::Impl {
   }
 
   ~Impl() {
+    for (size_t d = 0; d < commStreams.size(); ++d) {
+      cudaSetDevice(devices[d].ctx.gpu);
+      if (commStreams[d])
+        cudaStreamDestroy(commStreams[d]);
+      if (commJoins[d])
+        cudaEventDestroy(commJoins[d]);
+    }
     for (auto &[group, c] : collectives)
       for (auto *events : {&c.ready, &c.done})
         for (cudaEvent_t e : *events)

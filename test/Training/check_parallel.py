@@ -7,7 +7,9 @@ for 1 device and the data-parallel plans for 2 and 4 devices train it for
 10 steps on the same batches: every step's loss and every final parameter
 and optimizer state of the N-device plan must be the 1-device plan's
 within 1e-5 (relative; of the tensor's largest value), since the replicas
-average gradients of equal shares of the batch. Dropout draws the same
+average gradients of equal shares of the batch. On a GPU the states are
+compared within 1e-4: the libraries choose other algorithms for a share's
+shapes, and AdamW's update divides tiny gradients by their own size. Dropout draws the same
 mask on N devices as on one (each replica numbers its rows' elements from
 their place in the batch).
 
@@ -39,6 +41,7 @@ except ImportError:
 
 BIN, WORK = sys.argv[1], sys.argv[2]
 RUN_OPTIONS = sys.argv[3:]
+STATE_TOLERANCE = 1e-4 if "cuda" in RUN_OPTIONS else 1e-5
 STEPS = 10
 DEVICE_COUNTS = [int(n) for n in
                  os.environ.get("PARTC_DEVICES", "2,4").split(",")]
@@ -143,7 +146,8 @@ def check_against_one_device(name, net, batches, options, adamw=False):
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, one)), default=1.0)
         err, worst = compare_states(state, want, skip_key_bias=adamw)
-        ok = len(losses) == STEPS and loss_err <= 1e-5 and err <= 1e-5
+        ok = (len(losses) == STEPS and loss_err <= 1e-5
+              and err <= STATE_TOLERANCE)
         report(f"{name} {devices} devices", ok,
                f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "
                f"within {loss_err:.1e} of 1 device's, {len(want)} state "

@@ -1,4 +1,4 @@
-// RUN: partc-opt %s --partc-plan-memory | FileCheck %s
+// RUN: partc-opt %s --partc-plan-memory --split-input-file | FileCheck %s
 
 // Tests liveness-based reuse: %c reuses %b's bytes once %b is dead, a
 // buffer read through a view stays live while the view is used, a sent
@@ -32,5 +32,36 @@ plan.program attributes {num_devices = 2 : i64} {
   plan.device 1 {
     %r = plan.alloc : memref<16xf32>
     plan.recv %r from 0 channel 0 : memref<16xf32>
+  }
+}
+
+// -----
+
+// Tests that an all_reduce's input stays live until its average is read:
+// the collective runs alongside the instructions after it, so %n may not
+// take %g's bytes although no later instruction reads %g.
+// CHECK-LABEL: plan.program
+// CHECK:   %[[G:.*]] = plan.alloc {offset = 64 : i64} : memref<16xf32>
+// CHECK:   %[[M:.*]] = plan.alloc {offset = 128 : i64} : memref<16xf32>
+// CHECK:   %[[N:.*]] = plan.alloc {offset = 192 : i64} : memref<16xf32>
+plan.program attributes {num_devices = 2 : i64} {
+  plan.input @x : tensor<2x16xf32>
+  plan.device 0 {
+    %a = plan.alloc : memref<16xf32>
+    plan.load_input @x[0] into %a : memref<16xf32>
+    %g = plan.alloc : memref<16xf32>
+    plan.kernel "neg"(%a) -> (%g) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    %m = plan.alloc : memref<16xf32>
+    plan.all_reduce %g into %m group 0 devices [0, 1] : memref<16xf32>, memref<16xf32>
+    %n = plan.alloc : memref<16xf32>
+    plan.kernel "exp"(%a) -> (%n) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    %o = plan.alloc : memref<16xf32>
+    plan.kernel "add"(%m, %n) -> (%o) {params = {}} : (memref<16xf32>, memref<16xf32>) -> memref<16xf32>
+  }
+  plan.device 1 {
+    %a = plan.alloc : memref<16xf32>
+    plan.load_input @x[64] into %a : memref<16xf32>
+    %m = plan.alloc : memref<16xf32>
+    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<16xf32>, memref<16xf32>
   }
 }
