@@ -514,4 +514,25 @@ exec(open('.device/torch_baselines.py').read().split(\"if __name__\")[0])
 s = train_steps(models.resnet50(num_classes=1000).cuda(0), $PB, 224, 10)
 print('{\"peer\": \"torch-eager-1gpu\", \"batch\": $PB, \"ms_per_step\": %.2f}' % (s * 1e3))" 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
 fi
+if [[ $what == *decoderdp* ]]; then
+  echo "== GPT-2 data-parallel training"
+  # A GPT-2-medium-sized decoder (24 layers, 1024 wide, 16 heads; Hugging
+  # Face's GPT-2, random weights, dropout 0.1) with AdamW: partc on every
+  # GPU against partc on one (the issue's scaling goal: 0.9 x N).
+  # GPT2DP_SPEC: layers width heads batch length.
+  set -- ${GPT2DP_SPEC:-24 1024 16 8 512}
+  D=$W/gpt2dp; tag=gpt2dp-$1l-$2w-b$4-t$5
+  timeout 300 python3 -u bench/train_gpt2.py $D --layers $1 --width $2 --heads $3 --batch $4 --length $5 --dropout 0.1 --no-compile --steps 1 --timed 5 2>&1 | grep -v "Warning\|warn\|^  " | tee $OUT/train-$tag-torch.txt
+  TF="--train --loss cross-entropy --optimizer adamw --lr 1e-4 --quiet"
+  IN="--input input=$D/x.npy --input labels=$D/labels.npy"
+  for n in $(printf '1\n%s\n' $NGPU | sort -un); do
+    s=$(date +%s.%N)
+    $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF || continue
+    echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/train-$tag-partc.txt
+    out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 11 2>&1)
+    echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -5 | tee -a $OUT/train-$tag-partc.txt
+    ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+  done
+fi
 

@@ -30,6 +30,8 @@ warnings.filterwarnings("ignore")
 ap = argparse.ArgumentParser()
 ap.add_argument("out")
 ap.add_argument("--layers", type=int, default=12)
+ap.add_argument("--width", type=int, default=768)
+ap.add_argument("--heads", type=int, default=12)
 ap.add_argument("--batch", type=int, default=16)
 ap.add_argument("--length", type=int, default=256)
 ap.add_argument("--dropout", type=float, default=0.1)
@@ -39,7 +41,8 @@ ap.add_argument("--no-compile", action="store_true")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 
-config = GPT2Config(n_layer=args.layers, n_positions=max(1024, args.length),
+config = GPT2Config(n_layer=args.layers, n_embd=args.width, n_head=args.heads,
+                    n_positions=max(1024, args.length),
                     resid_pdrop=args.dropout, embd_pdrop=args.dropout,
                     attn_pdrop=args.dropout, use_cache=False)
 config._attn_implementation = "eager"
