@@ -533,6 +533,9 @@ if [[ $what == *decoderdp* ]]; then
     echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -5 | tee -a $OUT/train-$tag-partc.txt
     ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
+    profile_by_op $OUT/train-$tag-$n-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
+    (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-trace.json > /dev/null 2>&1
   done
 fi
 
