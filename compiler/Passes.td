@@ -214,10 +214,17 @@ def ReplicateTraining : Pass<"partc-replicate-training", "mlir::ModuleOp"> {
     (and, without an optimizer, the returned gradients) is averaged the same
     way and returned from replica 0. Batch normalization keeps each
     replica's statistics, as DistributedDataParallel does; dropout numbers
-    each replica's mask from its rows' place in the whole batch.
+    each replica's mask from its rows' place in the whole batch. With M
+    micro-batches (gradient accumulation) each replica runs the forward and
+    backward ops once per micro-batch of b/M rows, one after another, adds
+    each micro-batch's gradients to a running sum as soon as they are
+    computed, and averages the sum before the all-reduce and the single
+    update; N = 1 accumulates on one device.
   }];
   let options = [
     Option<"replicas", "replicas", "int64_t", "1", "Number of replicas">,
+    Option<"microBatches", "micro-batches", "int64_t", "1",
+           "Micro-batches per replica whose gradients are accumulated">,
   ];
 }
 

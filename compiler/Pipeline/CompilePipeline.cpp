@@ -65,10 +65,10 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
              "(training pipelines are not built yet); use --strategy data or "
              "auto, not " +
              strategy;
-    if (stages > 1 || !o.splitAt.empty() || o.microBatches > 1)
+    if (stages > 1 || !o.splitAt.empty())
       return "--train across devices runs data-parallel replicas so far; "
-             "--stages, --split-at and --micro-batches (pipelines) are not "
-             "built for training yet";
+             "--stages and --split-at (pipelines) are not built for training "
+             "yet";
     if (o.replicas > 0 && o.replicas != numDevices)
       return "--train across devices runs one replica per device; --replicas " +
              std::to_string(o.replicas) + " with " +
@@ -100,9 +100,13 @@ static int64_t trainingReplicas(const CompilePipelineOptions &o) {
 
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   int64_t replicas = trainingReplicas(o);
-  // Data-parallel training differentiates one replica's share of the batch.
-  if (replicas > 1)
-    pm.addPass(createSliceBatch({replicas}));
+  // Gradient accumulation: each replica's share in micro-batches.
+  int64_t microBatches = o.train ? std::max<int64_t>(o.microBatches, 1) : 1;
+  bool sliced = replicas * microBatches > 1;
+  // Data-parallel training and gradient accumulation differentiate one
+  // micro-batch of one replica.
+  if (sliced)
+    pm.addPass(createSliceBatch({replicas * microBatches}));
   // Training differentiates the graph as imported, before any fusion.
   if (o.train) {
     PrepareTrainingOptions prepare;
@@ -144,8 +148,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
 
   // Placement: cut by hand, or chosen by the cost model, which explicit
   // strategies constrain.
-  if (replicas > 1) {
-    pm.addPass(createReplicateTraining({replicas}));
+  if (sliced) {
+    pm.addPass(createReplicateTraining({replicas, microBatches}));
   } else if (!o.splitAt.empty()) {
     AssignDevicesOptions assign;
     auto topo = topologyOf(o);

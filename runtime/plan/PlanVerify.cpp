@@ -229,6 +229,11 @@ Status verifyPlan(const Plan &plan) {
     std::vector<int> seen; // per device
   };
   std::map<uint32_t, Group> groups;
+  // Groups are numbered densely (backends index tables by them).
+  size_t collectiveOps = 0;
+  for (const DeviceProgram &dev : plan.devices)
+    for (const Instruction &in : dev.instructions)
+      collectiveOps += in.op == OpCode::AllReduce;
   // Host byte ranges written to each output, to prove full coverage.
   std::vector<std::vector<std::pair<uint64_t, uint64_t>>> outputRanges(
       plan.outputs.size());
@@ -315,6 +320,11 @@ Status verifyPlan(const Plan &plan) {
           return Status::error(where + ": averages " + type.str() + " into " +
                                in.outputs[0].type.str() +
                                "; both must be the same f32 type");
+        if (in.index >= collectiveOps)
+          return Status::error(where + ": group " + std::to_string(in.index) +
+                               " is out of range; the plan numbers its " +
+                               std::to_string(collectiveOps) +
+                               " all_reduce instructions' groups from 0");
         std::vector<int64_t> devices = in.attrs.getInts("devices");
         std::vector<int64_t> sorted = devices;
         std::sort(sorted.begin(), sorted.end());

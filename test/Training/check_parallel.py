@@ -13,15 +13,20 @@ shapes, and AdamW's update divides tiny gradients by their own size. Dropout dra
 mask on N devices as on one (each replica numbers its rows' elements from
 their place in the batch).
 
+Gradient accumulation (--micro-batches M) is checked the same way: on one
+device and on 2 replicas, the M micro-batches' mean gradient must give the
+1-device plan's steps.
+
 Batch normalization is the exception, as in DistributedDataParallel: each
 replica normalizes with its own share's statistics. That case is checked
 against DDP's arithmetic in PyTorch float32 (N model replicas, each on its
 rows, gradients averaged, replica 0's running statistics saved) within
 1e-4.
 
-Prints one line per case and plan; exits 1 if any fails. PARTC_DEVICES
-(default "2,4") lists the device counts to check, for GPU machines with
-fewer GPUs than plan devices and no --devices-per-gpu.
+Prints one line per case and plan; exits 1 if any fails. PARTC_CONFIGS
+(default "2x1,4x1,1x2,1x4,2x2": devices x micro-batches) lists the plans
+to check, for GPU machines with fewer GPUs than plan devices and no
+--devices-per-gpu.
 """
 import copy
 import inspect
@@ -43,8 +48,8 @@ BIN, WORK = sys.argv[1], sys.argv[2]
 RUN_OPTIONS = sys.argv[3:]
 STATE_TOLERANCE = 1e-4 if "cuda" in RUN_OPTIONS else 1e-5
 STEPS = 10
-DEVICE_COUNTS = [int(n) for n in
-                 os.environ.get("PARTC_DEVICES", "2,4").split(",")]
+CONFIGS = [tuple(int(n) for n in c.split("x")) for c in
+           os.environ.get("PARTC_CONFIGS", "2x1,4x1,1x2,1x4,2x2").split(",")]
 os.makedirs(WORK, exist_ok=True)
 warnings.filterwarnings("ignore")
 torch.set_num_threads(2)
@@ -78,15 +83,16 @@ def export(net, x, path):
                          for k, v in net.state_dict().items()})
 
 
-def train_partc(work, devices, batches, options, tag):
-    """Compiles for `devices` and runs STEPS steps over `batches` (a list of
-    (x, labels)); returns the losses and the --save-state directory."""
+def train_partc(work, devices, batches, options, tag, micro=1):
+    """Compiles for `devices` and `micro` micro-batches and runs STEPS steps
+    over `batches` (a list of (x, labels)); returns the losses and the
+    --save-state directory."""
     plan = os.path.join(work, f"{tag}.plan")
     x0 = batches[0][0]
     run(f"{BIN}/partc", "compile", os.path.join(work, "model.onnx"), "-o",
         plan, "--batch", str(x0.shape[0]), "--train", "--quiet",
-        "--devices", str(devices), *(["--strategy", "data"]
-                                     if devices > 1 else []), *options)
+        "--devices", str(devices), "--micro-batches", str(micro),
+        *(["--strategy", "data"] if devices > 1 else []), *options)
     data = os.path.join(work, "data")
     os.makedirs(data, exist_ok=True)
     np.save(os.path.join(data, "input.npy"),
@@ -134,21 +140,21 @@ def states_of(directory):
 
 
 def check_against_one_device(name, net, batches, options, adamw=False):
-    """N-device plans against the 1-device plan, for N = 2, 4."""
+    """N-device and M-micro-batch plans against the 1-device plan."""
     work = os.path.join(WORK, name)
     os.makedirs(work, exist_ok=True)
     export(net, batches[0][0], os.path.join(work, "model.onnx"))
     one, one_state = train_partc(work, 1, batches, options, "one")
     want = states_of(one_state)
-    for devices in DEVICE_COUNTS:
+    for devices, micro in CONFIGS:
         losses, state = train_partc(work, devices, batches, options,
-                                    f"dp{devices}")
+                                    f"dp{devices}x{micro}", micro)
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, one)), default=1.0)
         err, worst = compare_states(state, want, skip_key_bias=adamw)
         ok = (len(losses) == STEPS and loss_err <= 1e-5
               and err <= STATE_TOLERANCE)
-        report(f"{name} {devices} devices", ok,
+        report(f"{name} devices={devices} micro-batches={micro}", ok,
                f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "
                f"within {loss_err:.1e} of 1 device's, {len(want)} state "
                f"tensors within {err:.1e} ({worst})")
@@ -161,7 +167,7 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
     export(net, batches[0][0], os.path.join(work, "model.onnx"))
     options = ["--loss", "cross-entropy", "--optimizer", "sgd", "--lr",
                str(lr), "--momentum", "0.9"]
-    for devices in DEVICE_COUNTS:
+    for devices in sorted({d for d, _ in CONFIGS if d > 1}):
         replicas = [copy.deepcopy(net) for _ in range(devices)]
         optimizers = [torch.optim.SGD(r.parameters(), lr=lr, momentum=0.9)
                       for r in replicas]

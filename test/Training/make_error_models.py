@@ -47,3 +47,6 @@ save("other_names",[helper.make_node("MatMul",["x","q"],["y"],name="mm")],[f("x"
 save("other_shape",[helper.make_node("MatMul",["x","w"],["y"],name="mm")],[f("x",[2,4])],[f("y",[2,4])],[numpy_helper.from_array(np.ones((4,4),np.float32),"w")])
 # a loss over a sum across the batch: replicas cannot split it
 save("batch_mix",[helper.make_node("MatMul",["x","w"],["h"],name="mm"),helper.make_node("ReduceSum",["h","ax0"],["y"],name="sum0",keepdims=1)],[f("x",[2,4])],[f("y",[1,3])],[w,ints("ax0",[0])])
+# batch norm over a batch of 4 (gradient accumulation cannot keep its
+# running statistics yet)
+save("bn_batch4",[helper.make_node("BatchNormalization",["x","s","b","m","v"],["y"],name="bn1")],[f("x",[4,2,3,3])],[f("y",[4,2,3,3])],bn)

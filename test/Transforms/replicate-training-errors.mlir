@@ -11,7 +11,7 @@ func.func @main(%x: tensor<2x3xf32>) -> tensor<f32> {
 // -----
 
 // Tests that a graph sliced for another number of replicas is refused.
-// expected-error@+1 {{input 0 holds one of 4 slices of the batch, but 2 replicas were asked for; run partc-slice-batch with parts=2}}
+// expected-error@+1 {{input 0 holds one of 4 slices of the batch, but 2 replica(s) of 1 micro-batch(es) were asked for; run partc-slice-batch with parts=2}}
 func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 4 : i64}) -> tensor<f32> {
   %loss = graph.reduce_mean %x {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<f32>
   return %loss : tensor<f32>

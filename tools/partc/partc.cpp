@@ -294,8 +294,21 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
     return it == plan.metadata.end() ? "" : it->second;
   };
   size_t devices = plan.devices.size();
+  int64_t micro =
+      std::max<int64_t>(1, std::atoll(meta("micro_batches").c_str()));
+  // The labels' leading dimension is the batch.
+  int64_t batch = 0;
+  for (const auto &input : plan.inputs)
+    if (input.name == "labels" && !input.type.shape.empty())
+      batch = input.type.shape[0];
+  std::string accumulation =
+      micro > 1 ? "  gradients accumulated over " + std::to_string(micro) +
+                      " micro-batches of " +
+                      std::to_string(batch / (int64_t(devices) * micro)) +
+                      " samples, one after another, before one update\n"
+                : "";
   if (devices < 2) {
-    llvm::outs() << "training placement: one device\n";
+    llvm::outs() << "training placement: one device\n" << accumulation;
     return;
   }
   uint64_t bytes = 0, groups = 0;
@@ -304,11 +317,6 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
       ++groups;
       bytes += in.inputs[0].type.byteSize();
     }
-  // The labels' leading dimension is the batch.
-  int64_t batch = 0;
-  for (const auto &input : plan.inputs)
-    if (input.name == "labels" && !input.type.shape.empty())
-      batch = input.type.shape[0];
   llvm::outs() << "training placement: data parallelism, " << devices
                << " replicas (one per device), each running the whole step "
                   "on "
@@ -316,6 +324,7 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                << batch
                << " samples with its own copy of the parameters "
                   "and optimizer state\n"
+               << accumulation
                << "  gradients averaged across replicas: " << groups
                << " all-reduces of " << formatBytes(double(bytes))
                << " per step (the loss included), each started as soon as "
