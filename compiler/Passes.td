@@ -386,8 +386,14 @@ def ReportStepMemory : Pass<"partc-report-step-memory", "mlir::ModuleOp"> {
     (`memory_parameters`, `memory_optimizer_state`, `memory_other_state`,
     `memory_constants`, `memory_inputs`, `memory_kept_activations`,
     `memory_gradients`, `memory_arena`) and reports them as a remark on each
-    device. Inference plans are left alone.
+    device. Inference plans are left alone. With `device-memory` set, a
+    device whose step needs more than that is an error with the numbers
+    (library workspaces, chosen when the plan loads, are not counted).
   }];
+  let options = [
+    Option<"deviceMemoryBytes", "device-memory", "double", "0",
+           "Memory of each device in bytes (0: not checked)">,
+  ];
 }
 
 //===----------------------------------------------------------------------===//

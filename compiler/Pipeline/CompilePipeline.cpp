@@ -180,8 +180,15 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   if (o.lower) {
     pm.addPass(createLowerToPlan({o.transfers}));
     pm.addPass(createPlanMemory());
-    if (o.train)
-      pm.addPass(createReportStepMemory());
+    if (o.train) {
+      // Checked against the smallest device: replicas are alike.
+      ReportStepMemoryOptions memory;
+      if (auto topo = topologyOf(o))
+        memory.deviceMemoryBytes = topo->smallestMemory();
+      else
+        llvm::consumeError(topo.takeError()); // checkCompileOptions said so
+      pm.addPass(createReportStepMemory(memory));
+    }
   }
 }
 

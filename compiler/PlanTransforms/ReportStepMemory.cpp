@@ -14,6 +14,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 
+#include <cstdio>
+
 #include <string>
 
 namespace mlir::partc {
@@ -31,7 +33,6 @@ struct StepMemory {
           inputs = 0, kept = 0, gradients = 0, arena = 0;
 };
 
-/// The kernel that writes the buffer stored to the output named `loss`.
 /// The all_reduce group that averages the loss over data-parallel
 /// replicas (the one whose average is stored as "loss"), or -1.
 int64_t lossGroup(plan::ProgramOp program) {
@@ -70,8 +71,23 @@ Operation *lossKernel(plan::DeviceOp device, int64_t group) {
   return nullptr;
 }
 
+/// Bytes in the largest binary unit that leaves at least 1.
+std::string gib(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, unit ? "%.2f %s" : "%.0f %s", bytes,
+                units[unit]);
+  return buf;
+}
+
 struct ReportStepMemoryPass
     : public impl::ReportStepMemoryBase<ReportStepMemoryPass> {
+  using ReportStepMemoryBase::ReportStepMemoryBase;
   void runOnOperation() override {
     getOperation().walk([&](plan::ProgramOp program) {
       if (failed(report(program)))
@@ -115,6 +131,28 @@ struct ReportStepMemoryPass
           {"memory_arena", &StepMemory::arena}})
       metadata.set(key, b.getStringAttr(list(field)));
     program.setMetadataAttr(metadata.getDictionary(program.getContext()));
+    if (deviceMemoryBytes <= 0)
+      return success();
+    for (auto [d, device] :
+         llvm::enumerate(program.getBody().front().getOps<plan::DeviceOp>())) {
+      const StepMemory &m = perDevice[d];
+      double total = double(m.parameters) + m.optimizer + m.otherState +
+                     m.constants + m.arena;
+      if (total <= deviceMemoryBytes)
+        continue;
+      return device.emitError()
+                 << "a training step needs " << gib(total) << " on device "
+                 << device.getId() << " (parameters " << gib(m.parameters)
+                 << ", optimizer state " << gib(m.optimizer) << ", other state "
+                 << gib(m.otherState) << ", constants " << gib(m.constants)
+                 << ", arena " << gib(m.arena) << " of which kept activations "
+                 << gib(m.kept) << ") but the device has "
+                 << gib(deviceMemoryBytes)
+                 << "; hint: --micro-batches M keeps one micro-batch's "
+                    "activations at a time, more --devices share the batch, "
+                    "or a smaller --batch",
+             failure();
+    }
     return success();
   }
 
