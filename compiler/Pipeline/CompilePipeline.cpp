@@ -170,7 +170,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     search.replicas = o.replicas;
     search.microBatches = o.microBatches;
     search.costTable = o.costTable;
-    search.explain = o.explain;
+    // A training plan's JSON is partc's, with the memory of a step.
+    search.explain =
+        o.train && o.explain == "json" ? std::string() : std::string(o.explain);
     pm.addPass(createSearchPlacement(search));
   }
   pm.addPass(createInsertTransfers());

@@ -27,7 +27,9 @@
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
@@ -337,6 +339,66 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                   "yet)\n";
 }
 
+/// --explain=json of a training plan: the placement and each device's
+/// memory of a step, one JSON document.
+void printTrainingJson(const ::partc::runtime::Plan &plan) {
+  using ::partc::runtime::OpCode;
+  auto meta = [&](const char *key) -> std::string {
+    auto it = plan.metadata.find(key);
+    return it == plan.metadata.end() ? "" : it->second;
+  };
+  auto column = [&](const char *key) {
+    std::vector<int64_t> values;
+    std::string text = meta(key);
+    llvm::SmallVector<llvm::StringRef> items;
+    llvm::StringRef(text).split(items, ',', -1, false);
+    for (llvm::StringRef item : items)
+      values.push_back(std::atoll(item.str().c_str()));
+    return values;
+  };
+  int64_t batch = 0;
+  for (const auto &input : plan.inputs)
+    if (input.name == "labels" && !input.type.shape.empty())
+      batch = input.type.shape[0];
+  int64_t allReduces = 0, allReduceBytes = 0;
+  for (const auto &in : plan.devices[0].instructions)
+    if (in.op == OpCode::AllReduce) {
+      ++allReduces;
+      allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
+    }
+  llvm::json::Array devices;
+  const char *keys[][2] = {{"parameters", "memory_parameters"},
+                           {"optimizer_state", "memory_optimizer_state"},
+                           {"other_state", "memory_other_state"},
+                           {"constants", "memory_constants"},
+                           {"arena", "memory_arena"},
+                           {"inputs", "memory_inputs"},
+                           {"kept_activations", "memory_kept_activations"},
+                           {"gradients", "memory_gradients"}};
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    llvm::json::Object device{{"device", int64_t(d)}};
+    for (auto &[name, key] : keys) {
+      std::vector<int64_t> values = column(key);
+      device[name] = d < values.size() ? values[d] : 0;
+    }
+    devices.push_back(std::move(device));
+  }
+  llvm::json::Object training{
+      {"strategy", meta("strategy")},
+      {"replicas", int64_t(plan.devices.size())},
+      {"micro_batches",
+       std::max<int64_t>(1, std::atoll(meta("micro_batches").c_str()))},
+      {"batch", batch},
+      {"all_reduces", allReduces},
+      {"all_reduce_bytes", allReduceBytes},
+      {"loss", meta("training_loss")},
+      {"optimizer", meta("training_optimizer")},
+      {"memory_bytes", std::move(devices)}};
+  llvm::outs() << llvm::formatv(
+      "{0:2}\n",
+      llvm::json::Value(llvm::json::Object{{"training", std::move(training)}}));
+}
+
 int compile() {
   if (batch < 1)
     return fail("--batch must be at least 1, got " + llvm::Twine(batch));
@@ -472,6 +534,8 @@ int compile() {
     printTrainingPlacement(plan);
     printStepMemory(plan);
   }
+  if (options.explain == "json" && train)
+    printTrainingJson(plan);
   if (!quiet && options.explain != "json") {
     llvm::outs() << ::partc::runtime::summarizePlan(plan);
     llvm::outs() << "wrote " << outputPath << " in " << llvm::format("%.1f", ms)
