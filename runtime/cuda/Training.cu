@@ -333,9 +333,16 @@ __global__ void sgdKernel(float *param, const float *grad, float *buf,
 
 __global__ void adamWKernel(float *param, const float *grad, float *m, float *v,
                             const int64_t *step, int64_t n, AdamWParams p) {
-  double t = double(step[0]) + 1;
-  float size = float(p.lr / (1 - pow(p.beta1, t)));
-  float corr = float(sqrt(1 - pow(p.beta2, t)));
+  // The bias corrections in double, once per block: a double pow per
+  // thread cost more than the step's memory traffic.
+  __shared__ float corrections[2];
+  if (threadIdx.x == 0) {
+    double t = double(step[0]) + 1;
+    corrections[0] = float(p.lr / (1 - pow(p.beta1, t)));
+    corrections[1] = float(sqrt(1 - pow(p.beta2, t)));
+  }
+  __syncthreads();
+  float size = corrections[0], corr = corrections[1];
   float decay = float(1 - p.lr * p.weightDecay), b1 = float(1 - p.beta1),
         b2 = float(p.beta2), c2 = float(1 - p.beta2), eps = float(p.eps);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
@@ -363,6 +370,26 @@ __global__ void dropoutKernel(const float *x, float *y, int64_t n,
   // touches.
   int64_t first = offset / 4, groups = (offset + n + 3) / 4 - first;
   int64_t st = *step, sd = *seed;
+  // Whole groups at a 16-byte-aligned start (arena buffers are): four
+  // elements per load and store.
+  if (offset % 4 == 0 && n % 4 == 0 &&
+      reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(y) % 16 == 0) {
+    const float4 *x4 = reinterpret_cast<const float4 *>(x);
+    float4 *y4 = reinterpret_cast<float4 *>(y);
+    for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
+         g += int64_t(gridDim.x) * blockDim.x) {
+      philox::Words r =
+          philox::dropoutWords(uint64_t(first + g), stream, st, sd);
+      float4 v = x4[g];
+      v.x = philox::dropoutKeeps(r.w[0], threshold) ? v.x * scale : 0.0f;
+      v.y = philox::dropoutKeeps(r.w[1], threshold) ? v.y * scale : 0.0f;
+      v.z = philox::dropoutKeeps(r.w[2], threshold) ? v.z * scale : 0.0f;
+      v.w = philox::dropoutKeeps(r.w[3], threshold) ? v.w * scale : 0.0f;
+      y4[g] = v;
+    }
+    return;
+  }
   for (int64_t g = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; g < groups;
        g += int64_t(gridDim.x) * blockDim.x) {
     philox::Words r = philox::dropoutWords(uint64_t(first + g), stream, st, sd);

@@ -410,52 +410,56 @@ class DropoutOffsets : public ::testing::TestWithParam<int64_t> {};
 
 // Offsets: a slice of the batch that starts anywhere in a group of four.
 INSTANTIATE_TEST_SUITE_P(GpuKernels, DropoutOffsets,
-                         ::testing::Values(0, 1, 6, 4099 * 3 + 2));
+                         ::testing::Values(0, 1, 6, 8, 4099 * 3 + 2));
 
 TEST_P(DropoutOffsets, DropoutDrawsTheCpuMask) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
-  const int64_t n = 4099;
-  TensorType x{DType::F32, {n}}, scalar{DType::I64, {}};
-  AttrMap attrs;
-  attrs.set("ratio", AttrValue::ofFloats({0.2}));
-  attrs.set("stream", AttrValue::ofInts({5}));
-  attrs.set("offset", AttrValue::ofInts({GetParam()}));
-  std::vector<float> in(n);
-  for (int64_t i = 0; i < n; ++i)
-    in[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
-  int64_t step = 123456789012345, seed = -7;
-  std::unique_ptr<Kernel> cpu;
-  ASSERT_TRUE(
-      createCpuKernel("dropout", attrs, {x, scalar, scalar}, {x}, cpu).ok());
-  std::vector<float> expected(n);
-  ASSERT_TRUE(cpu->run({{in.data(), x}, {&step, scalar}, {&seed, scalar}},
-                       {{expected.data(), x}})
-                  .ok());
-  void *dx, *dy, *dstep, *dseed;
-  ASSERT_EQ(cudaMalloc(&dx, n * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dy, n * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dstep, 8), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dseed, 8), cudaSuccess);
-  cudaMemcpy(dx, in.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dstep, &step, 8, cudaMemcpyHostToDevice);
-  cudaMemcpy(dseed, &seed, 8, cudaMemcpyHostToDevice);
-  DeviceContext ctx;
-  std::unique_ptr<GpuKernel> k;
-  ASSERT_TRUE(
-      createGpuKernel("dropout", attrs, {x, scalar, scalar}, {x}, ctx, k)
-          .ok() &&
-      k);
-  ASSERT_TRUE(
-      k->run(ctx, {{dx, x}, {dstep, scalar}, {dseed, scalar}}, {{dy, x}}).ok());
-  cudaDeviceSynchronize();
-  std::vector<float> got(n);
-  cudaMemcpy(got.data(), dy, n * 4, cudaMemcpyDeviceToHost);
-  EXPECT_EQ(got, expected);
-  cudaFree(dx);
-  cudaFree(dy);
-  cudaFree(dstep);
-  cudaFree(dseed);
+  // 4096: whole groups of four (the vectorized path where the offset is
+  // a multiple of four too); 4099: a partial group at the end.
+  for (int64_t n : {4099, 4096}) {
+    TensorType x{DType::F32, {n}}, scalar{DType::I64, {}};
+    AttrMap attrs;
+    attrs.set("ratio", AttrValue::ofFloats({0.2}));
+    attrs.set("stream", AttrValue::ofInts({5}));
+    attrs.set("offset", AttrValue::ofInts({GetParam()}));
+    std::vector<float> in(n);
+    for (int64_t i = 0; i < n; ++i)
+      in[i] = static_cast<float>(i % 97) * 0.25f - 3.0f;
+    int64_t step = 123456789012345, seed = -7;
+    std::unique_ptr<Kernel> cpu;
+    ASSERT_TRUE(
+        createCpuKernel("dropout", attrs, {x, scalar, scalar}, {x}, cpu).ok());
+    std::vector<float> expected(n);
+    ASSERT_TRUE(cpu->run({{in.data(), x}, {&step, scalar}, {&seed, scalar}},
+                         {{expected.data(), x}})
+                    .ok());
+    void *dx, *dy, *dstep, *dseed;
+    ASSERT_EQ(cudaMalloc(&dx, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dy, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dstep, 8), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dseed, 8), cudaSuccess);
+    cudaMemcpy(dx, in.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dstep, &step, 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(dseed, &seed, 8, cudaMemcpyHostToDevice);
+    DeviceContext ctx;
+    std::unique_ptr<GpuKernel> k;
+    ASSERT_TRUE(
+        createGpuKernel("dropout", attrs, {x, scalar, scalar}, {x}, ctx, k)
+            .ok() &&
+        k);
+    ASSERT_TRUE(
+        k->run(ctx, {{dx, x}, {dstep, scalar}, {dseed, scalar}}, {{dy, x}})
+            .ok());
+    cudaDeviceSynchronize();
+    std::vector<float> got(n);
+    cudaMemcpy(got.data(), dy, n * 4, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(got, expected);
+    cudaFree(dx);
+    cudaFree(dy);
+    cudaFree(dstep);
+    cudaFree(dseed);
+  }
 }
 
 } // namespace
