@@ -138,6 +138,17 @@ BatchInfo analyzeBatch(func::FuncOp func) {
   return info;
 }
 
+/// The error for a graph whose op `info.failedOp` mixes samples.
+static LogicalResult refuseMixedSamples(const BatchInfo &info,
+                                        StringRef purpose, StringRef hint) {
+  return info.failedOp->emitError()
+         << purpose << " needs ops that treat samples independently, but '"
+         << info.failedOp->getName() << "' (ONNX node '"
+         << onnxNodeName(info.failedOp->getLoc())
+         << "') cannot be split along the batch: " << info.reason << "; "
+         << hint;
+}
+
 /// Clones `ops` for samples [offset, offset + size) of the batch, with `map`
 /// holding the slice's batched arguments; `place` sees each clone.
 static LogicalResult
@@ -207,12 +218,9 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
            << purpose << ": batch " << batch << " is smaller than " << parts
            << " parts; raise --batch or use fewer parts";
   if (!info.splittable)
-    return info.failedOp->emitError()
-           << purpose << " needs ops that treat samples independently, but '"
-           << info.failedOp->getName() << "' (ONNX node '"
-           << onnxNodeName(info.failedOp->getLoc())
-           << "') cannot be split along the batch: " << info.reason
-           << "; use the single or pipeline strategy with one micro-batch";
+    return refuseMixedSamples(info, purpose,
+                              "use the single or pipeline strategy with one "
+                              "micro-batch");
   if (!sliceSizes.empty()) {
     int64_t total = 0;
     for (int64_t size : sliceSizes)
@@ -302,12 +310,8 @@ LogicalResult shrinkBatch(func::FuncOp func, int64_t parts, StringRef purpose) {
            << parts << " equal slices; choose a --batch that " << parts
            << " divides";
   if (!info.splittable)
-    return info.failedOp->emitError()
-           << purpose << " needs ops that treat samples independently, but '"
-           << info.failedOp->getName() << "' (ONNX node '"
-           << onnxNodeName(info.failedOp->getLoc())
-           << "') cannot be split along the batch: " << info.reason
-           << "; train it on one device (--devices 1)";
+    return refuseMixedSamples(info, purpose,
+                              "train it on one device (--devices 1)");
   if (parts == 1)
     return success();
   int64_t size = batch / parts;

@@ -40,6 +40,9 @@ try:
     import onnx
     import torch
     from onnx import numpy_helper
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from tiny_gpt import TinyGpt
 except ImportError:
     print("SKIPPED: needs python3-torch")
     sys.exit(0)
@@ -234,54 +237,8 @@ check_against_one_device("small_cnn", net, batches,
                           "0.1"])
 
 
-class Block(torch.nn.Module):
-    """A GPT-2 block in miniature with dropout on attention and residuals."""
-
-    def __init__(self, width, heads, length):
-        super().__init__()
-        self.heads = heads
-        self.register_buffer("future", torch.triu(
-            torch.ones(length, length, dtype=torch.bool), 1))
-        self.ln1 = torch.nn.LayerNorm(width)
-        self.qkv = torch.nn.Linear(width, 3 * width)
-        self.proj = torch.nn.Linear(width, width)
-        self.ln2 = torch.nn.LayerNorm(width)
-        self.fc1 = torch.nn.Linear(width, 4 * width)
-        self.fc2 = torch.nn.Linear(4 * width, width)
-        self.drop = torch.nn.Dropout(0.1)
-
-    def forward(self, x):
-        b, t, d = x.shape
-        q, k, v = (h.view(b, t, self.heads, d // self.heads).transpose(1, 2)
-                   for h in self.qkv(self.ln1(x)).split(d, dim=-1))
-        scores = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
-        attn = self.drop(scores.masked_fill(self.future,
-                                            float("-inf")).softmax(-1))
-        x = x + self.drop(self.proj((attn @ v).transpose(1, 2)
-                                    .reshape(b, t, d)))
-        return x + self.drop(self.fc2(torch.nn.functional.gelu(
-            self.fc1(self.ln2(x)))))
-
-
-class TinyGpt(torch.nn.Module):
-    def __init__(self, vocab=50, width=32, heads=4, length=8, layers=2):
-        super().__init__()
-        self.tok = torch.nn.Embedding(vocab, width)
-        self.pos = torch.nn.Parameter(torch.randn(length, width) * 0.1)
-        self.blocks = torch.nn.ModuleList(
-            Block(width, heads, length) for _ in range(layers))
-        self.ln = torch.nn.LayerNorm(width)
-        self.head = torch.nn.Linear(width, vocab)
-
-    def forward(self, tokens):
-        x = self.tok(tokens) + self.pos
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x))
-
-
 torch.manual_seed(3)
-net = TinyGpt()
+net = TinyGpt(dropout=0.1)
 batches = [(torch.randint(0, 50, (8, 8)), torch.randint(0, 50, (8, 8)))
            for _ in range(2)]
 check_against_one_device("tiny_gpt_dropout_adamw", net, batches,
