@@ -16,6 +16,8 @@
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/SetVector.h"
 
+#include <limits>
+
 namespace mlir::partc {
 #define GEN_PASS_DEF_REPLICATETRAINING
 #include "compiler/Passes.h.inc"
@@ -246,6 +248,20 @@ LogicalResult Replicator::run() {
   }
   for (Value v : returnOp.getOperands())
     averaged_.insert(v);
+  // Updates in the order their gradients are computed (the backward pass
+  // runs from the last layer to the first): a replica's first updates then
+  // run while the last gradients are still being averaged.
+  DenseMap<Operation *, int64_t> position;
+  for (auto [i, op] : llvm::enumerate(body.without_terminator()))
+    position[&op] = static_cast<int64_t>(i);
+  auto readyAt = [&](Operation *update) {
+    OpOperand *grad = gradientOperand(update);
+    Operation *def = grad ? grad->get().getDefiningOp() : nullptr;
+    return def ? position.lookup(def) : std::numeric_limits<int64_t>::max();
+  };
+  llvm::stable_sort(updateOps_, [&](Operation *a, Operation *b) {
+    return readyAt(a) < readyAt(b);
+  });
   if (sampleOps_.empty())
     return func_.emitError() << "has no ops to replicate";
 
