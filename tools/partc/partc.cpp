@@ -313,6 +313,9 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
     llvm::outs() << "training placement: one device\n" << accumulation;
     return;
   }
+  bool hasBatchNorm = std::any_of(
+      plan.states.begin(), plan.states.end(),
+      [](const auto &state) { return state.role == "running_mean"; });
   uint64_t bytes = 0, groups = 0;
   for (const auto &in : plan.devices[0].instructions)
     if (in.op == OpCode::AllReduce) {
@@ -331,10 +334,12 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                << " all-reduces of " << formatBytes(double(bytes))
                << " per step (the loss included), each started as soon as "
                   "its gradient is computed\n"
-               << "  batch normalization normalizes with each replica's own "
-                  "statistics, as DistributedDataParallel does without "
-                  "SyncBatchNorm; --save-state and --save-onnx keep replica "
-                  "0's running statistics\n"
+               << (hasBatchNorm
+                       ? "  batch normalization normalizes with each "
+                         "replica's own statistics, as DistributedDataParallel "
+                         "does without SyncBatchNorm; --save-state and "
+                         "--save-onnx keep replica 0's running statistics\n"
+                       : "")
                << "  not chosen: pipelines (training pipelines are not built "
                   "yet)\n";
 }
