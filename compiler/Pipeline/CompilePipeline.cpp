@@ -83,8 +83,8 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
   return "";
 }
 
-/// How many data-parallel replicas a training compile runs: every device
-/// unless --replicas says fewer.
+/// How many data-parallel replicas a training compile runs: one per device
+/// (checkCompileOptions refuses a --replicas that says otherwise).
 static int64_t trainingReplicas(const CompilePipelineOptions &o) {
   if (!o.train)
     return 1;

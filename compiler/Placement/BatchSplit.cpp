@@ -138,6 +138,13 @@ BatchInfo analyzeBatch(func::FuncOp func) {
   return info;
 }
 
+/// The error for a graph without a batched input.
+static LogicalResult refuseNoBatch(func::FuncOp func, StringRef purpose) {
+  return func.emitError() << purpose
+                          << ": the model has no input with a batch "
+                             "dimension to split";
+}
+
 /// The error for a graph whose op `info.failedOp` mixes samples.
 static LogicalResult refuseMixedSamples(const BatchInfo &info,
                                         StringRef purpose, StringRef hint) {
@@ -210,9 +217,7 @@ splitBatch(func::FuncOp func, int64_t parts, StringRef purpose,
   BatchInfo info = analyzeBatch(func);
   int64_t batch = info.batch;
   if (batch < 0)
-    return func.emitError() << purpose
-                            << ": the model has no input with a batch "
-                               "dimension to split";
+    return refuseNoBatch(func, purpose);
   if (batch < parts)
     return func.emitError()
            << purpose << ": batch " << batch << " is smaller than " << parts
@@ -301,9 +306,7 @@ LogicalResult shrinkBatch(func::FuncOp func, int64_t parts, StringRef purpose) {
   BatchInfo info = analyzeBatch(func);
   int64_t batch = info.batch;
   if (batch < 0)
-    return func.emitError() << purpose
-                            << ": the model has no input with a batch "
-                               "dimension to split";
+    return refuseNoBatch(func, purpose);
   if (parts < 1 || batch % parts)
     return func.emitError()
            << purpose << ": batch " << batch << " does not divide into "

@@ -7,14 +7,13 @@
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
 #include "compiler/PlanTransforms/BufferLiveness.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/RuntimeBridge.h"
 #include "dialects/Plan/PlanDialect.h"
 
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
-
-#include <cstdio>
 
 #include <string>
 
@@ -69,20 +68,6 @@ Operation *lossKernel(plan::DeviceOp device, int64_t group) {
       if (llvm::is_contained(kernel.getOutputs(), loss))
         return kernel;
   return nullptr;
-}
-
-/// Bytes in the largest binary unit that leaves at least 1.
-std::string gib(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, unit ? "%.2f %s" : "%.0f %s", bytes,
-                units[unit]);
-  return buf;
 }
 
 struct ReportStepMemoryPass
@@ -141,13 +126,15 @@ struct ReportStepMemoryPass
       if (total <= deviceMemoryBytes)
         continue;
       return device.emitError()
-                 << "a training step needs " << gib(total) << " on device "
-                 << device.getId() << " (parameters " << gib(m.parameters)
-                 << ", optimizer state " << gib(m.optimizer) << ", other state "
-                 << gib(m.otherState) << ", constants " << gib(m.constants)
-                 << ", arena " << gib(m.arena) << " of which kept activations "
-                 << gib(m.kept) << ") but the device has "
-                 << gib(deviceMemoryBytes)
+                 << "a training step needs " << formatBytes(total)
+                 << " on device " << device.getId() << " (parameters "
+                 << formatBytes(m.parameters) << ", optimizer state "
+                 << formatBytes(m.optimizer) << ", other state "
+                 << formatBytes(m.otherState) << ", constants "
+                 << formatBytes(m.constants) << ", arena "
+                 << formatBytes(m.arena) << " of which kept activations "
+                 << formatBytes(m.kept) << ") but the device has "
+                 << formatBytes(deviceMemoryBytes)
                  << "; hint: --micro-batches M keeps one micro-batch's "
                     "activations at a time, more --devices share the batch, "
                     "or a smaller --batch",

@@ -6,6 +6,7 @@
 
 #include "llvm/ADT/SetVector.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace mlir::partc {
@@ -157,6 +158,19 @@ void recordPlacement(ModuleOp module, StringRef key, StringRef value) {
   entries.set(key, StringAttr::get(ctx, value));
   module->setAttr(graph::GraphDialect::kPlacementAttrName,
                   entries.getDictionary(ctx));
+}
+
+std::string formatBytes(double bytes) {
+  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int unit = 0;
+  while (bytes >= 1024 && unit < 4) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), unit ? "%.2f %s" : "%.0f %s", bytes,
+                units[unit]);
+  return text;
 }
 
 } // namespace mlir::partc

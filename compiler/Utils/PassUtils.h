@@ -35,6 +35,10 @@ bool isHostValue(Value v);
 /// they changed), through its InferTypeOpInterface.
 LogicalResult reinferTypes(Operation *op);
 
+/// `bytes` in the largest binary unit that leaves at least 1 ("1.50 KiB",
+/// "16 B"), for diagnostics and --explain.
+std::string formatBytes(double bytes);
+
 /// The value of a one-element f32 graph.constant, if `v` is one.
 std::optional<double> scalarF32Constant(Value v);
 

@@ -40,6 +40,7 @@
 
 using namespace mlir;
 namespace cl = llvm::cl;
+using mlir::partc::formatBytes;
 
 static cl::opt<std::string> inputPath(cl::Positional, cl::desc("<model.onnx>"),
                                       cl::Required);
@@ -230,33 +231,53 @@ int fail(const llvm::Twine &msg) {
   return 1;
 }
 
-std::string formatBytes(double bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit ? "%.2f %s" : "%.0f %s", bytes,
-                units[unit]);
-  return text;
+std::string metadataOf(const ::partc::runtime::Plan &plan, const char *key) {
+  auto it = plan.metadata.find(key);
+  return it == plan.metadata.end() ? "" : it->second;
+}
+
+/// A per-device figure of the plan's metadata ("a,b,..."), e.g.
+/// partc-report-step-memory's.
+std::vector<int64_t> perDeviceMetadata(const ::partc::runtime::Plan &plan,
+                                       const char *key) {
+  std::vector<int64_t> values;
+  std::string text = metadataOf(plan, key);
+  llvm::SmallVector<llvm::StringRef> items;
+  llvm::StringRef(text).split(items, ',', -1, false);
+  for (llvm::StringRef item : items)
+    values.push_back(std::atoll(item.str().c_str()));
+  return values;
+}
+
+/// What --explain says of a training plan's placement.
+struct TrainingFacts {
+  int64_t batch = 0, microBatches = 1, allReduces = 0, allReduceBytes = 0;
+  bool batchNorm = false;
+};
+
+TrainingFacts trainingFacts(const ::partc::runtime::Plan &plan) {
+  TrainingFacts f;
+  // The labels' leading dimension is the batch.
+  for (const auto &input : plan.inputs)
+    if (input.name == "labels" && !input.type.shape.empty())
+      f.batch = input.type.shape[0];
+  f.microBatches = std::max<int64_t>(
+      1, std::atoll(metadataOf(plan, "micro_batches").c_str()));
+  for (const auto &in : plan.devices[0].instructions)
+    if (in.op == ::partc::runtime::OpCode::AllReduce) {
+      ++f.allReduces;
+      f.allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
+    }
+  f.batchNorm = std::any_of(
+      plan.states.begin(), plan.states.end(),
+      [](const auto &state) { return state.role == "running_mean"; });
+  return f;
 }
 
 /// --explain of a training plan: what one step keeps in each device's
 /// memory (partc-report-step-memory's figures).
 void printStepMemory(const ::partc::runtime::Plan &plan) {
-  auto column = [&](const char *key) {
-    std::vector<double> values;
-    auto it = plan.metadata.find(key);
-    if (it == plan.metadata.end())
-      return values;
-    llvm::SmallVector<llvm::StringRef> items;
-    llvm::StringRef(it->second).split(items, ',');
-    for (llvm::StringRef item : items)
-      values.push_back(std::atof(item.str().c_str()));
-    return values;
-  };
+  auto column = [&](const char *key) { return perDeviceMetadata(plan, key); };
   const std::pair<const char *, const char *> rows[] = {
       {"memory_parameters", "parameters"},
       {"memory_optimizer_state", "optimizer state (moments, step)"},
@@ -275,8 +296,8 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
     llvm::outs() << "  device " << d << "\n";
     double total = 0;
     for (auto [key, label] : rows) {
-      std::vector<double> values = column(key);
-      double v = d < values.size() ? values[d] : 0;
+      std::vector<int64_t> values = column(key);
+      double v = d < values.size() ? double(values[d]) : 0;
       // The arena's parts overlap in time; the arena is their peak.
       if (label[0] != ' ')
         total += v;
@@ -290,19 +311,9 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
 
 /// --explain of a training plan: how the step is spread over devices.
 void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
-  using ::partc::runtime::OpCode;
-  auto meta = [&](const char *key) -> std::string {
-    auto it = plan.metadata.find(key);
-    return it == plan.metadata.end() ? "" : it->second;
-  };
   size_t devices = plan.devices.size();
-  int64_t micro =
-      std::max<int64_t>(1, std::atoll(meta("micro_batches").c_str()));
-  // The labels' leading dimension is the batch.
-  int64_t batch = 0;
-  for (const auto &input : plan.inputs)
-    if (input.name == "labels" && !input.type.shape.empty())
-      batch = input.type.shape[0];
+  TrainingFacts f = trainingFacts(plan);
+  int64_t batch = f.batch, micro = f.microBatches;
   std::string accumulation =
       micro > 1 ? "  gradients accumulated over " + std::to_string(micro) +
                       " micro-batches of " +
@@ -313,15 +324,6 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
     llvm::outs() << "training placement: one device\n" << accumulation;
     return;
   }
-  bool hasBatchNorm = std::any_of(
-      plan.states.begin(), plan.states.end(),
-      [](const auto &state) { return state.role == "running_mean"; });
-  uint64_t bytes = 0, groups = 0;
-  for (const auto &in : plan.devices[0].instructions)
-    if (in.op == OpCode::AllReduce) {
-      ++groups;
-      bytes += in.inputs[0].type.byteSize();
-    }
   llvm::outs() << "training placement: data parallelism, " << devices
                << " replicas (one per device), each running the whole step "
                   "on "
@@ -330,11 +332,11 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                << " samples with its own copy of the parameters "
                   "and optimizer state\n"
                << accumulation
-               << "  gradients averaged across replicas: " << groups
-               << " all-reduces of " << formatBytes(double(bytes))
+               << "  gradients averaged across replicas: " << f.allReduces
+               << " all-reduces of " << formatBytes(double(f.allReduceBytes))
                << " per step (the loss included), each started as soon as "
                   "its gradient is computed\n"
-               << (hasBatchNorm
+               << (f.batchNorm
                        ? "  batch normalization normalizes with each "
                          "replica's own statistics, as DistributedDataParallel "
                          "does without SyncBatchNorm; --save-state and "
@@ -347,30 +349,7 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
 /// --explain=json of a training plan: the placement and each device's
 /// memory of a step, one JSON document.
 void printTrainingJson(const ::partc::runtime::Plan &plan) {
-  using ::partc::runtime::OpCode;
-  auto meta = [&](const char *key) -> std::string {
-    auto it = plan.metadata.find(key);
-    return it == plan.metadata.end() ? "" : it->second;
-  };
-  auto column = [&](const char *key) {
-    std::vector<int64_t> values;
-    std::string text = meta(key);
-    llvm::SmallVector<llvm::StringRef> items;
-    llvm::StringRef(text).split(items, ',', -1, false);
-    for (llvm::StringRef item : items)
-      values.push_back(std::atoll(item.str().c_str()));
-    return values;
-  };
-  int64_t batch = 0;
-  for (const auto &input : plan.inputs)
-    if (input.name == "labels" && !input.type.shape.empty())
-      batch = input.type.shape[0];
-  int64_t allReduces = 0, allReduceBytes = 0;
-  for (const auto &in : plan.devices[0].instructions)
-    if (in.op == OpCode::AllReduce) {
-      ++allReduces;
-      allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
-    }
+  TrainingFacts f = trainingFacts(plan);
   llvm::json::Array devices;
   const char *keys[][2] = {{"parameters", "memory_parameters"},
                            {"optimizer_state", "memory_optimizer_state"},
@@ -383,21 +362,20 @@ void printTrainingJson(const ::partc::runtime::Plan &plan) {
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     llvm::json::Object device{{"device", int64_t(d)}};
     for (auto &[name, key] : keys) {
-      std::vector<int64_t> values = column(key);
+      std::vector<int64_t> values = perDeviceMetadata(plan, key);
       device[name] = d < values.size() ? values[d] : 0;
     }
     devices.push_back(std::move(device));
   }
   llvm::json::Object training{
-      {"strategy", meta("strategy")},
+      {"strategy", metadataOf(plan, "strategy")},
       {"replicas", int64_t(plan.devices.size())},
-      {"micro_batches",
-       std::max<int64_t>(1, std::atoll(meta("micro_batches").c_str()))},
-      {"batch", batch},
-      {"all_reduces", allReduces},
-      {"all_reduce_bytes", allReduceBytes},
-      {"loss", meta("training_loss")},
-      {"optimizer", meta("training_optimizer")},
+      {"micro_batches", f.microBatches},
+      {"batch", f.batch},
+      {"all_reduces", f.allReduces},
+      {"all_reduce_bytes", f.allReduceBytes},
+      {"loss", metadataOf(plan, "training_loss")},
+      {"optimizer", metadataOf(plan, "training_optimizer")},
       {"memory_bytes", std::move(devices)}};
   llvm::outs() << llvm::formatv(
       "{0:2}\n",
