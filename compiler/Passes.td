@@ -220,11 +220,27 @@ def ReplicateTraining : Pass<"partc-replicate-training", "mlir::ModuleOp"> {
     each micro-batch's gradients to a running sum as soon as they are
     computed, and averages the sum before the all-reduce and the single
     update; N = 1 accumulates on one device.
+
+    With S `stages` (a training pipeline, after partc-assign-devices cut
+    the forward graph into S stages and the training passes placed each
+    backward op on its forward op's stage), replica r runs stage s on
+    device r*S + s, and each device runs its micro-batches' forward and
+    backward ops in the order of `schedule`: gpipe (every forward, then
+    every backward) or 1f1b (stage s runs S-s-1 forwards ahead, then
+    alternates one forward and one backward, keeping fewer micro-batches'
+    activations). The forward ops are those the loss is computed from.
+    Batch norm's running statistics under micro-batches move once per
+    micro-batch in order, as PyTorch's accumulation does, folded into one
+    update.
   }];
   let options = [
     Option<"replicas", "replicas", "int64_t", "1", "Number of replicas">,
     Option<"microBatches", "micro-batches", "int64_t", "1",
            "Micro-batches per replica whose gradients are accumulated">,
+    Option<"stages", "stages", "int64_t", "1",
+           "Pipeline stages per replica (ops carry their stage as device)">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Order of a stage's micro-batch chunks: gpipe or 1f1b">,
   ];
 }
 
@@ -234,7 +250,15 @@ def InsertTransfers : Pass<"partc-insert-transfers", "mlir::ModuleOp"> {
     One transfer per (value, destination device), placed right after the
     producer, so a tensor used by several ops of a later stage, or by a
     stage that skips over another (residual edges), moves once and directly.
+    With `at-first-use`, placed right before the first op that reads it on
+    the destination instead (the sender still sends right after the
+    producer; the receiver's stream then waits only where it needs the
+    value): training pipelines, whose devices run many chunks between.
   }];
+  let options = [
+    Option<"atFirstUse", "at-first-use", "bool", "false",
+           "Receive right before the destination's first reader">,
+  ];
 }
 
 def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {

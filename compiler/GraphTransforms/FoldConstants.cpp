@@ -1,6 +1,6 @@
 //===- FoldConstants.cpp - partc-fold-constants ---------------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -154,6 +154,20 @@ struct PowToMultiply : OpRewritePattern<graph::PowOp> {
   }
 };
 
+/// A rewrite keeps the replaced op's device (a training pipeline's stages
+/// are cut before the graph is simplified).
+struct KeepDevices : RewriterBase::Listener {
+  void notifyOperationReplaced(Operation *op, ValueRange values) override {
+    std::optional<int64_t> device = graph::getDevice(op);
+    if (!device)
+      return;
+    for (Value v : values)
+      if (Operation *def = v.getDefiningOp();
+          def && !isa<graph::ConstantOp>(def) && !graph::getDevice(def))
+        graph::setDevice(def, *device);
+  }
+};
+
 struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
   void runOnOperation() override {
     // The greedy driver folds every op (graph ops fold through their
@@ -164,8 +178,13 @@ struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
     patterns.add<DropIdentityOperand<graph::SubOp, false>>(&getContext(), 0.0);
     patterns.add<DropIdentityOperand<graph::MulOp, true>>(&getContext(), 1.0);
     patterns.add<DropIdentityOperand<graph::DivOp, false>>(&getContext(), 1.0);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      signalPassFailure();
+    KeepDevices keepDevices;
+    GreedyRewriteConfig config;
+    config.setListener(&keepDevices);
+    if (failed(
+            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
+      return signalPassFailure();
+    getOperation().walk([](func::FuncOp f) { placeUnplacedOps(f); });
   }
 };
 } // namespace

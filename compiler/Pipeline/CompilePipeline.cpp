@@ -58,21 +58,36 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            "'";
   if (o.layout != "nhwc" && o.layout != "nchw")
     return "--layout must be nhwc or nchw, got '" + o.layout + "'";
-  if (o.train && numDevices > 1) {
-    // Data parallelism is built; pipelines and hybrids for training are not.
-    if (strategy != "auto" && strategy != "data")
-      return "--train across devices runs data-parallel replicas so far "
-             "(training pipelines are not built yet); use --strategy data or "
-             "auto, not " +
-             strategy;
-    if (stages > 1 || !o.splitAt.empty())
-      return "--train across devices runs data-parallel replicas so far; "
-             "--stages and --split-at (pipelines) are not built for training "
-             "yet";
-    if (o.replicas > 0 && o.replicas != numDevices)
-      return "--train across devices runs one replica per device; --replicas " +
-             std::to_string(o.replicas) + " with " +
-             std::to_string(numDevices) + " devices would leave some idle";
+  if (o.schedule != "auto" && o.schedule != "gpipe" && o.schedule != "1f1b")
+    return "unknown --schedule '" + o.schedule +
+           "'; expected gpipe, 1f1b or auto";
+  if (!o.train && o.schedule == "1f1b")
+    return "--schedule 1f1b orders backward passes; inference pipelines "
+           "run gpipe";
+  if (o.train) {
+    int64_t cutStages = static_cast<int64_t>(o.splitAt.size()) + 1;
+    if (!o.splitAt.empty() && o.stages && o.stages != cutStages)
+      return "--split-at names " + std::to_string(o.splitAt.size()) +
+             " cut(s), " + std::to_string(cutStages) +
+             " stages, but --stages is " + std::to_string(o.stages);
+    TrainingLayout t = trainingLayout(o);
+    if (strategy == "pipeline" && !o.splitAt.empty() && cutStages != numDevices)
+      return "--strategy pipeline trains one stage per device: --split-at "
+             "gives " +
+             std::to_string(cutStages) + " stages for " +
+             std::to_string(numDevices) + " devices";
+    if (t.replicas * t.stages != numDevices)
+      return "--train runs " + std::to_string(t.replicas) + " replica(s) x " +
+             std::to_string(t.stages) +
+             " stage(s) = " + std::to_string(t.replicas * t.stages) +
+             " devices, but --devices "
+             "gives " +
+             std::to_string(numDevices) +
+             "; choose --stages and --replicas whose product is the device "
+             "count";
+    if (t.stages > 1 && o.microBatches == 1 && o.schedule != "auto")
+      return "--schedule orders micro-batches; with --micro-batches 1 the "
+             "pipeline runs one batch through its stages";
   }
   if (o.train && o.optimizer != "sgd" && o.optimizer != "adamw" &&
       o.optimizer != "none")
@@ -83,30 +98,56 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
   return "";
 }
 
-/// How many data-parallel replicas a training compile runs: one per device
-/// (checkCompileOptions refuses a --replicas that says otherwise).
-static int64_t trainingReplicas(const CompilePipelineOptions &o) {
+TrainingLayout trainingLayout(const CompilePipelineOptions &o) {
+  TrainingLayout t;
   if (!o.train)
-    return 1;
-  if (o.replicas > 0)
-    return o.replicas;
-  auto topo = topologyOf(o);
-  if (!topo) {
-    llvm::consumeError(topo.takeError()); // checkCompileOptions said so
-    return 1;
+    return t;
+  int64_t numDevices = 1;
+  if (auto topo = topologyOf(o))
+    numDevices = static_cast<int64_t>(topo->size());
+  else
+    llvm::consumeError(topo.takeError()); // checkCompileOptions says so
+  if (o.strategy == "pipeline") {
+    t.stages = numDevices;
+  } else if (o.strategy == "auto") {
+    if (o.stages > 0)
+      t.stages = o.stages;
+    else if (!o.splitAt.empty())
+      t.stages = static_cast<int64_t>(o.splitAt.size()) + 1;
+    else if (o.replicas > 0)
+      t.stages = std::max<int64_t>(1, numDevices / o.replicas);
   }
-  return static_cast<int64_t>(topo->size());
+  t.replicas = o.replicas > 0 ? int64_t(o.replicas)
+                              : std::max<int64_t>(1, numDevices / t.stages);
+  // A pipeline needs micro-batches to overlap its stages; two per stage
+  // keep the 1F1B bubble at a third of the step.
+  t.microBatches = o.microBatches > 0 ? int64_t(o.microBatches)
+                   : t.stages > 1     ? 2 * t.stages
+                                      : 1;
+  t.schedule = o.schedule == "gpipe" ? "gpipe" : "1f1b";
+  return t;
 }
 
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
-  int64_t replicas = trainingReplicas(o);
-  // Gradient accumulation: each replica's share in micro-batches.
-  int64_t microBatches = o.train ? std::max<int64_t>(o.microBatches, 1) : 1;
+  TrainingLayout layout = trainingLayout(o);
+  int64_t replicas = layout.replicas;
+  // Gradient accumulation (and a pipeline's micro-batches): each replica's
+  // share in micro-batches.
+  int64_t microBatches = layout.microBatches;
   bool sliced = replicas * microBatches > 1;
+  bool replicated = o.train && (sliced || layout.stages > 1);
   // Data-parallel training and gradient accumulation differentiate one
   // micro-batch of one replica.
   if (sliced)
     pm.addPass(createSliceBatch({replicas * microBatches}));
+  // A training pipeline's stages are cut on the forward graph; the
+  // training passes put each op they build on its forward op's stage.
+  if (o.train && layout.stages > 1) {
+    AssignDevicesOptions assign;
+    assign.numDevices = layout.stages;
+    assign.splitAt.assign(o.splitAt.begin(), o.splitAt.end());
+    pm.addPass(createAssignDevices(assign));
+  }
   // Training differentiates the graph as imported, before any fusion.
   if (o.train) {
     PrepareTrainingOptions prepare;
@@ -148,8 +189,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
 
   // Placement: cut by hand, or chosen by the cost model, which explicit
   // strategies constrain.
-  if (sliced) {
-    pm.addPass(createReplicateTraining({replicas, microBatches}));
+  if (replicated) {
+    pm.addPass(createReplicateTraining(
+        {replicas, microBatches, layout.stages, layout.schedule}));
   } else if (!o.splitAt.empty()) {
     AssignDevicesOptions assign;
     auto topo = topologyOf(o);
@@ -175,7 +217,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
         o.train && o.explain == "json" ? std::string() : std::string(o.explain);
     pm.addPass(createSearchPlacement(search));
   }
-  pm.addPass(createInsertTransfers());
+  // A training pipeline's devices run many chunks between a send and its
+  // use: each receives where it needs the value.
+  pm.addPass(createInsertTransfers({replicated && layout.stages > 1}));
   pm.addPass(createVerifyPlacement());
 
   // The plan dialect.

@@ -48,6 +48,11 @@ struct CompilePipelineOptions
       *this, "micro-batches",
       llvm::cl::desc("Micro-batches for pipelining (0: searched)"),
       llvm::cl::init(0)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("Pipeline schedule: gpipe or 1f1b (training; auto: "
+                     "1f1b, as fast with fewer activations kept)"),
+      llvm::cl::init("auto")};
   Option<std::string> costTable{
       *this, "cost-table",
       llvm::cl::desc("Measured kernel times (partc-run --profile), files "
@@ -128,6 +133,17 @@ struct CompilePipelineOptions
 /// Checks the options together (the topology parses, stages x replicas fit
 /// the devices, the strategy admits them); the error, or "".
 std::string checkCompileOptions(const CompilePipelineOptions &options);
+
+/// How a training step is spread: replicas x stages devices, each
+/// replica's batch in micro-batches, and the pipeline's schedule.
+struct TrainingLayout {
+  int64_t replicas = 1, stages = 1, microBatches = 1;
+  std::string schedule = "1f1b";
+};
+
+/// The layout the options ask for (after checkCompileOptions): explicit
+/// --stages/--replicas/--split-at/--strategy, else data parallelism.
+TrainingLayout trainingLayout(const CompilePipelineOptions &options);
 
 /// Graph optimizations, placement (searched, or cut by hand with
 /// split-at), transfers and their verification, then, with `lower`, the

@@ -1,6 +1,6 @@
 //===- InsertTransfers.cpp - partc-insert-transfers -----------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 
@@ -13,6 +13,7 @@ namespace mlir::partc {
 namespace {
 struct InsertTransfersPass
     : public impl::InsertTransfersBase<InsertTransfersPass> {
+  using InsertTransfersBase::InsertTransfersBase;
   void runOnOperation() override {
     auto func = getMainFunction(getOperation());
     if (failed(func))
@@ -37,12 +38,19 @@ struct InsertTransfersPass
           continue;
         Value &transfer = moved[{v, *device}];
         if (!transfer) {
-          builder.setInsertionPointAfter(v.getDefiningOp());
+          // The ops are visited in order: this is the first reader there.
+          if (atFirstUse)
+            builder.setInsertionPoint(op);
+          else
+            builder.setInsertionPointAfter(v.getDefiningOp());
           auto t = graph::TransferOp::create(
               builder, v.getDefiningOp()->getLoc(), v.getType(), v,
               builder.getI64IntegerAttr(*from),
               builder.getI64IntegerAttr(*device));
           graph::setDevice(t, *device);
+          if (atFirstUse)
+            t->setAttr(graph::GraphDialect::kReceiveAtUseAttrName,
+                       builder.getUnitAttr());
           if (auto mb = v.getDefiningOp()->getAttr(
                   graph::GraphDialect::kMicroBatchAttrName))
             t->setAttr(graph::GraphDialect::kMicroBatchAttrName, mb);

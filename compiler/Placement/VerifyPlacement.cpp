@@ -4,6 +4,7 @@
 
 #include "dialects/Graph/GraphOps.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/InterleavedRange.h"
 
@@ -24,6 +25,7 @@ struct VerifyPlacementPass
       return signalPassFailure();
     int64_t numDevices = getNumDevices(module);
     bool ok = true;
+    llvm::DenseSet<Value> updated;
     for (Operation &op : func->getBody().front()) {
       if (isa<graph::ConstantOp, func::ReturnOp>(op))
         continue;
@@ -55,7 +57,16 @@ struct VerifyPlacementPass
         }
         continue;
       }
+      if (auto update = dyn_cast<graph::StateUpdateOpInterface>(op))
+        for (unsigned i : update.getUpdatedOperands())
+          updated.insert(op.getOperand(i));
       if (auto transfer = dyn_cast<graph::TransferOp>(op)) {
+        if (updated.contains(transfer.getInput())) {
+          op.emitError() << "moves state that an update before it already "
+                            "changed; a transfer of state must come before "
+                            "the state's update";
+          ok = false;
+        }
         Operation *src = transfer.getInput().getDefiningOp();
         if (!src || graph::getDevice(src) != int64_t(transfer.getSource())) {
           op.emitError() << "moves a value that is not produced on its "

@@ -181,6 +181,8 @@ LogicalResult OptimizerBuilder::run() {
   summary += " weight_decay=" + str(o_.weightDecay);
   recordPlacement(func_->getParentOfType<ModuleOp>(), "training_optimizer",
                   summary);
+  // On a pipeline's stages: each update and its state with its gradient.
+  placeUnplacedOps(func_);
   return success();
 }
 

@@ -24,12 +24,25 @@ bool isFloatTensor(Value v) {
   return t && isa<FloatType>(t.getElementType());
 }
 
+/// Puts every op built while differentiating an op on that op's device:
+/// a training pipeline's stages are cut on the forward graph, and each
+/// backward op runs where its forward op does.
+struct PlaceLikeForward : OpBuilder::Listener {
+  std::optional<int64_t> device;
+  void notifyOperationInserted(Operation *op, OpBuilder::InsertPoint) override {
+    if (device && !isa<graph::ConstantOp, func::ReturnOp>(op))
+      graph::setDevice(op, *device);
+  }
+};
+
 class Differentiator {
 public:
   Differentiator(ModuleOp module, func::FuncOp func, StringRef loss,
                  StringRef output, ArrayRef<std::string> frozen)
       : module_(module), func_(func), builder_(module.getContext()),
-        lossKind_(loss), outputName_(output), frozen_(frozen) {}
+        lossKind_(loss), outputName_(output), frozen_(frozen) {
+    builder_.setListener(&placeLikeForward_);
+  }
 
   LogicalResult run();
 
@@ -45,6 +58,7 @@ private:
   ModuleOp module_;
   func::FuncOp func_;
   OpBuilder builder_;
+  PlaceLikeForward placeLikeForward_;
   StringRef lossKind_, outputName_;
   ArrayRef<std::string> frozen_;
   /// Trainable parameters, in graph order.
@@ -226,6 +240,7 @@ LogicalResult Differentiator::buildBackward(Value loss,
                 builder_.getZeroAttr(
                     cast<ShapedType>(r.getType()).getElementType())));
     SmallVector<Value> operandGrads(op->getNumOperands());
+    placeLikeForward_.device = graph::getDevice(op);
     if (failed(rule.buildGradient(builder_, resultGrads, needed, operandGrads)))
       return failure();
     for (auto [v, g] : llvm::zip(op->getOperands(), operandGrads))
@@ -269,6 +284,9 @@ LogicalResult Differentiator::run() {
   Value labelsArg = body.getArgument(labelsIndex);
 
   builder_.setInsertionPoint(ret);
+  // The loss where the output is computed.
+  if (Operation *def = output.getDefiningOp())
+    placeLikeForward_.device = graph::getDevice(def);
   auto loss = buildLoss(output, labelsArg);
   if (failed(loss))
     return failure();
@@ -321,6 +339,7 @@ LogicalResult Differentiator::run() {
       func_.setResultAttr(i, graph::GraphDialect::kGradientOfAttrName,
                           builder_.getStringAttr(n.second));
   }
+  placeUnplacedOps(func_);
   recordPlacement(module_, "training_loss", lossKind_);
   recordPlacement(module_, "training_parameters",
                   std::to_string(trained.size()));

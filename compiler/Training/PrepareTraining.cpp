@@ -177,6 +177,8 @@ struct PrepareTrainingPass
     for (auto [op, variable] : variables)
       if (op->use_empty())
         op->erase();
+    // A pipeline's stages are cut before training: new ops join theirs.
+    placeUnplacedOps(*func);
     if (!norms.empty())
       recordPlacement(getOperation(), "training_batch_norms",
                       std::to_string(norms.size()) +

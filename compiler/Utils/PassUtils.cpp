@@ -61,6 +61,93 @@ void setNumDevices(ModuleOp module, int64_t n) {
       IntegerAttr::get(IntegerType::get(module.getContext(), 64), n));
 }
 
+void placeUnplacedOps(func::FuncOp func) {
+  Block &body = func.getBody().front();
+  auto needsDevice = [](Operation &op) {
+    return !isa<graph::ConstantOp, func::ReturnOp>(op) &&
+           !graph::getDevice(&op);
+  };
+  auto placedDef = [](Value v) -> std::optional<int64_t> {
+    Operation *def = v.getDefiningOp();
+    if (!def || isa<graph::VariableOp>(def))
+      return std::nullopt;
+    auto device = graph::getDevice(def);
+    if (device == graph::kHostDevice)
+      return std::nullopt;
+    return device;
+  };
+  if (llvm::none_of(body, [](Operation &op) {
+        return graph::getDevice(&op).has_value();
+      }))
+    return;
+  // Computations: users first (in reverse, so chains resolve), else the
+  // latest placed operand.
+  for (Operation &op : llvm::reverse(body)) {
+    if (!needsDevice(op) ||
+        isa<graph::VariableOp, graph::StateUpdateOpInterface>(op))
+      continue;
+    std::optional<int64_t> first;
+    Operation *firstUser = nullptr;
+    for (Operation *user : op.getUsers())
+      if (auto d = graph::getDevice(user);
+          d && *d != graph::kHostDevice &&
+          (!firstUser || user->isBeforeInBlock(firstUser))) {
+        firstUser = user;
+        first = d;
+      }
+    if (first)
+      graph::setDevice(&op, *first);
+  }
+  for (Operation &op : body) {
+    if (!needsDevice(op) ||
+        isa<graph::VariableOp, graph::StateUpdateOpInterface>(op))
+      continue;
+    std::optional<int64_t> latest;
+    for (Value v : op.getOperands())
+      if (auto d = placedDef(v))
+        latest = std::max(latest.value_or(0), *d);
+    if (latest)
+      graph::setDevice(&op, *latest);
+  }
+  // An update where what it reads is computed (its gradient, its batch's
+  // statistics); a variable with its first user; an update left with its
+  // variable.
+  for (auto update : body.getOps<graph::StateUpdateOpInterface>()) {
+    Operation *op = update.getOperation();
+    if (!needsDevice(*op))
+      continue;
+    SmallVector<unsigned> written = update.getUpdatedOperands();
+    for (auto [i, v] : llvm::enumerate(op->getOperands()))
+      if (!llvm::is_contained(written, i))
+        if (auto d = placedDef(v)) {
+          graph::setDevice(op, *d);
+          break;
+        }
+  }
+  for (auto variable : body.getOps<graph::VariableOp>()) {
+    if (!needsDevice(*variable))
+      continue;
+    Operation *firstUser = nullptr;
+    for (Operation *user : variable->getUsers())
+      if (graph::getDevice(user) &&
+          (!firstUser || user->isBeforeInBlock(firstUser)))
+        firstUser = user;
+    if (firstUser)
+      graph::setDevice(variable, *graph::getDevice(firstUser));
+  }
+  for (auto update : body.getOps<graph::StateUpdateOpInterface>()) {
+    Operation *op = update.getOperation();
+    if (!needsDevice(*op))
+      continue;
+    for (unsigned i : update.getUpdatedOperands())
+      if (Operation *def = op->getOperand(i).getDefiningOp())
+        if (auto d = graph::getDevice(def)) {
+          graph::setDevice(op, *d);
+          break;
+        }
+  }
+}
+
 bool isHostValue(Value v) {
   Operation *def = v.getDefiningOp();
   if (!def)

@@ -31,6 +31,13 @@ void recordPlacement(ModuleOp module, StringRef key, StringRef value);
 /// constants and host-side slices of arguments.
 bool isHostValue(Value v);
 
+/// Gives every op of a placed @main that a pass created without a device
+/// (a variable, an optimizer update, a rewritten op) the device its
+/// neighbours imply: an op its first placed user's (else its placed
+/// operands'), an update its gradient's or statistics', a variable its
+/// first user's. Does nothing where no op is placed (before placement).
+void placeUnplacedOps(func::FuncOp func);
+
 /// Recomputes `op`'s result types from its operands and attributes (after
 /// they changed), through its InferTypeOpInterface.
 LogicalResult reinferTypes(Operation *op);

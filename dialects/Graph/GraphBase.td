@@ -53,6 +53,11 @@ def Graph_Dialect : Dialect {
     /// partc-slice-batch cut to one of this many equal slices.
     static constexpr ::llvm::StringLiteral kBatchSliceAttrName =
         "graph.batch_slice";
+    /// Name of the unit attribute of a graph.transfer placed at its first
+    /// reader (partc-insert-transfers at-first-use): its source sends right
+    /// after computing the value and waits for the receipt there.
+    static constexpr ::llvm::StringLiteral kReceiveAtUseAttrName =
+        "graph.receive_at_use";
   }];
 }
 

@@ -44,6 +44,12 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kNameAttrName || name == kGradientOfAttrName)
     return success(isa<StringAttr>(attr.getValue()));
+  if (name == kReceiveAtUseAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()) || !isa<TransferOp>(op))
+      return op->emitError()
+             << "'" << name << "' is a unit attribute of graph.transfer";
+    return success();
+  }
   if (name == kInitializerAttrName) {
     if (!isa<StringAttr>(attr.getValue()) || !isa<ConstantOp>(op))
       return op->emitError()

@@ -1,4 +1,4 @@
-"""Checks data-parallel training against one device and against DDP.
+"""Checks training across devices against one device and against DDP.
 
   check_parallel.py BIN_DIR WORK_DIR [partc-run options...]
 
@@ -17,16 +17,26 @@ Gradient accumulation (--micro-batches M) is checked the same way: on one
 device and on 2 replicas, the M micro-batches' mean gradient must give the
 1-device plan's steps.
 
+Training pipelines are checked the same way: S stages (--strategy
+pipeline, the stages cut by the cost model) with M micro-batches under
+the 1F1B and GPipe schedules, and hybrids of S stages x R replicas, must
+give the 1-device plan's steps.
+
 Batch normalization is the exception, as in DistributedDataParallel: each
 replica normalizes with its own share's statistics. That case is checked
 against DDP's arithmetic in PyTorch float32 (N model replicas, each on its
 rows, gradients averaged, replica 0's running statistics saved) within
-1e-4.
+1e-4. Under micro-batches (accumulation, pipelines) batch norm normalizes
+each micro-batch with its own statistics and moves the running ones once
+per micro-batch, as PyTorch's accumulation loop and the tutorial's
+hand-made pipeline do; that is checked against such a loop in PyTorch.
 
 Prints one line per case and plan; exits 1 if any fails. PARTC_CONFIGS
-(default "2x1,4x1,1x2,1x4,2x2": devices x micro-batches) lists the plans
-to check, for GPU machines with fewer GPUs than plan devices and no
---devices-per-gpu.
+(default below) lists the plans to check, for GPU machines with fewer
+GPUs than plan devices and no --devices-per-gpu: NxM is N data-parallel
+devices with M micro-batches each, pipeSxM and gpipeSxM an S-stage
+pipeline (1F1B, GPipe) of M micro-batches, hybridSxRxM S stages x R
+replicas.
 """
 import copy
 import inspect
@@ -51,8 +61,37 @@ BIN, WORK = sys.argv[1], sys.argv[2]
 RUN_OPTIONS = sys.argv[3:]
 STATE_TOLERANCE = 1e-4 if "cuda" in RUN_OPTIONS else 1e-5
 STEPS = 10
-CONFIGS = [tuple(int(n) for n in c.split("x")) for c in
-           os.environ.get("PARTC_CONFIGS", "2x1,4x1,1x2,1x4,2x2").split(",")]
+DEFAULT_CONFIGS = ("2x1,4x1,1x2,1x4,2x2,pipe2x4,gpipe2x4,pipe4x4,gpipe4x2,"
+                   "pipe2x1,hybrid2x2x2")
+
+
+def parse_config(token):
+    """(label, devices, partc compile options) of one PARTC_CONFIGS entry."""
+    kind = token.rstrip("0123456789x")
+    n = [int(v) for v in token[len(kind):].split("x")]
+    if kind == "":
+        devices, micro = n
+        return (f"devices={devices} micro-batches={micro}", devices,
+                ["--devices", str(devices), "--micro-batches", str(micro)] +
+                (["--strategy", "data"] if devices > 1 else []))
+    if kind in ("pipe", "gpipe"):
+        stages, micro = n
+        schedule = "1f1b" if kind == "pipe" else "gpipe"
+        return (f"pipeline stages={stages} micro-batches={micro} {schedule}",
+                stages, ["--devices", str(stages), "--strategy", "pipeline",
+                         "--micro-batches", str(micro)] +
+                (["--schedule", schedule] if micro > 1 else []))
+    if kind == "hybrid":
+        stages, replicas, micro = n
+        return (f"hybrid stages={stages} replicas={replicas} "
+                f"micro-batches={micro}", stages * replicas,
+                ["--devices", str(stages * replicas), "--stages", str(stages),
+                 "--replicas", str(replicas), "--micro-batches", str(micro)])
+    sys.exit(f"unknown PARTC_CONFIGS entry '{token}'")
+
+
+CONFIGS = [parse_config(c) for c in
+           os.environ.get("PARTC_CONFIGS", DEFAULT_CONFIGS).split(",")]
 os.makedirs(WORK, exist_ok=True)
 warnings.filterwarnings("ignore")
 torch.set_num_threads(2)
@@ -73,29 +112,30 @@ def state_file(directory, name):
         for c in name) + ".npy")
 
 
-def export(net, x, path):
-    """torch.onnx.export for training; returns the weights as exported."""
+def export(net, x, path, fold=True):
+    """torch.onnx.export for training; returns the weights as exported.
+    Without `fold` the exporter keeps tied weights one initializer."""
     legacy = ({"dynamo": False} if "dynamo" in inspect.signature(
         torch.onnx.export).parameters else {})
     torch.onnx.export(copy.deepcopy(net), x, path, opset_version=13,
                       input_names=["input"], output_names=["output"],
-                      training=torch.onnx.TrainingMode.TRAINING, **legacy)
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=fold, **legacy)
     exported = {t.name: torch.from_numpy(numpy_helper.to_array(t).copy())
                 for t in onnx.load(path).graph.initializer}
     net.load_state_dict({k: exported.get(k, v)
                          for k, v in net.state_dict().items()})
 
 
-def train_partc(work, devices, batches, options, tag, micro=1):
-    """Compiles for `devices` and `micro` micro-batches and runs STEPS steps
-    over `batches` (a list of (x, labels)); returns the losses and the
+def train_partc(work, placement, batches, options, tag):
+    """Compiles with the `placement` options and runs STEPS steps over
+    `batches` (a list of (x, labels)); returns the losses and the
     --save-state directory."""
     plan = os.path.join(work, f"{tag}.plan")
     x0 = batches[0][0]
     run(f"{BIN}/partc", "compile", os.path.join(work, "model.onnx"), "-o",
         plan, "--batch", str(x0.shape[0]), "--train", "--quiet",
-        "--devices", str(devices), "--micro-batches", str(micro),
-        *(["--strategy", "data"] if devices > 1 else []), *options)
+        *placement, *options)
     data = os.path.join(work, "data")
     os.makedirs(data, exist_ok=True)
     np.save(os.path.join(data, "input.npy"),
@@ -142,22 +182,23 @@ def states_of(directory):
             for f in sorted(os.listdir(directory)) if f.endswith(".npy")}
 
 
-def check_against_one_device(name, net, batches, options, adamw=False):
+def check_against_one_device(name, net, batches, options, adamw=False,
+                             fold=True):
     """N-device and M-micro-batch plans against the 1-device plan."""
     work = os.path.join(WORK, name)
     os.makedirs(work, exist_ok=True)
-    export(net, batches[0][0], os.path.join(work, "model.onnx"))
-    one, one_state = train_partc(work, 1, batches, options, "one")
+    export(net, batches[0][0], os.path.join(work, "model.onnx"), fold)
+    one, one_state = train_partc(work, [], batches, options, "one")
     want = states_of(one_state)
-    for devices, micro in CONFIGS:
-        losses, state = train_partc(work, devices, batches, options,
-                                    f"dp{devices}x{micro}", micro)
+    for label, _, placement in CONFIGS:
+        losses, state = train_partc(work, placement, batches, options,
+                                    label.replace(" ", "_"))
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, one)), default=1.0)
         err, worst = compare_states(state, want, skip_key_bias=adamw)
         ok = (len(losses) == STEPS and loss_err <= 1e-5
               and err <= STATE_TOLERANCE)
-        report(f"{name} devices={devices} micro-batches={micro}", ok,
+        report(f"{name} {label}", ok,
                f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "
                f"within {loss_err:.1e} of 1 device's, {len(want)} state "
                f"tensors within {err:.1e} ({worst})")
@@ -170,7 +211,9 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
     export(net, batches[0][0], os.path.join(work, "model.onnx"))
     options = ["--loss", "cross-entropy", "--optimizer", "sgd", "--lr",
                str(lr), "--momentum", "0.9"]
-    for devices in sorted({d for d, _ in CONFIGS if d > 1}):
+    data_parallel = [d for label, d, _ in CONFIGS
+                     if label.startswith("devices=") and d > 1]
+    for devices in sorted(set(data_parallel)):
         replicas = [copy.deepcopy(net) for _ in range(devices)]
         optimizers = [torch.optim.SGD(r.parameters(), lr=lr, momentum=0.9)
                       for r in replicas]
@@ -194,8 +237,9 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
             for opt in optimizers:
                 opt.step()
             want_losses.append(sum(losses) / devices)
-        losses, state = train_partc(work, devices, batches, options,
-                                    f"dp{devices}")
+        losses, state = train_partc(
+            work, ["--devices", str(devices), "--strategy", "data"], batches,
+            options, f"dp{devices}")
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, want_losses)), default=1.0)
         want = {os.path.basename(state_file("", k)): v.double().numpy()
@@ -208,6 +252,52 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
                f"step's loss within {loss_err:.1e} of DDP's, {len(want)} "
                f"tensors (replica 0's running statistics) within {err:.1e} "
                f"({worst})")
+
+
+def check_batch_norm_micro_batches(name, net, batches, lr):
+    """Batch norm under micro-batches: PyTorch's accumulation loop (each
+    micro-batch normalized by its own statistics, the running ones moved
+    once per micro-batch, one optimizer step)."""
+    work = os.path.join(WORK, name)
+    os.makedirs(work, exist_ok=True)
+    export(net, batches[0][0], os.path.join(work, "model.onnx"))
+    options = ["--loss", "cross-entropy", "--optimizer", "sgd", "--lr",
+               str(lr), "--momentum", "0.9"]
+    for label, _, placement in CONFIGS:
+        micro = int(placement[placement.index("--micro-batches") + 1])
+        if micro < 2 or "--replicas" in placement or (
+                "--strategy" in placement and "data" in placement):
+            continue
+        model = copy.deepcopy(net)
+        opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+        want_losses = []
+        for step in range(STEPS):
+            x, y = batches[step % len(batches)]
+            rows = x.shape[0] // micro
+            opt.zero_grad()
+            total = 0.0
+            for k in range(micro):
+                loss = torch.nn.functional.cross_entropy(
+                    model(x[k * rows:(k + 1) * rows]),
+                    y[k * rows:(k + 1) * rows])
+                (loss / micro).backward()
+                total += loss.item() / micro
+            opt.step()
+            want_losses.append(total)
+        losses, state = train_partc(work, placement, batches, options,
+                                    label.replace(" ", "_"))
+        loss_err = max((abs(g - w) / max(abs(w), 1e-3)
+                        for g, w in zip(losses, want_losses)), default=1.0)
+        want = {os.path.basename(state_file("", k)): v.double().numpy()
+                for k, v in model.state_dict().items()
+                if v.is_floating_point()}
+        err, worst = compare_states(state, want)
+        ok = len(losses) == STEPS and loss_err <= 1e-4 and err <= 1e-4
+        report(f"{name} {label}", ok,
+               f"loss {want_losses[0]:.6g} -> {want_losses[-1]:.6g}; every "
+               f"step's loss within {loss_err:.1e} of PyTorch's "
+               f"accumulation, {len(want)} tensors (running statistics "
+               f"included) within {err:.1e} ({worst})")
 
 
 # Chainer's MNIST MLP, momentum SGD, two batches of 32.
@@ -245,6 +335,16 @@ check_against_one_device("tiny_gpt_dropout_adamw", net, batches,
                          ["--loss", "cross-entropy", "--optimizer", "adamw",
                           "--lr", "0.001"], adamw=True)
 
+# GPT-2's tied embedding: one weight read by the first and the last
+# stage of a pipeline (moved to the last, updated after both reads).
+torch.manual_seed(5)
+net = TinyGpt(tied=True)
+batches = [(torch.randint(0, 50, (8, 8)), torch.randint(0, 50, (8, 8)))
+           for _ in range(2)]
+check_against_one_device("tiny_gpt_tied_sgd", net, batches,
+                         ["--loss", "cross-entropy", "--optimizer", "sgd",
+                          "--lr", "0.1", "--momentum", "0.9"], fold=False)
+
 # Batch norm keeps each replica's statistics, as DDP does.
 torch.manual_seed(4)
 net = torch.nn.Sequential(
@@ -255,6 +355,7 @@ net = torch.nn.Sequential(
 batches = [(torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,)))
            for _ in range(2)]
 check_batch_norm_against_ddp("cnn_batch_norm", net, batches, 0.05)
+check_batch_norm_micro_batches("cnn_batch_norm_micro", net, batches, 0.05)
 
 print("some failed" if failed else "all passed")
 sys.exit(1 if failed else 0)

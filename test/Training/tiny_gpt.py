@@ -38,14 +38,16 @@ class Block(torch.nn.Module):
 
 class TinyGpt(torch.nn.Module):
     def __init__(self, vocab=50, width=32, heads=4, length=8, layers=2,
-                 dropout=0.0):
+                 dropout=0.0, tied=False):
         super().__init__()
         self.tok = torch.nn.Embedding(vocab, width)
         self.pos = torch.nn.Parameter(torch.randn(length, width) * 0.1)
         self.blocks = torch.nn.ModuleList(
             Block(width, heads, length, dropout) for _ in range(layers))
         self.ln = torch.nn.LayerNorm(width)
-        self.head = torch.nn.Linear(width, vocab)
+        self.head = torch.nn.Linear(width, vocab, bias=not tied)
+        if tied:  # GPT-2's output projection is its token embedding
+            self.head.weight = self.tok.weight
 
     def forward(self, tokens):
         x = self.tok(tokens) + self.pos

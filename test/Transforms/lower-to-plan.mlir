@@ -97,3 +97,32 @@ module attributes {graph.num_devices = 2 : i64} {
     return %a0 : tensor<4xf32>
   }
 }
+
+// -----
+
+// Tests a transfer received at its first reader (training pipelines): the
+// source sends right after computing the value, before its later work,
+// and waits for the receipt where the transfer stands; no wait before its
+// next send to the same device.
+// CHECK-LABEL: plan.program
+// CHECK: plan.device 0 {
+// CHECK:   plan.kernel "relu"(%{{.*}}) -> (%[[A:.*]]) {params = {}}
+// CHECK-NEXT:   plan.send %[[A]] to 1 channel 0 :
+// CHECK:   plan.kernel "neg"(%[[A]]) -> (%[[B:.*]]) {params = {}}
+// CHECK-NEXT:   plan.send %[[B]] to 1 channel 1 :
+// CHECK-NEXT:   plan.wait_consumed 0
+// CHECK-NEXT:   plan.wait_consumed 1
+// CHECK-NEXT: }
+// CHECK: plan.device 1 {
+// CHECK:   plan.recv %{{.*}} from 0 channel 0
+// CHECK:   plan.recv %{{.*}} from 0 channel 1
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%x: tensor<4xf32> {graph.name = "x"}) -> (tensor<4xf32> {graph.name = "y"}) {
+    %a = graph.relu %x {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %b = graph.neg %a {graph.device = 0 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %ta = graph.transfer %a {graph.device = 1 : i64, graph.receive_at_use, source = 0 : i64, target = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %tb = graph.transfer %b {graph.device = 1 : i64, graph.receive_at_use, source = 0 : i64, target = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %y = graph.add %ta, %tb {graph.device = 1 : i64} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}

@@ -21,7 +21,7 @@ func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 4 : i64}) -> tensor<f32
 
 // Tests that a step returning something the replicas cannot average (an
 // integer) is refused.
-// expected-error@+1 {{result 0 is 'tensor<2x3xi64>'; a data-parallel training step returns f32 losses and gradients, which the replicas average}}
+// expected-error@+1 {{result 0 is 'tensor<2x3xi64>'; a replicated or pipelined training step returns f32 losses and gradients, which it averages}}
 func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 2 : i64}) -> tensor<2x3xi64> {
   %i = graph.cast %x {to = i64} : (tensor<2x3xf32>) -> tensor<2x3xi64>
   return %i : tensor<2x3xi64>

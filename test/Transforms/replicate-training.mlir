@@ -14,9 +14,10 @@
 func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 2 : i64, graph.name = "x"},
                 %labels: tensor<2x2xf32> {graph.batch_slice = 2 : i64, graph.name = "labels"})
     -> (tensor<f32> {graph.name = "loss"}) {
-  // CHECK: %[[W0:.*]] = graph.variable {graph.device = 0 : i64, name = "w", role = "parameter"
   // CHECK: %[[X0:.*]] = graph.slice %arg0 {ends = array<i64: 2, 3>, graph.device = -1 : i64, starts = array<i64: 0, 0>
   // CHECK: %[[L0:.*]] = graph.slice %arg1 {ends = array<i64: 2, 2>, graph.device = -1 : i64, starts = array<i64: 0, 0>
+  // CHECK: %[[X1:.*]] = graph.slice %arg0 {ends = array<i64: 4, 3>, graph.device = -1 : i64, starts = array<i64: 2, 0>
+  // CHECK: %[[W0:.*]] = graph.variable {graph.device = 0 : i64, name = "w", role = "parameter"
   // CHECK: %[[Y0:.*]] = graph.matmul %[[X0]], %[[W0]] {graph.device = 0 : i64}
   // CHECK: %[[D0:.*]] = graph.sub %[[Y0]], %[[L0]] {graph.device = 0 : i64}
   // CHECK: %[[LOSS0:.*]] = graph.reduce_mean
@@ -25,7 +26,7 @@ func.func @main(%x: tensor<2x3xf32> {graph.batch_slice = 2 : i64, graph.name = "
   // CHECK: %[[AVG0:.*]] = graph.all_reduce %[[G0]] {devices = array<i64: 0, 1>, graph.device = 0 : i64, group = 1 : i64}
   // CHECK: graph.sgd_update %[[W0]], %[[AVG0]] {graph.device = 0 : i64
   // CHECK: %[[W1:.*]] = graph.variable {graph.device = 1 : i64, name = "w", role = "parameter"
-  // CHECK: %[[X1:.*]] = graph.slice %arg0 {ends = array<i64: 4, 3>, graph.device = -1 : i64, starts = array<i64: 2, 0>
+  // CHECK: graph.matmul %[[X1]], %[[W1]] {graph.device = 1 : i64}
   // CHECK: graph.all_reduce {{.*}} {devices = array<i64: 0, 1>, graph.device = 1 : i64, group = 0 : i64}
   // CHECK: %[[AVG1:.*]] = graph.all_reduce {{.*}} {devices = array<i64: 0, 1>, graph.device = 1 : i64, group = 1 : i64}
   // CHECK: graph.sgd_update %[[W1]], %[[AVG1]] {graph.device = 1 : i64
@@ -67,16 +68,17 @@ func.func @main(%x: tensor<2x4xf32> {graph.batch_slice = 2 : i64}) -> (tensor<f3
 // Tests gradient accumulation on one device (2 micro-batches, no replica
 // to average with): each micro-batch reads its rows, its gradient is added
 // to the running sum as soon as it is computed, the sum is halved, and
-// the one update reads the mean; the loss is the micro-batches' mean. No
+// the one update reads the mean; the loss is the micro-batches' mean. One
+// micro-batch's forward and backward ops run before the next's. No
 // all_reduce.
 // MICRO-LABEL: func @main(%arg0: tensor<4x3xf32> {graph.name = "micro"})
 // MICRO-NOT: graph.all_reduce
 // MICRO: %[[HALF:.*]] = graph.constant {value = dense<5.000000e-01> : tensor<f32>}
-// MICRO: %[[W:.*]] = graph.variable {graph.device = 0 : i64, name = "w"
 // MICRO: graph.slice %arg0 {ends = array<i64: 2, 3>, graph.device = -1 : i64, starts = array<i64: 0, 0>
+// MICRO: graph.slice %arg0 {ends = array<i64: 4, 3>, graph.device = -1 : i64, starts = array<i64: 2, 0>
+// MICRO: %[[W:.*]] = graph.variable {graph.device = 0 : i64, name = "w"
 // MICRO: %[[L0:.*]] = graph.reduce_mean
 // MICRO: %[[G0:.*]] = graph.gemm
-// MICRO: graph.slice %arg0 {ends = array<i64: 4, 3>, graph.device = -1 : i64, starts = array<i64: 2, 0>
 // MICRO: %[[L1:.*]] = graph.reduce_mean
 // MICRO: %[[LS:.*]] = graph.add %[[L0]], %[[L1]] {graph.device = 0 : i64}
 // MICRO: %[[LM:.*]] = graph.mul %[[LS]], %[[HALF]] {graph.device = 0 : i64}

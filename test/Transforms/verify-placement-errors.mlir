@@ -85,3 +85,18 @@ module attributes {graph.num_devices = 2 : i64} {
     return %a0 : tensor<4xf32>
   }
 }
+
+// -----
+
+// Tests that a transfer of state after the state's update is refused: the
+// receiver would read the next step's value.
+module attributes {graph.num_devices = 2 : i64} {
+  func.func @main(%g: tensor<4xf32>) -> tensor<4xf32> {
+    %w = graph.variable {graph.device = 0 : i64, name = "w", role = "parameter", value = dense<0.5> : tensor<4xf32>} : tensor<4xf32>
+    graph.sgd_update %w, %g {graph.device = 0 : i64, lr = 0.1 : f64} : tensor<4xf32>, tensor<4xf32>
+    // expected-error@+1 {{moves state that an update before it already changed; a transfer of state must come before the state's update}}
+    %t = graph.transfer %w {graph.device = 1 : i64, source = 0 : i64, target = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    %y = graph.relu %t {graph.device = 1 : i64} : (tensor<4xf32>) -> tensor<4xf32>
+    return %y : tensor<4xf32>
+  }
+}

@@ -37,6 +37,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -83,6 +84,11 @@ static cl::opt<int64_t>
     microBatches("micro-batches",
                  cl::desc("Micro-batches for pipelining (default: searched)"),
                  cl::init(0));
+static cl::opt<std::string>
+    schedule("schedule",
+             cl::desc("Training pipeline schedule: gpipe or 1f1b (default: "
+                      "1f1b, the same bubble with fewer activations kept)"),
+             cl::init("auto"));
 static cl::opt<std::string>
     explain("explain", cl::desc("Print why the plan was chosen: text or json"),
             cl::ValueOptional, cl::init(""));
@@ -252,6 +258,8 @@ std::vector<int64_t> perDeviceMetadata(const ::partc::runtime::Plan &plan,
 /// What --explain says of a training plan's placement.
 struct TrainingFacts {
   int64_t batch = 0, microBatches = 1, allReduces = 0, allReduceBytes = 0;
+  int64_t stages = 1, replicas = 1, transfers = 0, transferBytes = 0;
+  std::string schedule;
   bool batchNorm = false;
 };
 
@@ -261,13 +269,25 @@ TrainingFacts trainingFacts(const ::partc::runtime::Plan &plan) {
   for (const auto &input : plan.inputs)
     if (input.name == "labels" && !input.type.shape.empty())
       f.batch = input.type.shape[0];
-  f.microBatches = std::max<int64_t>(
-      1, std::atoll(metadataOf(plan, "micro_batches").c_str()));
-  for (const auto &in : plan.devices[0].instructions)
-    if (in.op == ::partc::runtime::OpCode::AllReduce) {
-      ++f.allReduces;
-      f.allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
-    }
+  auto count = [&](const char *key) {
+    return std::max<int64_t>(1, std::atoll(metadataOf(plan, key).c_str()));
+  };
+  f.microBatches = count("micro_batches");
+  f.stages = count("stages");
+  f.replicas = count("replicas");
+  f.schedule = metadataOf(plan, "schedule");
+  // Each stage's replicas average its gradients: one group per gradient.
+  std::set<uint32_t> groups;
+  for (const auto &device : plan.devices)
+    for (const auto &in : device.instructions)
+      if (in.op == ::partc::runtime::OpCode::AllReduce &&
+          groups.insert(in.index).second) {
+        ++f.allReduces;
+        f.allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
+      } else if (in.op == ::partc::runtime::OpCode::Send) {
+        ++f.transfers;
+        f.transferBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
+      }
   f.batchNorm = std::any_of(
       plan.states.begin(), plan.states.end(),
       [](const auto &state) { return state.role == "running_mean"; });
@@ -314,36 +334,80 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
   size_t devices = plan.devices.size();
   TrainingFacts f = trainingFacts(plan);
   int64_t batch = f.batch, micro = f.microBatches;
+  int64_t perReplica = batch / f.replicas;
   std::string accumulation =
-      micro > 1 ? "  gradients accumulated over " + std::to_string(micro) +
-                      " micro-batches of " +
-                      std::to_string(batch / (int64_t(devices) * micro)) +
-                      " samples, one after another, before one update\n"
-                : "";
+      micro > 1
+          ? "  gradients accumulated over " + std::to_string(micro) +
+                " micro-batches of " + std::to_string(perReplica / micro) +
+                " samples" + (f.stages > 1 ? "" : ", one after another,") +
+                " before one update\n"
+          : "";
+  std::string batchNorm =
+      !f.batchNorm ? ""
+      : micro > 1
+          ? "  batch normalization normalizes each micro-batch with its own "
+            "statistics and moves the running ones once per micro-batch, as "
+            "PyTorch's accumulation loop does\n"
+      : f.replicas > 1
+          ? "  batch normalization normalizes with each replica's own "
+            "statistics, as DistributedDataParallel does without "
+            "SyncBatchNorm; --save-state and --save-onnx keep replica 0's "
+            "running statistics\n"
+          : "";
+  std::string allReduces =
+      f.replicas > 1
+          ? "  gradients averaged across replicas: " +
+                std::to_string(f.allReduces) + " all-reduces of " +
+                formatBytes(double(f.allReduceBytes)) +
+                " per step (the loss included), each started as soon as its "
+                "gradient is computed\n"
+          : "";
   if (devices < 2) {
-    llvm::outs() << "training placement: one device\n" << accumulation;
+    llvm::outs() << "training placement: one device\n"
+                 << accumulation << batchNorm;
+    return;
+  }
+  if (f.stages > 1) {
+    int64_t s = f.stages;
+    llvm::outs() << "training placement: pipeline of " << s << " stages"
+                 << (f.replicas > 1 ? " x " + std::to_string(f.replicas) +
+                                          " data-parallel replicas (stage s of "
+                                          "replica r on device r*" +
+                                          std::to_string(s) + "+s)"
+                                    : std::string(" (stage s on device s)"))
+                 << ", " << micro << " micro-batches of " << perReplica / micro
+                 << " samples per replica, schedule " << f.schedule << "\n"
+                 << accumulation
+                 << "  activations forward, gradients back: " << f.transfers
+                 << " transfers of " << formatBytes(double(f.transferBytes))
+                 << " per step\n"
+                 << "  idle share of each stage (the bubble, equal stage "
+                    "times): "
+                 << llvm::format("%.0f%%",
+                                 100.0 * double(s - 1) / double(micro + s - 1))
+                 << (f.schedule == "1f1b"
+                         ? "; 1F1B keeps at most S - s micro-batches' "
+                           "activations on stage s, GPipe all of them"
+                         : "; GPipe keeps all micro-batches' activations, "
+                           "1F1B at most S - s on stage s")
+                 << "\n"
+                 << allReduces << batchNorm
+                 << "  chosen by the options (--strategy pipeline, --stages, "
+                    "--split-at); with neither, training runs "
+                    "data-parallel: the cost model does not weigh training "
+                    "pipelines yet\n";
     return;
   }
   llvm::outs() << "training placement: data parallelism, " << devices
                << " replicas (one per device), each running the whole step "
                   "on "
-               << batch / static_cast<int64_t>(devices) << " of the batch's "
-               << batch
+               << perReplica << " of the batch's " << batch
                << " samples with its own copy of the parameters "
                   "and optimizer state\n"
-               << accumulation
-               << "  gradients averaged across replicas: " << f.allReduces
-               << " all-reduces of " << formatBytes(double(f.allReduceBytes))
-               << " per step (the loss included), each started as soon as "
-                  "its gradient is computed\n"
-               << (f.batchNorm
-                       ? "  batch normalization normalizes with each "
-                         "replica's own statistics, as DistributedDataParallel "
-                         "does without SyncBatchNorm; --save-state and "
-                         "--save-onnx keep replica 0's running statistics\n"
-                       : "")
-               << "  not chosen: pipelines (training pipelines are not built "
-                  "yet)\n";
+               << accumulation << allReduces << batchNorm
+               << "  not chosen: pipelines (--strategy pipeline, --stages or "
+                  "--split-at build them; the cost model does not weigh them "
+                  "for training yet)\n";
 }
 
 /// --explain=json of a training plan: the placement and each device's
@@ -369,11 +433,15 @@ void printTrainingJson(const ::partc::runtime::Plan &plan) {
   }
   llvm::json::Object training{
       {"strategy", metadataOf(plan, "strategy")},
-      {"replicas", int64_t(plan.devices.size())},
+      {"replicas", f.replicas},
+      {"stages", f.stages},
+      {"schedule", f.schedule},
       {"micro_batches", f.microBatches},
       {"batch", f.batch},
       {"all_reduces", f.allReduces},
       {"all_reduce_bytes", f.allReduceBytes},
+      {"transfers", f.transfers},
+      {"transfer_bytes", f.transferBytes},
       {"loss", metadataOf(plan, "training_loss")},
       {"optimizer", metadataOf(plan, "training_optimizer")},
       {"memory_bytes", std::move(devices)}};
@@ -396,6 +464,7 @@ int compile() {
   options.stages = stagesOpt;
   options.replicas = replicasOpt;
   options.microBatches = microBatches;
+  options.schedule = schedule;
   options.costTable = costTablePath;
   options.splitAt = SmallVector<std::string>(splitAt.begin(), splitAt.end());
   options.transfers = transfers;

@@ -7,6 +7,7 @@
 #include "dialects/Plan/PlanDialect.h"
 #include "runtime/kernels/Kernel.h"
 
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <map>
@@ -53,6 +54,8 @@ private:
   };
 
   LogicalResult lowerDevice(int64_t d);
+  LogicalResult lowerOp(Device &dev, Operation &op);
+  LogicalResult emitSend(Device &dev, graph::TransferOp transfer);
   FailureOr<Value> lookup(Device &dev, Value v, Location useLoc);
   Value alloc(Type tensorType, Location loc) {
     return plan::AllocOp::create(builder_, loc, bufferType(tensorType),
@@ -74,6 +77,8 @@ private:
   /// Where each graph value must be copied out: (output index, byte offset).
   DenseMap<Value, SmallVector<std::pair<unsigned, int64_t>>> stores_;
   DenseMap<Operation *, int64_t> channels_;
+  /// Transfers whose send is emitted (right after the value is computed).
+  llvm::DenseSet<Operation *> sent_;
   std::vector<Device> devices_;
 };
 
@@ -166,6 +171,78 @@ void Lowering::emitStores(Value graphValue, Value buffer, Location loc) {
                                 builder_.getI64IntegerAttr(offset));
 }
 
+/// Sends `transfer`'s value once. A transfer placed right after its
+/// value (inference) may have one send per target in flight: the source
+/// waits for the previous one's receipt first. One received at its first
+/// reader (training pipelines) is sent as soon as computed and waited for
+/// where the receiver takes it (lowerDevice), so that sends and receipts
+/// in different orders cannot deadlock.
+LogicalResult Lowering::emitSend(Device &dev, graph::TransferOp transfer) {
+  if (!sent_.insert(transfer.getOperation()).second)
+    return success();
+  int64_t channel = channels_.lookup(transfer);
+  int64_t target = transfer.getTarget();
+  auto src = lookup(dev, transfer.getInput(), transfer.getLoc());
+  if (failed(src))
+    return failure();
+  bool atUse = transfer->hasAttr(graph::GraphDialect::kReceiveAtUseAttrName);
+  auto pending = dev.pendingWait.find(target);
+  if (!atUse && pending != dev.pendingWait.end())
+    plan::WaitConsumedOp::create(builder_, transfer.getLoc(),
+                                 builder_.getI64IntegerAttr(pending->second));
+  plan::SendOp::create(builder_, transfer.getLoc(), *src,
+                       builder_.getI64IntegerAttr(channel),
+                       builder_.getI64IntegerAttr(target), transport_);
+  if (!atUse)
+    dev.pendingWait[target] = channel;
+  return success();
+}
+
+LogicalResult Lowering::lowerOp(Device &dev, Operation &op) {
+  SmallVector<Value> ins;
+  for (Value v : op.getOperands()) {
+    auto b = lookup(dev, v, op.getLoc());
+    if (failed(b))
+      return failure();
+    ins.push_back(*b);
+  }
+  if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
+    Value view = ins[0];
+    if (view.getType() != bufferType(op.getResult(0).getType()))
+      view = plan::ViewOp::create(
+          builder_, op.getLoc(), bufferType(op.getResult(0).getType()), ins[0]);
+    dev.buffers[op.getResult(0)] = view;
+    emitStores(op.getResult(0), view, op.getLoc());
+    return success();
+  }
+  if (auto reduce = dyn_cast<graph::AllReduceOp>(op)) {
+    Value target = alloc(reduce.getType(), op.getLoc());
+    plan::AllReduceOp::create(builder_, op.getLoc(), ins[0], target,
+                              reduce.getGroupAttr(), reduce.getDevicesAttr());
+    dev.buffers[reduce.getResult()] = target;
+    emitStores(reduce.getResult(), target, op.getLoc());
+    return success();
+  }
+  SmallVector<Value> outs;
+  for (Value r : op.getResults())
+    outs.push_back(alloc(r.getType(), op.getLoc()));
+  // An optimizer step writes the state it read. (Transfers of state to
+  // other devices come before its update; partc-verify-placement checks.)
+  if (auto update = dyn_cast<graph::StateUpdateOpInterface>(op))
+    for (unsigned i : update.getUpdatedOperands())
+      outs.push_back(ins[i]);
+  IntegerAttr microBatch =
+      op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kMicroBatchAttrName);
+  plan::KernelOp::create(builder_, op.getLoc(),
+                         builder_.getStringAttr(kernelNameFor(&op)),
+                         kernelParams(&op), ins, outs, microBatch);
+  for (auto [r, b] : llvm::zip(op.getResults(), outs)) {
+    dev.buffers[r] = b;
+    emitStores(r, b, op.getLoc());
+  }
+  return success();
+}
+
 LogicalResult Lowering::lowerDevice(int64_t d) {
   Device &dev = devices_[d];
   builder_.setInsertionPointToEnd(&dev.op.getBody().front());
@@ -174,18 +251,11 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
       int64_t channel = channels_.lookup(&op);
       int64_t source = transfer.getSource(), target = transfer.getTarget();
       if (source == d) {
-        auto src = lookup(dev, transfer.getInput(), op.getLoc());
-        if (failed(src))
+        if (failed(emitSend(dev, transfer)))
           return failure();
-        auto pending = dev.pendingWait.find(target);
-        if (pending != dev.pendingWait.end())
-          plan::WaitConsumedOp::create(
-              builder_, op.getLoc(),
-              builder_.getI64IntegerAttr(pending->second));
-        plan::SendOp::create(builder_, op.getLoc(), *src,
-                             builder_.getI64IntegerAttr(channel),
-                             builder_.getI64IntegerAttr(target), transport_);
-        dev.pendingWait[target] = channel;
+        if (op.hasAttr(graph::GraphDialect::kReceiveAtUseAttrName))
+          plan::WaitConsumedOp::create(builder_, op.getLoc(),
+                                       builder_.getI64IntegerAttr(channel));
       } else if (target == d) {
         Value buffer = alloc(op.getResult(0).getType(), op.getLoc());
         plan::RecvOp::create(builder_, op.getLoc(), buffer,
@@ -198,47 +268,16 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
     }
     if (graph::getDevice(&op) != d || isa<graph::VariableOp>(op))
       continue;
-    SmallVector<Value> ins;
-    for (Value v : op.getOperands()) {
-      auto b = lookup(dev, v, op.getLoc());
-      if (failed(b))
-        return failure();
-      ins.push_back(*b);
-    }
-    if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
-      Value view = ins[0];
-      if (view.getType() != bufferType(op.getResult(0).getType()))
-        view =
-            plan::ViewOp::create(builder_, op.getLoc(),
-                                 bufferType(op.getResult(0).getType()), ins[0]);
-      dev.buffers[op.getResult(0)] = view;
-      emitStores(op.getResult(0), view, op.getLoc());
-      continue;
-    }
-    if (auto reduce = dyn_cast<graph::AllReduceOp>(op)) {
-      Value target = alloc(reduce.getType(), op.getLoc());
-      plan::AllReduceOp::create(builder_, op.getLoc(), ins[0], target,
-                                reduce.getGroupAttr(), reduce.getDevicesAttr());
-      dev.buffers[reduce.getResult()] = target;
-      emitStores(reduce.getResult(), target, op.getLoc());
-      continue;
-    }
-    SmallVector<Value> outs;
-    for (Value r : op.getResults())
-      outs.push_back(alloc(r.getType(), op.getLoc()));
-    // An optimizer step writes the state it read.
-    if (auto update = dyn_cast<graph::StateUpdateOpInterface>(op))
-      for (unsigned i : update.getUpdatedOperands())
-        outs.push_back(ins[i]);
-    IntegerAttr microBatch =
-        op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kMicroBatchAttrName);
-    plan::KernelOp::create(builder_, op.getLoc(),
-                           builder_.getStringAttr(kernelNameFor(&op)),
-                           kernelParams(&op), ins, outs, microBatch);
-    for (auto [r, b] : llvm::zip(op.getResults(), outs)) {
-      dev.buffers[r] = b;
-      emitStores(r, b, op.getLoc());
-    }
+    if (failed(lowerOp(dev, op)))
+      return failure();
+    // Sent as soon as computed, wherever the receiver takes it.
+    for (Value result : op.getResults())
+      for (Operation *user : result.getUsers())
+        if (auto transfer = dyn_cast<graph::TransferOp>(user);
+            transfer && transfer.getSource() == d &&
+            transfer->hasAttr(graph::GraphDialect::kReceiveAtUseAttrName))
+          if (failed(emitSend(dev, transfer)))
+            return failure();
   }
   for (auto [target, channel] : dev.pendingWait)
     plan::WaitConsumedOp::create(builder_, func_.getLoc(),

@@ -67,6 +67,15 @@ func.func @bad_device(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Tests that only a transfer is received at its first reader.
+func.func @receive_at_use_on_relu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{'graph.receive_at_use' is a unit attribute of graph.transfer}}
+  %0 = graph.relu %x {graph.receive_at_use} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 // Tests that an out-of-bounds slice is rejected.
 func.func @slice_bounds(%x: tensor<4xf32>) -> tensor<2xf32> {
   // expected-error@+2 {{slice [3:5:1] is out of bounds for dimension 0 of size 4}}
