@@ -514,6 +514,68 @@ exec(open('.device/torch_baselines.py').read().split(\"if __name__\")[0])
 s = train_steps(models.resnet50(num_classes=1000).cuda(0), $PB, 224, 10)
 print('{\"peer\": \"torch-eager-1gpu\", \"batch\": $PB, \"ms_per_step\": %.2f}' % (s * 1e3))" 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
 fi
+if [[ $what == *trainpipe* ]]; then
+  echo "== training pipelines"
+  if [[ ${PIPE_CHECKS:-1} == 1 ]]; then
+  # Correctness (test/Training/parallel.test's pipeline cases on the GPU,
+  # strict fp32): plan devices sharing GPU 0, then one per GPU.
+  PARTC_CONFIGS=pipe2x4,gpipe4x2,pipe4x4,hybrid2x2x2,1x2 timeout 200 python3 test/Training/check_parallel.py $B $W/pp --backend cuda --precision fp32 --devices-per-gpu 4 2>&1 | tee $OUT/pipe-check.txt
+  if (( NGPU >= 2 )); then
+    PARTC_CONFIGS=pipe2x4,gpipe2x2,pipe2x1 timeout 200 python3 test/Training/check_parallel.py $B $W/ppn --backend cuda --precision fp32 2>&1 | tee -a $OUT/pipe-check.txt
+  fi
+  fi
+  # PyTorch's model-parallel tutorial: ResNet-50, batch 120 of 128x128,
+  # MSE on one-hot labels, SGD lr 0.001. partc on 1 GPU, data-parallel,
+  # the tutorial's layer2/layer3 cut with micro-batches (its split_size),
+  # the cost model's cut, beside the tutorial's own strategies and DDP.
+  PB=${PIPE_BATCH:-120}; HW=${PIPE_HW:-128}
+  D=$W/tut && mkdir -p $D
+  python3 -c "
+import numpy as np, torch, torchvision, onnx
+net = torchvision.models.resnet50().train()
+torch.onnx.export(net, torch.randn(8, 3, $HW, $HW), '$D/r50.onnx', dynamo=False,
+                  opset_version=13, input_names=['input'], output_names=['output'],
+                  training=torch.onnx.TrainingMode.TRAINING,
+                  dynamic_axes={'input': {0: 'batch'}, 'output': {0: 'batch'}})
+names = [n.name for n in onnx.load('$D/r50.onnx').graph.node if n.name.startswith('/layer2/')]
+open('$D/cut.txt', 'w').write(names[-1])
+rng = np.random.default_rng(0)
+np.save('$D/x.npy', rng.standard_normal(($PB, 3, $HW, $HW), dtype=np.float32))
+l = np.zeros(($PB, 1000), np.float32); l[np.arange($PB), rng.integers(0, 1000, $PB)] = 1
+np.save('$D/labels.npy', l)" 2>&1 | grep -v Warn | tail -2
+  CUT=$(cat $D/cut.txt)
+  TF="--train --loss mse --optimizer sgd --lr 0.001 --quiet --batch $PB"
+  IN="--input input=$D/x.npy --input labels=$D/labels.npy"
+  run_plan() {  # tag, partc compile options...
+    local tag=$1; shift
+    local s=$(date +%s.%N)
+    $B/partc compile $D/r50.onnx -o $D/$tag.plan $TF "$@" || return
+    local cs=$(python3 -c "print(round($(date +%s.%N)-$s,2))")
+    local out=$(timeout 200 $B/partc-run $D/$tag.plan --backend cuda $IN --steps 11 2>&1)
+    local ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+    echo "$out" | grep -i "error\|fail" | head -3
+    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc\", \"plan\": \"$tag\", \"options\": \"$*\", \"compile_s\": $cs, \"batch\": $PB, \"hw\": $HW, \"ms_per_step\": %.2f, \"img_s\": %.1f}' % (ms, $PB*1e3/ms if ms else 0))" | tee -a $OUT/pipe-bench.txt
+  }
+  if [[ ${PIPE_BENCH:-1} == 1 ]]; then
+  run_plan one --devices 1
+  if (( NGPU >= 2 )); then
+    run_plan dp2 --devices 2 --strategy data
+    run_plan cut-m1 --devices 2 --split-at $CUT --micro-batches 1
+    for m in 2 4 8; do run_plan cut-m$m --devices 2 --split-at $CUT --micro-batches $m; done
+    run_plan cut-m4-gpipe --devices 2 --split-at $CUT --micro-batches 4 --schedule gpipe
+    for m in 4 8; do run_plan auto-m$m --devices 2 --strategy pipeline --micro-batches $m; done
+    timeout 100 $B/partc-run $D/cut-m4.plan --backend cuda $IN --steps 3 --trace $OUT/pipe-cut-m4-trace.json > /dev/null 2>&1
+  fi
+  if (( NGPU >= 4 )); then
+    run_plan dp4 --devices 4 --strategy data
+    run_plan pipe4-m8 --devices 4 --strategy pipeline --micro-batches 8
+    run_plan hybrid2x2-m4 --devices 4 --stages 2 --micro-batches 4
+  fi
+  timeout 300 python3 bench/tutorial_baselines.py $PB $HW 2>&1 | grep '^{' | tee -a $OUT/pipe-bench.txt
+  fi
+  # Where the step goes (PIPE_PROFILE: tag:options specs).
+  [[ -n ${PIPE_PROFILE:-} ]] && bench/pipe_profile.sh $OUT $PIPE_PROFILE
+fi
 if [[ $what == *decoderdp* ]]; then
   echo "== GPT-2 data-parallel training"
   # A GPT-2-medium-sized decoder (24 layers, 1024 wide, 16 heads; Hugging
@@ -537,5 +599,14 @@ if [[ $what == *decoderdp* ]]; then
     profile_by_op $OUT/train-$tag-$n-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
     (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-trace.json > /dev/null 2>&1
   done
+  # The same step as a 2-stage pipeline (GPIPE_MICRO: micro-batch counts).
+  if (( NGPU >= 2 )); then
+    for m in ${GPIPE_MICRO:-4 8}; do
+      $B/partc compile $D/model.onnx -o $D/pipe$m.plan --batch $4 --devices 2 --strategy pipeline --micro-batches $m $TF || continue
+      out=$(timeout 240 $B/partc-run $D/pipe$m.plan --backend cuda $IN --steps 11 2>&1)
+      ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+      python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32-pipeline\", \"gpus\": 2, \"micro_batches\": $m, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    done
+  fi
 fi
 

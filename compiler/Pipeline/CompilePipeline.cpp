@@ -128,6 +128,18 @@ TrainingLayout trainingLayout(const CompilePipelineOptions &o) {
   return t;
 }
 
+bool trainingLayoutIsOpen(const CompilePipelineOptions &o) {
+  if (!o.train || o.strategy != "auto" || o.stages > 0 || o.replicas > 0 ||
+      !o.splitAt.empty())
+    return false;
+  auto topo = topologyOf(o);
+  if (!topo) {
+    llvm::consumeError(topo.takeError());
+    return false;
+  }
+  return topo->size() > 1;
+}
+
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   TrainingLayout layout = trainingLayout(o);
   int64_t replicas = layout.replicas;

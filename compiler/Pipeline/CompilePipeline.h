@@ -145,6 +145,11 @@ struct TrainingLayout {
 /// --stages/--replicas/--split-at/--strategy, else data parallelism.
 TrainingLayout trainingLayout(const CompilePipelineOptions &options);
 
+/// Whether the options leave a training layout on several devices to
+/// partc (--strategy auto and no --stages, --replicas or --split-at): the
+/// driver then tries data parallelism and falls back to a pipeline.
+bool trainingLayoutIsOpen(const CompilePipelineOptions &options);
+
 /// Graph optimizations, placement (searched, or cut by hand with
 /// split-at), transfers and their verification, then, with `lower`, the
 /// plan dialect and its memory plan. Options must have passed

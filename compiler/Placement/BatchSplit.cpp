@@ -314,7 +314,8 @@ LogicalResult shrinkBatch(func::FuncOp func, int64_t parts, StringRef purpose) {
            << " divides";
   if (!info.splittable)
     return refuseMixedSamples(info, purpose,
-                              "train it on one device (--devices 1)");
+                              "train it on one device without micro-batches "
+                              "(--devices 1 --micro-batches 1)");
   if (parts == 1)
     return success();
   int64_t size = batch / parts;

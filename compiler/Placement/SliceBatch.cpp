@@ -21,7 +21,10 @@ struct SliceBatchPass : public impl::SliceBatchBase<SliceBatchPass> {
           << static_cast<int64_t>(parts);
       return signalPassFailure();
     }
-    if (failed(shrinkBatch(*func, parts, "data-parallel training")))
+    // Replicas and micro-batches (accumulation, pipelines) alike.
+    if (failed(shrinkBatch(*func, parts,
+                           "training on slices of the batch (replicas x "
+                           "micro-batches)")))
       signalPassFailure();
   }
 };

@@ -684,10 +684,11 @@ cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s) {
-  // Split each reduction over up to 16 threads while the outputs alone
-  // would leave most of the GPU idle (about 64K threads keep it busy).
+  // Split each reduction over up to a block of threads while the outputs
+  // alone would leave most of the GPU idle (about 64K threads keep it
+  // busy): a whole-tensor mean (a loss) takes one block, not 16 threads.
   unsigned split = 1;
-  while (split < 16 && outCount * split < (int64_t(1) << 16) &&
+  while (split < unsigned(kThreads) && outCount * split < (int64_t(1) << 16) &&
          reduceCount >= 4 * int64_t(split))
     split *= 2;
   dim3 block(kThreads / split, split);

@@ -441,6 +441,9 @@ Status runSteps(const Options &opts, const Plan &plan, Executor &exec,
     // Profile every step but the first (library algorithm searches).
     if (step == std::min(2, steps) && !opts.profilePath.empty())
       PARTC_RETURN_IF_ERROR(exec.enableProfiling());
+    // The trace is of the last step (after the first's searches).
+    if (step == steps && steps > 1 && !opts.tracePath.empty())
+      PARTC_RETURN_IF_ERROR(exec.enableTracing());
     PARTC_RETURN_IF_ERROR(exec.run(in, out));
     if (lossIndex >= out.size())
       continue;

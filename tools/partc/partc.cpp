@@ -198,13 +198,13 @@ std::string fileOf(Location loc) {
   return "";
 }
 
-/// Prints "partc: error: FILE: node 'NAME': message" so every diagnostic
+/// Writes "partc: error: FILE: node 'NAME': message" so every diagnostic
 /// names the model file and, where it has one, the ONNX node.
-LogicalResult printDiagnostic(Diagnostic &diag) {
+void formatDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
   // Passes report their choices as remarks for partc-opt's tests; the
   // driver says what it chose through the summary and --explain.
   if (diag.getSeverity() == DiagnosticSeverity::Remark)
-    return success();
+    return;
   const char *severity = "error";
   switch (diag.getSeverity()) {
   case DiagnosticSeverity::Warning:
@@ -219,16 +219,20 @@ LogicalResult printDiagnostic(Diagnostic &diag) {
   default:
     break;
   }
-  llvm::errs() << "partc: " << severity << ": ";
+  os << "partc: " << severity << ": ";
   std::string file = fileOf(diag.getLocation());
   if (!file.empty())
-    llvm::errs() << file << ": ";
+    os << file << ": ";
   std::string node = mlir::partc::onnxNodeName(diag.getLocation());
   if (!node.empty())
-    llvm::errs() << "node '" << node << "': ";
-  llvm::errs() << diag.str() << "\n";
+    os << "node '" << node << "': ";
+  os << diag.str() << "\n";
   for (Diagnostic &note : diag.getNotes())
-    (void)printDiagnostic(note);
+    formatDiagnostic(note, os);
+}
+
+LogicalResult printDiagnostic(Diagnostic &diag) {
+  formatDiagnostic(diag, llvm::errs());
   return success();
 }
 
@@ -391,11 +395,13 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                          : "; GPipe keeps all micro-batches' activations, "
                            "1F1B at most S - s on stage s")
                  << "\n"
-                 << allReduces << batchNorm
-                 << "  chosen by the options (--strategy pipeline, --stages, "
-                    "--split-at); with neither, training runs "
-                    "data-parallel: the cost model does not weigh training "
-                    "pipelines yet\n";
+                 << allReduces << batchNorm;
+    std::string choice = metadataOf(plan, "training_choice");
+    if (!choice.empty())
+      llvm::outs() << "  chosen by --strategy auto: " << choice << "\n";
+    else
+      llvm::outs() << "  chosen by the options (--strategy pipeline, "
+                      "--stages, --split-at)\n";
     return;
   }
   llvm::outs() << "training placement: data parallelism, " << devices
@@ -405,9 +411,11 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                << " samples with its own copy of the parameters "
                   "and optimizer state\n"
                << accumulation << allReduces << batchNorm
-               << "  not chosen: pipelines (--strategy pipeline, --stages or "
-                  "--split-at build them; the cost model does not weigh them "
-                  "for training yet)\n";
+               << "  not chosen: pipelines (--strategy auto trains "
+                  "data-parallel wherever a replica's step fits a device and "
+                  "the batch divides, and pipelines only where not: the cost "
+                  "model does not weigh their speed yet; --strategy "
+                  "pipeline, --stages or --split-at ask for them)\n";
 }
 
 /// --explain=json of a training plan: the placement and each device's
@@ -550,17 +558,68 @@ int compile() {
   if (emit == "import")
     return writeModule(/*debugInfo=*/true);
 
-  PassManager pm(&context);
-  if (printIRAfterAll) {
-    context.disableMultithreading();
-    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
-                        [](Pass *, Operation *) { return true; },
-                        /*printModuleScope=*/true,
-                        /*printAfterOnlyOnChange=*/false);
-  }
-  mlir::partc::buildCompilePipeline(pm, options);
-  if (failed(pm.run(*module)))
+  auto runPipeline = [&](const mlir::partc::CompilePipelineOptions &o) {
+    PassManager pm(&context);
+    if (printIRAfterAll) {
+      context.disableMultithreading();
+      pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                          [](Pass *, Operation *) { return true; },
+                          /*printModuleScope=*/true,
+                          /*printAfterOnlyOnChange=*/false);
+    }
+    mlir::partc::buildCompilePipeline(pm, o);
+    return pm.run(*module);
+  };
+  // Training on several devices with nothing but --devices: data
+  // parallelism where it can (each device holds a replica's step and the
+  // batch divides), else a pipeline of one stage per device.
+  std::string trainingChoice;
+  if (mlir::partc::trainingLayoutIsOpen(options)) {
+    std::string dataErrors;
+    {
+      llvm::raw_string_ostream os(dataErrors);
+      ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+        formatDiagnostic(diag, os);
+        return success();
+      });
+      options.strategy = "data";
+      if (succeeded(runPipeline(options)))
+        trainingChoice = "data";
+    }
+    if (trainingChoice.empty()) {
+      module = mlir::partc::onnx_import::importOnnxFile(&context, inputPath,
+                                                        importOptions);
+      if (!module)
+        return 1;
+      options.strategy = "pipeline";
+      std::string pipelineErrors;
+      LogicalResult piped = failure();
+      {
+        llvm::raw_string_ostream os(pipelineErrors);
+        ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+          formatDiagnostic(diag, os);
+          return success();
+        });
+        piped = runPipeline(options);
+      }
+      if (failed(piped)) {
+        llvm::errs() << dataErrors
+                     << "partc: note: a pipeline of one stage "
+                        "per device was tried too:\n"
+                     << pipelineErrors;
+        return 1;
+      }
+      // Why data parallelism was not chosen, for --explain.
+      StringRef first = StringRef(dataErrors).split('\n').first;
+      first.consume_front("partc: error: ");
+      std::string filePrefix = inputPath + ": ";
+      first.consume_front(filePrefix);
+      trainingChoice =
+          "pipeline, because data parallelism could not: " + first.str();
+    }
+  } else if (failed(runPipeline(options))) {
     return 1;
+  }
   if (emit != "plan")
     return writeModule(/*debugInfo=*/false);
 
@@ -575,6 +634,8 @@ int compile() {
       llvm::sys::path::remove_dots(source, /*remove_dot_dot=*/true);
     plan.metadata["source_model"] = source.str().str();
   }
+  if (!trainingChoice.empty())
+    plan.metadata["training_choice"] = trainingChoice;
   ::partc::runtime::Status s =
       ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
