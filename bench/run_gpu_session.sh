@@ -587,7 +587,9 @@ if [[ $what == *decoderdp* ]]; then
   timeout 300 python3 -u bench/train_gpt2.py $D --layers $1 --width $2 --heads $3 --batch $4 --length $5 --dropout 0.1 --no-compile --steps 1 --timed 5 2>&1 | grep -v "Warning\|warn\|^  " | tee $OUT/train-$tag-torch.txt
   TF="--train --loss cross-entropy --optimizer adamw --lr 1e-4 --quiet"
   IN="--input input=$D/x.npy --input labels=$D/labels.npy"
-  for n in $(printf '1\n%s\n' $NGPU | sort -un); do
+  # Where the step goes (GPT2_PROFILE: tag:options specs, see pipe_profile.sh).
+  [[ -n ${GPT2_PROFILE:-} ]] && PROFILE_DIR=$D PROFILE_MODEL=model.onnx PROFILE_TF="$TF --batch $4" bench/pipe_profile.sh $OUT $GPT2_PROFILE
+  [[ ${GPT2DP_BENCH:-1} == 1 ]] && for n in $(printf '1\n%s\n' $NGPU | sort -un); do
     s=$(date +%s.%N)
     $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/train-$tag-partc.txt
@@ -600,7 +602,7 @@ if [[ $what == *decoderdp* ]]; then
     (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-trace.json > /dev/null 2>&1
   done
   # The same step as a 2-stage pipeline (GPIPE_MICRO: micro-batch counts).
-  if (( NGPU >= 2 )); then
+  if (( NGPU >= 2 )) && [[ ${GPT2DP_BENCH:-1} == 1 ]]; then
     for m in ${GPIPE_MICRO:-4 8}; do
       $B/partc compile $D/model.onnx -o $D/pipe$m.plan --batch $4 --devices 2 --strategy pipeline --micro-batches $m $TF || continue
       out=$(timeout 240 $B/partc-run $D/pipe$m.plan --backend cuda $IN --steps 11 2>&1)
