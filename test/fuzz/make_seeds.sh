@@ -31,6 +31,9 @@ $BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-adamw.plan --batch 
 # Data-parallel training (all_reduce groups) and gradient accumulation.
 $BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-data.plan --batch 4 --train --devices 2 --quiet
 $BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-accumulate.plan --batch 4 --train --devices 2 --micro-batches 2 --quiet
+# Training pipelines (transfers received at their first reader) and hybrids.
+$BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-pipe.plan --batch 4 --train --devices 2 --strategy pipeline --micro-batches 2 --quiet
+$BIN/partc compile $T/m/mlp.onnx -o $C/plan-reader/mlp-train-hybrid.plan --batch 4 --train --devices 4 --stages 2 --micro-batches 2 --quiet
 # Tensor files: a selector byte (0: .npy, 1: .pb), then the file.
 i=0
 for f in $T/m/mlp_data/*.pb $T/m/nan_inf_data/input_0.pb $T/m/x_ok.npy $T/m/x_wrong_type.npy; do
