@@ -586,6 +586,9 @@ int compile() {
       if (succeeded(runPipeline(options)))
         trainingChoice = "data";
     }
+    // Its warnings stand when data parallelism is chosen.
+    if (!trainingChoice.empty())
+      llvm::errs() << dataErrors;
     if (trainingChoice.empty()) {
       module = mlir::partc::onnx_import::importOnnxFile(&context, inputPath,
                                                         importOptions);
