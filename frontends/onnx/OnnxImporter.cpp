@@ -327,6 +327,7 @@ private:
   LogicalResult readExternal(const onnx::TensorProto &tensor, size_t bytes,
                              Location loc, ArrayRef<char> &data);
   FailureOr<RankedTensorType> inputType(const onnx::ValueInfoProto &info);
+  LogicalResult checkBindingsUsed(const onnx::GraphProto &g);
 
   MLIRContext *ctx_;
   std::string path_;
@@ -335,6 +336,8 @@ private:
   OpBuilder builder_;
   std::map<std::string, Value> values_;
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> externalFiles_;
+  /// The first dynamic leading dimension's value (the metadata's batch).
+  std::optional<int64_t> leadingDim_;
 };
 
 Location ModelImporter::nodeLoc(const onnx::NodeProto &node, int index) {
@@ -545,27 +548,95 @@ ModelImporter::inputType(const onnx::ValueInfoProto &info) {
                           << "' has no shape; partc needs static shapes",
            failure();
   SmallVector<int64_t> dims;
-  for (int i = 0; i < tt.shape().dim_size(); ++i) {
+  int rank = tt.shape().dim_size();
+  auto isStatic = [&](int i) {
     const auto &d = tt.shape().dim(i);
-    if (d.has_dim_value() && d.dim_value() >= 0) {
-      dims.push_back(d.dim_value());
-    } else if (i == 0) {
-      dims.push_back(options_.batch);
-    } else {
-      return emitError(loc)
-                 << "graph input '" << info.name() << "' has dynamic dimension "
-                 << i << " ('" << d.dim_param()
-                 << "'); only the leading batch dimension may be "
-                    "dynamic (set with --batch)",
+    return d.has_dim_value() && d.dim_value() >= 0;
+  };
+  if (auto shape = options_.shapes.find(info.name());
+      shape != options_.shapes.end()) {
+    if (static_cast<int>(shape->second.size()) != rank)
+      return emitError(loc) << "--shape " << info.name() << " gives "
+                            << shape->second.size()
+                            << " dimension(s), but the input has rank " << rank,
              failure();
+    for (int i = 0; i < rank; ++i) {
+      int64_t given = shape->second[i], fixed = tt.shape().dim(i).dim_value();
+      if (given < 1 || (isStatic(i) && fixed != given))
+        return emitError(loc)
+                   << "--shape " << info.name() << " sets dimension " << i
+                   << " to " << given << ", but "
+                   << (given < 1
+                           ? std::string("sizes must be positive")
+                           : "the model fixes it at " + std::to_string(fixed)),
+               failure();
+      dims.push_back(given);
+    }
+  } else {
+    for (int i = 0; i < rank; ++i) {
+      const auto &d = tt.shape().dim(i);
+      auto bound = options_.dims.find(d.dim_param());
+      if (isStatic(i)) {
+        dims.push_back(d.dim_value());
+      } else if (!d.dim_param().empty() && bound != options_.dims.end()) {
+        dims.push_back(bound->second);
+      } else if (i == 0) {
+        dims.push_back(options_.batch);
+      } else {
+        std::string name = d.dim_param().empty() ? std::string("unnamed")
+                                                 : "'" + d.dim_param() + "'";
+        return emitError(loc)
+                   << "graph input '" << info.name()
+                   << "' has dynamic dimension " << i << " (" << name
+                   << "); bind it with "
+                   << (d.dim_param().empty()
+                           ? std::string()
+                           : "--dim " + d.dim_param() + "=N or ")
+                   << "--shape " << info.name() << "=D0x...xD" << rank - 1
+                   << " (only a leading dimension defaults to --batch)",
+               failure();
+      }
     }
   }
+  if (rank > 0 && !isStatic(0) && !leadingDim_)
+    leadingDim_ = dims.front();
   auto type = RankedTensorType::get(dims, elem);
   std::string problem = graph::tensorSizeProblem(type);
   if (!problem.empty())
     return emitError(loc) << "graph input '" << info.name() << "' " << problem,
            failure();
   return type;
+}
+
+/// A --dim or --shape that binds nothing is a typo the user should hear
+/// of: name what the model's inputs leave dynamic.
+LogicalResult ModelImporter::checkBindingsUsed(const onnx::GraphProto &g) {
+  std::set<std::string> dynamic, inputs;
+  for (const auto &in : g.input()) {
+    inputs.insert(in.name());
+    if (in.type().has_tensor_type() && in.type().tensor_type().has_shape())
+      for (const auto &d : in.type().tensor_type().shape().dim())
+        if (!(d.has_dim_value() && d.dim_value() >= 0) &&
+            !d.dim_param().empty())
+          dynamic.insert(d.dim_param());
+  }
+  std::string known;
+  for (const std::string &name : dynamic)
+    known += (known.empty() ? "'" : ", '") + name + "'";
+  for (const auto &[name, value] : options_.dims)
+    if (!dynamic.count(name))
+      return emitError(fileLoc())
+                 << "--dim " << name << "=" << value
+                 << " names no dynamic dimension of the model's inputs; "
+                 << (known.empty() ? std::string("they have none with a name")
+                                   : "their named ones are " + known),
+             failure();
+  for (const auto &entry : options_.shapes)
+    if (!inputs.count(entry.first))
+      return emitError(fileLoc()) << "--shape names '" << entry.first
+                                  << "', which is not an input of the model",
+             failure();
+  return success();
 }
 
 /// Every unsupported op of `g`, reported at once with its nodes.
@@ -633,6 +704,8 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   std::set<std::string> unusedFrozen;
   for (const auto &entry : options_.constantInputs)
     unusedFrozen.insert(entry.first);
+  if (failed(checkBindingsUsed(g)))
+    return nullptr;
   for (const auto &in : g.input()) {
     if (initializerNames.contains(in.name()))
       continue;
@@ -766,8 +839,9 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   module->getOperation()->setAttr(
       "graph.model",
       builder_.getStringAttr(llvm::sys::path::filename(path_).str()));
-  module->getOperation()->setAttr("graph.batch",
-                                  builder_.getI64IntegerAttr(options_.batch));
+  module->getOperation()->setAttr(
+      "graph.batch",
+      builder_.getI64IntegerAttr(leadingDim_.value_or(options_.batch)));
   return module;
 }
 

@@ -14,6 +14,11 @@ namespace mlir::partc::onnx_import {
 struct ImportOptions {
   /// Value for a dynamic leading (batch) dimension of the graph inputs.
   int64_t batch = 1;
+  /// Values of symbolic dimensions by name (ONNX dim_param), any position;
+  /// a named leading dimension bound here overrides `batch`.
+  std::map<std::string, int64_t> dims;
+  /// Whole shapes of graph inputs by name, for dimensions without a name.
+  std::map<std::string, std::vector<int64_t>> shapes;
   /// Graph inputs frozen to the tensor in a file (.pb or .npy), for inputs
   /// that are really parameters, such as shapes.
   std::map<std::string, std::string> constantInputs;

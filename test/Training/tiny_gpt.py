@@ -8,9 +8,10 @@ import torch
 class Block(torch.nn.Module):
     """A GPT-2 block: causal attention and a Gelu MLP."""
 
-    def __init__(self, width, heads, length, dropout=0.0):
+    def __init__(self, width, heads, length, dropout=0.0, sliced=False):
         super().__init__()
         self.heads = heads
+        self.sliced = sliced
         self.register_buffer("future", torch.triu(
             torch.ones(length, length, dtype=torch.bool), 1))
         self.ln1 = torch.nn.LayerNorm(width)
@@ -28,7 +29,10 @@ class Block(torch.nn.Module):
         q, k, v = (h.view(b, t, self.heads, d // self.heads).transpose(1, 2)
                    for h in self.qkv(self.ln1(x)).split(d, dim=-1))
         scores = (q @ k.transpose(-2, -1)) / (d // self.heads) ** 0.5
-        attn = self.drop(scores.masked_fill(self.future,
+        # Sliced for a sequence shorter than `length` (exports with a
+        # dynamic sequence axis); a whole-length model keeps it whole.
+        future = self.future[:t, :t] if self.sliced else self.future
+        attn = self.drop(scores.masked_fill(future,
                                             float("-inf")).softmax(-1))
         x = x + self.drop(self.proj((attn @ v).transpose(1, 2)
                                     .reshape(b, t, d)))
@@ -38,19 +42,22 @@ class Block(torch.nn.Module):
 
 class TinyGpt(torch.nn.Module):
     def __init__(self, vocab=50, width=32, heads=4, length=8, layers=2,
-                 dropout=0.0, tied=False):
+                 dropout=0.0, tied=False, sliced=False):
         super().__init__()
         self.tok = torch.nn.Embedding(vocab, width)
         self.pos = torch.nn.Parameter(torch.randn(length, width) * 0.1)
         self.blocks = torch.nn.ModuleList(
-            Block(width, heads, length, dropout) for _ in range(layers))
+            Block(width, heads, length, dropout, sliced)
+            for _ in range(layers))
+        self.sliced = sliced
         self.ln = torch.nn.LayerNorm(width)
         self.head = torch.nn.Linear(width, vocab, bias=not tied)
         if tied:  # GPT-2's output projection is its token embedding
             self.head.weight = self.tok.weight
 
     def forward(self, tokens):
-        x = self.tok(tokens) + self.pos
+        x = self.tok(tokens) + (self.pos[:tokens.shape[1]] if self.sliced
+                                else self.pos)
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x))

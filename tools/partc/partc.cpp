@@ -113,6 +113,16 @@ static cl::opt<bool> printIRAfterAll("print-ir-after-all",
                                      cl::desc("Print the IR after each pass"),
                                      cl::init(false));
 static cl::list<std::string>
+    dimBindings("dim",
+                cl::desc("Value of a symbolic input dimension by its ONNX "
+                         "name, e.g. --dim seq=128 (repeatable)"),
+                cl::value_desc("NAME=VALUE"));
+static cl::list<std::string>
+    shapeBindings("shape",
+                  cl::desc("Whole shape of a graph input, e.g. --shape "
+                           "input_ids=8x128 (repeatable)"),
+                  cl::value_desc("INPUT=D0xD1x..."));
+static cl::list<std::string>
     constInputs("const-input",
                 cl::desc("Freeze graph input NAME to the tensor in FILE "
                          "(.pb or .npy), e.g. a shape operand"),
@@ -535,6 +545,35 @@ int compile() {
     if (eq == std::string::npos || eq == 0)
       return fail("--const-input expects NAME=FILE, got '" + entry + "'");
     importOptions.constantInputs[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  // A positive size in decimal, whole.
+  auto parseSize = [](StringRef text, int64_t &value) {
+    return !text.getAsInteger(10, value) && value > 0;
+  };
+  for (const std::string &entry : dimBindings) {
+    auto [name, value] = StringRef(entry).split('=');
+    int64_t size = 0;
+    if (name.empty() || !parseSize(value, size))
+      return fail("--dim expects NAME=VALUE with a positive VALUE, got '" +
+                  entry + "'");
+    importOptions.dims[name.str()] = size;
+  }
+  for (const std::string &entry : shapeBindings) {
+    auto [name, text] = StringRef(entry).split('=');
+    SmallVector<StringRef> parts;
+    text.split(parts, 'x');
+    std::vector<int64_t> shape;
+    for (StringRef part : parts) {
+      int64_t size = 0;
+      if (!parseSize(part, size))
+        return fail("--shape expects INPUT=D0xD1x... with positive sizes, "
+                    "got '" +
+                    entry + "'");
+      shape.push_back(size);
+    }
+    if (name.empty() || text.empty())
+      return fail("--shape expects INPUT=D0xD1x..., got '" + entry + "'");
+    importOptions.shapes[name.str()] = shape;
   }
   OwningOpRef<ModuleOp> module = mlir::partc::onnx_import::importOnnxFile(
       &context, inputPath, importOptions);
