@@ -169,6 +169,17 @@ def Graph_CeilOp : Graph_MathOp<"ceil", "Ceil", "Round up">;
 def Graph_RoundOp : Graph_MathOp<"round", "Round", "Round half to even">;
 def Graph_SinOp : Graph_MathOp<"sin", "Sin", "Sine">;
 def Graph_CosOp : Graph_MathOp<"cos", "Cos", "Cosine">;
+def Graph_TanOp : Graph_MathOp<"tan", "Tan", "Tangent">;
+def Graph_AsinOp : Graph_MathOp<"asin", "Asin", "Arcsine">;
+def Graph_AcosOp : Graph_MathOp<"acos", "Acos", "Arccosine">;
+def Graph_AtanOp : Graph_MathOp<"atan", "Atan", "Arctangent">;
+def Graph_SinhOp : Graph_MathOp<"sinh", "Sinh", "Hyperbolic sine">;
+def Graph_CoshOp : Graph_MathOp<"cosh", "Cosh", "Hyperbolic cosine">;
+def Graph_AsinhOp : Graph_MathOp<"asinh", "Asinh", "Inverse hyperbolic sine">;
+def Graph_AcoshOp : Graph_MathOp<"acosh", "Acosh",
+    "Inverse hyperbolic cosine">;
+def Graph_AtanhOp : Graph_MathOp<"atanh", "Atanh",
+    "Inverse hyperbolic tangent">;
 def Graph_SignOp : Graph_MathOp<"sign", "Sign", "Sign">;
 def Graph_NotOp : Graph_MathOp<"not", "Not", "Logical not">;
 def Graph_SoftplusOp : Graph_MathOp<"softplus", "Softplus", "log(1 + exp(x))",
@@ -198,6 +209,12 @@ def Graph_HardSigmoidOp : Graph_MathOp<"hard_sigmoid", "HardSigmoid",
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "0.2">:$alpha,
                        DefaultValuedAttr<F64Attr, "0.5">:$beta);
+}
+def Graph_ShrinkOp : Graph_MathOp<"shrink", "Shrink",
+    "x < -lambd ? x + bias : (x > lambd ? x - bias : 0)"> {
+  let arguments = (ins Graph_Tensor:$input,
+      DefaultValuedAttr<F64Attr, "0.0">:$bias,
+      DefaultValuedAttr<F64Attr, "0.5">:$lambd);
 }
 def Graph_SeluOp : Graph_MathOp<"selu", "Selu",
     "x > 0 ? gamma * x : gamma * (alpha * exp(x) - alpha)"> {

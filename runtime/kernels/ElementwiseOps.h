@@ -52,6 +52,15 @@ PARTC_EW_MATH(floor, floorf, floor)
 PARTC_EW_MATH(ceil, ceilf, ceil)
 PARTC_EW_MATH(sin, sinf, sin)
 PARTC_EW_MATH(cos, cosf, cos)
+PARTC_EW_MATH(tan, tanf, tan)
+PARTC_EW_MATH(asin, asinf, asin)
+PARTC_EW_MATH(acos, acosf, acos)
+PARTC_EW_MATH(atan, atanf, atan)
+PARTC_EW_MATH(sinh, sinhf, sinh)
+PARTC_EW_MATH(cosh, coshf, cosh)
+PARTC_EW_MATH(asinh, asinhf, asinh)
+PARTC_EW_MATH(acosh, acoshf, acosh)
+PARTC_EW_MATH(atanh, atanhf, atanh)
 PARTC_EW_MATH(nearbyint, nearbyintf, nearbyint)
 PARTC_EW_MATH2(pow, powf, pow)
 #undef PARTC_EW_MATH
@@ -283,6 +292,33 @@ struct ThresholdedRelu {
     return x > alpha ? x : T(0);
   }
 };
+/// ONNX's Shrink: values within lambd of zero become 0, the others move
+/// toward zero by bias.
+struct Shrink {
+  static constexpr const char *kName = "shrink";
+  static constexpr const char *kParamNames[] = {"bias", "lambd"};
+  template <class T> PARTC_EW_FN static T apply(T x, T bias, T lambd) {
+    return x < -lambd ? x + bias : (x > lambd ? x - bias : T(0));
+  }
+};
+// Trigonometric and hyperbolic functions and their inverses.
+#define PARTC_EW_MATH_OP(Op, fn)                                               \
+  struct Op {                                                                  \
+    static constexpr const char *kName = #fn;                                  \
+    template <class T> PARTC_EW_FN static T apply(T x, T, T) {                 \
+      return math::fn(x);                                                      \
+    }                                                                          \
+  };
+PARTC_EW_MATH_OP(Tan, tan)
+PARTC_EW_MATH_OP(Asin, asin)
+PARTC_EW_MATH_OP(Acos, acos)
+PARTC_EW_MATH_OP(Atan, atan)
+PARTC_EW_MATH_OP(Sinh, sinh)
+PARTC_EW_MATH_OP(Cosh, cosh)
+PARTC_EW_MATH_OP(Asinh, asinh)
+PARTC_EW_MATH_OP(Acosh, acosh)
+PARTC_EW_MATH_OP(Atanh, atanh)
+#undef PARTC_EW_MATH_OP
 
 // Binary ops on floats; integer tensors take Elementwise.cpp's rules (a
 // division by zero gives 0, Pow goes through f64).
@@ -371,7 +407,8 @@ struct GeluTanhGrad {
   X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos)     \
       X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Clip)     \
           X(Softplus) X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu)          \
-              X(Softsign) X(ThresholdedRelu)
+              X(Softsign) X(ThresholdedRelu) X(Shrink) X(Tan) X(Asin)      \
+                  X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh)
 /// Every binary op, after the unary ones in Step.
 #define PARTC_BINARY_OPS(X)                                                    \
   X(Add)                                                                       \
