@@ -204,6 +204,22 @@ def check_against_one_device(name, net, batches, options, adamw=False,
                f"tensors within {err:.1e} ({worst})")
 
 
+def report_against_pytorch(case, losses, state, want_losses, model,
+                           reference, states_note):
+    """Every step's loss and `model`'s float state (PyTorch's result)
+    against partc's losses and --save-state directory, within 1e-4."""
+    loss_err = max((abs(g - w) / max(abs(w), 1e-3)
+                    for g, w in zip(losses, want_losses)), default=1.0)
+    want = {os.path.basename(state_file("", k)): v.double().numpy()
+            for k, v in model.state_dict().items() if v.is_floating_point()}
+    err, worst = compare_states(state, want)
+    ok = len(losses) == STEPS and loss_err <= 1e-4 and err <= 1e-4
+    report(case, ok,
+           f"loss {want_losses[0]:.6g} -> {want_losses[-1]:.6g}; every "
+           f"step's loss within {loss_err:.1e} of {reference}, {len(want)} "
+           f"tensors ({states_note}) within {err:.1e} ({worst})")
+
+
 def check_batch_norm_against_ddp(name, net, batches, lr):
     """Per-replica batch statistics: DDP's arithmetic in PyTorch."""
     work = os.path.join(WORK, name)
@@ -240,18 +256,9 @@ def check_batch_norm_against_ddp(name, net, batches, lr):
         losses, state = train_partc(
             work, ["--devices", str(devices), "--strategy", "data"], batches,
             options, f"dp{devices}")
-        loss_err = max((abs(g - w) / max(abs(w), 1e-3)
-                        for g, w in zip(losses, want_losses)), default=1.0)
-        want = {os.path.basename(state_file("", k)): v.double().numpy()
-                for k, v in replicas[0].state_dict().items()
-                if v.is_floating_point()}
-        err, worst = compare_states(state, want)
-        ok = len(losses) == STEPS and loss_err <= 1e-4 and err <= 1e-4
-        report(f"{name} {devices} devices", ok,
-               f"loss {want_losses[0]:.6g} -> {want_losses[-1]:.6g}; every "
-               f"step's loss within {loss_err:.1e} of DDP's, {len(want)} "
-               f"tensors (replica 0's running statistics) within {err:.1e} "
-               f"({worst})")
+        report_against_pytorch(f"{name} {devices} devices", losses, state,
+                               want_losses, replicas[0], "DDP's",
+                               "replica 0's running statistics")
 
 
 def check_batch_norm_micro_batches(name, net, batches, lr):
@@ -286,18 +293,9 @@ def check_batch_norm_micro_batches(name, net, batches, lr):
             want_losses.append(total)
         losses, state = train_partc(work, placement, batches, options,
                                     label.replace(" ", "_"))
-        loss_err = max((abs(g - w) / max(abs(w), 1e-3)
-                        for g, w in zip(losses, want_losses)), default=1.0)
-        want = {os.path.basename(state_file("", k)): v.double().numpy()
-                for k, v in model.state_dict().items()
-                if v.is_floating_point()}
-        err, worst = compare_states(state, want)
-        ok = len(losses) == STEPS and loss_err <= 1e-4 and err <= 1e-4
-        report(f"{name} {label}", ok,
-               f"loss {want_losses[0]:.6g} -> {want_losses[-1]:.6g}; every "
-               f"step's loss within {loss_err:.1e} of PyTorch's "
-               f"accumulation, {len(want)} tensors (running statistics "
-               f"included) within {err:.1e} ({worst})")
+        report_against_pytorch(f"{name} {label}", losses, state, want_losses,
+                               model, "PyTorch's accumulation",
+                               "running statistics included")
 
 
 # Chainer's MNIST MLP, momentum SGD, two batches of 32.
