@@ -614,17 +614,19 @@ int compile() {
   // batch divides), else a pipeline of one stage per device.
   std::string trainingChoice;
   if (mlir::partc::trainingLayoutIsOpen(options)) {
-    std::string dataErrors;
-    {
-      llvm::raw_string_ostream os(dataErrors);
+    // Runs the pipeline with `strategy`, its diagnostics kept in `text`.
+    auto attempt = [&](StringRef strategy, std::string &text) {
+      llvm::raw_string_ostream os(text);
       ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
         formatDiagnostic(diag, os);
         return success();
       });
-      options.strategy = "data";
-      if (succeeded(runPipeline(options)))
-        trainingChoice = "data";
-    }
+      options.strategy = strategy.str();
+      return runPipeline(options);
+    };
+    std::string dataErrors;
+    if (succeeded(attempt("data", dataErrors)))
+      trainingChoice = "data";
     // Its warnings stand when data parallelism is chosen.
     if (!trainingChoice.empty())
       llvm::errs() << dataErrors;
@@ -633,18 +635,8 @@ int compile() {
                                                         importOptions);
       if (!module)
         return 1;
-      options.strategy = "pipeline";
       std::string pipelineErrors;
-      LogicalResult piped = failure();
-      {
-        llvm::raw_string_ostream os(pipelineErrors);
-        ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
-          formatDiagnostic(diag, os);
-          return success();
-        });
-        piped = runPipeline(options);
-      }
-      if (failed(piped)) {
+      if (failed(attempt("pipeline", pipelineErrors))) {
         llvm::errs() << dataErrors
                      << "partc: note: a pipeline of one stage "
                         "per device was tried too:\n"
