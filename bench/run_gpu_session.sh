@@ -212,6 +212,47 @@ if [[ $what == *newops* ]]; then
   $B/partc compile $W/ex/resample.onnx -o $W/resample2p.plan --devices 2 --strategy pipeline --micro-batches 2 --quiet
   t $B/partc-run $W/resample2p.plan --backend cuda --precision fp32 --check $W/ex/resample_data --atol 1e-5 --devices-per-gpu 2 --quiet
 fi
+if [[ $what == *exportops* ]]; then
+  # The operators of make_exported_ops.py (kernels of their own and
+  # compositions) against numpy, 1, 2 and 4 plan devices; their GPU kernels
+  # against the CPU's; ONNX's node tests of the new operators on the GPU.
+  echo "== exported ops (cuda)"
+  python3 test/Inputs/make_exported_ops.py $W/eo > /dev/null
+  t $B/partc-cuda-unittests --gtest_filter='*ArgReduce*:*Reductions*:*GatherElements*'
+  $B/partc compile $W/eo/exported_ops.onnx -o $W/eo1.plan --batch 4 --quiet
+  t $B/partc-run $W/eo1.plan --backend cuda --precision fp32 --check $W/eo/exported_ops_data --atol 1e-5
+  t $B/partc-run $W/eo1.plan --backend cuda --check $W/eo/exported_ops_data --rtol 1e-2 --atol 1e-3 --iterations 5
+  $B/partc compile $W/eo/exported_ops.onnx -o $W/eo2.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet
+  t $B/partc-run $W/eo2.plan --backend cuda --precision fp32 --check $W/eo/exported_ops_data --atol 1e-5 --devices-per-gpu 2
+  $B/partc compile $W/eo/exported_ops.onnx -o $W/eo4.plan --batch 4 --devices 4 --strategy data --quiet
+  t $B/partc-run $W/eo4.plan --backend cuda --precision fp32 --check $W/eo/exported_ops_data --atol 1e-5 --devices-per-gpu 4
+  $B/partc-run $W/eo1.plan --backend cuda 2>&1 | grep -i "on the host" || echo "exported_ops: every kernel on the GPU"
+  for g in 18 21; do
+    $B/partc compile $W/eo/group_norm$g.onnx -o $W/gn.plan --batch 4 --quiet
+    t $B/partc-run $W/gn.plan --backend cuda --precision fp32 --check $W/eo/group_norm${g}_data --atol 1e-5
+  done
+  for f in argmax argmin cumsum top_k convtranspose hardmax onehot trilu tril triu einsum instancenorm \
+           reduce_l1 reduce_l2 reduce_log_sum reduce_sum_square prelu depthtospace spacetodepth \
+           quantizelinear dequantizelinear lpnorm tile; do
+    timeout 120 python3 test/conformance/run_conformance.py --bin $B --data $W/data --jobs 16 -v \
+      --expected /dev/null --filter node/test_$f --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" \
+      2>&1 | grep -E " fail |^\| node" | head -6 | sed "s|^|  $f: |"
+  done
+  echo "exported ops: conformance on the GPU done"
+fi
+if [[ $what == *sweep* ]]; then
+  # The model sweep (bench/sweep_models.py) on the GPU: Hugging Face
+  # architectures with both exporters, then torchvision's families with
+  # the dynamo exporter, as far as SWEEP_BUDGET seconds go.
+  echo "== sweep (cuda)"
+  timeout ${SWEEP_TIMEOUT:-560} python3 -u bench/sweep_models.py --bin $B --work $W/sweep \
+    --families ${SWEEP_FAMILIES:-hf,classification,segmentation,video} \
+    --exporters ${SWEEP_EXPORTERS:-torchscript,dynamo} --budget ${SWEEP_BUDGET:-420} --timeout 120 \
+    --rtol 1e-4 --atol 1e-4 --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" \
+    --table $OUT/sweep-cuda.md --header "## CUDA backend, PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+    2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-cuda.jsonl
+  tail -3 $OUT/sweep-cuda.md
+fi
 if [[ $what == *compare* ]]; then
   # This build against the one packed as .device/partc-old.tar.xz
   # (pack_device.sh with OLD_BIN_DIR set): ResNet-50, BERT-base, GPT-2.

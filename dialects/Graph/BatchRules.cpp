@@ -593,6 +593,24 @@ std::optional<BatchLoc> ConvOp::followBatch(OperandBatch locs, int64_t batch,
   });
 }
 
+std::optional<BatchLoc> ConvGradInputOp::followBatch(OperandBatch locs,
+                                                     int64_t batch,
+                                                     std::string &why) {
+  return sampleWiseBatch(*this, locs, batch, why, [&](ArrayRef<bool> b) {
+    bool ok = b[0] && !b[1];
+    if (!ok)
+      why = "its weights depend on the batch";
+    return ok;
+  });
+}
+
+void ConvGradInputOp::sliceBatch(Operation *slice, int64_t, int64_t size,
+                                 OperandBatch,
+                                 std::optional<BatchLoc> resultLoc) {
+  if (resultLoc)
+    setExtent(*this, slice, "input_shape", resultLoc->axis, *resultLoc, size);
+}
+
 std::optional<BatchLoc> MaxPoolWithIndicesOp::followBatch(OperandBatch, int64_t,
                                                           std::string &why) {
   return refuse(why, "its indices count positions across the whole batch");
@@ -645,6 +663,37 @@ ScatterNdOp::followBatch(OperandBatch locs, int64_t batch, std::string &why) {
 }
 
 /// Data and indices batched alike, gathered along another dimension.
+/// Ops that work on each line along one axis: the batch passes through
+/// unless it is that axis; a removed axis before it shifts it.
+static std::optional<BatchLoc> alongAxis(Operation *op, OperandBatch locs,
+                                         int64_t batch, int64_t axis,
+                                         bool removesAxis, std::string &why) {
+  auto [in, rank, extent] = carried(op, locs, batch);
+  if (axis == in.axis)
+    return refuse(why, "it works along the batch dimension");
+  BatchLoc result = in;
+  if (removesAxis && axis < in.axis)
+    --result.axis;
+  return result;
+}
+
+std::optional<BatchLoc> ArgMaxOp::followBatch(OperandBatch locs, int64_t batch,
+                                              std::string &why) {
+  return alongAxis(*this, locs, batch, getAxis(), !getKeepdims(), why);
+}
+std::optional<BatchLoc> ArgMinOp::followBatch(OperandBatch locs, int64_t batch,
+                                              std::string &why) {
+  return alongAxis(*this, locs, batch, getAxis(), !getKeepdims(), why);
+}
+std::optional<BatchLoc> CumSumOp::followBatch(OperandBatch locs, int64_t batch,
+                                              std::string &why) {
+  return alongAxis(*this, locs, batch, getAxis(), false, why);
+}
+std::optional<BatchLoc> TopKOp::followBatch(OperandBatch locs, int64_t batch,
+                                            std::string &why) {
+  return alongAxis(*this, locs, batch, getAxis(), false, why);
+}
+
 std::optional<BatchLoc> GatherElementsOp::followBatch(OperandBatch locs,
                                                       int64_t batch,
                                                       std::string &why) {

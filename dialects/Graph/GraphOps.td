@@ -597,6 +597,67 @@ def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
 def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
 
+/// Ops that work along one axis, each line of the input on its own.
+class Graph_AxisOp<string mnemonic, list<Trait> traits = []>
+    : Graph_ComputeOp<mnemonic, !listconcat(traits,
+          [DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>])>;
+
+class Graph_ArgReduceOp<string mnemonic, string which>
+    : Graph_AxisOp<mnemonic> {
+  let summary = "Index of the " # which # " along `axis` (ONNX Arg" # which # ")";
+  let description = [{
+    An i64 result. Ties go to the first index, or the last with
+    `select_last_index`; a NaN counts as the extreme value, as in numpy.
+
+    ```mlir
+    %i = graph.arg_max %x {axis = 1 : i64, keepdims = 0 : i64,
+                           select_last_index = 0 : i64}
+           : (tensor<2x5xf32>) -> tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                       DefaultValuedAttr<I64Attr, "0">:$select_last_index);
+  let results = (outs Graph_Tensor:$output);
+}
+def Graph_ArgMaxOp : Graph_ArgReduceOp<"arg_max", "Max">;
+def Graph_ArgMinOp : Graph_ArgReduceOp<"arg_min", "Min">;
+
+def Graph_CumSumOp : Graph_AxisOp<"cum_sum"> {
+  let summary = "Running sum along `axis` (ONNX CumSum)";
+  let description = [{
+    y[..., i, ...] = sum of x[..., j, ...] for j <= i (j < i when
+    `exclusive`; j >= i, or j > i, when `reverse`).
+
+    ```mlir
+    %y = graph.cum_sum %x {axis = 1 : i64, exclusive = 0 : i64,
+                           reverse = 0 : i64}
+           : (tensor<2x5xf32>) -> tensor<2x5xf32>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis,
+                       DefaultValuedAttr<I64Attr, "0">:$exclusive,
+                       DefaultValuedAttr<I64Attr, "0">:$reverse);
+  let results = (outs Graph_Tensor:$output);
+}
+
+def Graph_TopKOp : Graph_AxisOp<"top_k"> {
+  let summary = "The k largest (or smallest) elements along `axis` (ONNX TopK)";
+  let description = [{
+    Values and their i64 indices, sorted from the most extreme; equal values
+    keep the order of their indices, and a NaN counts as larger than any
+    number.
+
+    ```mlir
+    %v, %i = graph.top_k %x {axis = 1 : i64, k = 2 : i64, largest = 1 : i64}
+               : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xi64>)
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$input, I64Attr:$axis, I64Attr:$k,
+                       DefaultValuedAttr<I64Attr, "1">:$largest);
+  let results = (outs Graph_Tensor:$values, Graph_Tensor:$indices);
+}
+
 //===----------------------------------------------------------------------===//
 // Data movement
 //===----------------------------------------------------------------------===//

@@ -646,6 +646,73 @@ INFER_SIGNATURE(ReduceProdOp) {
   return inferReduce(loc, operands, attrs, types);
 }
 
+/// The input of an axis op and its (non-negative) axis.
+static LogicalResult axisOperand(Loc loc, ValueRange operands,
+                                 DictionaryAttr attrs, RankedTensorType &x,
+                                 int64_t &axis) {
+  if (failed(requireOperands(loc, operands, 1, 1)))
+    return failure();
+  x = tensorOf(operands[0]);
+  axis = intAttr(attrs, "axis", -1);
+  if (axis < 0 || axis >= x.getRank())
+    return fail(loc, "axis " + Twine(axis) + " is out of range for " +
+                         typeStr(x) + "; it must be in [0, " +
+                         Twine(x.getRank()) + ")");
+  return success();
+}
+
+static LogicalResult inferArgReduce(Loc loc, ValueRange operands,
+                                    DictionaryAttr attrs, Types &types) {
+  RankedTensorType x;
+  int64_t axis;
+  if (failed(axisOperand(loc, operands, attrs, x, axis)))
+    return failure();
+  if (x.getDimSize(axis) == 0)
+    return fail(loc, "the axis of " + typeStr(x) +
+                         " is empty; there is no index to return");
+  SmallVector<int64_t> shape(x.getShape());
+  if (intAttr(attrs, "keepdims", 1))
+    shape[axis] = 1;
+  else
+    shape.erase(shape.begin() + axis);
+  types.push_back(
+      RankedTensorType::get(shape, IntegerType::get(x.getContext(), 64)));
+  return success();
+}
+INFER_SIGNATURE(ArgMaxOp) {
+  return inferArgReduce(loc, operands, attrs, types);
+}
+INFER_SIGNATURE(ArgMinOp) {
+  return inferArgReduce(loc, operands, attrs, types);
+}
+
+INFER_SIGNATURE(CumSumOp) {
+  RankedTensorType x;
+  int64_t axis;
+  if (failed(axisOperand(loc, operands, attrs, x, axis)))
+    return failure();
+  types.push_back(x);
+  return success();
+}
+
+INFER_SIGNATURE(TopKOp) {
+  RankedTensorType x;
+  int64_t axis;
+  if (failed(axisOperand(loc, operands, attrs, x, axis)))
+    return failure();
+  int64_t k = intAttr(attrs, "k", -1);
+  if (k < 0 || k > x.getDimSize(axis))
+    return fail(loc, "k = " + Twine(k) + " must lie in [0, " +
+                         Twine(x.getDimSize(axis)) + "], the extent of axis " +
+                         Twine(axis) + " of " + typeStr(x));
+  SmallVector<int64_t> shape(x.getShape());
+  shape[axis] = k;
+  types.push_back(RankedTensorType::get(shape, x.getElementType()));
+  types.push_back(
+      RankedTensorType::get(shape, IntegerType::get(x.getContext(), 64)));
+  return success();
+}
+
 INFER_SIGNATURE(TransposeOp) {
   if (failed(requireOperands(loc, operands, 1, 1)))
     return failure();

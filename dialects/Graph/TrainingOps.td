@@ -78,11 +78,13 @@ def Graph_GeluTanhGradOp : Graph_BinaryOp<"gelu_tanh_grad", "",
 // Backward ops of the window ops, channels first. The forward input's
 // shape is an attribute where the gradient does not otherwise carry it
 // (a stride drops rows), so the forward input need not stay alive.
-def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input"> {
+def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Gradient of a convolution with respect to its input";
   let description = [{
     The transposed convolution of `grad` (the result's gradient) with
     `weight`, to the forward input's `input_shape`: cuDNN's backward data.
+    ONNX's ConvTranspose imports as this op (plus its bias).
   }];
   let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$weight,
                        DenseI64ArrayAttr:$input_shape,

@@ -5,7 +5,7 @@
 // dialect's explicit form. Shape rules live in the ops, not here.
 //
 //===----------------------------------------------------------------------===//
-#include "frontends/onnx/NodeImporter.h"
+#include "frontends/onnx/ImportHelpers.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -25,38 +25,6 @@ namespace {
 /// Kernel extents, strides and dilations beyond this are refused before
 /// window arithmetic multiplies them.
 constexpr int64_t kMaxWindowParameter = int64_t(1) << 31;
-
-ArrayRef<int64_t> shapeOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getShape();
-}
-int64_t rankOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getRank();
-}
-Type elemOf(Value v) {
-  return cast<RankedTensorType>(v.getType()).getElementType();
-}
-
-LogicalResult requireInputs(NodeImporter &n, size_t count) {
-  for (size_t i = 0; i < count; ++i)
-    if (!n.input(i))
-      return n.error() << "expects input " << i;
-  return success();
-}
-
-FailureOr<int64_t> normAxis(NodeImporter &n, int64_t axis, int64_t rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= rank)
-    return n.error() << "axis " << axis << " is out of range for rank " << rank,
-           failure();
-  return a;
-}
-
-LogicalResult emit(NodeImporter &n, FailureOr<Value> v) {
-  if (failed(v))
-    return failure();
-  n.results.push_back(*v);
-  return success();
-}
 
 NodeHandler unary(StringRef op) {
   return [op](NodeImporter &n) -> LogicalResult {
@@ -256,17 +224,6 @@ LogicalResult importFlatten(NodeImporter &n) {
     (i < axis ? outer : inner) *= in[i];
   return emit(
       n, n.build1("reshape", {n.input(0)}, {n.ints("shape", {outer, inner})}));
-}
-
-FailureOr<SmallVector<int64_t>>
-axesFromAttrOrInput(NodeImporter &n, int64_t inputOpset, size_t inputIndex) {
-  if (n.opset() < inputOpset) {
-    auto a = n.attrInts("axes");
-    return a ? *a : SmallVector<int64_t>();
-  }
-  if (!n.input(inputIndex))
-    return SmallVector<int64_t>();
-  return n.constInts(n.input(inputIndex), "the axes input");
 }
 
 LogicalResult importSqueeze(NodeImporter &n) {
@@ -692,6 +649,170 @@ LogicalResult importConv(NodeImporter &n) {
                            n.i64("group", n.attrInt("group", 1))}));
 }
 
+/// ConvTranspose is the gradient of a convolution with respect to its input:
+/// the convolution whose input has ConvTranspose's output shape.
+LogicalResult importConvTranspose(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Value x = n.input(0), w = n.input(1);
+  if (rankOf(x) < 3 || rankOf(w) != rankOf(x))
+    return n.error() << "input and weight must have the same rank >= 3";
+  size_t k = rankOf(x) - 2;
+  int64_t group = n.attrInt("group", 1);
+  ArrayRef<int64_t> xs = shapeOf(x), ws = shapeOf(w);
+  if (group < 1 || ws[0] != xs[1] || xs[1] % group != 0)
+    return n.error() << "weight [" << ws << "] must have the input's " << xs[1]
+                     << " channels first, divisible by group " << group;
+  SmallVector<int64_t> kernel(ws.drop_front(2));
+  auto ints = [&](StringRef name, int64_t dflt) {
+    return n.attrInts(name).value_or(SmallVector<int64_t>(k, dflt));
+  };
+  SmallVector<int64_t> strides = ints("strides", 1),
+                       dilations = ints("dilations", 1),
+                       outputPadding = ints("output_padding", 0);
+  if (strides.size() != k || dilations.size() != k || outputPadding.size() != k)
+    return n.error() << "strides, dilations and output_padding need " << k
+                     << " entries";
+  SmallVector<int64_t> natural(k), pads(2 * k, 0);
+  for (size_t i = 0; i < k; ++i) {
+    if (strides[i] < 1 || strides[i] > kMaxWindowParameter ||
+        dilations[i] < 1 || dilations[i] > kMaxWindowParameter ||
+        kernel[i] < 1 || kernel[i] > kMaxWindowParameter)
+      return n.error() << "kernel " << kernel[i] << ", stride " << strides[i]
+                       << " and dilation " << dilations[i]
+                       << " must lie in [1, 2^31]";
+    if (outputPadding[i] < 0 || outputPadding[i] >= strides[i])
+      return n.error() << "output_padding " << outputPadding[i]
+                       << " must lie in [0, stride " << strides[i] << ")";
+    natural[i] = strides[i] * (xs[2 + i] - 1) + outputPadding[i] +
+                 (kernel[i] - 1) * dilations[i] + 1;
+  }
+  std::string autoPad = n.attrString("auto_pad", "NOTSET");
+  auto outputShape = n.attrInts("output_shape");
+  if (outputShape && outputShape->size() == k + 2)
+    outputShape =
+        SmallVector<int64_t>(outputShape->begin() + 2, outputShape->end());
+  if (!outputShape && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")) {
+    outputShape.emplace();
+    for (size_t i = 0; i < k; ++i)
+      outputShape->push_back(xs[2 + i] * strides[i]);
+  }
+  if (outputShape) {
+    if (outputShape->size() != k)
+      return n.error() << "output_shape needs " << k << " spatial entries";
+    for (size_t i = 0; i < k; ++i) {
+      // ONNX's rule, with floor division; a negative end pad is extra
+      // output padding (positions no input reaches).
+      int64_t total = natural[i] - (*outputShape)[i];
+      int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);
+      bool upper = autoPad == "SAME_UPPER";
+      pads[i] = upper ? half : total - half;
+      pads[i + k] = std::max<int64_t>(0, total - pads[i]);
+      if (pads[i] < 0)
+        return n.error() << "output_shape " << (*outputShape)[i]
+                         << " exceeds the " << natural[i]
+                         << " positions the input reaches in dimension " << i;
+    }
+  } else if (autoPad == "NOTSET") {
+    pads = n.attrInts("pads").value_or(SmallVector<int64_t>(2 * k, 0));
+    if (pads.size() != 2 * k)
+      return n.error() << "pads must have " << 2 * k << " entries";
+  } else if (autoPad != "VALID") {
+    return n.error() << "unknown auto_pad '" << autoPad << "'";
+  }
+  SmallVector<int64_t> outShape = {xs[0], ws[1] * group};
+  for (size_t i = 0; i < k; ++i) {
+    int64_t extent =
+        outputShape ? (*outputShape)[i] : natural[i] - pads[i] - pads[i + k];
+    int64_t extra = extent - (natural[i] - pads[i] - pads[i + k]);
+    if (extra < 0 || extra + outputPadding[i] >= strides[i])
+      return n.error() << "output_shape " << extent << " in dimension " << i
+                       << " is not reachable with stride " << strides[i]
+                       << " from " << natural[i] << " positions";
+    if (pads[i] < 0 || pads[i + k] < 0 || extent < 1)
+      return n.error() << "pads " << pads[i] << " and " << pads[i + k]
+                       << " leave no output in dimension " << i << " (of "
+                       << natural[i] << ")";
+    outShape.push_back(extent);
+  }
+  auto y = n.build1("conv_grad_input", {x, w},
+                    {n.ints("input_shape", outShape),
+                     n.ints("strides", strides), n.ints("pads", pads),
+                     n.ints("dilations", dilations), n.i64("group", group)});
+  if (failed(y) || !n.input(2))
+    return emit(n, y);
+  Value bias = n.input(2);
+  if (shapeOf(bias) != ArrayRef<int64_t>{outShape[1]})
+    return n.error() << "bias must have shape [" << outShape[1] << "], got ["
+                     << shapeOf(bias) << "]";
+  SmallVector<int64_t> biasShape(k + 1, 1);
+  biasShape[0] = outShape[1];
+  OpChain c(n);
+  return c.finish({c.op("add", {*y, c.reshape(bias, biasShape)})});
+}
+
+NodeHandler argReduce(StringRef op) {
+  return [op](NodeImporter &n) -> LogicalResult {
+    if (failed(requireInputs(n, 1)))
+      return failure();
+    auto axis = normAxis(n, n.attrInt("axis", 0), rankOf(n.input(0)));
+    if (failed(axis))
+      return failure();
+    return emit(n, n.build1(op, {n.input(0)},
+                            {n.i64("axis", *axis),
+                             n.i64("keepdims", n.attrInt("keepdims", 1)),
+                             n.i64("select_last_index",
+                                   n.attrInt("select_last_index", 0))}));
+  };
+}
+
+LogicalResult importCumSum(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  auto axes = n.constInts(n.input(1), "axis");
+  if (failed(axes))
+    return failure();
+  if (axes->size() != 1)
+    return n.error() << "axis must be a scalar, got " << axes->size()
+                     << " values";
+  auto axis = normAxis(n, (*axes)[0], rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  return emit(n, n.build1("cum_sum", {n.input(0)},
+                          {n.i64("axis", *axis),
+                           n.i64("exclusive", n.attrInt("exclusive", 0)),
+                           n.i64("reverse", n.attrInt("reverse", 0))}));
+}
+
+LogicalResult importTopK(NodeImporter &n) {
+  if (failed(requireInputs(n, 1)))
+    return failure();
+  int64_t k;
+  if (n.opset() < 10) {
+    k = n.attrInt("k", -1);
+  } else {
+    if (failed(requireInputs(n, 2)))
+      return failure();
+    auto ks = n.constInts(n.input(1), "K");
+    if (failed(ks))
+      return failure();
+    if (ks->size() != 1)
+      return n.error() << "K must hold one value, got " << ks->size();
+    k = (*ks)[0];
+  }
+  auto axis = normAxis(n, n.attrInt("axis", -1), rankOf(n.input(0)));
+  if (failed(axis))
+    return failure();
+  auto r = n.build("top_k", {n.input(0)},
+                   {n.i64("axis", *axis), n.i64("k", k),
+                    n.i64("largest", n.attrInt("largest", 1))},
+                   2);
+  if (failed(r))
+    return failure();
+  n.results.append(r->begin(), r->end());
+  return success();
+}
+
 LogicalResult importPool(NodeImporter &n, StringRef op) {
   if (failed(requireInputs(n, 1)))
     return failure();
@@ -756,18 +877,6 @@ LogicalResult importBatchNorm(NodeImporter &n) {
                   attrs));
 }
 
-Value floatScalar(NodeImporter &n, Type et, double value) {
-  auto type = RankedTensorType::get({}, et);
-  std::vector<uint8_t> bytes(et.isF64() ? 8 : 4);
-  if (et.isF64()) {
-    std::memcpy(bytes.data(), &value, 8);
-  } else {
-    float f = static_cast<float>(value);
-    std::memcpy(bytes.data(), &f, 4);
-  }
-  return n.constant(type, bytes);
-}
-
 /// LayerNormalization with its Mean and InvStdDev outputs, spelled out in
 /// primitive ops (the fused op has no statistics outputs).
 LogicalResult importLayerNormWithStatistics(NodeImporter &n, int64_t axis) {
@@ -794,8 +903,8 @@ LogicalResult importLayerNormWithStatistics(NodeImporter &n, int64_t axis) {
   auto var = n.build1("reduce_mean", {*squared}, reduceAttrs());
   if (failed(var))
     return failure();
-  auto shifted =
-      n.build1("add", {*var, floatScalar(n, et, n.attrFloat("epsilon", 1e-5))});
+  auto shifted = n.build1(
+      "add", {*var, scalarConstant(n, et, n.attrFloat("epsilon", 1e-5))});
   if (failed(shifted))
     return failure();
   auto stddev = n.build1("sqrt", {*shifted});
@@ -839,29 +948,16 @@ NodeHandler reduce(StringRef op, int64_t axesInputOpset) {
   return [op, axesInputOpset](NodeImporter &n) -> LogicalResult {
     if (failed(requireInputs(n, 1)))
       return failure();
-    auto axes = axesFromAttrOrInput(n, axesInputOpset, 1);
+    bool noop = false;
+    auto axes = reductionAxes(n, axesInputOpset, noop);
     if (failed(axes))
       return failure();
-    int64_t rank = rankOf(n.input(0));
-    SmallVector<int64_t> norm;
-    if (axes->empty()) {
-      if (n.attrInt("noop_with_empty_axes", 0)) {
-        n.results.push_back(n.input(0));
-        return success();
-      }
-      for (int64_t i = 0; i < rank; ++i)
-        norm.push_back(i);
+    if (noop) {
+      n.results.push_back(n.input(0));
+      return success();
     }
-    for (int64_t a : *axes) {
-      auto axis = normAxis(n, a, rank);
-      if (failed(axis))
-        return failure();
-      norm.push_back(*axis);
-    }
-    llvm::sort(norm);
-    norm.erase(std::unique(norm.begin(), norm.end()), norm.end());
     return emit(n, n.build1(op, {n.input(0)},
-                            {n.ints("axes", norm),
+                            {n.ints("axes", *axes),
                              n.i64("keepdims", n.attrInt("keepdims", 1))}));
   };
 }
@@ -1309,6 +1405,12 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
     h["ConstantOfShape"] = importConstantOfShape;
     h["Range"] = importRange;
     h["Dropout"] = importDropout;
+    h["ConvTranspose"] = importConvTranspose;
+    h["ArgMax"] = argReduce("arg_max");
+    h["ArgMin"] = argReduce("arg_min");
+    h["CumSum"] = importCumSum;
+    h["TopK"] = importTopK;
+    addCompositeHandlers(h);
     return h;
   }();
   return handlers;

@@ -120,6 +120,7 @@ void registerNnGpuKernels(GpuKernelTable &table);          // NnKernels
 void registerLinearAlgebraGpuKernels(GpuKernelTable &table); // GemmKernel
 void registerDataMovementGpuKernels(GpuKernelTable &table);  // DataMovement.cu
 void registerTrainingGpuKernels(GpuKernelTable &table);      // TrainingKernels
+void registerAxisGpuKernels(GpuKernelTable &table);          // AxisOps.cu
 
 /// Whether every operand and result is f32 (what most GPU kernels take).
 bool allF32(const KernelArgs &a);

@@ -195,6 +195,7 @@ const GpuKernelTable &factories() {
     registerLinearAlgebraGpuKernels(t);
     registerDataMovementGpuKernels(t);
     registerTrainingGpuKernels(t);
+    registerAxisGpuKernels(t);
     return t;
   }();
   return table;

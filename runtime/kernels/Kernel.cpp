@@ -12,6 +12,7 @@ static const KernelTable &kernelTable() {
     registerLinearAlgebraKernels(t);
     registerNnKernels(t);
     registerDataMovementKernels(t);
+    registerAxisKernels(t);
     registerTrainingKernels(t);
     registerBackwardKernels(t);
     return t;

@@ -27,6 +27,7 @@ void registerNnKernels(KernelTable &table);
 void registerDataMovementKernels(KernelTable &table);
 void registerTrainingKernels(KernelTable &table);
 void registerBackwardKernels(KernelTable &table);
+void registerAxisKernels(KernelTable &table);
 
 /// Fails unless the kernel has `nin` inputs (or between min and max) and
 /// `nout` outputs.

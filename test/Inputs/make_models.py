@@ -382,12 +382,12 @@ save(graph, "bad_shapes.onnx")
 # unsupported.onnx: two unsupported op types, one of them twice.
 graph = helper.make_graph(
     [helper.make_node("Relu", ["x"], ["a"], name="ok"),
-     helper.make_node("ArgMax", ["a"], ["b"], name="am1"),
-     helper.make_node("ArgMax", ["a"], ["c"], name="am2"),
+     helper.make_node("Unique", ["a"], ["b"], name="u1"),
+     helper.make_node("Unique", ["a"], ["c"], name="u2"),
      helper.make_node("Det", ["a"], ["d"], name="det")], "unsupported",
     [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 3])],
-    [helper.make_tensor_value_info("b", TensorProto.INT64, [1, 3]),
-     helper.make_tensor_value_info("c", TensorProto.INT64, [1, 3]),
+    [helper.make_tensor_value_info("b", TensorProto.FLOAT, [9]),
+     helper.make_tensor_value_info("c", TensorProto.FLOAT, [9]),
      helper.make_tensor_value_info("d", TensorProto.FLOAT, [])])
 save(graph, "unsupported.onnx")
 

@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -582,6 +583,107 @@ TEST(CudaExecutor, AllReduceOfDevicesSharingAGpuMatchesCpu) {
         EXPECT_EQ(got, want)
             << devices << " devices, graphs " << graphs << ", run " << rep;
       }
+    }
+  }
+}
+
+namespace {
+
+/// Runs kernel `name` on the CPU and the GPU over the same `input` bytes
+/// and expects every output to be identical, byte for byte.
+void expectAxisKernelMatchesCpu(const std::string &name, const AttrMap &attrs,
+                                const TensorType &in,
+                                const std::vector<uint8_t> &input,
+                                const std::vector<TensorType> &outs) {
+  SCOPED_TRACE(name + " over " + in.str());
+  std::unique_ptr<Kernel> cpu;
+  ASSERT_TRUE(createCpuKernel(name, attrs, {in}, outs, cpu).ok());
+  std::vector<std::vector<uint8_t>> expected, got;
+  std::vector<TensorRef> cpuOut;
+  for (const TensorType &t : outs) {
+    expected.emplace_back(t.byteSize(), 0xab);
+    cpuOut.push_back({expected.back().data(), t});
+  }
+  std::vector<uint8_t> hostIn = input;
+  ASSERT_TRUE(cpu->run({{hostIn.data(), in}}, cpuOut).ok());
+  DeviceContext ctx;
+  std::unique_ptr<GpuKernel> k;
+  Status s = createGpuKernel(name, attrs, {in}, outs, ctx, k);
+  ASSERT_TRUE(s.ok() && k) << s.message();
+  void *dx = nullptr;
+  ASSERT_EQ(cudaMalloc(&dx, input.size()), cudaSuccess);
+  cudaMemcpy(dx, input.data(), input.size(), cudaMemcpyHostToDevice);
+  std::vector<TensorRef> gpuOut;
+  for (const TensorType &t : outs) {
+    void *d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, t.byteSize()), cudaSuccess);
+    gpuOut.push_back({d, t});
+  }
+  ASSERT_TRUE(k->run(ctx, {{dx, in}}, gpuOut).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<uint8_t> host(outs[i].byteSize());
+    cudaMemcpy(host.data(), gpuOut[i].data, host.size(),
+               cudaMemcpyDeviceToHost);
+    EXPECT_TRUE(host == expected[i]) << "output " << i << " differs";
+    cudaFree(gpuOut[i].data);
+  }
+  cudaFree(dx);
+}
+
+template <class T> std::vector<uint8_t> bytesOf(const std::vector<T> &v) {
+  std::vector<uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+} // namespace
+
+// Lines long and short, along the last axis and a middle one, with many
+// ties (small integers) and NaNs, as the CPU orders them.
+TEST(GpuKernels, ArgReduceCumSumAndTopKMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> small(0, 9);
+  for (Shape shape : {Shape{6, 3000}, Shape{4, 37, 5}, Shape{1, 1, 70000}}) {
+    int64_t axis = shape.size() == 2 ? 1 : shape.size() - 2 + (shape[2] > 5);
+    TensorType in{DType::F32, shape};
+    std::vector<float> x(in.numElements());
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = i % 97 == 5 ? NAN : float(small(rng));
+    Shape reduced = shape;
+    reduced[axis] = 1;
+    for (const char *name : {"arg_max", "arg_min"})
+      for (int64_t last : {0, 1}) {
+        AttrMap attrs;
+        attrs.set("axis", AttrValue::ofInts({axis}));
+        attrs.set("keepdims", AttrValue::ofInts({1}));
+        attrs.set("select_last_index", AttrValue::ofInts({last}));
+        expectAxisKernelMatchesCpu(name, attrs, in, bytesOf(x),
+                                   {{DType::I64, reduced}});
+      }
+    for (int64_t largest : {0, 1}) {
+      Shape top = shape;
+      top[axis] = std::min<int64_t>(7, shape[axis]);
+      AttrMap attrs;
+      attrs.set("axis", AttrValue::ofInts({axis}));
+      attrs.set("k", AttrValue::ofInts({top[axis]}));
+      attrs.set("largest", AttrValue::ofInts({largest}));
+      expectAxisKernelMatchesCpu("top_k", attrs, in, bytesOf(x),
+                                 {{DType::F32, top}, {DType::I64, top}});
+    }
+    // Integer sums are exact, so the scan order does not matter.
+    TensorType ints{DType::I64, shape};
+    std::vector<int64_t> xi(ints.numElements());
+    for (size_t i = 0; i < xi.size(); ++i)
+      xi[i] = small(rng) - 4;
+    for (int64_t mode = 0; mode < 4; ++mode) {
+      AttrMap attrs;
+      attrs.set("axis", AttrValue::ofInts({axis}));
+      attrs.set("exclusive", AttrValue::ofInts({mode & 1}));
+      attrs.set("reverse", AttrValue::ofInts({mode >> 1}));
+      expectAxisKernelMatchesCpu("cum_sum", attrs, ints, bytesOf(xi), {ints});
     }
   }
 }

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 using namespace partc::runtime;
 
 namespace {
@@ -324,3 +326,81 @@ TEST(Kernels, RefuseAPlanWithoutTheirAttributes) {
 }
 
 } // namespace
+
+TEST(Kernels, ArgMaxAndArgMinPickNanAndBreakTies) {
+  // Rows: a tie (3 at 1 and 3), a NaN (which numpy returns for both).
+  TensorType in{DType::F32, {2, 4}}, out{DType::I64, {2}};
+  std::vector<float> x = {1, 3, 0, 3, 2, NAN, 5, -1};
+  auto run = [&](const char *name, int64_t last) {
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({1}));
+    attrs.set("keepdims", AttrValue::ofInts({0}));
+    attrs.set("select_last_index", AttrValue::ofInts({last}));
+    std::unique_ptr<Kernel> k;
+    EXPECT_TRUE(createCpuKernel(name, attrs, {in}, {out}, k).ok());
+    std::vector<int64_t> y(2, -7);
+    EXPECT_TRUE(k->run({{x.data(), in}}, {{y.data(), out}}).ok());
+    return y;
+  };
+  EXPECT_EQ(run("arg_max", 0), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(run("arg_max", 1), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(run("arg_min", 0), (std::vector<int64_t>{2, 1}));
+}
+
+TEST(Kernels, CumSumExclusiveReverseAndWrappingIntegers) {
+  TensorType in{DType::I32, {2, 3}};
+  std::vector<int32_t> x = {1, 2, 3, 2147483647, 1, 0};
+  auto run = [&](int64_t axis, int64_t exclusive, int64_t reverse) {
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({axis}));
+    attrs.set("exclusive", AttrValue::ofInts({exclusive}));
+    attrs.set("reverse", AttrValue::ofInts({reverse}));
+    std::unique_ptr<Kernel> k;
+    EXPECT_TRUE(createCpuKernel("cum_sum", attrs, {in}, {in}, k).ok());
+    std::vector<int32_t> y(6);
+    EXPECT_TRUE(k->run({{x.data(), in}}, {{y.data(), in}}).ok());
+    return y;
+  };
+  EXPECT_EQ(run(1, 0, 0), (std::vector<int32_t>{1, 3, 6, 2147483647,
+                                                -2147483648, -2147483648}));
+  EXPECT_EQ(run(1, 1, 1), (std::vector<int32_t>{5, 3, 0, 1, 0, 0}));
+  EXPECT_EQ(run(0, 1, 0), (std::vector<int32_t>{0, 0, 0, 1, 2, 3}));
+}
+
+TEST(Kernels, TopKSortsStablyWithNanLargest) {
+  TensorType in{DType::F32, {1, 5}};
+  TensorType values{DType::F32, {1, 3}}, indices{DType::I64, {1, 3}};
+  std::vector<float> x = {2, NAN, 7, 2, -1};
+  auto run = [&](int64_t largest, std::vector<int64_t> &idx) {
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({1}));
+    attrs.set("k", AttrValue::ofInts({3}));
+    attrs.set("largest", AttrValue::ofInts({largest}));
+    std::unique_ptr<Kernel> k;
+    EXPECT_TRUE(
+        createCpuKernel("top_k", attrs, {in}, {values, indices}, k).ok());
+    std::vector<float> v(3);
+    idx.assign(3, -7);
+    EXPECT_TRUE(
+        k->run({{x.data(), in}}, {{v.data(), values}, {idx.data(), indices}})
+            .ok());
+    return v;
+  };
+  std::vector<int64_t> idx;
+  std::vector<float> v = run(1, idx);
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 7);
+  EXPECT_EQ(v[2], 2);
+  EXPECT_EQ(idx, (std::vector<int64_t>{1, 2, 0}));
+  EXPECT_EQ(run(0, idx), (std::vector<float>{-1, 2, 2}));
+  EXPECT_EQ(idx, (std::vector<int64_t>{4, 0, 3}));
+  // k beyond the axis is refused when the kernel is made.
+  AttrMap attrs;
+  attrs.set("axis", AttrValue::ofInts({1}));
+  attrs.set("k", AttrValue::ofInts({6}));
+  attrs.set("largest", AttrValue::ofInts({1}));
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("top_k", attrs, {in}, {values, indices}, k);
+  EXPECT_NE(s.message().find("k = 6 must lie in [0, 5]"), std::string::npos)
+      << s.message();
+}

@@ -290,3 +290,43 @@ func.func @all_reduce_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
   %a = graph.all_reduce %x {group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xi64>) -> tensor<4xi64>
   return %a : tensor<4xi64>
 }
+
+// -----
+
+// Tests that an axis op refuses an axis outside the input's rank.
+func.func @arg_max_axis(%x: tensor<2x3xf32>) -> tensor<2xi64> {
+  // expected-error@+2 {{axis 2 is out of range for tensor<2x3xf32>; it must be in [0, 2)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.arg_max %x {axis = 2 : i64, keepdims = 0 : i64} : (tensor<2x3xf32>) -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+// Tests that ArgMin refuses an empty axis: there is no index to return.
+func.func @arg_min_empty(%x: tensor<2x0xf32>) -> tensor<2xi64> {
+  // expected-error@+2 {{is empty; there is no index to return}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.arg_min %x {axis = 1 : i64, keepdims = 0 : i64} : (tensor<2x0xf32>) -> tensor<2xi64>
+  return %0 : tensor<2xi64>
+}
+
+// -----
+
+// Tests that TopK refuses a k beyond the axis' extent.
+func.func @top_k_too_many(%x: tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>) {
+  // expected-error@+2 {{k = 4 must lie in [0, 3], the extent of axis 1}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %v, %i = graph.top_k %x {axis = 1 : i64, k = 4 : i64} : (tensor<2x3xf32>) -> (tensor<2x4xf32>, tensor<2x4xi64>)
+  return %v, %i : tensor<2x4xf32>, tensor<2x4xi64>
+}
+
+// -----
+
+// Tests that CumSum refuses a negative axis (axes are normalized at import).
+func.func @cum_sum_negative_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
+  // expected-error@+2 {{axis -1 is out of range}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.cum_sum %x {axis = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %0 : tensor<2x3xf32>
+}

@@ -107,3 +107,22 @@ func.func @dropout(%x: tensor<2x3xf64>, %step: tensor<i64>, %seed: tensor<i64>) 
   %y = graph.dropout %x, %step, %seed {ratio = 0.1 : f64, stream = 2 : i64} : (tensor<2x3xf64>, tensor<i64>, tensor<i64>) -> tensor<2x3xf64>
   return %y : tensor<2x3xf64>
 }
+
+// -----
+
+// Tests that the axis ops and the transposed convolution round-trip,
+// defaults elided.
+// CHECK-LABEL: func @axis_ops
+func.func @axis_ops(%x: tensor<2x5xf32>, %y: tensor<1x4x3x3xf32>, %w: tensor<4x2x3x3xf32>) -> (tensor<2xi64>, tensor<2x1xi64>, tensor<2x5xf32>, tensor<2x2xf32>, tensor<2x2xi64>, tensor<1x4x5x5xf32>) {
+  // CHECK: graph.arg_max %{{.*}} {axis = 1 : i64, keepdims = 0 : i64} : (tensor<2x5xf32>) -> tensor<2xi64>
+  %a = graph.arg_max %x {axis = 1 : i64, keepdims = 0 : i64, select_last_index = 0 : i64} : (tensor<2x5xf32>) -> tensor<2xi64>
+  // CHECK: graph.arg_min %{{.*}} {axis = 1 : i64, select_last_index = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x1xi64>
+  %b = graph.arg_min %x {axis = 1 : i64, select_last_index = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x1xi64>
+  // CHECK: graph.cum_sum %{{.*}} {axis = 1 : i64, reverse = 1 : i64}
+  %c = graph.cum_sum %x {axis = 1 : i64, exclusive = 0 : i64, reverse = 1 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  // CHECK: %{{.*}}, %{{.*}} = graph.top_k %{{.*}} {axis = 1 : i64, k = 2 : i64, largest = 0 : i64} : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xi64>)
+  %v, %i = graph.top_k %x {axis = 1 : i64, k = 2 : i64, largest = 0 : i64} : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xi64>)
+  // CHECK: graph.conv_grad_input {{.*}}group = 2 : i64, input_shape = array<i64: 1, 4, 5, 5>
+  %t = graph.conv_grad_input %y, %w {input_shape = array<i64: 1, 4, 5, 5>, strides = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, dilations = array<i64: 1, 1>, group = 2 : i64} : (tensor<1x4x3x3xf32>, tensor<4x2x3x3xf32>) -> tensor<1x4x5x5xf32>
+  return %a, %b, %c, %v, %i, %t : tensor<2xi64>, tensor<2x1xi64>, tensor<2x5xf32>, tensor<2x2xf32>, tensor<2x2xi64>, tensor<1x4x5x5xf32>
+}

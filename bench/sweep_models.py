@@ -1,0 +1,404 @@
+#!/usr/bin/env python3
+"""The model sweep: whole families exported as users export them, compiled,
+split and checked against PyTorch.
+
+Families: every torchvision classification, segmentation and video model up
+to --max-params parameters, and Hugging Face architectures built from
+configs with random weights (BERT, GPT-2, Llama, T5's encoder and one
+decoder step, ViT, Whisper's encoder, CLIP). Each model is exported with
+dynamic batch (and sequence) dimensions by each exporter asked for, bound
+back with `partc compile --dim`, compiled for one device and for two with
+`--strategy auto`, run, and compared with PyTorch's outputs. A table row
+per model and exporter: parameters, whether it compiles and matches on 1
+and on 2 devices (and the layout chosen), else the first error, which
+names the unsupported operator where that is the cause.
+
+Results go to WORK/results.jsonl as they come (a rerun skips what is there
+unless --redo), and the table to --table. Runs on the CPU backend by
+default; pass --run-args "--backend cuda --precision fp32 --devices-per-gpu 2"
+on a GPU machine.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import traceback
+
+import numpy as np
+
+IMAGE = {"classification": 64, "segmentation": 64}
+# Models whose input size is fixed or has a floor above the default.
+IMAGE_OVERRIDES = {
+    "vit_b_16": 224, "vit_b_32": 224, "vit_l_16": 224, "vit_l_32": 224,
+    "vit_h_14": 224, "maxvit_t": 224, "inception_v3": 96, "googlenet": 64,
+    "swin_v2_t": 64, "swin_v2_s": 64, "swin_v2_b": 64, "alexnet": 224,
+    "vgg11": 224, "vgg11_bn": 224, "vgg13": 224, "vgg13_bn": 224,
+    "vgg16": 224, "vgg16_bn": 224, "vgg19": 224, "vgg19_bn": 224,
+}
+VIDEO_SHAPE = {"default": (4, 64, 64), "mvit_v1_b": (16, 224, 224),
+               "mvit_v2_s": (16, 224, 224), "s3d": (8, 112, 112)}
+HF_MODELS = ["bert", "gpt2", "llama", "t5-encoder", "t5-decoder-step", "vit",
+             "whisper-encoder", "clip"]
+
+
+class TupleOutputs:
+    """Wraps a model so that it returns its tensors as a flat tuple."""
+
+    @staticmethod
+    def wrap(model, pick, names):
+        import torch
+
+        class Wrapped(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, *args):
+                return pick(self.model(**dict(zip(names, args))))
+
+        return Wrapped().eval()
+
+
+def vision_models(family, max_params):
+    import torchvision.models as tvm
+    module = {"classification": tvm, "segmentation": tvm.segmentation,
+              "video": tvm.video}[family]
+    return [(family, name) for name in tvm.list_models(module=module)]
+
+
+def build_vision(family, name):
+    import torch
+    import torchvision.models as tvm
+    kwargs = {"weights": None}
+    if family == "segmentation":
+        kwargs.update(weights_backbone=None, num_classes=5)
+        if not name.startswith("lraspp"):
+            kwargs["aux_loss"] = False
+    elif family == "classification":
+        kwargs["num_classes"] = 10
+        if name in ("googlenet", "inception_v3"):
+            kwargs["aux_logits"] = False
+            kwargs["init_weights"] = True
+    model = tvm.get_model(name, **kwargs).eval()
+    g = torch.Generator().manual_seed(2)
+    if family == "video":
+        t, h, w = VIDEO_SHAPE.get(name, VIDEO_SHAPE["default"])
+        x = torch.randn(2, 3, t, h, w, generator=g)
+    else:
+        size = IMAGE_OVERRIDES.get(name, IMAGE[family])
+        x = torch.randn(2, 3, size, size, generator=g)
+    if family == "segmentation":
+        model = TupleOutputs.wrap(model, lambda out: out["out"], ["input"])
+    return model, {"input": x}, {"input": {0: "batch"}}, ["output"]
+
+
+def tokens(batch, seq, vocab):
+    import torch
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, vocab, (batch, seq), generator=g)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[-1, seq - seq // 4:] = 0
+    return ids, mask
+
+
+def build_hf(name):
+    import torch
+    import transformers as tf
+    batch, seq = 2, 16
+    text = {0: "batch", 1: "seq"}
+    g = torch.Generator().manual_seed(2)
+    if name == "bert":
+        cfg = tf.BertConfig(vocab_size=1000, hidden_size=64,
+                            num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=128, max_position_embeddings=64)
+        model = tf.BertModel(cfg)
+        ids, mask = tokens(batch, seq, cfg.vocab_size)
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        pick = lambda o: (o.last_hidden_state, o.pooler_output)
+        dyn, outs = {"input_ids": text, "attention_mask": text}, ["hidden", "pooled"]
+    elif name == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=1000, n_embd=64, n_layer=2, n_head=4,
+                            n_positions=64)
+        model = tf.GPT2Model(cfg)
+        ids, _ = tokens(batch, seq, cfg.vocab_size)
+        inputs = {"input_ids": ids}
+        pick = lambda o: (o.last_hidden_state,)
+        dyn, outs = {"input_ids": text}, ["hidden"]
+    elif name == "llama":
+        cfg = tf.LlamaConfig(vocab_size=1000, hidden_size=64,
+                             intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2,
+                             max_position_embeddings=64)
+        model = tf.LlamaModel(cfg)
+        ids, _ = tokens(batch, seq, cfg.vocab_size)
+        inputs = {"input_ids": ids}
+        pick = lambda o: (o.last_hidden_state,)
+        dyn, outs = {"input_ids": text}, ["hidden"]
+    elif name in ("t5-encoder", "t5-decoder-step"):
+        cfg = tf.T5Config(vocab_size=1000, d_model=64, d_kv=16, d_ff=128,
+                          num_layers=2, num_heads=4)
+        ids, mask = tokens(batch, seq, cfg.vocab_size)
+        if name == "t5-encoder":
+            model = tf.T5EncoderModel(cfg)
+            inputs = {"input_ids": ids, "attention_mask": mask}
+            dyn = {"input_ids": text, "attention_mask": text}
+        else:
+            # One decoder step over the encoder's states (no cache).
+            model = tf.T5Model(cfg)
+            dec = ids[:, :1]
+            inputs = {"input_ids": ids, "attention_mask": mask,
+                      "decoder_input_ids": dec}
+            dyn = {"input_ids": text, "attention_mask": text,
+                   "decoder_input_ids": {0: "batch"}}
+        pick = lambda o: (o.last_hidden_state,)
+        outs = ["hidden"]
+    elif name == "vit":
+        cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64,
+                           num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128)
+        model = tf.ViTModel(cfg, add_pooling_layer=False)
+        inputs = {"pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
+        pick = lambda o: (o.last_hidden_state,)
+        dyn, outs = {"pixel_values": {0: "batch"}}, ["hidden"]
+    elif name == "whisper-encoder":
+        cfg = tf.WhisperConfig(vocab_size=1000, d_model=64,
+                               encoder_layers=2, decoder_layers=2,
+                               encoder_attention_heads=4,
+                               decoder_attention_heads=4,
+                               encoder_ffn_dim=128, decoder_ffn_dim=128,
+                               num_mel_bins=16, max_source_positions=32)
+        model = tf.WhisperModel(cfg).get_encoder()
+        inputs = {"input_features": torch.randn(batch, 16, 64, generator=g)}
+        pick = lambda o: (o.last_hidden_state,)
+        dyn, outs = {"input_features": {0: "batch"}}, ["hidden"]
+    elif name == "clip":
+        cfg = tf.CLIPConfig(
+            text_config=dict(vocab_size=1000, hidden_size=64,
+                             intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4,
+                             max_position_embeddings=32),
+            vision_config=dict(hidden_size=64, intermediate_size=128,
+                               num_hidden_layers=2, num_attention_heads=4,
+                               image_size=32, patch_size=8),
+            projection_dim=32)
+        model = tf.CLIPModel(cfg)
+        ids, mask = tokens(batch, seq, 1000)
+        inputs = {"input_ids": ids, "attention_mask": mask,
+                  "pixel_values": torch.randn(batch, 3, 32, 32, generator=g)}
+        pick = lambda o: (o.logits_per_image, o.text_embeds, o.image_embeds)
+        dyn = {"input_ids": text, "attention_mask": text,
+               "pixel_values": {0: "batch"}}
+        outs = ["logits_per_image", "text_embeds", "image_embeds"]
+    else:
+        raise ValueError(name)
+    wrapped = TupleOutputs.wrap(model.eval(), pick, list(inputs))
+    return wrapped, inputs, dyn, outs
+
+
+def write_pb(path, array, name):
+    from onnx import numpy_helper
+    with open(path, "wb") as f:
+        f.write(numpy_helper.from_array(np.ascontiguousarray(array),
+                                        name).SerializeToString())
+
+
+def export(model, inputs, dynamic, outs, exporter, path, opset):
+    import torch
+    args = tuple(inputs.values())
+    names = list(inputs)
+    if exporter == "dynamo":
+        dims = {}
+        shapes = {}
+        for k, axes in dynamic.items():
+            shapes[k] = {a: dims.setdefault(n, torch.export.Dim(n, min=1, max=4096))
+                         for a, n in axes.items()}
+        torch.onnx.export(model, args, path, dynamo=True, external_data=False,
+                          input_names=names, output_names=outs,
+                          dynamic_shapes=shapes)
+    else:
+        kwargs = {}
+        if "dynamo" in torch.onnx.export.__code__.co_varnames:
+            kwargs["dynamo"] = False
+        dyn = {k: {a: n for a, n in v.items()} for k, v in dynamic.items()}
+        torch.onnx.export(model, args, path, opset_version=opset,
+                          input_names=names, output_names=outs,
+                          dynamic_axes=dyn, **kwargs)
+
+
+def first_error(text):
+    lines = [l for l in text.splitlines() if "error" in l.lower()]
+    line = (lines[0] if lines else text.strip().splitlines()[-1:] or [""])[0]
+    line = re.sub(r"/\S+/", "", line)
+    return line.strip()[:220]
+
+
+def run(cmd, timeout):
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout + p.stderr
+    except subprocess.TimeoutExpired:
+        return 124, "timed out after %d s" % timeout
+
+
+def sweep_one(family, name, exporter, a):
+    import torch
+    row = {"family": family, "model": name, "exporter": exporter}
+    torch.manual_seed(0)
+    start = time.time()
+    try:
+        if family == "hf":
+            model, inputs, dynamic, outs = build_hf(name)
+        else:
+            model, inputs, dynamic, outs = build_vision(family, name)
+    except Exception as e:
+        row["error"] = "build: " + str(e).splitlines()[0][:200]
+        return row
+    params = sum(p.numel() for p in model.parameters())
+    row["params_m"] = round(params / 1e6, 2)
+    if params > a.max_params:
+        row["error"] = "skipped: over %.0fM parameters" % (a.max_params / 1e6)
+        return row
+    with torch.no_grad():
+        expected = model(*inputs.values())
+    if isinstance(expected, torch.Tensor):
+        expected = (expected,)
+    directory = os.path.join(a.work, "%s-%s" % (name, exporter))
+    data = os.path.join(directory, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    path = os.path.join(directory, "model.onnx")
+    try:
+        export(model, inputs, dynamic, outs, exporter, path, a.opset)
+    except Exception as e:
+        msg = str(e).strip().splitlines()
+        row["error"] = "export: " + (msg[0] if msg else type(e).__name__)[:200]
+        return row
+    for i, (k, v) in enumerate(inputs.items()):
+        write_pb(os.path.join(data, "input_%d.pb" % i), v.numpy(), k)
+    for i, (k, v) in enumerate(zip(outs, expected)):
+        write_pb(os.path.join(data, "output_%d.pb" % i), v.numpy(), k)
+    bindings = {}
+    for k, axes in dynamic.items():
+        for axis, dim in axes.items():
+            bindings[dim] = inputs[k].shape[axis]
+    dims = []
+    for dim, value in bindings.items():
+        dims += ["--dim", "%s=%d" % (dim, value)]
+    run_args = a.run_args.split()
+    for label, extra in (("1", []), ("2", ["--devices", "2"])):
+        plan = os.path.join(directory, "p%s.plan" % label)
+        rc, out = run([os.path.join(a.bin, "partc"), "compile", path, "-o",
+                       plan] + dims + extra, a.timeout)
+        row["compile" + label] = rc == 0
+        if rc != 0:
+            row.setdefault("error", "compile (%s device%s): %s" % (
+                label, "s" if label == "2" else "", first_error(out)))
+            continue
+        m = re.search(r"strategy=\w+: (\d+ stages? x \d+ replicas?)", out)
+        if m and label == "2":
+            row["layout2"] = m.group(1)
+        rc, out = run([os.path.join(a.bin, "partc-run"), plan, "--check", data,
+                       "--rtol", str(a.rtol), "--atol", str(a.atol)] + run_args,
+                      a.timeout)
+        row["match" + label] = rc == 0 and "check passed" in out
+        if not row["match" + label]:
+            row.setdefault("error", "run (%s device%s): %s" % (
+                label, "s" if label == "2" else "", first_error(out)))
+    row["seconds"] = round(time.time() - start, 1)
+    return row
+
+
+def table(rows, header):
+    lines = [header, "",
+             "| family | model | exporter | params (M) | 1 device | 2 devices | note |",
+             "|---|---|---|---|---|---|---|"]
+    def mark(r, k):
+        if ("compile" + k) not in r:
+            return "-"
+        if not r["compile" + k]:
+            return "no compile"
+        return "match" if r.get("match" + k) else "**mismatch**"
+    for r in rows:
+        two = mark(r, "2")
+        if r.get("layout2") and two == "match":
+            two += " (%s)" % r["layout2"]
+        lines.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["family"], r["model"], r["exporter"], r.get("params_m", "-"),
+            mark(r, "1"), two, r.get("error", "").replace("|", "/")))
+    passed = sum(1 for r in rows if r.get("match1") and r.get("match2"))
+    lines += ["", "%d of %d exports compile, split over 2 devices and match "
+              "PyTorch on both." % (passed, len(rows))]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--families", default="classification,segmentation,video,hf")
+    ap.add_argument("--models", default="", help="only these (comma-separated)")
+    ap.add_argument("--exporters", default="torchscript")
+    ap.add_argument("--max-params", type=float, default=150e6)
+    ap.add_argument("--opset", type=int, default=17)
+    ap.add_argument("--rtol", type=float, default=1e-4)
+    ap.add_argument("--atol", type=float, default=1e-4)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--budget", type=int, default=0,
+                    help="stop starting models after this many seconds")
+    ap.add_argument("--run-args", default="")
+    ap.add_argument("--table", help="write the markdown table here")
+    ap.add_argument("--header", default="## Sweep")
+    ap.add_argument("--redo", action="store_true")
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    results = os.path.join(a.work, "results.jsonl")
+    done = {}
+    if os.path.exists(results) and not a.redo:
+        for line in open(results):
+            r = json.loads(line)
+            done[(r["model"], r["exporter"])] = r
+    todo = []
+    for family in a.families.split(","):
+        if family == "hf":
+            try:
+                import transformers  # noqa: F401
+                todo += [("hf", n) for n in HF_MODELS]
+            except ImportError:
+                print("hf: transformers is not installed; skipped")
+        else:
+            todo += vision_models(family, a.max_params)
+    if a.models:
+        keep = set(a.models.split(","))
+        todo = [t for t in todo if t[1] in keep]
+    start = time.time()
+    rows = []
+    with open(results, "a") as log:
+        for family, name in todo:
+            for exporter in a.exporters.split(","):
+                key = (name, exporter)
+                if key in done:
+                    rows.append(done[key])
+                    continue
+                if a.budget and time.time() - start > a.budget:
+                    continue
+                try:
+                    row = sweep_one(family, name, exporter, a)
+                except Exception as e:
+                    traceback.print_exc(limit=2)
+                    row = {"family": family, "model": name, "exporter": exporter,
+                           "error": "sweep: " + str(e)[:200]}
+                rows.append(row)
+                log.write(json.dumps(row) + "\n")
+                log.flush()
+                print(json.dumps(row), flush=True)
+    if a.table:
+        with open(a.table, "w") as f:
+            f.write(table(rows, a.header))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
