@@ -22,5 +22,5 @@ if [ -n "${OLD_BIN_DIR:-}" ]; then
   strip -o /tmp/partc-pack-old/bin/partc-run "$OLD_BIN_DIR/partc-run"
   tar -C /tmp/partc-pack-old -cJf .device/partc-old.tar.xz bin
 fi
-cp ../shared/bench/torch_baselines.py .device/ 2>/dev/null || true
+cp ../shared/bench/torch_baselines.py ../shared/bench/torch_peers.py .device/ 2>/dev/null || true
 du -sh .device/*

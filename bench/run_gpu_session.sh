@@ -245,13 +245,41 @@ if [[ $what == *sweep* ]]; then
   # architectures with both exporters, then torchvision's families with
   # the dynamo exporter, as far as SWEEP_BUDGET seconds go.
   echo "== sweep (cuda)"
-  timeout ${SWEEP_TIMEOUT:-560} python3 -u bench/sweep_models.py --bin $B --work $W/sweep \
+  # SWEEP_BACKEND=cpu runs the plans on the CPU reference (the sweep's
+  # tolerance is then fp32's).
+  be=${SWEEP_BACKEND:-cuda}
+  ra="--backend cuda --precision fp32 --devices-per-gpu 2"
+  [ "$be" = cpu ] && ra=""
+  timeout ${SWEEP_TIMEOUT:-560} python3 -u bench/sweep_models.py --bin $B --work $W/sweep-$be \
     --families ${SWEEP_FAMILIES:-hf,classification,segmentation,video} \
     --exporters ${SWEEP_EXPORTERS:-torchscript,dynamo} --budget ${SWEEP_BUDGET:-420} --timeout 120 \
-    --rtol 1e-4 --atol 1e-4 --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" \
-    --table $OUT/sweep-cuda.md --header "## CUDA backend, PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
-    2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-cuda.jsonl
-  tail -3 $OUT/sweep-cuda.md
+    --rtol 1e-4 --atol 1e-4 --run-args "$ra" \
+    --table $OUT/sweep-$be.md --header "## $be backend, PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
+    2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-$be.jsonl
+  tail -3 $OUT/sweep-$be.md
+fi
+if [[ $what == *peers* ]]; then
+  # Models partc was not tuned on against their strongest PyTorch peers
+  # (torch_peers.py, identical weights), then partc's kernel profile by op.
+  echo "== peers: ${PEER_MODELS:=densenet121} at batch ${PEER_BATCH:=32}"
+  for m in $PEER_MODELS; do
+    d=$W/peer-$m
+    timeout 240 python3 .device/torch_peers.py $m $d --batch $PEER_BATCH ${PEER_ARGS:---no-bf16} 2>&1 \
+      | grep '^{' | tee -a $OUT/peers.jsonl
+    $B/partc compile $d/model.onnx -o $d/p.plan --batch $PEER_BATCH --quiet
+    in=$(ls $d/*.npy | grep -v reference | head -1)
+    inname=$(basename $in .npy)
+    t $B/partc-run $d/p.plan --backend cuda --input $inname=$in --iterations 30 --warmup 5 --keep-inputs --stream --quiet
+    $B/partc-run $d/p.plan --backend cuda --input $inname=$in --output-dir $d/out --quiet && python3 -c "
+import numpy as np, glob
+r = np.load('$d/reference.npy'); g = [f for f in glob.glob('$d/out/*') ][0]
+import onnx.numpy_helper as nh, onnx
+y = nh.to_array(onnx.load_tensor(g)) if g.endswith('.pb') else np.load(g)
+print('$m: max abs err vs PyTorch fp32 %.2e (max |y| %.2e)' % (abs(y - r).max(), abs(r).max()))" 2>&1 | tail -1
+    timeout 90 $B/partc-run $d/p.plan --backend cuda --input $inname=$in --iterations 10 --warmup 3 \
+      --profile $OUT/profile-$m.json --quiet > /dev/null 2>&1
+    profile_by_op $OUT/profile-$m.json 14
+  done
 fi
 if [[ $what == *compare* ]]; then
   # This build against the one packed as .device/partc-old.tar.xz

@@ -39,7 +39,7 @@ IMAGE_OVERRIDES = {
     "vgg16": 224, "vgg16_bn": 224, "vgg19": 224, "vgg19_bn": 224,
 }
 VIDEO_SHAPE = {"default": (4, 64, 64), "mvit_v1_b": (16, 224, 224),
-               "mvit_v2_s": (16, 224, 224), "s3d": (8, 112, 112)}
+               "mvit_v2_s": (16, 224, 224), "s3d": (16, 224, 224)}
 HF_MODELS = ["bert", "gpt2", "llama", "t5-encoder", "t5-decoder-step", "vit",
              "whisper-encoder", "clip"]
 
@@ -48,16 +48,25 @@ class TupleOutputs:
     """Wraps a model so that it returns its tensors as a flat tuple."""
 
     @staticmethod
-    def wrap(model, pick, names):
+    def wrap(model, pick, names, positional=False):
         import torch
 
+        # forward() gets one named parameter per input, so that the dynamo
+        # exporter's dynamic_shapes can name them.
+        params = ", ".join(names)
+        scope = {}
+        exec("def forward(self, %s):\n"
+             "    return self.pick(self.model(%s))\n" % (
+                 params, params if positional else
+                 ", ".join("%s=%s" % (n, n) for n in names)), scope)
+
         class Wrapped(torch.nn.Module):
+            forward = scope["forward"]
+
             def __init__(self):
                 super().__init__()
                 self.model = model
-
-            def forward(self, *args):
-                return pick(self.model(**dict(zip(names, args))))
+                self.pick = pick
 
         return Wrapped().eval()
 
@@ -91,8 +100,9 @@ def build_vision(family, name):
         size = IMAGE_OVERRIDES.get(name, IMAGE[family])
         x = torch.randn(2, 3, size, size, generator=g)
     if family == "segmentation":
-        model = TupleOutputs.wrap(model, lambda out: out["out"], ["input"])
-    return model, {"input": x}, {"input": {0: "batch"}}, ["output"]
+        model = TupleOutputs.wrap(model, lambda out: out["out"], ["x"],
+                                   positional=True)
+    return model, {"x": x}, {"x": {0: "batch"}}, ["output"]
 
 
 def tokens(batch, seq, vocab):
@@ -169,7 +179,9 @@ def build_hf(name):
                                encoder_attention_heads=4,
                                decoder_attention_heads=4,
                                encoder_ffn_dim=128, decoder_ffn_dim=128,
-                               num_mel_bins=16, max_source_positions=32)
+                               num_mel_bins=16, max_source_positions=32,
+                               pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                               decoder_start_token_id=1)
         model = tf.WhisperModel(cfg).get_encoder()
         inputs = {"input_features": torch.randn(batch, 16, 64, generator=g)}
         pick = lambda o: (o.last_hidden_state,)
@@ -212,9 +224,9 @@ def export(model, inputs, dynamic, outs, exporter, path, opset):
     if exporter == "dynamo":
         dims = {}
         shapes = {}
-        for k, axes in dynamic.items():
-            shapes[k] = {a: dims.setdefault(n, torch.export.Dim(n, min=1, max=4096))
-                         for a, n in axes.items()}
+        for k in names:
+            shapes[k] = {a: dims.setdefault(n, torch.export.Dim(n, min=2, max=4096))
+                         for a, n in dynamic.get(k, {}).items()}
         torch.onnx.export(model, args, path, dynamo=True, external_data=False,
                           input_names=names, output_names=outs,
                           dynamic_shapes=shapes)
@@ -228,11 +240,10 @@ def export(model, inputs, dynamic, outs, exporter, path, opset):
                           dynamic_axes=dyn, **kwargs)
 
 
-def first_error(text):
+def first_error(text, directory):
     lines = [l for l in text.splitlines() if "error" in l.lower()]
-    line = (lines[0] if lines else text.strip().splitlines()[-1:] or [""])[0]
-    line = re.sub(r"/\S+/", "", line)
-    return line.strip()[:220]
+    line = lines[0] if lines else (text.strip().splitlines() or [""])[-1]
+    return line.replace(directory + "/", "").strip()[:260]
 
 
 def run(cmd, timeout):
@@ -272,17 +283,28 @@ def sweep_one(family, name, exporter, a):
     try:
         export(model, inputs, dynamic, outs, exporter, path, a.opset)
     except Exception as e:
-        msg = str(e).strip().splitlines()
-        row["error"] = "export: " + (msg[0] if msg else type(e).__name__)[:200]
+        # The exporters' messages open with banners; the cause is the first
+        # line naming an error, else the last line.
+        msg = [l.strip() for l in re.sub(r"\x1b\[[0-9;]*m", "", str(e)).splitlines()
+               if l.strip()]
+        cause = [l for l in msg if re.search(r"Error|Unsupported|error:", l)]
+        text = (cause[0] if cause else msg[-1]) if msg else type(e).__name__
+        row["error"] = "export: " + text[:220]
         return row
     for i, (k, v) in enumerate(inputs.items()):
         write_pb(os.path.join(data, "input_%d.pb" % i), v.numpy(), k)
     for i, (k, v) in enumerate(zip(outs, expected)):
         write_pb(os.path.join(data, "output_%d.pb" % i), v.numpy(), k)
+    # Symbolic dimensions as the exporter named them, bound to the sizes
+    # PyTorch ran with.
+    import onnx
+    graph = onnx.load(path, load_external_data=False).graph
     bindings = {}
-    for k, axes in dynamic.items():
-        for axis, dim in axes.items():
-            bindings[dim] = inputs[k].shape[axis]
+    values = list(inputs.values())
+    for i, vi in enumerate(graph.input[:len(values)]):
+        for axis, d in enumerate(vi.type.tensor_type.shape.dim):
+            if d.dim_param:
+                bindings[d.dim_param] = values[i].shape[axis]
     dims = []
     for dim, value in bindings.items():
         dims += ["--dim", "%s=%d" % (dim, value)]
@@ -294,7 +316,7 @@ def sweep_one(family, name, exporter, a):
         row["compile" + label] = rc == 0
         if rc != 0:
             row.setdefault("error", "compile (%s device%s): %s" % (
-                label, "s" if label == "2" else "", first_error(out)))
+                label, "s" if label == "2" else "", first_error(out, directory)))
             continue
         m = re.search(r"strategy=\w+: (\d+ stages? x \d+ replicas?)", out)
         if m and label == "2":
@@ -305,7 +327,7 @@ def sweep_one(family, name, exporter, a):
         row["match" + label] = rc == 0 and "check passed" in out
         if not row["match" + label]:
             row.setdefault("error", "run (%s device%s): %s" % (
-                label, "s" if label == "2" else "", first_error(out)))
+                label, "s" if label == "2" else "", first_error(out, directory)))
     row["seconds"] = round(time.time() - start, 1)
     return row
 

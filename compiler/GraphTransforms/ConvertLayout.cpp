@@ -1,8 +1,9 @@
 //===- ConvertLayout.cpp - partc-convert-layout ---------------------------===//
 //
 // Rewrites 2-D convolution and pooling to channels last with a transpose on
-// each side, then sinks transposes through layout-agnostic ops so that the
-// pairs between consecutive convolutions cancel.
+// each side, then sinks transposes through layout-agnostic ops (element-wise
+// ops, concatenations, pads, inference batch norm as a per-channel affine map)
+// so that the pairs between consecutive convolutions cancel.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
@@ -152,6 +153,117 @@ struct SinkTransposeThroughElementwise : RewritePattern {
   }
 };
 
+/// concat(transpose(a, p), transpose(b, p), axis) =
+/// transpose(concat(a, b, p[axis]), p): a concatenation of channels-last
+/// branches (Inception's, DenseNet's features) stays channels last.
+struct SinkTransposeThroughConcat : OpRewritePattern<graph::ConcatOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::ConcatOp op,
+                                PatternRewriter &rewriter) const override {
+    std::optional<ArrayRef<int64_t>> perm;
+    SmallVector<Value> sources;
+    for (Value v : op.getInputs()) {
+      auto t = v.getDefiningOp<graph::TransposeOp>();
+      if (!t || (perm && *perm != t.getPerm()))
+        return failure();
+      perm = t.getPerm();
+      sources.push_back(t.getInput());
+    }
+    if (!perm)
+      return failure();
+    SmallVector<int64_t> p(*perm);
+    auto moved =
+        graph::ConcatOp::create(rewriter, op.getLoc(), sources,
+                                rewriter.getI64IntegerAttr(p[op.getAxis()]));
+    if (failed(reinferTypes(moved)))
+      return failure();
+    if (auto device = graph::getDevice(op))
+      graph::setDevice(moved, *device);
+    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
+    return success();
+  }
+};
+
+/// pad(transpose(x, p)) = transpose(pad(x, pads of each source
+/// dimension), p): Inception's padded average pools stay channels last.
+struct SinkTransposeThroughPad : OpRewritePattern<graph::PadOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::PadOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    if (!t)
+      return failure();
+    ArrayRef<int64_t> p = t.getPerm(), pads = op.getPads();
+    int64_t rank = static_cast<int64_t>(p.size());
+    SmallVector<int64_t> sourcePads(2 * rank);
+    for (int64_t i = 0; i < rank; ++i) {
+      sourcePads[p[i]] = pads[i];
+      sourcePads[rank + p[i]] = pads[rank + i];
+    }
+    auto moved = graph::PadOp::create(rewriter, op.getLoc(), t.getInput(),
+                                      rewriter.getDenseI64ArrayAttr(sourcePads),
+                                      op.getModeAttr(), op.getValueAttr());
+    if (failed(reinferTypes(moved)))
+      return failure();
+    if (auto device = graph::getDevice(op))
+      graph::setDevice(moved, *device);
+    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved,
+                                       SmallVector<int64_t>(p), op));
+    return success();
+  }
+};
+
+/// Inference batch normalization of a channels-first view of a
+/// channels-last value is a per-channel affine map: mul and add along the
+/// last axis, which join element-wise chains and let the transpose sink on.
+/// (The batch_norm kernel is channels first.)
+struct BatchNormOfTranspose : OpRewritePattern<graph::BatchNormOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::BatchNormOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    int64_t rank = rankOf(op.getInput());
+    auto type = cast<RankedTensorType>(op.getInput().getType());
+    if (!t || op.getTrainingMode() || rank < 3 ||
+        t.getPerm() != ArrayRef<int64_t>(toFirstPerm(rank)) ||
+        !type.getElementType().isF32())
+      return failure();
+    Location loc = op.getLoc();
+    std::optional<int64_t> device = graph::getDevice(op);
+    auto placed = [&](Operation *created) {
+      if (device)
+        graph::setDevice(created, *device);
+      return created->getResult(0);
+    };
+    auto scalarType = RankedTensorType::get({}, type.getElementType());
+    Value epsilon = placed(graph::ConstantOp::create(
+        rewriter, loc, scalarType,
+        DenseElementsAttr::get(
+            scalarType,
+            rewriter.getF32FloatAttr(op.getEpsilon().convertToDouble()))));
+    Type channels = op.getScale().getType();
+    auto binary = [&](auto tag, Value lhs, Value rhs, Type result) {
+      using OpTy = decltype(tag);
+      return placed(
+          OpTy::create(rewriter, loc, TypeRange{result}, ValueRange{lhs, rhs}));
+    };
+    // scale / sqrt(var + eps) and bias - mean * that: constants fold.
+    Value stddev = placed(graph::SqrtOp::create(
+        rewriter, loc, channels,
+        binary(graph::AddOp(), op.getVariance(), epsilon, channels)));
+    Value factor = binary(graph::DivOp(), op.getScale(), stddev, channels);
+    Value shift = binary(graph::SubOp(), op.getBias(),
+                         binary(graph::MulOp(), op.getMean(), factor, channels),
+                         channels);
+    Value scaled =
+        binary(graph::MulOp(), t.getInput(), factor, t.getInput().getType());
+    Value y = binary(graph::AddOp(), scaled, shift, t.getInput().getType());
+    rewriter.replaceOp(op,
+                       transposeOf(rewriter, loc, y, toFirstPerm(rank), op));
+    return success();
+  }
+};
+
 /// A global pool of a channels-last tensor is a reduction over its spatial
 /// dimensions; the transpose moves after it, onto unit dimensions.
 template <typename PoolOp, typename ReduceOp>
@@ -216,11 +328,13 @@ struct ConvertLayoutPass : public impl::ConvertLayoutBase<ConvertLayoutPass> {
         return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    patterns.add<
-        ComposeTransposes, SinkTransposeThroughElementwise, TransposeOfUnitDims,
-        GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
-        GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
-        &getContext());
+    patterns
+        .add<ComposeTransposes, SinkTransposeThroughElementwise,
+             TransposeOfUnitDims, SinkTransposeThroughConcat,
+             SinkTransposeThroughPad, BatchNormOfTranspose,
+             GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
+             GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
+            &getContext());
     // Folding on the way turns the weights' transposes into constants.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

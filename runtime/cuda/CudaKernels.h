@@ -219,12 +219,17 @@ cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
 /// Rows of a concatenation along one axis: `outer` rows, each the parts'
 /// rows of partBytes[k] bytes in order (or, with `split`, the reverse).
-constexpr int kConcatMaxParts = 8;
+/// Parts of a concatenation (or split) copied by one launch; more take
+/// several.
+constexpr int kConcatMaxParts = 32;
 struct ConcatRowsParams {
   void *parts[kConcatMaxParts] = {};
   int64_t partBytes[kConcatMaxParts] = {};
+  /// Where each part's chunk starts within a row of the whole.
+  int64_t offsetBytes[kConcatMaxParts] = {};
   int count = 0;
   void *whole = nullptr;
+  int64_t rowBytes = 0;
   int64_t outer = 0;
   bool split = false;
 };

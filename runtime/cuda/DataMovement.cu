@@ -246,55 +246,55 @@ cudaError_t launchGather(const void *data, const void *indices, bool idx64,
                                           s);
 }
 
-/// Concatenation (or split) of rows: unit i of the whole is unit i % row
-/// of row i / row, which part k holds at column i % row - (the units of
-/// the parts before it). Rows are short (a rotary embedding's halves), so
-/// one kernel over every part beats a 2-D copy per part.
+/// Concatenation (or split) of rows: part blockIdx.y copies its chunk of
+/// every row to the chunk's place in the whole's row (or back). One launch
+/// moves every part however short its rows (a DenseNet concatenation of
+/// channels-last features has rows of 128 bytes per part and 25 parts).
 template <typename Unit>
-__global__ void concatRowsKernel(ConcatRowsParams p, int64_t rowUnits,
-                                 int64_t total, bool narrow) {
-  int64_t partUnits[kConcatMaxParts];
-#pragma unroll
-  for (int k = 0; k < kConcatMaxParts; ++k)
-    partUnits[k] = p.partBytes[k] / int64_t(sizeof(Unit));
+__global__ void concatPartsKernel(ConcatRowsParams p, int64_t rowUnits,
+                                  bool narrow) {
+  int k = blockIdx.y;
+  int64_t units = p.partBytes[k] / int64_t(sizeof(Unit));
+  int64_t total = p.outer * units;
+  Unit *part = static_cast<Unit *>(p.parts[k]);
+  Unit *whole =
+      static_cast<Unit *>(p.whole) + p.offsetBytes[k] / int64_t(sizeof(Unit));
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t row, col;
     if (narrow) {
-      row = uint32_t(i) / uint32_t(rowUnits);
-      col = uint32_t(i) - uint32_t(row) * uint32_t(rowUnits);
+      row = uint32_t(i) / uint32_t(units);
+      col = uint32_t(i) - uint32_t(row) * uint32_t(units);
     } else {
-      row = i / rowUnits;
-      col = i % rowUnits;
+      row = i / units;
+      col = i - row * units;
     }
-    int k = 0;
-    while (k + 1 < p.count && col >= partUnits[k]) {
-      col -= partUnits[k];
-      ++k;
-    }
-    Unit *whole = static_cast<Unit *>(p.whole) + i;
-    Unit *part = static_cast<Unit *>(p.parts[k]) + row * partUnits[k] + col;
+    Unit *w = whole + row * rowUnits + col;
     if (p.split)
-      *part = *whole;
+      part[i] = *w;
     else
-      *whole = *part;
+      *w = part[i];
   }
 }
 
 cudaError_t launchConcatRows(const ConcatRowsParams &p, cudaStream_t s) {
-  int64_t rowBytes = 0;
-  int unit = 16;
+  int unit = copyUnit(p.rowBytes, p.whole, p.whole);
+  int64_t largest = 0;
   for (int k = 0; k < p.count; ++k) {
-    rowBytes += p.partBytes[k];
-    unit = std::min(unit, copyUnit(p.partBytes[k], p.parts[k], p.whole));
+    unit = std::min(unit,
+                    copyUnit(p.partBytes[k], p.parts[k],
+                             static_cast<char *>(p.whole) + p.offsetBytes[k]));
+    largest = std::max(largest, p.outer * p.partBytes[k]);
   }
-  int64_t total = p.outer * rowBytes / unit;
-  if (total == 0)
+  if (largest == 0)
     return cudaSuccess;
   withCopyUnit(unit, [&](auto tag) {
     using Unit = decltype(tag);
-    concatRowsKernel<Unit><<<blocksFor(total), kThreads, 0, s>>>(
-        p, rowBytes / unit, total, narrowIndex(total));
+    int64_t units = largest / unit;
+    dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocksFor(units), 8192)),
+              static_cast<unsigned>(p.count));
+    concatPartsKernel<Unit>
+        <<<grid, kThreads, 0, s>>>(p, p.rowBytes / unit, narrowIndex(units));
   });
   return cudaGetLastError();
 }
@@ -426,29 +426,39 @@ public:
              const std::vector<TensorRef> &out) override {
     const std::vector<TensorRef> &parts = split_ ? out : in;
     char *whole = static_cast<char *>(split_ ? in[0].data : out[0].data);
-    if (rowsKernel()) {
-      ConcatRowsParams p;
-      p.count = static_cast<int>(parts.size());
-      for (int k = 0; k < p.count; ++k) {
-        p.parts[k] = parts[k].data;
-        p.partBytes[k] = static_cast<int64_t>(chunks_[k]);
+    if (outer_ == 0 || row_ == 0)
+      return Status();
+    if (outer_ > 1) {
+      size_t offset = 0;
+      for (size_t first = 0; first < parts.size(); first += kConcatMaxParts) {
+        ConcatRowsParams p;
+        p.count = static_cast<int>(
+            std::min<size_t>(kConcatMaxParts, parts.size() - first));
+        for (int k = 0; k < p.count; ++k) {
+          p.parts[k] = parts[first + k].data;
+          p.partBytes[k] = static_cast<int64_t>(chunks_[first + k]);
+          p.offsetBytes[k] = static_cast<int64_t>(offset);
+          offset += chunks_[first + k];
+        }
+        p.whole = whole;
+        p.rowBytes = static_cast<int64_t>(row_);
+        p.outer = outer_;
+        p.split = split_;
+        PARTC_RETURN_IF_ERROR(
+            cudaStatus(launchConcatRows(p, ctx.stream), "concat"));
       }
-      p.whole = whole;
-      p.outer = outer_;
-      p.split = split_;
-      return cudaStatus(launchConcatRows(p, ctx.stream), "concat");
+      return Status();
     }
+    // One row: each part is one contiguous copy.
     size_t pos = 0;
     for (size_t p = 0; p < parts.size(); ++p) {
-      if (chunks_[p] && outer_) {
+      if (chunks_[p]) {
         char *part = static_cast<char *>(parts[p].data);
         cudaError_t err =
-            split_ ? cudaMemcpy2DAsync(part, chunks_[p], whole + pos, row_,
-                                       chunks_[p], outer_,
-                                       cudaMemcpyDeviceToDevice, ctx.stream)
-                   : cudaMemcpy2DAsync(whole + pos, row_, part, chunks_[p],
-                                       chunks_[p], outer_,
-                                       cudaMemcpyDeviceToDevice, ctx.stream);
+            split_ ? cudaMemcpyAsync(part, whole + pos, chunks_[p],
+                                     cudaMemcpyDeviceToDevice, ctx.stream)
+                   : cudaMemcpyAsync(whole + pos, part, chunks_[p],
+                                     cudaMemcpyDeviceToDevice, ctx.stream);
         PARTC_RETURN_IF_ERROR(cudaStatus(err, "concat copy"));
       }
       pos += chunks_[p];
@@ -457,12 +467,6 @@ public:
   }
 
 private:
-  /// Many short rows: one kernel over all parts rather than a 2-D copy per
-  /// part, which moves short rows slowly.
-  bool rowsKernel() const {
-    return outer_ > 1 && row_ < 4096 &&
-           chunks_.size() <= static_cast<size_t>(kConcatMaxParts);
-  }
   int64_t outer_;
   std::vector<size_t> chunks_;
   size_t row_ = 0;

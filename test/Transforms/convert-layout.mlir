@@ -85,3 +85,50 @@ func.func @transpose_of_argument(%x: tensor<2xui32>) -> tensor<2xui32> {
   %q = graph.div %x, %t : (tensor<2xui32>, tensor<2xui32>) -> tensor<2xui32>
   return %q : tensor<2xui32>
 }
+
+// -----
+
+// Tests that a DenseNet-style block stays channels last: the concatenation
+// of two convolutions' outputs joins them along the last axis, the inference
+// batch norm after it becomes a per-channel multiply and add (its constants
+// folded), and the padded average pool keeps its pad channels last.
+// CHECK-LABEL: func @dense_block
+func.func @dense_block(%x: tensor<2x4x8x8xf32>) -> tensor<2x8x5x5xf32> {
+  %w = graph.constant {value = dense<1.0> : tensor<4x4x3x3xf32>} : () -> tensor<4x4x3x3xf32>
+  %gamma = graph.constant {value = dense<2.0> : tensor<8xf32>} : () -> tensor<8xf32>
+  %beta = graph.constant {value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %mean = graph.constant {value = dense<1.0> : tensor<8xf32>} : () -> tensor<8xf32>
+  %var = graph.constant {value = dense<3.0> : tensor<8xf32>} : () -> tensor<8xf32>
+  // CHECK: %[[C1:.*]] = graph.conv {{.*}}channels_last
+  // CHECK: %[[C2:.*]] = graph.conv {{.*}}channels_last
+  // CHECK: %[[CAT:.*]] = graph.concat %[[C1]], %[[C2]] {axis = 3 : i64} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x8xf32>
+  // CHECK: %[[MUL:.*]] = graph.mul %[[CAT]], %{{.*}} : (tensor<2x8x8x8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+  // CHECK: %[[ADD:.*]] = graph.add %[[MUL]], %{{.*}} : (tensor<2x8x8x8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+  // CHECK: %[[R:.*]] = graph.relu %[[ADD]]
+  // CHECK: %[[PAD:.*]] = graph.pad %[[R]] {pads = array<i64: 0, 1, 1, 0, 0, 1, 1, 0>} : (tensor<2x8x8x8xf32>) -> tensor<2x10x10x8xf32>
+  // CHECK: graph.avg_pool %[[PAD]] {channels_last
+  // CHECK-NOT: graph.batch_norm
+  %c1 = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %c2 = graph.conv %c1, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %cat = graph.concat %c1, %c2 {axis = 1 : i64} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %bn = graph.batch_norm %cat, %gamma, %beta, %mean, %var {epsilon = 1.0e-5 : f64} : (tensor<2x8x8x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8x8x8xf32>
+  %r = graph.relu %bn : (tensor<2x8x8x8xf32>) -> tensor<2x8x8x8xf32>
+  %pad = graph.pad %r {pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>} : (tensor<2x8x8x8xf32>) -> tensor<2x8x10x10xf32>
+  %p = graph.avg_pool %pad {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<2x8x10x10xf32>) -> tensor<2x8x5x5xf32>
+  return %p : tensor<2x8x5x5xf32>
+}
+
+// -----
+
+// Tests that batch norm in training mode keeps its kernel (it needs the
+// batch's statistics) and its transposes.
+// CHECK-LABEL: func @training_batch_norm
+func.func @training_batch_norm(%x: tensor<2x4x8x8xf32>, %s: tensor<4xf32>) -> tensor<2x4x8x8xf32> {
+  %w = graph.constant {value = dense<1.0> : tensor<4x4x1x1xf32>} : () -> tensor<4x4x1x1xf32>
+  // CHECK: %[[C:.*]] = graph.conv {{.*}}channels_last
+  // CHECK: %[[T:.*]] = graph.transpose %[[C]] {perm = array<i64: 0, 3, 1, 2>}
+  // CHECK: graph.batch_norm %[[T]], {{.*}}training_mode
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %bn = graph.batch_norm %c, %s, %s, %s, %s {epsilon = 1.0e-5 : f64, training_mode} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
+  return %bn : tensor<2x4x8x8xf32>
+}

@@ -295,8 +295,17 @@ TEST(GpuKernels, ConcatOfShortRows) {
        {2, 4, 16, 64}},
       {"three parts of odd widths", {{6, 3}, {6, 5}, {6, 1}}, {6, 9}},
       {"an empty part", {{4, 0}, {4, 8}}, {4, 8}},
+      {"long rows of channels-first halves",
+       {{3, 2, 4096}, {3, 2, 4096}},
+       {3, 2, 8192}},
   };
-  for (const Layout &l : layouts) {
+  // DenseNet's channels-last features: 40 parts (two launches), one wider.
+  Layout dense{"41 parts, channels last", {{64, 64}}, {64, 64 + 40 * 32}};
+  for (int k = 0; k < 40; ++k)
+    dense.inputs.push_back({64, 32});
+  std::vector<Layout> all(std::begin(layouts), std::end(layouts));
+  all.push_back(dense);
+  for (const Layout &l : all) {
     AttrMap attrs;
     attrs.set("axis",
               AttrValue::ofInts({static_cast<int64_t>(l.output.size() - 1)}));
