@@ -253,7 +253,7 @@ if [[ $what == *sweep* ]]; then
   timeout ${SWEEP_TIMEOUT:-560} python3 -u bench/sweep_models.py --bin $B --work $W/sweep-$be \
     --families ${SWEEP_FAMILIES:-hf,classification,segmentation,video} \
     --exporters ${SWEEP_EXPORTERS:-torchscript,dynamo} --budget ${SWEEP_BUDGET:-420} --timeout 120 \
-    --rtol 1e-4 --atol 1e-4 --run-args "$ra" \
+    --rtol 1e-4 --atol 1e-4 --run-args "$ra" ${SWEEP_MODELS:+--models $SWEEP_MODELS} \
     --table $OUT/sweep-$be.md --header "## $be backend, PyTorch $(python3 -c 'import torch; print(torch.__version__)' 2>/dev/null)" \
     2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-$be.jsonl
   tail -3 $OUT/sweep-$be.md
