@@ -54,6 +54,20 @@ Value transposeOf(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm,
   return t.getResult();
 }
 
+/// Replaces `op` by transpose(`moved`, `perm`), where `moved` computes `op`
+/// on the transposes' sources: its types are inferred again and it goes on
+/// `op`'s device.
+LogicalResult replaceByTransposeOf(PatternRewriter &rewriter, Operation *op,
+                                   Operation *moved, ArrayRef<int64_t> perm) {
+  if (failed(reinferTypes(moved)))
+    return failure();
+  if (auto device = graph::getDevice(op))
+    graph::setDevice(moved, *device);
+  rewriter.replaceOp(
+      op, transposeOf(rewriter, op->getLoc(), moved->getResult(0), perm, op));
+  return success();
+}
+
 /// Replaces a channels-first conv or pool with its channels-last form.
 LogicalResult convertToChannelsLast(Operation *op) {
   OpBuilder b(op);
@@ -145,11 +159,7 @@ struct SinkTransposeThroughElementwise : RewritePattern {
               : v.getDefiningOp<graph::TransposeOp>().getInput());
     Operation *moved = rewriter.clone(*op);
     moved->setOperands(sources);
-    if (failed(reinferTypes(moved)))
-      return failure();
-    rewriter.replaceOp(
-        op, transposeOf(rewriter, op->getLoc(), moved->getResult(0), p, op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, moved, p);
   }
 };
 
@@ -175,12 +185,7 @@ struct SinkTransposeThroughConcat : OpRewritePattern<graph::ConcatOp> {
     auto moved =
         graph::ConcatOp::create(rewriter, op.getLoc(), sources,
                                 rewriter.getI64IntegerAttr(p[op.getAxis()]));
-    if (failed(reinferTypes(moved)))
-      return failure();
-    if (auto device = graph::getDevice(op))
-      graph::setDevice(moved, *device);
-    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, moved, p);
   }
 };
 
@@ -203,13 +208,7 @@ struct SinkTransposeThroughPad : OpRewritePattern<graph::PadOp> {
     auto moved = graph::PadOp::create(rewriter, op.getLoc(), t.getInput(),
                                       rewriter.getDenseI64ArrayAttr(sourcePads),
                                       op.getModeAttr(), op.getValueAttr());
-    if (failed(reinferTypes(moved)))
-      return failure();
-    if (auto device = graph::getDevice(op))
-      graph::setDevice(moved, *device);
-    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved,
-                                       SmallVector<int64_t>(p), op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, moved, p);
   }
 };
 

@@ -684,8 +684,9 @@ LogicalResult importEinsum(NodeImporter &n) {
 /// is, a vector along `axis`.
 FailureOr<Value> quantParam(NodeImporter &n, OpChain &c, Value param, Value x,
                             StringRef what) {
-  if (rankOf(param) == 0 || (rankOf(param) == 1 && shapeOf(param)[0] == 1 &&
-                             n.attrInts("axis") == std::nullopt))
+  // A single value without an axis scales every element.
+  if (rankOf(param) == 0 ||
+      (rankOf(param) == 1 && shapeOf(param)[0] == 1 && !n.attr("axis")))
     return c.reshape(param, {});
   if (rankOf(param) != 1)
     return n.error() << what << " must be a scalar or a vector, got rank "

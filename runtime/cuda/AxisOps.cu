@@ -16,8 +16,26 @@ namespace partc::runtime::cuda {
 namespace {
 
 using axis::Lines;
+using axis::linesOf;
 
 constexpr int kWarps = kThreads / 32;
+
+/// Combines each lane's candidate (index `best`, -1 for none, and its
+/// value) into lane 0's: the one that ranks first.
+template <class T>
+__device__ void warpBest(int64_t &best, T &bestValue, bool largest,
+                         bool nanFirst, bool last) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    long long other = __shfl_down_sync(0xffffffffu, (long long)best, offset);
+    T otherValue = __shfl_down_sync(0xffffffffu, bestValue, offset);
+    if (other >= 0 &&
+        (best < 0 || axis::ranksBefore(otherValue, other, bestValue, best,
+                                       largest, nanFirst, last))) {
+      best = other;
+      bestValue = otherValue;
+    }
+  }
+}
 
 template <class T>
 __global__ void argReduceKernel(const T *x, int64_t *y, Lines l, bool largest,
@@ -38,16 +56,7 @@ __global__ void argReduceKernel(const T *x, int64_t *y, Lines l, bool largest,
         bestValue = v;
       }
     }
-    for (int offset = 16; offset > 0; offset /= 2) {
-      long long other = __shfl_down_sync(0xffffffffu, (long long)best, offset);
-      T otherValue = __shfl_down_sync(0xffffffffu, bestValue, offset);
-      if (other >= 0 &&
-          (best < 0 || axis::ranksBefore(otherValue, other, bestValue, best,
-                                         largest, true, last))) {
-        best = other;
-        bestValue = otherValue;
-      }
-    }
+    warpBest(best, bestValue, largest, true, last);
     if (lane == 0)
       y[line] = best;
   }
@@ -101,17 +110,7 @@ __global__ void topKKernel(const T *x, T *values, int64_t *indices, Lines l,
           bestValue = v;
         }
       }
-      for (int offset = 16; offset > 0; offset /= 2) {
-        long long other =
-            __shfl_down_sync(0xffffffffu, (long long)best, offset);
-        T otherValue = __shfl_down_sync(0xffffffffu, bestValue, offset);
-        if (other >= 0 &&
-            (best < 0 || axis::ranksBefore(otherValue, other, bestValue, best,
-                                           largest, largest, false))) {
-          best = other;
-          bestValue = otherValue;
-        }
-      }
+      warpBest(best, bestValue, largest, largest, false);
       if (lane == 0) {
         warpIndex[warp] = best;
         warpValue[warp] = bestValue;
@@ -137,13 +136,6 @@ __global__ void topKKernel(const T *x, T *values, int64_t *indices, Lines l,
       prevValue = pickedValue;
     }
   }
-}
-
-Lines linesOf(const Shape &shape, int64_t ax) {
-  Lines l;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-    (d < ax ? l.outer : d == ax ? l.extent : l.inner) *= shape[d];
-  return l;
 }
 
 /// Calls fn(T{}) for the types the GPU kernels take; false for others

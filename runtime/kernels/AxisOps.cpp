@@ -12,13 +12,7 @@ namespace partc::runtime {
 namespace {
 
 using axis::Lines;
-
-Lines linesOf(const Shape &shape, int64_t ax) {
-  Lines l;
-  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
-    (d < ax ? l.outer : d == ax ? l.extent : l.inner) *= shape[d];
-  return l;
-}
+using axis::linesOf;
 
 /// Whether the kernels handle `t`: every numeric type dispatchType knows.
 bool numeric(DType t) {

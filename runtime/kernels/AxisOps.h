@@ -7,6 +7,7 @@
 #ifndef PARTC_RUNTIME_KERNELS_AXISOPS_H
 #define PARTC_RUNTIME_KERNELS_AXISOPS_H
 
+#include "runtime/Support.h"
 #include "runtime/kernels/ElementwiseOps.h"
 
 #include <cstdint>
@@ -17,6 +18,14 @@ namespace partc::runtime::axis {
 struct Lines {
   int64_t outer = 1, extent = 1, inner = 1;
 };
+
+/// `shape` viewed as [outer, extent, inner] around axis `ax`.
+inline Lines linesOf(const Shape &shape, int64_t ax) {
+  Lines l;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d)
+    (d < ax ? l.outer : d == ax ? l.extent : l.inner) *= shape[d];
+  return l;
+}
 
 /// The order of the ranking ops: the most extreme value first (the largest
 /// when `largest`), a NaN before every number when `nanFirst` and after
