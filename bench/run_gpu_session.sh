@@ -537,8 +537,8 @@ if [[ $what == *gpt2* ]]; then
 fi
 if [[ $what == *parallel* ]]; then
   echo "== data-parallel training"
+  t $B/partc-cuda-unittests --gtest_filter='*AllReduce*:*Dropout*:*ChannelsLast*'
   if [[ ${PARALLEL_CHECKS:-1} == 1 ]]; then
-  t $B/partc-cuda-unittests --gtest_filter='*AllReduce*:*Dropout*'
   # Correctness (test/Training/parallel.test on the GPU, strict fp32): 2
   # and 4 plan devices sharing GPU 0 (the peer-read average, in CUDA
   # graphs), then one plan device per GPU (NCCL) where there are GPUs.
@@ -549,7 +549,9 @@ if [[ $what == *parallel* ]]; then
   fi
   # ResNet-50 b256 at 224, SGD: partc on 1 and on every GPU (data
   # parallel, NCCL) against PyTorch single-GPU, the tutorial's hand-made
-  # strategies and DDP, in one run. PARALLEL_BATCH overrides the batch.
+  # strategies and DDP, in one run. PARALLEL_BATCH overrides the batch;
+  # PARALLEL_BENCH=0 runs only the checks above.
+  if [[ ${PARALLEL_BENCH:-1} == 1 ]]; then
   PB=${PARALLEL_BATCH:-256}
   # Exported for training (batch norm kept, batch dynamic).
   D=$W/dp && mkdir -p $D
@@ -565,23 +567,33 @@ np.save('$D/x.npy', rng.standard_normal(($PB, 3, 224, 224), dtype=np.float32))
 np.save('$D/labels.npy', rng.integers(0, 1000, $PB))" 2>&1 | grep -v Warn | tail -2
   TF="--train --loss cross-entropy --optimizer sgd --lr 0.1 --momentum 0.9 --quiet"
   IN="--input input=$D/x.npy --input labels=$D/labels.npy"
-  for n in $(printf '1\n%s\n' $NGPU | sort -un); do
+  # PARALLEL_GPUS: the GPU counts to time (default 1 and all); with
+  # PARALLEL_NCHW=1 also 1 GPU in the model's layout (channels first).
+  runs="${PARALLEL_GPUS:-1 $NGPU}"
+  [[ ${PARALLEL_NCHW:-0} == 1 ]] && runs="1nchw $runs"
+  for n in $(printf '%s\n' $runs | awk '!seen[$0]++'); do
+    layout=""
+    [[ $n == *nchw ]] && { layout="--layout nchw"; }
+    g=${n%nchw}
     s=$(date +%s.%N)
-    $B/partc compile $D/r50.onnx -o $D/train$n.plan --batch $PB --devices $n $TF || continue
+    $B/partc compile $D/r50.onnx -o $D/train$n.plan --batch $PB --devices $g $layout $TF || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/parallel-bench.txt
     out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 11 2>&1)
     echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -12 | tee -a $OUT/parallel-bench.txt
     ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
-    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"batch\": $PB, \"ms_per_step\": %.2f, \"img_s\": %.1f}' % (ms, $PB*1e3/ms if ms else 0))" | tee -a $OUT/parallel-bench.txt
+    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32${layout:+-nchw}\", \"gpus\": $g, \"batch\": $PB, \"ms_per_step\": %.2f, \"img_s\": %.1f}' % (ms, $PB*1e3/ms if ms else 0))" | tee -a $OUT/parallel-bench.txt
     timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/parallel-$n-profile.json 2>&1 | grep -v "^step" | head -6 | tee -a $OUT/parallel-bench.txt
     profile_by_op $OUT/parallel-$n-profile.json 12 | tee -a $OUT/parallel-bench.txt
   done
   timeout 400 python3 .device/torch_baselines.py ddp 2>&1 | grep -v Warning | tail -8 | tee -a $OUT/parallel-bench.txt
+  # DDP as a user tuning for tensor cores runs it: channels last.
+  [[ ${PARALLEL_DDP_CL:-1} == 1 ]] && timeout 400 python3 bench/ddp_variants.py --gpus "$(printf '%s\n' ${PARALLEL_GPUS:-1 $NGPU} | sort -un | paste -sd,)" --batch $PB --channels-last 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
   timeout 300 python3 -c "
 import sys; sys.argv = ['x']
 exec(open('.device/torch_baselines.py').read().split(\"if __name__\")[0])
 s = train_steps(models.resnet50(num_classes=1000).cuda(0), $PB, 224, 10)
 print('{\"peer\": \"torch-eager-1gpu\", \"batch\": $PB, \"ms_per_step\": %.2f}' % (s * 1e3))" 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
+  fi
 fi
 if [[ $what == *trainpipe* ]]; then
   echo "== training pipelines"

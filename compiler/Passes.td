@@ -24,14 +24,17 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
 }
 
 def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
-  let summary = "Runs 2-D convolutions and pooling channels last (NHWC)";
+  let summary = "Runs 2-D convolutions, pooling and batch norm channels last (NHWC)";
   let description = [{
     GPUs run convolutions on tensor cores in NHWC; in NCHW cuDNN transposes
     around every convolution. This pass gives each 2-D graph.conv,
-    graph.max_pool and graph.avg_pool the `channels_last` form, with
-    transposes around it (the weight's is folded away), and then moves the
-    transposes through element-wise ops and global average pooling until
-    pairs cancel, so only the model's inputs and outputs are transposed.
+    graph.max_pool and graph.avg_pool, and in a training step each
+    graph.batch_norm_train and the gradients of all of them, the
+    `channels_last` form, with transposes around it (a constant weight's is
+    folded away; a trained weight is transposed once per step for all its
+    readers, and its gradient back), and then moves the transposes through
+    element-wise ops, concatenation, padding and global pooling until pairs
+    cancel, so only the model's inputs and outputs are transposed.
   }];
 }
 

@@ -1,9 +1,10 @@
 //===- ConvertLayout.cpp - partc-convert-layout ---------------------------===//
 //
-// Rewrites 2-D convolution and pooling to channels last with a transpose on
-// each side, then sinks transposes through layout-agnostic ops (element-wise
-// ops, concatenations, pads, inference batch norm as a per-channel affine map)
-// so that the pairs between consecutive convolutions cancel.
+// Rewrites 2-D convolution, pooling and training batch norm, and their
+// gradients, to channels last with a transpose on each side, then sinks
+// transposes through layout-agnostic ops (element-wise ops, concatenations,
+// pads, inference batch norm as a per-channel affine map) so that the pairs
+// between consecutive convolutions cancel.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
@@ -38,18 +39,26 @@ int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
-/// transpose(v, perm), reusing an identical transpose of a function
-/// argument so that each input is transposed once.
+/// transpose(v, perm). A function argument or a training variable (a
+/// weight) is transposed once per permutation and device, right after it
+/// is defined, so that every reader shares the transpose.
 Value transposeOf(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm,
                   Operation *placedLike) {
-  if (isa<BlockArgument>(v))
+  std::optional<int64_t> device = graph::getDevice(placedLike);
+  bool shared = isa<BlockArgument>(v) || v.getDefiningOp<graph::VariableOp>();
+  OpBuilder::InsertionGuard guard(b);
+  if (shared) {
     for (Operation *user : v.getUsers())
       if (auto t = dyn_cast<graph::TransposeOp>(user);
-          t && t.getPerm() == perm &&
-          graph::getDevice(t) == graph::getDevice(placedLike))
+          t && t.getPerm() == perm && graph::getDevice(t) == device)
         return t.getResult();
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(cast<BlockArgument>(v).getOwner());
+  }
   auto t = graph::TransposeOp::create(b, loc, v, b.getDenseI64ArrayAttr(perm));
-  if (auto device = graph::getDevice(placedLike))
+  if (device)
     graph::setDevice(t, *device);
   return t.getResult();
 }
@@ -68,24 +77,49 @@ LogicalResult replaceByTransposeOf(PatternRewriter &rewriter, Operation *op,
   return success();
 }
 
-/// Replaces a channels-first conv or pool with its channels-last form.
+/// Whether operand `i` of a window op is an image (or a filter) whose
+/// layout changes; per-channel operands (a bias, batch norm's scale and
+/// statistics) do not change.
+bool isImageOperand(Operation *op, unsigned i) {
+  if (isa<graph::ConvOp>(op))
+    return i != 2;
+  if (isa<graph::BatchNormTrainOp>(op))
+    return i == 0;
+  if (isa<graph::BatchNormGradOp>(op))
+    return i <= 1;
+  return true;
+}
+
+/// Replaces a channels-first window op (convolution, pooling, training
+/// batch norm and their gradients) with its channels-last form. Its first
+/// result is an image; the others (batch norm's statistics and
+/// per-channel gradients) keep their layout.
 LogicalResult convertToChannelsLast(Operation *op) {
   OpBuilder b(op);
   Location loc = op->getLoc();
   auto last = toLastPerm(4);
   SmallVector<Value> operands;
-  for (auto [i, v] : llvm::enumerate(op->getOperands())) {
-    // Input, weight and residual addend change layout; the bias does not.
-    bool isBias = isa<graph::ConvOp>(op) && i == 2;
-    operands.push_back(isBias ? v : transposeOf(b, loc, v, last, op));
-  }
+  for (auto [i, v] : llvm::enumerate(op->getOperands()))
+    operands.push_back(isImageOperand(op, i) ? transposeOf(b, loc, v, last, op)
+                                             : v);
   Operation *converted = b.clone(*op);
   converted->setOperands(operands);
   converted->setAttr("channels_last", b.getUnitAttr());
+  // The forward input's or weight's shape, which the gradient's result
+  // takes.
+  for (StringRef name : {"input_shape", "weight_shape"})
+    if (auto shape = op->getAttrOfType<DenseI64ArrayAttr>(name)) {
+      SmallVector<int64_t> permuted;
+      for (int64_t d : last)
+        permuted.push_back(shape[d]);
+      converted->setAttr(name, b.getDenseI64ArrayAttr(permuted));
+    }
   if (failed(reinferTypes(converted)))
     return failure();
   Value back = transposeOf(b, loc, converted->getResult(0), toFirstPerm(4), op);
   op->getResult(0).replaceAllUsesWith(back);
+  for (unsigned i = 1; i < op->getNumResults(); ++i)
+    op->getResult(i).replaceAllUsesWith(converted->getResult(i));
   op->erase();
   return success();
 }
@@ -116,11 +150,20 @@ struct ComposeTransposes : OpRewritePattern<graph::TransposeOp> {
   }
 };
 
+/// A broadcast of the same rank: transposing it is transposing its
+/// (smaller) source, as global average pooling's gradient is.
+graph::ExpandOp sameRankExpand(Value v) {
+  auto expand = v.getDefiningOp<graph::ExpandOp>();
+  if (!expand || rankOf(expand.getInput()) != rankOf(v))
+    return nullptr;
+  return expand;
+}
+
 /// op(transpose(a, p), transpose(b, p)) = transpose(op(a, b), p) for
 /// element-wise ops whose operands all have one shape. A function argument
-/// among the operands is transposed the other way instead (once per
-/// argument), which never loops: the rewritten op's remaining operands are
-/// not transposes.
+/// or a broadcast among the operands is transposed the other way instead
+/// (an argument once), which never loops: the rewritten op's remaining
+/// operands are not transposes.
 struct SinkTransposeThroughElementwise : RewritePattern {
   explicit SinkTransposeThroughElementwise(MLIRContext *ctx)
       : RewritePattern(MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {}
@@ -133,7 +176,7 @@ struct SinkTransposeThroughElementwise : RewritePattern {
     for (Value v : op->getOperands()) {
       if (v.getType() != op->getResult(0).getType())
         return failure();
-      if (isa<BlockArgument>(v))
+      if (isa<BlockArgument>(v) || sameRankExpand(v))
         continue;
       auto t = v.getDefiningOp<graph::TransposeOp>();
       if (!t || (perm && *perm != t.getPerm()))
@@ -152,11 +195,26 @@ struct SinkTransposeThroughElementwise : RewritePattern {
       inverse[d] = static_cast<int64_t>(i);
     rewriter.setInsertionPoint(op);
     SmallVector<Value> sources;
-    for (Value v : op->getOperands())
-      sources.push_back(
-          isa<BlockArgument>(v)
-              ? transposeOf(rewriter, op->getLoc(), v, inverse, op)
-              : v.getDefiningOp<graph::TransposeOp>().getInput());
+    Location loc = op->getLoc();
+    for (Value v : op->getOperands()) {
+      if (isa<BlockArgument>(v)) {
+        sources.push_back(transposeOf(rewriter, loc, v, inverse, op));
+      } else if (graph::ExpandOp expand = sameRankExpand(v)) {
+        ArrayRef<int64_t> shape = expand.getShape();
+        SmallVector<int64_t> permuted;
+        for (int64_t d : inverse)
+          permuted.push_back(shape[d]);
+        auto moved = graph::ExpandOp::create(
+            rewriter, loc,
+            transposeOf(rewriter, loc, expand.getInput(), inverse, op),
+            permuted);
+        if (auto device = graph::getDevice(op))
+          graph::setDevice(moved, *device);
+        sources.push_back(moved);
+      } else {
+        sources.push_back(v.getDefiningOp<graph::TransposeOp>().getInput());
+      }
+    }
     Operation *moved = rewriter.clone(*op);
     moved->setOperands(sources);
     return replaceByTransposeOf(rewriter, op, moved, p);
@@ -317,7 +375,10 @@ struct ConvertLayoutPass : public impl::ConvertLayoutBase<ConvertLayoutPass> {
   void runOnOperation() override {
     SmallVector<Operation *> candidates;
     getOperation().walk([&](Operation *op) {
-      if (!isa<graph::ConvOp, graph::MaxPoolOp, graph::AvgPoolOp>(op) ||
+      if (!isa<graph::ConvOp, graph::MaxPoolOp, graph::AvgPoolOp,
+               graph::ConvGradInputOp, graph::ConvGradWeightOp,
+               graph::MaxPoolGradOp, graph::AvgPoolGradOp,
+               graph::BatchNormTrainOp, graph::BatchNormGradOp>(op) ||
           op->hasAttr("channels_last") || rankOf(op->getOperand(0)) != 4)
         return;
       candidates.push_back(op);

@@ -189,8 +189,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   }
   // Graph optimizations: each pass leaves ops the next can fuse further.
   pm.addPass(createFoldConstants());
-  // Training keeps the model's layout: the gradient ops are channels first.
-  if (o.layout == "nhwc" && !o.train)
+  // After differentiation: the gradient rules are written channels first.
+  if (o.layout == "nhwc")
     pm.addPass(createConvertLayout());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseNormalizations());

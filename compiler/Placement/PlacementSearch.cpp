@@ -102,11 +102,14 @@ Liveness analyzeLiveness(ArrayRef<Operation *> ops) {
   return l;
 }
 
-/// GiB, or MiB below one GiB (so that small models' errors say something).
+/// GiB, or MiB below one GiB and KiB below one MiB (so that small models'
+/// errors say something).
 std::string gib(double bytes) {
   char buf[32];
   if (bytes >= GiB)
     std::snprintf(buf, sizeof(buf), "%.1f GiB", bytes / GiB);
+  else if (bytes < 1024.0 * 1024)
+    std::snprintf(buf, sizeof(buf), "%.2f KiB", bytes / 1024.0);
   else
     std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
   return buf;
@@ -688,6 +691,13 @@ FailureOr<SearchResult> PlacementSearch::run() {
   result_.searchSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
           .count();
+  // One device has one plan; a training step's memory is then judged by
+  // partc-report-step-memory, which counts what the step keeps (this
+  // search's estimate is an inference one).
+  bool trainingStep = llvm::any_of(
+      ops_, [](Operation *op) { return isa<graph::VariableOp>(op); });
+  if (trainingStep && numDevices == 1 && !result_.candidates.empty())
+    result_.candidates.front().feasible = true;
   if (result_.candidates.empty() || !result_.candidates.front().feasible)
     return explainFailure();
   result_.best = result_.candidates.front();

@@ -81,7 +81,8 @@ LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
   Value runningMean = variable(*mean, "running_mean");
   Value runningVar = variable(*variance, "running_var");
   auto train = graph::BatchNormTrainOp::create(
-      b, loc, bn.getInput(), bn.getScale(), bn.getBias(), bn.getEpsilonAttr());
+      b, loc, bn.getInput(), bn.getScale(), bn.getBias(), bn.getEpsilonAttr(),
+      /*channels_last=*/nullptr);
   bn.getResult().replaceAllUsesWith(train.getOutput());
 
   // After every read of the running statistics (there are none left in
@@ -101,7 +102,8 @@ void normalizeWithBatchStatistics(graph::BatchNormOp bn) {
   OpBuilder b(bn);
   auto train = graph::BatchNormTrainOp::create(b, bn.getLoc(), bn.getInput(),
                                                bn.getScale(), bn.getBias(),
-                                               bn.getEpsilonAttr());
+                                               bn.getEpsilonAttr(),
+                                               /*channels_last=*/nullptr);
   bn.getResult().replaceAllUsesWith(train.getOutput());
   bn.erase();
 }

@@ -532,12 +532,14 @@ LogicalResult ConvOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     dx[0] = ConvGradInputOp::create(
         b, loc, grad, getWeight(),
         b.getDenseI64ArrayAttr(tensorType(getInput()).getShape()),
-        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group);
+        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group,
+        /*channels_last=*/nullptr);
   if (needed[1])
     dx[1] = ConvGradWeightOp::create(
         b, loc, getInput(), grad,
         b.getDenseI64ArrayAttr(tensorType(getWeight()).getShape()),
-        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group);
+        getStridesAttr(), getPadsAttr(), getDilationsAttr(), group,
+        /*channels_last=*/nullptr);
   if (getBias() && needed[2])
     dx[2] = sumPerChannel(b, loc, grad, getBias().getType());
   if (getAddend() && needed[3])
@@ -552,7 +554,8 @@ LogicalResult MaxPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     return failure();
   dx[0] = MaxPoolGradOp::create(
       b, getLoc(), dy[0], getInput(), getKernelShapeAttr(), getStridesAttr(),
-      getPadsAttr(), getDilationsAttr(), getCeilModeAttr());
+      getPadsAttr(), getDilationsAttr(), getCeilModeAttr(),
+      /*channels_last=*/nullptr);
   return success();
 }
 
@@ -565,7 +568,7 @@ LogicalResult AvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
       b, getLoc(), dy[0],
       b.getDenseI64ArrayAttr(tensorType(getInput()).getShape()),
       getKernelShapeAttr(), getStridesAttr(), getPadsAttr(), getDilationsAttr(),
-      getCeilModeAttr(), getCountIncludePadAttr());
+      getCeilModeAttr(), getCountIncludePadAttr(), /*channels_last=*/nullptr);
   return success();
 }
 
@@ -588,11 +591,14 @@ LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                               ArrayRef<bool> needed,
                                               MutableArrayRef<Value> dx) {
+  if (failed(refuseChannelsLast(*this)))
+    return failure();
   // The statistics feed only the running ones, which do not reach the
   // loss.
   auto grads =
       BatchNormGradOp::create(b, getLoc(), dy[0], getInput(), getScale(),
-                              getMean(), getVariance(), getEpsilonAttr());
+                              getMean(), getVariance(), getEpsilonAttr(),
+                              /*channels_last=*/nullptr);
   for (unsigned i = 0; i < 3; ++i)
     if (needed[i])
       dx[i] = grads->getResult(i);

@@ -1067,6 +1067,15 @@ LogicalResult checkForwardWindow(Loc loc, RankedTensorType input,
   return success();
 }
 
+/// The channels-first view of an image operand of a backward op: its
+/// checks are the channels-first ones.
+RankedTensorType firstOrderOf(RankedTensorType t, DictionaryAttr attrs) {
+  if (!attrs.get("channels_last") || t.getRank() < 3)
+    return t;
+  return RankedTensorType::get(toChannelsFirst(t.getShape()),
+                               t.getElementType());
+}
+
 FailureOr<RankedTensorType> shapeFromAttr(Loc loc, DictionaryAttr attrs,
                                           StringRef name, Type elementType) {
   auto shape = intsAttr(attrs, name);
@@ -1084,6 +1093,9 @@ FailureOr<RankedTensorType> shapeFromAttr(Loc loc, DictionaryAttr attrs,
 /// group checked as the forward op checks it.
 LogicalResult checkConvGradient(Loc loc, RankedTensorType x, RankedTensorType w,
                                 RankedTensorType grad, DictionaryAttr attrs) {
+  x = firstOrderOf(x, attrs);
+  w = firstOrderOf(w, attrs);
+  grad = firstOrderOf(grad, attrs);
   if (x.getRank() != w.getRank() || grad.getRank() != x.getRank())
     return fail(loc, "input " + typeStr(x) + ", weight " + typeStr(w) +
                          " and gradient " + typeStr(grad) +
@@ -1130,7 +1142,10 @@ INFER_SIGNATURE(MaxPoolGradOp) {
     return fail(loc, "needs 'kernel_shape'");
   if (x.getRank() < 3)
     return fail(loc, "input must have rank >= 3");
-  if (failed(checkForwardWindow(loc, x, *kernel, attrs, x.getDimSize(1), grad)))
+  auto first = firstOrderOf(x, attrs);
+  if (failed(checkForwardWindow(loc, first, *kernel, attrs,
+                                first.getDimSize(1),
+                                firstOrderOf(grad, attrs))))
     return failure();
   types.push_back(x);
   return success();
@@ -1144,8 +1159,12 @@ INFER_SIGNATURE(AvgPoolGradOp) {
   if (!kernel)
     return fail(loc, "needs 'kernel_shape'");
   auto x = shapeFromAttr(loc, attrs, "input_shape", grad.getElementType());
-  if (failed(x) || failed(checkForwardWindow(loc, *x, *kernel, attrs,
-                                             x->getDimSize(1), grad)))
+  if (failed(x))
+    return failure();
+  auto first = firstOrderOf(*x, attrs);
+  if (failed(checkForwardWindow(loc, first, *kernel, attrs,
+                                first.getDimSize(1),
+                                firstOrderOf(grad, attrs))))
     return failure();
   types.push_back(*x);
   return success();
@@ -1155,7 +1174,9 @@ namespace {
 /// Batch normalization's per-channel operands: `count` of them from
 /// `first`, each with one float per channel of `x`.
 LogicalResult checkPerChannel(Loc loc, RankedTensorType x, ValueRange operands,
-                              unsigned first, unsigned count) {
+                              unsigned first, unsigned count,
+                              DictionaryAttr attrs) {
+  x = firstOrderOf(x, attrs);
   if (x.getRank() < 2 || !isa<FloatType>(x.getElementType()))
     return fail(loc, "input " + typeStr(x) +
                          " must be floats with a channel dimension 1");
@@ -1175,7 +1196,7 @@ INFER_SIGNATURE(BatchNormTrainOp) {
   if (failed(requireOperands(loc, operands, 3, 3)))
     return failure();
   auto x = tensorOf(operands[0]);
-  if (failed(checkPerChannel(loc, x, operands, 1, 2)))
+  if (failed(checkPerChannel(loc, x, operands, 1, 2, attrs)))
     return failure();
   auto perChannel = tensorOf(operands[1]);
   types.append({x, perChannel, perChannel});
@@ -1189,7 +1210,7 @@ INFER_SIGNATURE(BatchNormGradOp) {
   if (grad != x)
     return fail(loc, "gradient " + typeStr(grad) +
                          " must have the input's type " + typeStr(x));
-  if (failed(checkPerChannel(loc, x, operands, 2, 3)))
+  if (failed(checkPerChannel(loc, x, operands, 2, 3, attrs)))
     return failure();
   auto perChannel = tensorOf(operands[2]);
   types.append({x, perChannel, perChannel});

@@ -75,9 +75,12 @@ def Graph_GeluGradOp : Graph_BinaryOp<"gelu_grad", "",
 def Graph_GeluTanhGradOp : Graph_BinaryOp<"gelu_tanh_grad", "",
     "dy * d/dx of gelu's tanh approximation (dy, x)">;
 
-// Backward ops of the window ops, channels first. The forward input's
-// shape is an attribute where the gradient does not otherwise carry it
-// (a stride drops rows), so the forward input need not stay alive.
+// Backward ops of the window ops, channels first unless `channels_last`
+// (partc-convert-layout sets it: every image operand and result, and the
+// filter, are then [N, spatial..., C], and so are the shape attributes).
+// The forward input's shape is an attribute where the gradient does not
+// otherwise carry it (a stride drops rows), so the forward input need not
+// stay alive.
 def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input", [
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Gradient of a convolution with respect to its input";
@@ -90,7 +93,8 @@ def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input", [
                        DenseI64ArrayAttr:$input_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -104,7 +108,8 @@ def Graph_ConvGradWeightOp : Graph_ComputeOp<"conv_grad_weight"> {
                        DenseI64ArrayAttr:$weight_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "1">:$group);
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -119,7 +124,8 @@ def Graph_MaxPoolGradOp : Graph_ComputeOp<"max_pool_grad"> {
                        DenseI64ArrayAttr:$kernel_shape,
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
-                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode);
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -134,7 +140,8 @@ def Graph_AvgPoolGradOp : Graph_ComputeOp<"avg_pool_grad"> {
                        DenseI64ArrayAttr:$strides, DenseI64ArrayAttr:$pads,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
-                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad);
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output);
 }
 
@@ -146,7 +153,7 @@ def Graph_BatchNormTrainOp : Graph_ComputeOp<"batch_norm_train", [
     Graph_Differentiable]> {
   let summary = "Batch normalization with the batch's own statistics";
   let description = [{
-    Over channel dimension 1: the mean and biased variance of each channel
+    Over channel dimension 1 (the last with `channels_last`): the mean and biased variance of each channel
     over the batch and spatial positions, y = (x - mean) / sqrt(variance +
     epsilon) * scale + bias. Returns the statistics too, for the backward
     op and the running statistics. partc-prepare-training puts it in place
@@ -154,7 +161,8 @@ def Graph_BatchNormTrainOp : Graph_ComputeOp<"batch_norm_train", [
   }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
                        Graph_Tensor:$bias,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$output, Graph_Tensor:$mean,
                       Graph_Tensor:$variance);
 }
@@ -168,7 +176,8 @@ def Graph_BatchNormGradOp : Graph_ComputeOp<"batch_norm_grad"> {
   let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$input,
                        Graph_Tensor:$scale, Graph_Tensor:$mean,
                        Graph_Tensor:$variance,
-                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
+                       UnitAttr:$channels_last);
   let results = (outs Graph_Tensor:$grad_input, Graph_Tensor:$grad_scale,
                       Graph_Tensor:$grad_bias);
 }

@@ -41,10 +41,18 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
                                PoolParams p, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t ow = i % p.out[2], oh = (i / p.out[2]) % p.out[1],
-            od = (i / (p.out[2] * p.out[1])) % p.out[0],
-            plane = i / (p.out[2] * p.out[1] * p.out[0]);
+    // Channels last, i is (n, od, oh, ow, c) and an input position's
+    // element is its pixel's times C plus c; else (plane, od, oh, ow).
+    int64_t c = p.channelsLast, channel = c ? i % c : 0,
+            pixel = c ? i / c : i;
+    int64_t ow = pixel % p.out[2], oh = (pixel / p.out[2]) % p.out[1],
+            od = (pixel / (p.out[2] * p.out[1])) % p.out[0],
+            plane = pixel / (p.out[2] * p.out[1] * p.out[0]);
     int64_t planeIn = plane * p.in[0] * p.in[1] * p.in[2];
+    auto element = [&](int64_t id, int64_t ih, int64_t iw) {
+      int64_t at = planeIn + (id * p.in[1] + ih) * p.in[2] + iw;
+      return c ? at * c + channel : at;
+    };
     float best = -INFINITY;
     int64_t where = -1, divisor = 0;
     for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
@@ -63,7 +71,7 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
               ++divisor;
             continue;
           }
-          int64_t at = planeIn + (id * p.in[1] + ih) * p.in[2] + iw;
+          int64_t at = element(id, ih, iw);
           ++divisor;
           // The first maximum, as PyTorch and the CPU reference pick it.
           if (p.isMax && (where < 0 || x[at] > best)) {
@@ -87,7 +95,7 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
           int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
           if (id >= 0 && ih >= 0 && iw >= 0 && id < p.in[0] && ih < p.in[1] &&
               iw < p.in[2])
-            atomicAdd(dx + planeIn + (id * p.in[1] + ih) * p.in[2] + iw, share);
+            atomicAdd(dx + element(id, ih, iw), share);
         }
       }
     }
@@ -104,8 +112,20 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
 
 constexpr int kBatchNormThreads = 256;
 
-/// Shares of the batch per channel: about 1024 blocks in all.
+/// Channels last, a block sums 32 channels (a warp's coalesced row) over
+/// its share of the rows, 8 rows at a time.
+constexpr int kLastChannels = 32, kLastRows = 8;
+
+/// Shares of the batch per channel (channels last, of the rows per 32
+/// channels): about 1024 blocks in all.
 int64_t batchShares(const ChannelShape &s) {
+  if (s.last) {
+    int64_t groups = (s.c + kLastChannels - 1) / kLastChannels;
+    int64_t want = (1024 + groups - 1) / std::max<int64_t>(groups, 1);
+    int64_t rows = s.n * s.size;
+    return std::max<int64_t>(
+        1, std::min<int64_t>(want, (rows + kLastRows - 1) / kLastRows));
+  }
   int64_t want = (1024 + s.c - 1) / std::max<int64_t>(s.c, 1);
   return std::max<int64_t>(1, std::min<int64_t>(want, s.n));
 }
@@ -139,6 +159,46 @@ __global__ void batchNormPartialKernel(const float *x, const float *dy,
     partial[(ch * shares + share) * 2] = a;
     partial[(ch * shares + share) * 2 + 1] = b;
   }
+}
+
+/// The same sums channels last: thread (x, y) of a block reads channel
+/// x of every 8th row of its share, and the block adds its 8 rows.
+__global__ void batchNormPartialLastKernel(const float *x, const float *dy,
+                                           const float *mean, double *partial,
+                                           ChannelShape s, int64_t shares) {
+  int64_t share = blockIdx.x,
+          ch = int64_t(blockIdx.y) * kLastChannels + threadIdx.x;
+  int64_t rows = s.n * s.size;
+  int64_t first = share * rows / shares, last = (share + 1) * rows / shares;
+  double a = 0, b = 0;
+  if (ch < s.c) {
+    float m = dy ? mean[ch] : 0.0f;
+#pragma unroll 4
+    for (int64_t r = first + threadIdx.y; r < last; r += kLastRows) {
+      int64_t at = r * s.c + ch;
+      double v = x[at];
+      if (dy) {
+        double g = dy[at];
+        a += g;
+        b += g * (v - m);
+      } else {
+        a += v;
+        b += v * v;
+      }
+    }
+  }
+  __shared__ double sums[2][kLastRows][kLastChannels];
+  sums[0][threadIdx.y][threadIdx.x] = a;
+  sums[1][threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || ch >= s.c)
+    return;
+  for (int row = 1; row < kLastRows; ++row) {
+    a += sums[0][row][threadIdx.x];
+    b += sums[1][row][threadIdx.x];
+  }
+  partial[(ch * shares + share) * 2] = a;
+  partial[(ch * shares + share) * 2 + 1] = b;
 }
 
 /// Forward: the batch's mean and biased variance, and y = (x - mean) *
@@ -208,12 +268,14 @@ cudaError_t launchBatchNormApply(const float *x, const float *dy,
                                  const float *mean, const float *coef, float *y,
                                  const ChannelShape &s, cudaStream_t stream) {
   int64_t n = s.n * s.c * s.size;
+  // Channels last, an element's channel is its index modulo c.
+  int64_t size = s.last ? 1 : s.size;
   if (n <= INT32_MAX)
     batchNormApplyKernel<uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, y, uint32_t(s.size), uint32_t(s.c), uint32_t(n));
+        x, dy, mean, coef, y, uint32_t(size), uint32_t(s.c), uint32_t(n));
   else
     batchNormApplyKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, y, s.size, s.c, n);
+        x, dy, mean, coef, y, size, s.c, n);
   return cudaGetLastError();
 }
 
@@ -437,9 +499,16 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
                      nullptr};
   sums.coef =
       reinterpret_cast<float *>(sums.partial + shape.c * sums.shares * 2);
-  batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
-                           kBatchNormThreads, 0, s>>>(x, dy, mean, sums.partial,
-                                                      shape, sums.shares);
+  if (shape.last)
+    batchNormPartialLastKernel<<<
+        dim3(unsigned(sums.shares),
+             unsigned((shape.c + kLastChannels - 1) / kLastChannels)),
+        dim3(kLastChannels, kLastRows), 0, s>>>(x, dy, mean, sums.partial,
+                                                shape, sums.shares);
+  else
+    batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
+                             kBatchNormThreads, 0, s>>>(
+        x, dy, mean, sums.partial, shape, sums.shares);
   return sums;
 }
 

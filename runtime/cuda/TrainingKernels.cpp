@@ -23,8 +23,10 @@ namespace {
 
 class ConvGradKernel : public GpuKernel {
 public:
-  /// `weight`: the filter gradient (backward filter), else the input's.
-  explicit ConvGradKernel(bool weight) : weight_(weight) {}
+  /// `weight`: the filter gradient (backward filter), else the input's;
+  /// `channelsLast`: every operand, the filter too, is [N, spatial..., C].
+  ConvGradKernel(bool weight, bool channelsLast)
+      : weight_(weight), channelsLast_(channelsLast) {}
   ~ConvGradKernel() override {
     if (x_)
       cudnnDestroyTensorDescriptor(x_);
@@ -60,7 +62,7 @@ public:
   }
 
 private:
-  bool weight_;
+  bool weight_, channelsLast_;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
@@ -107,10 +109,21 @@ Status ConvGradKernel::init(const KernelArgs &a, DeviceContext &ctx,
     }
     return d;
   };
-  auto packed = [](const std::vector<int> &d) {
+  // Element strides of dims [N, C, spatial...] stored in that order or,
+  // channels last, as [N, spatial..., C].
+  auto packed = [&](const std::vector<int> &d) {
     std::vector<int> s(d.size(), 1);
-    for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
-      s[i] = s[i + 1] * d[i + 1];
+    if (!channelsLast_) {
+      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
+        s[i] = s[i + 1] * d[i + 1];
+      return s;
+    }
+    int step = d[1];
+    for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
+      s[i] = step;
+      step *= d[i];
+    }
+    s[0] = step;
     return s;
   };
   std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);
@@ -130,7 +143,9 @@ Status ConvGradKernel::init(const KernelArgs &a, DeviceContext &ctx,
                   "gradient descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
-                                             CUDNN_TENSOR_NCHW, nd, wd.data()),
+                                             channelsLast_ ? CUDNN_TENSOR_NHWC
+                                                           : CUDNN_TENSOR_NCHW,
+                                             nd, wd.data()),
                   "filter descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetConvolutionNdDescriptor(
@@ -181,11 +196,18 @@ GpuFactory convGradFactory(bool weight) {
                   std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
       return Status();
-    // conv_grad_input (dy, w) -> dx; conv_grad_weight (x, dy) -> dw.
-    const Shape &xs = weight ? a.inputs[0].shape : a.outputs[0].shape;
-    const Shape &ws = weight ? a.outputs[0].shape : a.inputs[1].shape;
-    const Shape &ys = weight ? a.inputs[1].shape : a.inputs[0].shape;
-    auto kernel = std::make_unique<ConvGradKernel>(weight);
+    // conv_grad_input (dy, w) -> dx; conv_grad_weight (x, dy) -> dw. The
+    // descriptors take dimensions channels first.
+    bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+    auto firstOrder = [&](const Shape &s) {
+      return channelsLast ? channelsFirstShape(s) : s;
+    };
+    Shape xs = firstOrder(weight ? a.inputs[0].shape : a.outputs[0].shape);
+    Shape ws = firstOrder(weight ? a.outputs[0].shape : a.inputs[1].shape);
+    Shape ys = firstOrder(weight ? a.inputs[1].shape : a.inputs[0].shape);
+    if (channelsLast && xs.size() != 4)
+      return Status(); // 2-D images only, as partc-convert-layout makes
+    auto kernel = std::make_unique<ConvGradKernel>(weight, channelsLast);
     bool ok = false;
     PARTC_RETURN_IF_ERROR(kernel->init(a, ctx, xs, ws, ys, ok));
     if (ok)
@@ -203,9 +225,15 @@ GpuFactory poolGradFactory(bool isMax) {
                  std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
       return Status();
+    bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+    Shape x = a.outputs[0].shape, y = a.inputs[0].shape;
+    if (channelsLast) {
+      x = channelsFirstShape(x);
+      y = channelsFirstShape(y);
+    }
     PoolParams p;
-    PARTC_RETURN_IF_ERROR(
-        makePoolParams(a, a.outputs[0].shape, a.inputs[0].shape, isMax, p));
+    PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
+    p.channelsLast = channelsLast ? x[1] : 0;
     // max_pool_grad (dy, x), avg_pool_grad (dy).
     k = lambda([p, isMax](DeviceContext &ctx, const std::vector<TensorRef> &in,
                           const std::vector<TensorRef> &out) {
@@ -218,7 +246,9 @@ GpuFactory poolGradFactory(bool isMax) {
   };
 }
 
-ChannelShape channelShape(const Shape &x) {
+ChannelShape channelShape(const Shape &x, bool channelsLast) {
+  if (channelsLast && x.size() >= 3)
+    return {x[0], x.back(), product(x, 1, x.size() - 1), true};
   return {x[0], x[1], product(x, 2, x.size())};
 }
 
@@ -264,7 +294,8 @@ GpuFactory batchNormFactory(bool gradient) {
     if (!allF32(a))
       return Status();
     k = std::make_unique<BatchNormGpuKernel>(
-        channelShape(a.inputs[gradient ? 1 : 0].shape),
+        channelShape(a.inputs[gradient ? 1 : 0].shape,
+                     a.attrs.getInt("channels_last", 0) != 0),
         a.attrs.getFloat("epsilon"), gradient);
     return Status();
   };

@@ -11,9 +11,10 @@
 
 namespace partc::runtime::cuda {
 
-/// [n, c, size] around channel dimension 1.
+/// [n, c, size] around channel dimension 1, or with `last`, [n, size, c].
 struct ChannelShape {
   int64_t n, c, size;
+  bool last = false;
 };
 
 struct AdamWParams {

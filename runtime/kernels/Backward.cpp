@@ -410,78 +410,103 @@ Status requirePerChannel(const TensorType &t, int64_t channels) {
 
 } // namespace
 
+/// Registers `factory` under `name`, with a channels-last form (the
+/// operands flagged in `images` and the first result are [N, S..., C]).
+static void addWithChannelsLast(KernelTable &t, const std::string &name,
+                                std::vector<bool> images,
+                                KernelFactory factory) {
+  t[name] = [images, factory](const KernelArgs &a,
+                              std::unique_ptr<Kernel> &k) -> Status {
+    if (!a.attrs.getInt("channels_last", 0))
+      return factory(a, k);
+    std::vector<bool> results(a.outputs.size(), false);
+    if (!results.empty())
+      results[0] = true;
+    return makeChannelsLast(a, images, factory, k, results);
+  };
+}
+
 void registerBackwardKernels(KernelTable &t) {
-  t["conv_grad_input"] = [](const KernelArgs &a,
-                            std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-    ConvDims d;
-    PARTC_RETURN_IF_ERROR(makeConvDims(a, a.outputs[0].shape, a.inputs[1].shape,
-                                       a.inputs[0].shape, d));
-    k = std::make_unique<ConvGradInputKernel>(d);
-    return Status();
-  };
-  t["conv_grad_weight"] = [](const KernelArgs &a,
-                             std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-    ConvDims d;
-    PARTC_RETURN_IF_ERROR(makeConvDims(a, a.inputs[0].shape, a.outputs[0].shape,
-                                       a.inputs[1].shape, d));
-    k = std::make_unique<ConvGradWeightKernel>(d);
-    return Status();
-  };
-  t["max_pool_grad"] = [](const KernelArgs &a,
-                          std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-    if (a.outputs[0] != a.inputs[1])
-      return Status::error("the gradient " + a.outputs[0].str() +
-                           " must have the input's type " + a.inputs[1].str());
-    Window w;
-    PARTC_RETURN_IF_ERROR(
-        makePoolGradWindow(a, a.inputs[1].shape, a.inputs[0].shape, w));
-    k = std::make_unique<MaxPoolGradKernel>(w, a.inputs[1].shape[0] *
-                                                   a.inputs[1].shape[1]);
-    return Status();
-  };
-  t["avg_pool_grad"] = [](const KernelArgs &a,
-                          std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
-    Window w;
-    PARTC_RETURN_IF_ERROR(
-        makePoolGradWindow(a, a.outputs[0].shape, a.inputs[0].shape, w));
-    k = std::make_unique<AvgPoolGradKernel>(
-        w, a.outputs[0].shape[0] * a.outputs[0].shape[1],
-        a.attrs.getInt("count_include_pad", 0) != 0);
-    return Status();
-  };
-  t["batch_norm_train"] = [](const KernelArgs &a,
-                             std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
-    ChannelLayout l;
-    PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[0], l));
-    if (a.outputs[0] != a.inputs[0])
-      return Status::error("result " + a.outputs[0].str() +
-                           " must have the input's type");
-    for (const TensorType *p :
-         {&a.inputs[1], &a.inputs[2], &a.outputs[1], &a.outputs[2]})
-      PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
-    k = std::make_unique<BatchNormTrainKernel>(l, a.attrs.getFloat("epsilon"));
-    return Status();
-  };
-  t["batch_norm_grad"] = [](const KernelArgs &a,
-                            std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
-    ChannelLayout l;
-    PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[1], l));
-    if (a.inputs[0] != a.inputs[1] || a.outputs[0] != a.inputs[1])
-      return Status::error("gradients " + a.inputs[0].str() + " and " +
-                           a.outputs[0].str() + " must have the input's type " +
-                           a.inputs[1].str());
-    for (const TensorType *p : {&a.inputs[2], &a.inputs[3], &a.inputs[4],
-                                &a.outputs[1], &a.outputs[2]})
-      PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
-    k = std::make_unique<BatchNormGradKernel>(l, a.attrs.getFloat("epsilon"));
-    return Status();
-  };
+  addWithChannelsLast(
+      t, "conv_grad_input", {true, true},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+        ConvDims d;
+        PARTC_RETURN_IF_ERROR(makeConvDims(
+            a, a.outputs[0].shape, a.inputs[1].shape, a.inputs[0].shape, d));
+        k = std::make_unique<ConvGradInputKernel>(d);
+        return Status();
+      });
+  addWithChannelsLast(
+      t, "conv_grad_weight", {true, true},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+        ConvDims d;
+        PARTC_RETURN_IF_ERROR(makeConvDims(
+            a, a.inputs[0].shape, a.outputs[0].shape, a.inputs[1].shape, d));
+        k = std::make_unique<ConvGradWeightKernel>(d);
+        return Status();
+      });
+  addWithChannelsLast(
+      t, "max_pool_grad", {true, true},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+        if (a.outputs[0] != a.inputs[1])
+          return Status::error("the gradient " + a.outputs[0].str() +
+                               " must have the input's type " +
+                               a.inputs[1].str());
+        Window w;
+        PARTC_RETURN_IF_ERROR(
+            makePoolGradWindow(a, a.inputs[1].shape, a.inputs[0].shape, w));
+        k = std::make_unique<MaxPoolGradKernel>(w, a.inputs[1].shape[0] *
+                                                       a.inputs[1].shape[1]);
+        return Status();
+      });
+  addWithChannelsLast(
+      t, "avg_pool_grad", {true},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 1, 1, 1));
+        Window w;
+        PARTC_RETURN_IF_ERROR(
+            makePoolGradWindow(a, a.outputs[0].shape, a.inputs[0].shape, w));
+        k = std::make_unique<AvgPoolGradKernel>(
+            w, a.outputs[0].shape[0] * a.outputs[0].shape[1],
+            a.attrs.getInt("count_include_pad", 0) != 0);
+        return Status();
+      });
+  addWithChannelsLast(
+      t, "batch_norm_train", {true, false, false},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
+        ChannelLayout l;
+        PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[0], l));
+        if (a.outputs[0] != a.inputs[0])
+          return Status::error("result " + a.outputs[0].str() +
+                               " must have the input's type");
+        for (const TensorType *p :
+             {&a.inputs[1], &a.inputs[2], &a.outputs[1], &a.outputs[2]})
+          PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
+        k = std::make_unique<BatchNormTrainKernel>(l,
+                                                   a.attrs.getFloat("epsilon"));
+        return Status();
+      });
+  addWithChannelsLast(
+      t, "batch_norm_grad", {true, true, false, false, false},
+      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
+        PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
+        ChannelLayout l;
+        PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[1], l));
+        if (a.inputs[0] != a.inputs[1] || a.outputs[0] != a.inputs[1])
+          return Status::error(
+              "gradients " + a.inputs[0].str() + " and " + a.outputs[0].str() +
+              " must have the input's type " + a.inputs[1].str());
+        for (const TensorType *p : {&a.inputs[2], &a.inputs[3], &a.inputs[4],
+                                    &a.outputs[1], &a.outputs[2]})
+          PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
+        k = std::make_unique<BatchNormGradKernel>(l,
+                                                  a.attrs.getFloat("epsilon"));
+        return Status();
+      });
   t["update_running_stats"] = [](const KernelArgs &a,
                                  std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 4, 4, 2));

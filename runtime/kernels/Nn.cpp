@@ -592,10 +592,11 @@ void permuteChannels(const uint8_t *src, uint8_t *dst, const Shape &last,
 class ChannelsLastKernel : public Kernel {
 public:
   ChannelsLastKernel(std::unique_ptr<Kernel> inner, std::vector<bool> permute,
-                     std::vector<TensorType> ins, std::vector<TensorType> outs)
+                     std::vector<bool> permuteOut, std::vector<TensorType> ins,
+                     std::vector<TensorType> outs)
       : inner_(std::move(inner)), permute_(std::move(permute)),
-        ins_(std::move(ins)), outs_(std::move(outs)), inBuf_(ins_.size()),
-        outBuf_(outs_.size()) {}
+        permuteOut_(std::move(permuteOut)), ins_(std::move(ins)),
+        outs_(std::move(outs)), inBuf_(ins_.size()), outBuf_(outs_.size()) {}
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
@@ -604,7 +605,8 @@ public:
       if (permute_[i])
         inBuf_[i].resize(ins_[i].byteSize());
     for (size_t i = 0; i < outs_.size(); ++i)
-      outBuf_[i].resize(outs_[i].byteSize());
+      if (permuteOut_[i])
+        outBuf_[i].resize(outs_[i].byteSize());
     std::vector<TensorRef> first(in.size()), firstOut(out.size());
     for (size_t i = 0; i < in.size(); ++i) {
       first[i] = in[i];
@@ -616,28 +618,32 @@ public:
       first[i] = {inBuf_[i].data(), ins_[i]};
     }
     for (size_t i = 0; i < out.size(); ++i)
-      firstOut[i] = {outBuf_[i].data(), outs_[i]};
+      firstOut[i] =
+          permuteOut_[i] ? TensorRef{outBuf_[i].data(), outs_[i]} : out[i];
     PARTC_RETURN_IF_ERROR(inner_->run(first, firstOut));
     for (size_t i = 0; i < out.size(); ++i)
-      permuteChannels(outBuf_[i].data(), static_cast<uint8_t *>(out[i].data),
-                      out[i].type.shape, dtypeSize(out[i].type.dtype), false);
+      if (permuteOut_[i])
+        permuteChannels(outBuf_[i].data(), static_cast<uint8_t *>(out[i].data),
+                        out[i].type.shape, dtypeSize(out[i].type.dtype), false);
     return Status();
   }
 
 private:
   std::unique_ptr<Kernel> inner_;
-  std::vector<bool> permute_;
+  std::vector<bool> permute_, permuteOut_;
   std::vector<TensorType> ins_, outs_;
   std::vector<std::vector<uint8_t>> inBuf_, outBuf_;
 };
 
-/// Builds `factory`'s kernel for a channels-last op: operands flagged in
-/// `permute` and every result are channels last.
+} // namespace
+
 Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
                         const KernelFactory &factory,
-                        std::unique_ptr<Kernel> &k) {
+                        std::unique_ptr<Kernel> &k,
+                        std::vector<bool> permuteOut) {
   std::vector<TensorType> ins = a.inputs, outs = a.outputs;
   permute.resize(ins.size(), false);
+  permuteOut.resize(outs.size(), true);
   for (size_t i = 0; i < ins.size(); ++i)
     if (permute[i]) {
       if (ins[i].shape.size() < 3)
@@ -645,22 +651,22 @@ Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
                              " needs rank >= 3");
       ins[i].shape = channelsFirstShape(ins[i].shape);
     }
-  for (TensorType &t : outs) {
-    if (t.shape.size() < 3)
-      return Status::error("channels-last result " + t.str() +
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (!permuteOut[i])
+      continue;
+    if (outs[i].shape.size() < 3)
+      return Status::error("channels-last result " + outs[i].str() +
                            " needs rank >= 3");
-    t.shape = channelsFirstShape(t.shape);
+    outs[i].shape = channelsFirstShape(outs[i].shape);
   }
   AttrMap attrs = a.attrs;
   attrs.erase("channels_last");
   std::unique_ptr<Kernel> inner;
   PARTC_RETURN_IF_ERROR(factory({a.name, attrs, ins, outs}, inner));
   k = std::make_unique<ChannelsLastKernel>(std::move(inner), std::move(permute),
-                                           ins, outs);
+                                           std::move(permuteOut), ins, outs);
   return Status();
 }
-
-} // namespace
 
 static Status createLayerNorm(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
   PARTC_RETURN_IF_ERROR(checkArity(a, 2, 3, 1));

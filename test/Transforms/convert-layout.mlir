@@ -132,3 +132,52 @@ func.func @training_batch_norm(%x: tensor<2x4x8x8xf32>, %s: tensor<4xf32>) -> te
   %bn = graph.batch_norm %c, %s, %s, %s, %s {epsilon = 1.0e-5 : f64, training_mode} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x8x8xf32>
   return %bn : tensor<2x4x8x8xf32>
 }
+
+// -----
+
+// Tests that a training step runs channels last from its input to its
+// gradients: the trained weight is transposed once for the forward
+// convolution and its input gradient, its gradient transposed back, the
+// statistics and per-channel gradients keep their layout, and global
+// average pooling's gradient (a broadcast) joins the channels-last chain.
+// CHECK-LABEL: func @training_step
+func.func @training_step(%x: tensor<2x4x8x8xf32>, %dy: tensor<2x4x1x1xf32>) -> (tensor<4x4x3x3xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>) {
+  // CHECK-DAG: %[[W:.*]] = graph.variable {name = "w"
+  // CHECK-DAG: %[[WL:.*]] = graph.transpose %[[W]] {perm = array<i64: 0, 2, 3, 1>}
+  // CHECK-DAG: %[[XL:.*]] = graph.transpose %arg0 {perm = array<i64: 0, 2, 3, 1>}
+  // CHECK: %[[C:.*]] = graph.conv %[[XL]], %[[WL]] {channels_last
+  // CHECK: %[[Y:[a-z_0-9]+]], %[[MEAN:[a-z_0-9]+]], %[[VAR:[a-z_0-9]+]] = graph.batch_norm_train %[[C]], {{.*}}channels_last{{.*}} : (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x8x8x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: %[[R:.*]] = graph.relu %[[Y]] {{.*}}tensor<2x8x8x4xf32>
+  // CHECK: graph.expand {{.*}} -> tensor<2x8x8x4xf32>
+  // CHECK: %[[GR:.*]] = graph.relu_grad {{.*}}tensor<2x8x8x4xf32>
+  // CHECK: %[[DX:[a-z_0-9]+]], {{.*}} = graph.batch_norm_grad %[[GR]], %[[C]], {{.*}}channels_last
+  // CHECK: %[[DI:.*]] = graph.conv_grad_input %[[DX]], %[[WL]] {channels_last, {{.*}}input_shape = array<i64: 2, 8, 8, 4>
+  // CHECK: %[[DIF:.*]] = graph.transpose %[[DI]] {perm = array<i64: 0, 3, 1, 2>}
+  // CHECK: %[[DW:.*]] = graph.conv_grad_weight %[[XL]], %[[DX]] {channels_last, {{.*}}weight_shape = array<i64: 4, 3, 3, 4>
+  // CHECK: %[[DWF:.*]] = graph.transpose %[[DW]] {perm = array<i64: 0, 3, 1, 2>}
+  // CHECK: return %[[DWF]], %[[DIF]], %[[MEAN]]
+  %w = graph.variable {name = "w", role = "parameter", value = dense<0.5> : tensor<4x4x3x3xf32>} : tensor<4x4x3x3xf32>
+  %s = graph.variable {name = "s", role = "parameter", value = dense<1.0> : tensor<4xf32>} : tensor<4xf32>
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %y, %mean, %var = graph.batch_norm_train %c, %s, %s {epsilon = 1.0e-5 : f64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r = graph.relu %y : (tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %e = graph.expand %dy {shape = array<i64: 2, 4, 8, 8>} : (tensor<2x4x1x1xf32>) -> tensor<2x4x8x8xf32>
+  %gr = graph.relu_grad %e, %r : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %dx, %ds, %db = graph.batch_norm_grad %gr, %c, %s, %mean, %var {epsilon = 1.0e-5 : f64} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+  %di = graph.conv_grad_input %dx, %w {dilations = array<i64: 1, 1>, input_shape = array<i64: 2, 4, 8, 8>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %dw = graph.conv_grad_weight %x, %dx {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>, weight_shape = array<i64: 4, 4, 3, 3>} : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<4x4x3x3xf32>
+  return %dw, %di, %mean, %ds : tensor<4x4x3x3xf32>, tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that pooling's gradients run channels last beside their forward
+// ops.
+// CHECK-LABEL: func @pool_gradients
+func.func @pool_gradients(%x: tensor<1x2x6x6xf32>, %dy: tensor<1x2x3x3xf32>) -> (tensor<1x2x6x6xf32>, tensor<1x2x6x6xf32>) {
+  // CHECK: graph.max_pool_grad {{.*}}channels_last{{.*}} : (tensor<1x3x3x2xf32>, tensor<1x6x6x2xf32>) -> tensor<1x6x6x2xf32>
+  // CHECK: graph.avg_pool_grad {{.*}}channels_last{{.*}}input_shape = array<i64: 1, 6, 6, 2>{{.*}} : (tensor<1x3x3x2xf32>) -> tensor<1x6x6x2xf32>
+  %m = graph.max_pool_grad %dy, %x {dilations = array<i64: 1, 1>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>, tensor<1x2x6x6xf32>) -> tensor<1x2x6x6xf32>
+  %a = graph.avg_pool_grad %dy {dilations = array<i64: 1, 1>, input_shape = array<i64: 1, 2, 6, 6>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32>
+  return %m, %a : tensor<1x2x6x6xf32>, tensor<1x2x6x6xf32>
+}

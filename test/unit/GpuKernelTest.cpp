@@ -14,8 +14,10 @@
 
 #include "TestPlans.h"
 
+#include <cudnn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -701,4 +703,129 @@ TEST(GpuKernels, ArgReduceCumSumAndTopKMatchCpu) {
       expectAxisKernelMatchesCpu("cum_sum", attrs, ints, bytesOf(xi), {ints});
     }
   }
+}
+
+namespace {
+
+/// Runs kernel `name` channels last on the GPU (with a cuDNN handle, TF32
+/// off and its workspace) and on the CPU reference, from the same random
+/// inputs, and compares every output within `rtol` of its largest value.
+void expectChannelsLastMatchesCpu(const std::string &name, AttrMap attrs,
+                                  const std::vector<TensorType> &ins,
+                                  const std::vector<TensorType> &outs,
+                                  float rtol = 1e-4f) {
+  SCOPED_TRACE(name + " channels last");
+  attrs.set("channels_last", AttrValue::ofInts({1}));
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  std::vector<std::vector<float>> host;
+  std::vector<TensorRef> cpuIn, gpuIn;
+  for (const TensorType &t : ins) {
+    host.emplace_back(t.numElements());
+    for (float &v : host.back())
+      v = uniform(rng);
+  }
+  // Batch norm's gradient reads a variance: it must be positive.
+  if (name == "batch_norm_grad")
+    for (float &v : host[4])
+      v = std::fabs(v) + 0.5f;
+  std::vector<std::vector<float>> expected;
+  std::vector<TensorRef> cpuOut;
+  for (size_t i = 0; i < ins.size(); ++i)
+    cpuIn.push_back({host[i].data(), ins[i]});
+  for (const TensorType &t : outs)
+    expected.emplace_back(t.numElements());
+  for (size_t i = 0; i < outs.size(); ++i)
+    cpuOut.push_back({expected[i].data(), outs[i]});
+  std::unique_ptr<Kernel> cpu;
+  Status made = createCpuKernel(name, attrs, ins, outs, cpu);
+  ASSERT_TRUE(made.ok()) << made.message();
+  ASSERT_TRUE(cpu->run(cpuIn, cpuOut).ok());
+
+  DeviceContext ctx;
+  ctx.options.tf32 = false;
+  ASSERT_EQ(cudnnCreate(&ctx.cudnn), CUDNN_STATUS_SUCCESS);
+  std::unique_ptr<GpuKernel> k;
+  Status s = createGpuKernel(name, attrs, ins, outs, ctx, k);
+  ASSERT_TRUE(s.ok() && k) << s.message() << " (no GPU kernel)";
+  ctx.workspaceBytes = k->workspaceBytes();
+  ASSERT_EQ(cudaMalloc(&ctx.workspace, std::max<size_t>(ctx.workspaceBytes, 1)),
+            cudaSuccess);
+  for (size_t i = 0; i < ins.size(); ++i) {
+    void *d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, ins[i].byteSize()), cudaSuccess);
+    cudaMemcpy(d, host[i].data(), ins[i].byteSize(), cudaMemcpyHostToDevice);
+    gpuIn.push_back({d, ins[i]});
+  }
+  std::vector<TensorRef> gpuOut;
+  for (const TensorType &t : outs) {
+    void *d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, t.byteSize()), cudaSuccess);
+    gpuOut.push_back({d, t});
+  }
+  ASSERT_TRUE(k->run(ctx, gpuIn, gpuOut).ok());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    std::vector<float> got(outs[i].numElements());
+    cudaMemcpy(got.data(), gpuOut[i].data, outs[i].byteSize(),
+               cudaMemcpyDeviceToHost);
+    float scale = 1e-6f;
+    for (float v : expected[i])
+      scale = std::max(scale, std::fabs(v));
+    for (size_t j = 0; j < got.size(); ++j)
+      ASSERT_NEAR(got[j], expected[i][j], rtol * scale)
+          << "output " << i << ", element " << j;
+    cudaFree(gpuOut[i].data);
+  }
+  for (TensorRef &r : gpuIn)
+    cudaFree(r.data);
+  cudaFree(ctx.workspace);
+  cudnnDestroy(ctx.cudnn);
+}
+
+AttrMap windowAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads) {
+  AttrMap attrs;
+  attrs.set("strides", AttrValue::ofInts(strides));
+  attrs.set("pads", AttrValue::ofInts(pads));
+  attrs.set("dilations", AttrValue::ofInts({1, 1}));
+  attrs.set("group", AttrValue::ofInts({1}));
+  return attrs;
+}
+
+} // namespace
+
+// The kernels partc-convert-layout gives a training step: convolution
+// gradients through cuDNN in NHWC, batch norm's statistics summed over
+// channels-last rows (more channels than one block's 32, and fewer), and
+// pooling's gradient scattered to channels-last positions.
+TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  auto f32 = [](Shape s) { return TensorType{DType::F32, std::move(s)}; };
+  // A 3x3 stride-2 convolution of [2, 9, 9, 8] by 12 filters: [2, 5, 5, 12].
+  AttrMap conv = windowAttrs({2, 2}, {1, 1, 1, 1});
+  expectChannelsLastMatchesCpu("conv_grad_input", conv,
+                               {f32({2, 5, 5, 12}), f32({12, 3, 3, 8})},
+                               {f32({2, 9, 9, 8})});
+  expectChannelsLastMatchesCpu("conv_grad_weight", conv,
+                               {f32({2, 9, 9, 8}), f32({2, 5, 5, 12})},
+                               {f32({12, 3, 3, 8})});
+  for (int64_t channels : {24, 72}) {
+    Shape x{3, 7, 5, channels};
+    expectChannelsLastMatchesCpu("batch_norm_train", AttrMap(),
+                                 {f32(x), f32({channels}), f32({channels})},
+                                 {f32(x), f32({channels}), f32({channels})});
+    expectChannelsLastMatchesCpu(
+        "batch_norm_grad", AttrMap(),
+        {f32(x), f32(x), f32({channels}), f32({channels}), f32({channels})},
+        {f32(x), f32({channels}), f32({channels})});
+  }
+  AttrMap pool = windowAttrs({2, 2}, {1, 1, 1, 1});
+  pool.set("kernel_shape", AttrValue::ofInts({3, 3}));
+  expectChannelsLastMatchesCpu("max_pool_grad", pool,
+                               {f32({2, 4, 4, 6}), f32({2, 8, 8, 6})},
+                               {f32({2, 8, 8, 6})});
+  pool.set("input_shape", AttrValue::ofInts({2, 8, 8, 6}));
+  expectChannelsLastMatchesCpu("avg_pool_grad", pool, {f32({2, 4, 4, 6})},
+                               {f32({2, 8, 8, 6})});
 }
