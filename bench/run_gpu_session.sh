@@ -582,9 +582,18 @@ np.save('$D/labels.npy', rng.integers(0, 1000, $PB))" 2>&1 | grep -v Warn | tail
     echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -12 | tee -a $OUT/parallel-bench.txt
     ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32${layout:+-nchw}\", \"gpus\": $g, \"batch\": $PB, \"ms_per_step\": %.2f, \"img_s\": %.1f}' % (ms, $PB*1e3/ms if ms else 0))" | tee -a $OUT/parallel-bench.txt
+    # PARALLEL_NOGRAPHS=1: also launched kernel by kernel (a thread per
+    # GPU), with a trace of the last step.
+    if [[ ${PARALLEL_NOGRAPHS:-0} == 1 ]]; then
+      out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 11 --no-graphs --trace $OUT/parallel-$n-trace.json 2>&1)
+      ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+      python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32-no-graphs\", \"gpus\": $g, \"batch\": $PB, \"ms_per_step\": %.2f}' % ms)" | tee -a $OUT/parallel-bench.txt
+    fi
+    [[ ${PARALLEL_PROFILE:-1} == 1 ]] || continue
     timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/parallel-$n-profile.json 2>&1 | grep -v "^step" | head -6 | tee -a $OUT/parallel-bench.txt
     profile_by_op $OUT/parallel-$n-profile.json 12 | tee -a $OUT/parallel-bench.txt
   done
+  if [[ ${PARALLEL_TORCH:-1} == 1 ]]; then
   timeout 400 python3 .device/torch_baselines.py ddp 2>&1 | grep -v Warning | tail -8 | tee -a $OUT/parallel-bench.txt
   # DDP as a user tuning for tensor cores runs it: channels last.
   [[ ${PARALLEL_DDP_CL:-1} == 1 ]] && timeout 400 python3 bench/ddp_variants.py --gpus "$(printf '%s\n' ${PARALLEL_GPUS:-1 $NGPU} | sort -un | paste -sd,)" --batch $PB --channels-last 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
@@ -593,6 +602,7 @@ import sys; sys.argv = ['x']
 exec(open('.device/torch_baselines.py').read().split(\"if __name__\")[0])
 s = train_steps(models.resnet50(num_classes=1000).cuda(0), $PB, 224, 10)
 print('{\"peer\": \"torch-eager-1gpu\", \"batch\": $PB, \"ms_per_step\": %.2f}' % (s * 1e3))" 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
+  fi
   fi
 fi
 if [[ $what == *trainpipe* ]]; then

@@ -810,6 +810,8 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
   expectChannelsLastMatchesCpu("conv_grad_weight", conv,
                                {f32({2, 9, 9, 8}), f32({2, 5, 5, 12})},
                                {f32({12, 3, 3, 8})});
+  AttrMap norm;
+  norm.set("epsilon", AttrValue::ofFloats({1e-5}));
   for (int64_t channels : {24, 72}) {
     Shape x{3, 7, 5, channels};
     expectChannelsLastMatchesCpu("batch_norm_train", AttrMap(),

@@ -444,7 +444,10 @@ Status runSteps(const Options &opts, const Plan &plan, Executor &exec,
     // The trace is of the last step (after the first's searches).
     if (step == steps && steps > 1 && !opts.tracePath.empty())
       PARTC_RETURN_IF_ERROR(exec.enableTracing());
-    PARTC_RETURN_IF_ERROR(exec.run(in, out));
+    // The same batch every step stays on the device after the first
+    // (input buffers are never reused within a step); batches from --data
+    // are copied each step.
+    PARTC_RETURN_IF_ERROR(exec.run(in, out, !data && step > 1));
     if (lossIndex >= out.size())
       continue;
     float loss = out[lossIndex].as<float>()[0];
