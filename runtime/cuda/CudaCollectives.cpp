@@ -122,10 +122,15 @@ Status CudaExecutor::Impl::waitForCollectives(size_t d, size_t i) {
   if (waitBefore.empty())
     return Status();
   cudaStream_t stream = devices[d].ctx.stream;
-  for (uint32_t g : waitBefore[d][i])
-    for (cudaEvent_t done : collectives.at(g).done)
-      PARTC_RETURN_IF_ERROR(
-          cudaStatus(cudaStreamWaitEvent(stream, done, 0), "all_reduce wait"));
+  for (uint32_t g : waitBefore[d][i]) {
+    const Collective &c = collectives.at(g);
+    for (size_t k = 0; k < c.devices.size(); ++k)
+      // NCCL is done with this device's buffers when its own part ends;
+      // the peer average reads every device's source.
+      if (!c.nccl || c.devices[k] == d)
+        PARTC_RETURN_IF_ERROR(cudaStatus(
+            cudaStreamWaitEvent(stream, c.done[k], 0), "all_reduce wait"));
+  }
   return Status();
 }
 
@@ -154,6 +159,30 @@ Status CudaExecutor::Impl::arriveAtAllReduce(size_t d, const Instruction &in) {
   changed.notify_all();
   Status back = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce");
   return s.ok() ? back : s;
+}
+
+Status CudaExecutor::Impl::enqueueOwnAllReduce(size_t d,
+                                               const Instruction &in) {
+#ifdef PARTC_HAVE_NCCL
+  Collective &c = collectives.at(in.index);
+  size_t k =
+      std::find(c.devices.begin(), c.devices.end(), d) - c.devices.begin();
+  Device &dev = devices[d];
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaEventRecord(c.ready[k], dev.ctx.stream), "all_reduce"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamWaitEvent(commStreams[d], c.ready[k], 0), "all_reduce"));
+  ncclResult_t r =
+      ncclAllReduce(resolve(dev, c.sources[k]), resolve(dev, c.targets[k]),
+                    size_t(c.sources[k].type.numElements()), ncclFloat, ncclAvg,
+                    comms[d], commStreams[d]);
+  if (r != ncclSuccess)
+    return Status::error(std::string("ncclAllReduce: ") +
+                         ncclGetErrorString(r));
+  return cudaStatus(cudaEventRecord(c.done[k], commStreams[d]), "all_reduce");
+#else
+  return Status::error("built without NCCL");
+#endif
 }
 
 Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {

@@ -399,7 +399,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
     Impl::Graph &g = impl.graphs[skipInputLoads ? 1 : 0];
     std::vector<void *> pointers = hostPointers(inputs, outputs);
     // A graph bakes in the host buffers it copies from and to.
-    if (!g.exec || g.pointers != pointers) {
+    if ((!g.exec && g.perDevice.empty()) || g.pointers != pointers) {
       s = impl.capture(g, inputs, outputs, skipInputLoads);
       if (!s.ok()) {
         // Not fatal: launch directly from now on and say why.
@@ -411,12 +411,16 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
       g.pointers = pointers;
     }
     Impl::Device &origin = impl.devices[0];
-    s = cudaStatus(cudaSetDevice(origin.ctx.gpu), "graph launch");
-    if (s.ok())
-      s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream),
-                     "graph launch");
-    if (s.ok())
-      s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
+    if (!g.perDevice.empty()) {
+      s = impl.launchPerDevice(g);
+    } else {
+      s = cudaStatus(cudaSetDevice(origin.ctx.gpu), "graph launch");
+      if (s.ok())
+        s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream),
+                       "graph launch");
+      if (s.ok())
+        s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
+    }
   } else {
     s = impl.runThreaded(inputs, outputs, skipInputLoads);
     if (s.ok() && impl.profiling)

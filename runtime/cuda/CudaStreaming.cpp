@@ -7,17 +7,32 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ExecutorImpl.h"
 
+#include <thread>
+
 namespace partc::runtime {
 
 Status CudaExecutor::Impl::capture(Graph &g,
                                    const std::vector<TensorRef> &inputs,
                                    const std::vector<TensorRef> &outputs,
                                    bool skipInputLoads) {
-  if (g.exec) {
-    cudaGraphExecDestroy(g.exec);
-    g.exec = nullptr;
-  }
+  destroyGraph(g);
   size_t n = devices.size();
+  if (devicesMeetOnlyInNccl()) {
+    // A thread per device captures its own stream.
+    g.perDevice.assign(n, nullptr);
+    std::vector<Status> results(n);
+    std::vector<std::thread> threads;
+    for (size_t d = 0; d < n; ++d)
+      threads.emplace_back([&, d] {
+        results[d] = captureDevice(d, g, inputs, outputs, skipInputLoads);
+      });
+    for (auto &t : threads)
+      t.join();
+    Status s = rootCause(results);
+    if (!s.ok())
+      destroyGraph(g);
+    return s;
+  }
   Device &origin = devices[0];
   // One graph for all GPUs: the other devices' streams join the capture
   // through an event from the origin stream, and join back at the end, so
@@ -123,6 +138,72 @@ Status CudaExecutor::Impl::capture(Graph &g,
   }
   cudaSetDevice(origin.ctx.gpu);
   return endCapture(origin.ctx.stream, s, g.exec);
+}
+
+void CudaExecutor::Impl::destroyGraph(Graph &g) {
+  if (g.exec)
+    cudaGraphExecDestroy(g.exec);
+  g.exec = nullptr;
+  for (cudaGraphExec_t e : g.perDevice)
+    if (e)
+      cudaGraphExecDestroy(e);
+  g.perDevice.clear();
+}
+
+bool CudaExecutor::Impl::devicesMeetOnlyInNccl() const {
+  if (devices.size() < 2 || !plan->channels.empty() || collectives.empty())
+    return false;
+  return std::all_of(collectives.begin(), collectives.end(),
+                     [](const auto &c) { return c.second.nccl; });
+}
+
+Status CudaExecutor::Impl::captureDevice(size_t d, Graph &g,
+                                         const std::vector<TensorRef> &inputs,
+                                         const std::vector<TensorRef> &outputs,
+                                         bool skipInputLoads) {
+  Device &dev = devices[d];
+  const auto &instrs = plan->devices[d].instructions;
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(dev.ctx.gpu), "capture"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaStreamBeginCapture(dev.ctx.stream, cudaStreamCaptureModeRelaxed),
+      "begin capture"));
+  Status s;
+  for (size_t i = 0; i < instrs.size() && s.ok(); ++i) {
+    s = waitForCollectives(d, i);
+    if (s.ok())
+      s = instrs[i].op == OpCode::AllReduce
+              ? enqueueOwnAllReduce(d, instrs[i])
+              : enqueue(d, i, inputs, outputs, skipInputLoads);
+    if (!s.ok())
+      s.prepend(describeInstruction(d, i, instrs[i]));
+  }
+  if (s.ok())
+    s = waitForCollectives(d, instrs.size());
+  if (s.ok())
+    s = joinCommStream(d);
+  return endCapture(dev.ctx.stream, s, g.perDevice[d]);
+}
+
+Status CudaExecutor::Impl::launchPerDevice(Graph &g) {
+  size_t n = devices.size();
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (size_t d = 0; d < n; ++d)
+    threads.emplace_back([&, d] {
+      Device &dev = devices[d];
+      Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "graph launch");
+      if (s.ok())
+        s = cudaStatus(cudaGraphLaunch(g.perDevice[d], dev.ctx.stream),
+                       "graph launch");
+      if (s.ok())
+        s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "graph run");
+      if (!s.ok())
+        s.prepend("GPU " + std::to_string(dev.ctx.gpu));
+      results[d] = s;
+    });
+  for (auto &t : threads)
+    t.join();
+  return rootCause(results);
 }
 
 Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,

@@ -213,6 +213,9 @@ struct CudaExecutor::Impl {
   /// CUDA graphs of the whole schedule, without and with input loads.
   struct Graph {
     cudaGraphExec_t exec = nullptr;
+    /// Instead, one graph per device, replayed by a thread per device
+    /// (see devicesMeetOnlyInNccl).
+    std::vector<cudaGraphExec_t> perDevice;
     std::vector<void *> pointers;
   };
   Graph graphs[2];
@@ -397,6 +400,19 @@ struct CudaExecutor::Impl {
                      bool skipInputLoads);
   Status capture(Graph &g, const std::vector<TensorRef> &inputs,
                  const std::vector<TensorRef> &outputs, bool skipInputLoads);
+  /// Whether the devices exchange nothing but NCCL collectives, so each
+  /// can capture and replay its own graph: one graph over several GPUs is
+  /// launched by one thread, which measured slower than a thread per GPU
+  /// (ResNet-50 on 4 GPUs, docs/benchmarks.md session 20).
+  bool devicesMeetOnlyInNccl() const;
+  Status captureDevice(size_t d, Graph &g, const std::vector<TensorRef> &inputs,
+                       const std::vector<TensorRef> &outputs,
+                       bool skipInputLoads);
+  Status launchPerDevice(Graph &g);
+  /// Device d's own part of NCCL collective `in` (no group: a thread per
+  /// device calls its own communicator).
+  Status enqueueOwnAllReduce(size_t d, const Instruction &in);
+  static void destroyGraph(Graph &g);
   Status buildSegments(StreamGraphs &sg, const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,
                        bool skipInputLoads);
@@ -445,8 +461,7 @@ struct CudaExecutor::Impl {
           cudaEventDestroy(b);
       }
     for (Graph &g : graphs)
-      if (g.exec)
-        cudaGraphExecDestroy(g.exec);
+      destroyGraph(g);
     for (StreamGraphs &sg : streamGraphs)
       destroySegments(sg);
     for (size_t c = 0; c < landings.size(); ++c) {

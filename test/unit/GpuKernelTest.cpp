@@ -814,11 +814,11 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
   norm.set("epsilon", AttrValue::ofFloats({1e-5}));
   for (int64_t channels : {24, 72}) {
     Shape x{3, 7, 5, channels};
-    expectChannelsLastMatchesCpu("batch_norm_train", AttrMap(),
+    expectChannelsLastMatchesCpu("batch_norm_train", norm,
                                  {f32(x), f32({channels}), f32({channels})},
                                  {f32(x), f32({channels}), f32({channels})});
     expectChannelsLastMatchesCpu(
-        "batch_norm_grad", AttrMap(),
+        "batch_norm_grad", norm,
         {f32(x), f32(x), f32({channels}), f32({channels}), f32({channels})},
         {f32(x), f32({channels}), f32({channels})});
   }
