@@ -598,7 +598,7 @@ np.save('$D/labels.npy', rng.integers(0, 1000, $PB))" 2>&1 | grep -v Warn | tail
   timeout 400 python3 .device/torch_baselines.py ddp 2>&1 | grep -v Warning | tail -8 | tee -a $OUT/parallel-bench.txt
   # DDP as a user tuning for tensor cores runs it: channels last.
   [[ ${PARALLEL_DDP_CL:-1} == 1 ]] && timeout 400 python3 bench/ddp_variants.py --gpus "$(printf '%s\n' ${PARALLEL_GPUS:-1 $NGPU} | sort -un | paste -sd,)" --batch $PB --channels-last 2>&1 | grep peer | tee -a $OUT/parallel-bench.txt
-  timeout 300 python3 -c "
+  [[ ${PARALLEL_EAGER:-1} == 1 ]] && timeout 300 python3 -c "
 import sys; sys.argv = ['x']
 exec(open('.device/torch_baselines.py').read().split(\"if __name__\")[0])
 s = train_steps(models.resnet50(num_classes=1000).cuda(0), $PB, 224, 10)
