@@ -30,6 +30,23 @@
 
 namespace partc::runtime::cuda {
 
+std::vector<int> packedStrides(const std::vector<int> &dims,
+                               bool channelsLast) {
+  std::vector<int> s(dims.size(), 1);
+  if (!channelsLast) {
+    for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+      s[i] = s[i + 1] * dims[i + 1];
+    return s;
+  }
+  int step = dims[1];
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 2; --i) {
+    s[i] = step;
+    step *= dims[i];
+  }
+  s[0] = step;
+  return s;
+}
+
 namespace {
 
 enum class ConvVariant {
@@ -235,22 +252,8 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     dilA.push_back(static_cast<int>(dil[i]));
   }
   int nd = static_cast<int>(xd.size());
-  // Element strides of dims [N, C, spatial...] stored in memory order
-  // [N, C, spatial...] or, channels last, [N, spatial..., C].
   auto packed = [&](const std::vector<int> &d) {
-    std::vector<int> s(d.size(), 1);
-    if (!channelsLast_) {
-      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
-        s[i] = s[i + 1] * d[i + 1];
-      return s;
-    }
-    int step = d[1];
-    for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
-      s[i] = step;
-      step *= d[i];
-    }
-    s[0] = step;
-    return s;
+    return packedStrides(d, channelsLast_);
   };
   PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&x_), "desc"));
   PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateTensorDescriptor(&y_), "desc"));

@@ -209,6 +209,9 @@ struct PoolParams {
       padBegin[3], padEnd[3], dilation[3];
   bool isMax, countIncludePad;
 };
+/// Element strides of cuDNN's dims [N, C, spatial...] for a tensor stored
+/// in that order or, `channelsLast`, as [N, spatial..., C].
+std::vector<int> packedStrides(const std::vector<int> &dims, bool channelsLast);
 /// A pooling op's window (`x` and `y` channels first) as PoolParams, for
 /// the forward pool and the pool gradients alike.
 Status makePoolParams(const KernelArgs &a, const Shape &x, const Shape &y,

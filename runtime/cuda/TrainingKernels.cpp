@@ -109,22 +109,8 @@ Status ConvGradKernel::init(const KernelArgs &a, DeviceContext &ctx,
     }
     return d;
   };
-  // Element strides of dims [N, C, spatial...] stored in that order or,
-  // channels last, as [N, spatial..., C].
   auto packed = [&](const std::vector<int> &d) {
-    std::vector<int> s(d.size(), 1);
-    if (!channelsLast_) {
-      for (int i = static_cast<int>(d.size()) - 2; i >= 0; --i)
-        s[i] = s[i + 1] * d[i + 1];
-      return s;
-    }
-    int step = d[1];
-    for (int i = static_cast<int>(d.size()) - 1; i >= 2; --i) {
-      s[i] = step;
-      step *= d[i];
-    }
-    s[0] = step;
-    return s;
+    return packedStrides(d, channelsLast_);
   };
   std::vector<int> xd = dims(xs), wd = dims(ws), yd = dims(ys);
   int nd = static_cast<int>(xd.size());
@@ -141,12 +127,11 @@ Status ConvGradKernel::init(const KernelArgs &a, DeviceContext &ctx,
       cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
                                              yd.data(), packed(yd).data()),
                   "gradient descriptor"));
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnSetFilterNdDescriptor(w_, CUDNN_DATA_FLOAT,
-                                             channelsLast_ ? CUDNN_TENSOR_NHWC
-                                                           : CUDNN_TENSOR_NCHW,
-                                             nd, wd.data()),
-                  "filter descriptor"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetFilterNdDescriptor(
+          w_, CUDNN_DATA_FLOAT,
+          channelsLast_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd, wd.data()),
+      "filter descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetConvolutionNdDescriptor(
                       conv_, nd - 2, padA.data(), strideA.data(), dilA.data(),
