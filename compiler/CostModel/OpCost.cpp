@@ -29,17 +29,25 @@ OpWork analyzeOp(Operation *op, bool batched) {
     w.cls = OpClass::View;
     return w;
   }
-  if (isa<graph::ConvOp, graph::MatMulOp, graph::GemmOp,
-          graph::StridedMatMulOp>(op))
+  if (isa<graph::ConvOp, graph::MatMulOp, graph::GemmOp, graph::StridedMatMulOp,
+          graph::ConvGradInputOp, graph::ConvGradWeightOp>(op))
     w.cls = OpClass::Matrix;
   else if (isa<graph::TransposeOp, graph::ConcatOp, graph::SplitOp,
                graph::SliceOp, graph::GatherOp, graph::PadOp, graph::ExpandOp,
                graph::TransferOp>(op))
     w.cls = OpClass::Movement;
-  if (auto conv = dyn_cast<graph::ConvOp>(op)) {
-    ArrayRef<int64_t> weight =
-        cast<RankedTensorType>(conv.getWeight().getType()).getShape();
-    int64_t channels = conv.getChannelsLast() ? weight.back() : weight[1];
+  // Few input channels fill little of the tensor cores' reduction tile
+  // (ResNet's 3-channel stem); the gradients share the forward's filter.
+  std::optional<ArrayRef<int64_t>> weight;
+  bool channelsLast = op->hasAttr("channels_last");
+  if (auto conv = dyn_cast<graph::ConvOp>(op))
+    weight = cast<RankedTensorType>(conv.getWeight().getType()).getShape();
+  else if (auto grad = dyn_cast<graph::ConvGradInputOp>(op))
+    weight = cast<RankedTensorType>(grad.getWeight().getType()).getShape();
+  else if (auto grad = dyn_cast<graph::ConvGradWeightOp>(op))
+    weight = grad.getWeightShape();
+  if (weight) {
+    int64_t channels = channelsLast ? weight->back() : (*weight)[1];
     int64_t widened = std::max<int64_t>(4, (channels + 3) / 4 * 4);
     w.matrixUtilization = std::min(1.0, static_cast<double>(widened) / 32.0);
   }

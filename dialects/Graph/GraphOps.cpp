@@ -137,6 +137,25 @@ int64_t ConvOp::estimateFlops() {
   return perOutput * elementCount(getType());
 }
 
+/// A convolution's gradients do the forward convolution's work: 2 x the
+/// filter's reduction (C / group x kernel) per element of the result's
+/// gradient, whatever the layout (the output channels come first).
+static int64_t convGradientFlops(ArrayRef<int64_t> weight, Value grad) {
+  int64_t perOutput = 2;
+  for (int64_t d : weight.drop_front())
+    perOutput *= d;
+  return perOutput * elementCount(grad.getType());
+}
+
+int64_t ConvGradInputOp::estimateFlops() {
+  return convGradientFlops(cast<ShapedType>(getWeight().getType()).getShape(),
+                           getGrad());
+}
+
+int64_t ConvGradWeightOp::estimateFlops() {
+  return convGradientFlops(getWeightShape(), getGrad());
+}
+
 int64_t MatMulOp::estimateFlops() {
   auto lhs = cast<ShapedType>(getLhs().getType());
   int64_t k = lhs.getShape().empty() ? 1 : lhs.getShape().back();

@@ -81,7 +81,8 @@ def Graph_GeluTanhGradOp : Graph_BinaryOp<"gelu_tanh_grad", "",
 // The forward input's shape is an attribute where the gradient does not
 // otherwise carry it (a stride drops rows), so the forward input need not
 // stay alive.
-def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input", [
+def Graph_ConvGradInputOp : Graph_Op<"conv_grad_input", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Gradient of a convolution with respect to its input";
   let description = [{
@@ -98,7 +99,8 @@ def Graph_ConvGradInputOp : Graph_ComputeOp<"conv_grad_input", [
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ConvGradWeightOp : Graph_ComputeOp<"conv_grad_weight"> {
+def Graph_ConvGradWeightOp : Graph_Op<"conv_grad_weight", [ConstantEvaluable,
+    DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "Gradient of a convolution with respect to its weight";
   let description = [{
     The correlation of the forward `input` with `grad`, summed over the

@@ -35,3 +35,16 @@ func.func @heads(%qkv: tensor<2x16x192xf32>) -> tensor<2x4x16x16xf32> {
   %s = graph.strided_matmul %qkv, %qkv {alpha = 2.500000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 4, 16, 16>, lhs_strides = array<i64: 3072, 16, 192, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 64 : i64, rhs_shape = array<i64: 2, 4, 16, 16>, rhs_strides = array<i64: 3072, 16, 1, 192>, shape = array<i64: 2, 4, 16, 16>} : (tensor<2x16x192xf32>, tensor<2x16x192xf32>) -> tensor<2x4x16x16xf32>
   return %s : tensor<2x4x16x16xf32>
 }
+
+// -----
+
+// Tests that a convolution's gradients count the forward convolution's
+// work (2 x 3 x 3 x 3 per element of the result's gradient, 4 x 6 x 6 of
+// them) as matrix work, and the 3-channel filter's low utilization.
+func.func @gradients(%dy: tensor<1x4x6x6xf32>, %w: tensor<4x3x3x3xf32>, %x: tensor<1x3x8x8xf32>) -> (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) {
+  // expected-remark@+1 {{flops=7776 bytes=1776 utilization=0.125}}
+  %dx = graph.conv_grad_input %dy, %w {dilations = array<i64: 1, 1>, input_shape = array<i64: 1, 3, 8, 8>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x6x6xf32>, tensor<4x3x3x3xf32>) -> tensor<1x3x8x8xf32>
+  // expected-remark@+1 {{flops=7776 bytes=1776 utilization=0.125}}
+  %dw = graph.conv_grad_weight %x, %dy {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>, weight_shape = array<i64: 4, 3, 3, 3>} : (tensor<1x3x8x8xf32>, tensor<1x4x6x6xf32>) -> tensor<4x3x3x3xf32>
+  return %dx, %dw : tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>
+}
