@@ -485,6 +485,7 @@ if [[ $what == *training* ]]; then
   # float64 reference: gradients and 20 optimizer steps.
   timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt
   timeout 150 python3 test/Training/check_training.py $B $W/tt train --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  timeout 100 python3 test/Training/check_training.py $B $W/tl layouts --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   # Against PyTorch itself (ResNet-18 and Chainer's MLP, 20 steps).
   timeout 150 python3 test/Training/check_torch.py $B $W/ttorch --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   IFS=, read -ra specs <<< "${TRAIN_SPECS:-resnet50 64 224}"

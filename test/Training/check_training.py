@@ -10,6 +10,11 @@
       float32 models trained 20 steps by partc-run --steps: every step's
       loss within 1e-4 relative of the reference's and the final
       parameters (--save-state) within 1e-4.
+  check_training.py BIN_DIR WORK_DIR layouts
+      The training cases with convolutions, pooling or batch norm, trained
+      channels last (the default) and with --layout nchw: the same losses
+      and states within 1e-6 (1e-4 on a GPU, whose libraries choose other
+      algorithms per layout).
 
 Options after the mode go to every partc-run (e.g. --backend cuda
 --precision fp32 on a GPU machine).
@@ -619,13 +624,66 @@ def check_data(batch=8, batches=4, epochs=3, seed=11):
            + "".join(f"; {p}" for p in problems))
 
 
+def check_layouts(steps=10):
+    """The training cases with convolutions, pooling or batch norm, trained
+    channels last (the default) and in the model's layout (--layout nchw):
+    every step's loss and every final state the same within 1e-6."""
+    window_ops = {"Conv", "MaxPool", "AveragePool", "BatchNormalization"}
+    for name, nodes, inputs, out_shape, params, loss, opt in training_cases():
+        if not window_ops & {n.op_type for n in nodes}:
+            continue
+        opt.pop("seed", None)
+        path, _ = make_model(name, nodes, list(inputs.items()), out_shape,
+                             params, np.float32)
+        labels = labels_for(loss, out_shape, np.float32)
+        feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
+        args = input_args(name, feeds, labels)
+        flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
+        if opt.get("momentum"):
+            flags += ["--momentum", str(opt["momentum"])]
+        if "weight_decay" in opt:
+            flags += ["--weight-decay", str(opt["weight_decay"])]
+        results = {}
+        for layout in ("nhwc", "nchw"):
+            plan = os.path.join(WORK, f"{name}_{layout}.plan")
+            state = os.path.join(WORK, f"{name}_{layout}_state")
+            run(f"{BIN}/partc", "compile", path, "-o", plan, "--train",
+                "--loss", loss, *flags, "--layout", layout, "--quiet")
+            out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
+                      "--steps", str(steps), "--save-state", state, "--quiet")
+            losses = [float(line.split()[3]) for line in out.splitlines()
+                      if line.startswith("step ")]
+            states = {f: np.load(os.path.join(state, f))
+                      for f in sorted(os.listdir(state)) if f.endswith(".npy")}
+            results[layout] = (losses, states)
+        (last_l, last_s), (first_l, first_s) = results["nhwc"], results["nchw"]
+        loss_err = max(abs(a - b) / max(abs(b), 1e-3)
+                       for a, b in zip(last_l, first_l))
+        state_err = max(
+            float(np.abs(last_s[k] - first_s[k]).max() /
+                  max(np.abs(first_s[k]).max(), 1e-6))
+            for k in first_s)
+        # The CPU runs the same kernels between permutations; a GPU runs
+        # other cuDNN algorithms in each layout.
+        tolerance = 1e-4 if "cuda" in RUN_OPTIONS else 1e-6
+        ok = (len(last_l) == len(first_l) == steps and
+              last_s.keys() == first_s.keys() and loss_err <= tolerance and
+              state_err <= tolerance)
+        report("layouts " + name, ok,
+               f"{steps} steps channels last against channels first: losses "
+               f"within {loss_err:.1e}, {len(first_s)} states within "
+               f"{state_err:.1e} (relative)")
+
+
 if MODE == "gradients":
     check_gradients()
 elif MODE == "train":
     check_training()
     check_data()
+elif MODE == "layouts":
+    check_layouts()
 else:
-    sys.exit("mode must be gradients or train")
+    sys.exit("mode must be gradients, train or layouts")
 if failures:
     print(f"{len(failures)} case(s) failed: " + ", ".join(failures))
     sys.exit(1)
