@@ -42,14 +42,16 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
   let summary = "Folds ReLUs, biases and residual adds into their producers";
   let description = [{
     When a graph.relu is the only user of a graph.conv, graph.gemm,
-    graph.matmul or graph.add on the same device, the producer gets
-    `activation = "relu"` and applies it in its epilogue. Then a graph.add
-    of a matmul's result (its only use) and a tensor with one value per
-    column becomes the matmul's `bias`, as ONNX exporters write a linear
-    layer; and a graph.add of a convolution's result (its only use) and
-    another tensor of the same type becomes the convolution's `addend`.
-    Both keep the add's activation, so a linear layer's bias and a ResNet
-    block's residual connection cost no pass over memory of their own.
+    graph.matmul, graph.add or graph.batch_norm_train (its normalized
+    result) on the same device, the producer gets `activation = "relu"`
+    and applies it in its epilogue. Then a graph.add of a matmul's result
+    (its only use) and a tensor with one value per column becomes the
+    matmul's `bias`, as ONNX exporters write a linear layer; and a
+    graph.add of a convolution's or a training batch norm's result (its
+    only use) and another tensor of the same type becomes that op's
+    `addend`. Both keep the add's activation, so a linear layer's bias and
+    a ResNet block's residual connection cost no pass over memory of their
+    own, in inference and in training.
     Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
     `nan_to_zero`, as PyTorch's exported attention writes it, and the
     softmax of a graph.add (its only use) of x and a tensor that broadcasts

@@ -84,7 +84,7 @@ bool isImageOperand(Operation *op, unsigned i) {
   if (isa<graph::ConvOp>(op))
     return i != 2;
   if (isa<graph::BatchNormTrainOp>(op))
-    return i == 0;
+    return i == 0 || i == 3; // the input and a fused addend
   if (isa<graph::BatchNormGradOp>(op))
     return i <= 1;
   return true;

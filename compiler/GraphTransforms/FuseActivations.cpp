@@ -1,6 +1,6 @@
 //===- FuseActivations.cpp - partc-fuse-activations -----------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
@@ -18,9 +18,8 @@ struct FuseActivationsPass
     getOperation().walk([&](graph::ReluOp relu) { relus.push_back(relu); });
     for (graph::ReluOp relu : relus) {
       Operation *producer = relu.getInput().getDefiningOp();
-      if (!producer ||
-          !isa<graph::ConvOp, graph::GemmOp, graph::MatMulOp, graph::AddOp>(
-              producer))
+      if (!producer || !isa<graph::ConvOp, graph::GemmOp, graph::MatMulOp,
+                            graph::AddOp, graph::BatchNormTrainOp>(producer))
         continue;
       // The producer's other users must keep seeing the value before ReLU,
       // and the pair must run on one device.
@@ -104,10 +103,22 @@ struct FuseActivationsPass
   static Op absorbableProducer(graph::AddOp add, unsigned k) {
     auto producer = add->getOperand(k).getDefiningOp<Op>();
     if (!producer || !producer->getResult(0).hasOneUse() ||
-        producer.getActivation() || add.getType() != producer.getType() ||
+        producer.getActivation() ||
+        add.getType() != producer->getResult(0).getType() ||
         graph::getDevice(producer) != graph::getDevice(add))
       return nullptr;
     return producer;
+  }
+
+  /// Whether every reader of a norm's statistics comes after `add`, so the
+  /// norm may move down to it.
+  static bool statisticsReadAfter(graph::BatchNormTrainOp norm,
+                                  graph::AddOp add) {
+    for (Value stat : {norm.getMean(), norm.getVariance()})
+      for (Operation *user : stat.getUsers())
+        if (user->getBlock() != add->getBlock() || user->isBeforeInBlock(add))
+          return false;
+    return true;
   }
 
   /// Replaces `add` by `producer`, which now adds the other operand itself:
@@ -160,13 +171,20 @@ struct FuseActivationsPass
   }
 
   /// add(conv(x), z) -> conv(x, addend = z) and add(matmul(x, w), z) ->
-  /// matmul(x, w, addend = z) for a weight matrix w (one GEMM), keeping the
-  /// add's activation.
+  /// matmul(x, w, addend = z) for a weight matrix w (one GEMM), and
+  /// add(batch_norm_train(x), z) -> batch_norm_train(x, addend = z) (a
+  /// ResNet block's last norm in training), keeping the add's activation.
   static void fuseResidual(graph::AddOp add) {
     for (unsigned k = 0; k < 2; ++k) {
       Value other = add->getOperand(1 - k);
       if (other.getType() != add.getType())
         continue;
+      if (auto norm = absorbableProducer<graph::BatchNormTrainOp>(add, k);
+          norm && !norm.getAddend() && statisticsReadAfter(norm, add)) {
+        norm.getAddendMutable().assign(other);
+        absorbAdd(norm, add);
+        return;
+      }
       if (auto conv = absorbableProducer<graph::ConvOp>(add, k);
           conv && !conv.getAddend()) {
         auto type = cast<RankedTensorType>(conv.getType());

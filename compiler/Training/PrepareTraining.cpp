@@ -81,8 +81,8 @@ LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
   Value runningMean = variable(*mean, "running_mean");
   Value runningVar = variable(*variance, "running_var");
   auto train = graph::BatchNormTrainOp::create(
-      b, loc, bn.getInput(), bn.getScale(), bn.getBias(), bn.getEpsilonAttr(),
-      /*channels_last=*/nullptr);
+      b, loc, bn.getInput(), bn.getScale(), bn.getBias(), /*addend=*/Value(),
+      bn.getEpsilonAttr(), /*channels_last=*/nullptr, /*activation=*/nullptr);
   bn.getResult().replaceAllUsesWith(train.getOutput());
 
   // After every read of the running statistics (there are none left in
@@ -100,10 +100,11 @@ LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
 /// batch's statistics, as ONNX defines it, and nothing kept.
 void normalizeWithBatchStatistics(graph::BatchNormOp bn) {
   OpBuilder b(bn);
-  auto train = graph::BatchNormTrainOp::create(b, bn.getLoc(), bn.getInput(),
-                                               bn.getScale(), bn.getBias(),
-                                               bn.getEpsilonAttr(),
-                                               /*channels_last=*/nullptr);
+  auto train = graph::BatchNormTrainOp::create(
+      b, bn.getLoc(), bn.getInput(), bn.getScale(), bn.getBias(),
+      /*addend=*/Value(), bn.getEpsilonAttr(),
+      /*channels_last=*/nullptr,
+      /*activation=*/nullptr);
   bn.getResult().replaceAllUsesWith(train.getOutput());
   bn.erase();
 }

@@ -591,8 +591,12 @@ LogicalResult GlobalAvgPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                               ArrayRef<bool> needed,
                                               MutableArrayRef<Value> dx) {
-  if (failed(refuseChannelsLast(*this)))
+  if (failed(refuseChannelsLast(*this)) ||
+      failed(refuseFused(*this, getActivationAttr())))
     return failure();
+  if (getAddend())
+    return emitOpError() << "has a fused addend; differentiate the graph "
+                            "before partc-fuse-activations";
   // The statistics feed only the running ones, which do not reach the
   // loss.
   auto grads =

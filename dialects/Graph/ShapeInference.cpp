@@ -1143,8 +1143,7 @@ INFER_SIGNATURE(MaxPoolGradOp) {
   if (x.getRank() < 3)
     return fail(loc, "input must have rank >= 3");
   auto first = firstOrderOf(x, attrs);
-  if (failed(checkForwardWindow(loc, first, *kernel, attrs,
-                                first.getDimSize(1),
+  if (failed(checkForwardWindow(loc, first, *kernel, attrs, first.getDimSize(1),
                                 firstOrderOf(grad, attrs))))
     return failure();
   types.push_back(x);
@@ -1162,8 +1161,7 @@ INFER_SIGNATURE(AvgPoolGradOp) {
   if (failed(x))
     return failure();
   auto first = firstOrderOf(*x, attrs);
-  if (failed(checkForwardWindow(loc, first, *kernel, attrs,
-                                first.getDimSize(1),
+  if (failed(checkForwardWindow(loc, first, *kernel, attrs, first.getDimSize(1),
                                 firstOrderOf(grad, attrs))))
     return failure();
   types.push_back(*x);
@@ -1193,11 +1191,14 @@ LogicalResult checkPerChannel(Loc loc, RankedTensorType x, ValueRange operands,
 } // namespace
 
 INFER_SIGNATURE(BatchNormTrainOp) {
-  if (failed(requireOperands(loc, operands, 3, 3)))
+  if (failed(requireOperands(loc, operands, 3, 4)))
     return failure();
   auto x = tensorOf(operands[0]);
   if (failed(checkPerChannel(loc, x, operands, 1, 2, attrs)))
     return failure();
+  if (operands.size() == 4 && tensorOf(operands[3]) != x)
+    return fail(loc, "addend " + typeStr(tensorOf(operands[3])) +
+                         " must have the input's type " + typeStr(x));
   auto perChannel = tensorOf(operands[1]);
   types.append({x, perChannel, perChannel});
   return success();

@@ -155,16 +155,24 @@ def Graph_BatchNormTrainOp : Graph_ComputeOp<"batch_norm_train", [
     Graph_Differentiable]> {
   let summary = "Batch normalization with the batch's own statistics";
   let description = [{
-    Over channel dimension 1 (the last with `channels_last`): the mean and biased variance of each channel
-    over the batch and spatial positions, y = (x - mean) / sqrt(variance +
-    epsilon) * scale + bias. Returns the statistics too, for the backward
-    op and the running statistics. partc-prepare-training puts it in place
-    of graph.batch_norm.
+    Over channel dimension 1 (the last with `channels_last`): the mean and
+    biased variance of each channel over the batch and spatial positions,
+    y = (x - mean) / sqrt(variance + epsilon) * scale + bias. Returns the
+    statistics too, for the backward op and the running statistics.
+    partc-prepare-training puts it in place of graph.batch_norm.
+
+    partc-fuse-activations may give it an epilogue: `addend` (a residual
+    connection, of the result's type) is added to y and `activation =
+    "relu"` applied after, in the pass that writes y, so that a ResNet
+    block's add and ReLU cost no pass of their own. The backward ops read
+    the input and the statistics, never y, and ReLU's gradient reads the
+    fused result, so the epilogue changes nothing they see.
   }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$scale,
-                       Graph_Tensor:$bias,
+                       Graph_Tensor:$bias, Optional<Graph_Tensor>:$addend,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
-                       UnitAttr:$channels_last);
+                       UnitAttr:$channels_last,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output, Graph_Tensor:$mean,
                       Graph_Tensor:$variance);
 }

@@ -43,8 +43,7 @@ __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
        i += int64_t(gridDim.x) * blockDim.x) {
     // Channels last, i is (n, od, oh, ow, c) and an input position's
     // element is its pixel's times C plus c; else (plane, od, oh, ow).
-    int64_t c = p.channelsLast, channel = c ? i % c : 0,
-            pixel = c ? i / c : i;
+    int64_t c = p.channelsLast, channel = c ? i % c : 0, pixel = c ? i / c : i;
     int64_t ow = pixel % p.out[2], oh = (pixel / p.out[2]) % p.out[1],
             od = (pixel / (p.out[2] * p.out[1])) % p.out[0],
             plane = pixel / (p.out[2] * p.out[1] * p.out[0]);
@@ -247,35 +246,44 @@ __global__ void batchNormGradFinishKernel(const double *partial,
   coef[ch * 3 + 2] = float(-k * sumDy / count);
 }
 
-/// y = (x - mean) * coef[0] + coef[1], or with `dy`, y = dy * coef[0] +
-/// (x - mean) * coef[1] + coef[2], per channel.
+/// y = (x - mean) * coef[0] + coef[1] (plus `addend`, then ReLU where
+/// asked: the fused epilogue), or with `dy`, y = dy * coef[0] + (x - mean)
+/// * coef[1] + coef[2], per channel.
 template <typename Index>
 __global__ void batchNormApplyKernel(const float *x, const float *dy,
                                      const float *mean, const float *coef,
-                                     float *y, Index size, Index channels,
-                                     Index n) {
+                                     const float *addend, bool relu, float *y,
+                                     Index size, Index channels, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x) {
     Index ch = (i / size) % channels;
     float centered = x[i] - mean[ch];
-    y[i] = dy ? dy[i] * coef[ch * 3] + centered * coef[ch * 3 + 1] +
-                    coef[ch * 3 + 2]
-              : centered * coef[ch * 2] + coef[ch * 2 + 1];
+    if (dy) {
+      y[i] =
+          dy[i] * coef[ch * 3] + centered * coef[ch * 3 + 1] + coef[ch * 3 + 2];
+      continue;
+    }
+    float v = centered * coef[ch * 2] + coef[ch * 2 + 1];
+    if (addend)
+      v += addend[i];
+    y[i] = maybeRelu(v, relu);
   }
 }
 
 cudaError_t launchBatchNormApply(const float *x, const float *dy,
-                                 const float *mean, const float *coef, float *y,
+                                 const float *mean, const float *coef,
+                                 const float *addend, bool relu, float *y,
                                  const ChannelShape &s, cudaStream_t stream) {
   int64_t n = s.n * s.c * s.size;
   // Channels last, an element's channel is its index modulo c.
   int64_t size = s.last ? 1 : s.size;
   if (n <= INT32_MAX)
     batchNormApplyKernel<uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, y, uint32_t(size), uint32_t(s.c), uint32_t(n));
+        x, dy, mean, coef, addend, relu, y, uint32_t(size), uint32_t(s.c),
+        uint32_t(n));
   else
     batchNormApplyKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, y, size, s.c, n);
+        x, dy, mean, coef, addend, relu, y, size, s.c, n);
   return cudaGetLastError();
 }
 
@@ -500,11 +508,11 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
   sums.coef =
       reinterpret_cast<float *>(sums.partial + shape.c * sums.shares * 2);
   if (shape.last)
-    batchNormPartialLastKernel<<<
-        dim3(unsigned(sums.shares),
-             unsigned((shape.c + kLastChannels - 1) / kLastChannels)),
-        dim3(kLastChannels, kLastRows), 0, s>>>(x, dy, mean, sums.partial,
-                                                shape, sums.shares);
+    batchNormPartialLastKernel<<<dim3(unsigned(sums.shares),
+                                      unsigned((shape.c + kLastChannels - 1) /
+                                               kLastChannels)),
+                                 dim3(kLastChannels, kLastRows), 0, s>>>(
+        x, dy, mean, sums.partial, shape, sums.shares);
   else
     batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
                              kBatchNormThreads, 0, s>>>(
@@ -515,16 +523,18 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
 } // namespace
 
 cudaError_t launchBatchNormTrain(const float *x, const float *scale,
-                                 const float *bias, float *y, float *mean,
-                                 float *var, ChannelShape shape, double eps,
-                                 void *scratch, cudaStream_t s) {
+                                 const float *bias, const float *addend,
+                                 bool relu, float *y, float *mean, float *var,
+                                 ChannelShape shape, double eps, void *scratch,
+                                 cudaStream_t s) {
   if (shape.c == 0 || shape.n * shape.size == 0)
     return cudaSuccess;
   BatchNormSums sums =
       launchBatchNormSums(x, nullptr, nullptr, scratch, shape, s);
   batchStatsFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
       sums.partial, scale, bias, mean, var, sums.coef, shape, sums.shares, eps);
-  return launchBatchNormApply(x, nullptr, mean, sums.coef, y, shape, s);
+  return launchBatchNormApply(x, nullptr, mean, sums.coef, addend, relu, y,
+                              shape, s);
 }
 
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
@@ -538,7 +548,8 @@ cudaError_t launchBatchNormGrad(const float *dy, const float *x,
   batchNormGradFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
       sums.partial, scale, var, dscale, dbias, sums.coef, shape, sums.shares,
       eps);
-  return launchBatchNormApply(x, dy, mean, sums.coef, dx, shape, s);
+  return launchBatchNormApply(x, dy, mean, sums.coef, nullptr, false, dx, shape,
+                              s);
 }
 
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,

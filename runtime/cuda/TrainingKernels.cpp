@@ -242,8 +242,8 @@ ChannelShape channelShape(const Shape &x, bool channelsLast) {
 /// shared workspace.
 class BatchNormGpuKernel : public GpuKernel {
 public:
-  BatchNormGpuKernel(ChannelShape shape, double eps, bool gradient)
-      : shape_(shape), eps_(eps), gradient_(gradient) {}
+  BatchNormGpuKernel(ChannelShape shape, double eps, bool gradient, bool relu)
+      : shape_(shape), eps_(eps), gradient_(gradient), relu_(relu) {}
 
   size_t workspaceBytes() const override {
     return batchNormScratchBytes(shape_);
@@ -260,17 +260,18 @@ public:
                               eps_, ctx.workspace, ctx.stream),
           "batch norm gradient");
     return cudaStatus(
-        launchBatchNormTrain(in[0].as<float>(), in[1].as<float>(),
-                             in[2].as<float>(), out[0].as<float>(),
-                             out[1].as<float>(), out[2].as<float>(), shape_,
-                             eps_, ctx.workspace, ctx.stream),
+        launchBatchNormTrain(
+            in[0].as<float>(), in[1].as<float>(), in[2].as<float>(),
+            in.size() > 3 ? in[3].as<float>() : nullptr, relu_,
+            out[0].as<float>(), out[1].as<float>(), out[2].as<float>(), shape_,
+            eps_, ctx.workspace, ctx.stream),
         "batch norm (training)");
   }
 
 private:
   ChannelShape shape_;
   double eps_;
-  bool gradient_;
+  bool gradient_, relu_;
 };
 
 GpuFactory batchNormFactory(bool gradient) {
@@ -278,10 +279,12 @@ GpuFactory batchNormFactory(bool gradient) {
                     std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
       return Status();
+    bool relu = false;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     k = std::make_unique<BatchNormGpuKernel>(
         channelShape(a.inputs[gradient ? 1 : 0].shape,
                      a.attrs.getInt("channels_last", 0) != 0),
-        a.attrs.getFloat("epsilon"), gradient);
+        a.attrs.getFloat("epsilon"), gradient, relu);
     return Status();
   };
 }

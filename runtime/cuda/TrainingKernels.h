@@ -27,11 +27,13 @@ cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
                            const PoolParams &p, cudaStream_t s);
 /// Scratch (device memory) the two batch-norm launchers need.
 size_t batchNormScratchBytes(const ChannelShape &shape);
-/// Batch statistics (mean, biased variance) and the normalized output.
+/// Batch statistics (mean, biased variance) and the normalized output,
+/// plus `addend` (or null) and then ReLU where `relu`.
 cudaError_t launchBatchNormTrain(const float *x, const float *scale,
-                                 const float *bias, float *y, float *mean,
-                                 float *var, ChannelShape shape, double eps,
-                                 void *scratch, cudaStream_t s);
+                                 const float *bias, const float *addend,
+                                 bool relu, float *y, float *mean, float *var,
+                                 ChannelShape shape, double eps, void *scratch,
+                                 cudaStream_t s);
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 const float *scale, const float *mean,
                                 const float *var, float *dx, float *dscale,

@@ -281,12 +281,16 @@ struct ChannelLayout {
 
 class BatchNormTrainKernel : public Kernel {
 public:
-  BatchNormTrainKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
+  /// `relu`, and an addend as input 3: the fused epilogue, applied to the
+  /// normalized float as the unfused add and ReLU would.
+  BatchNormTrainKernel(ChannelLayout l, double eps, bool relu)
+      : l_(l), eps_(eps), relu_(relu) {}
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     const float *x = in[0].as<float>(), *scale = in[1].as<float>(),
                 *bias = in[2].as<float>();
+    const float *addend = in.size() > 3 ? in[3].as<float>() : nullptr;
     float *y = out[0].as<float>(), *mean = out[1].as<float>(),
           *var = out[2].as<float>();
     for (int64_t ch = 0; ch < l_.c; ++ch) {
@@ -300,7 +304,10 @@ public:
       double v = squares / static_cast<double>(l_.count());
       double a = scale[ch] / std::sqrt(v + eps_);
       forChannel(ch, [&](int64_t i) {
-        y[i] = static_cast<float>((x[i] - m) * a + bias[ch]);
+        float v = static_cast<float>((x[i] - m) * a + bias[ch]);
+        if (addend)
+          v += addend[i];
+        y[i] = relu_ && v < 0.0f ? 0.0f : v; // ReLU(NaN) is NaN
       });
       mean[ch] = static_cast<float>(m);
       var[ch] = static_cast<float>(v);
@@ -317,6 +324,7 @@ private:
 
   ChannelLayout l_;
   double eps_;
+  bool relu_;
 };
 
 class BatchNormGradKernel : public Kernel {
@@ -475,19 +483,22 @@ void registerBackwardKernels(KernelTable &t) {
         return Status();
       });
   addWithChannelsLast(
-      t, "batch_norm_train", {true, false, false},
+      t, "batch_norm_train", {true, false, false, true},
       [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-        PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
+        PARTC_RETURN_IF_ERROR(checkArity(a, 3, 4, 3));
         ChannelLayout l;
         PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[0], l));
-        if (a.outputs[0] != a.inputs[0])
+        if (a.outputs[0] != a.inputs[0] ||
+            (a.inputs.size() == 4 && a.inputs[3] != a.inputs[0]))
           return Status::error("result " + a.outputs[0].str() +
-                               " must have the input's type");
+                               " and addend must have the input's type");
         for (const TensorType *p :
              {&a.inputs[1], &a.inputs[2], &a.outputs[1], &a.outputs[2]})
           PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
-        k = std::make_unique<BatchNormTrainKernel>(l,
-                                                   a.attrs.getFloat("epsilon"));
+        bool relu;
+        PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+        k = std::make_unique<BatchNormTrainKernel>(
+            l, a.attrs.getFloat("epsilon"), relu);
         return Status();
       });
   addWithChannelsLast(

@@ -61,6 +61,17 @@ func.func @main(%x: tensor<1x4x4x1xf32> {graph.name = "x"}) -> (tensor<1x3x3x2xf
 
 // -----
 
+// Tests that a training batch norm with a fused residual add is refused:
+// its gradient rule is the unfused op's.
+func.func @main(%x: tensor<2x2x2x2xf32> {graph.name = "x"}) -> (tensor<2x2x2x2xf32> {graph.name = "y"}) {
+  %s = graph.constant {graph.initializer = "s", value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  // expected-error@+1 {{'graph.batch_norm_train' op has a fused addend; differentiate the graph before partc-fuse-activations}}
+  %y, %m, %v = graph.batch_norm_train %x, %s, %s, %x : (tensor<2x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2x2x2x2xf32>) -> (tensor<2x2x2x2xf32>, tensor<2xf32>, tensor<2xf32>)
+  return %y : tensor<2x2x2x2xf32>
+}
+
+// -----
+
 // Tests that the gradient of a strided slice is refused with its step.
 func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
   %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>

@@ -17,3 +17,14 @@ func.func @addend(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>, %b: tensor<3xf32>, %
   %m = graph.matmul %x, %w, %b, %z : (tensor<3x4xf32>, tensor<4x3xf32>, tensor<3xf32>, tensor<1x3xf32>) -> tensor<3x3xf32>
   return %m : tensor<3x3xf32>
 }
+
+// -----
+
+// Tests that a training batch norm's fused addend must have its input's
+// type.
+func.func @norm_addend(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x1xf32>, %s: tensor<4xf32>) -> tensor<2x4x3x3xf32> {
+  // expected-error@+2 {{addend tensor<2x4x3x1xf32> must have the input's type tensor<2x4x3x3xf32>}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %y, %m, %v = graph.batch_norm_train %x, %s, %s, %z : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x1xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %y : tensor<2x4x3x3xf32>
+}

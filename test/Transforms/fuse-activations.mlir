@@ -206,3 +206,43 @@ func.func @main(%x: tensor<2x4xf32>, %r: tensor<2x1xf32>, %c: tensor<1x4xf32>) -
   %t = graph.softmax %b {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   return %a, %s, %t : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>
 }
+
+// -----
+
+// Tests that a training batch norm takes the ReLU after it and, for a
+// ResNet block's last norm, the residual add and its ReLU, moving down to
+// the add; the statistics stay its other results.
+// CHECK-LABEL: func @training_batch_norm
+func.func @training_batch_norm(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x3xf32>, %s: tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>) {
+  // CHECK: %[[Y:[a-z_0-9]+]], {{.*}} = graph.batch_norm_train %arg0, %arg2, %arg2 {activation = "relu"}
+  // CHECK: %[[Z:[a-z_0-9]+]], %[[MEAN:[a-z_0-9]+]], {{.*}} = graph.batch_norm_train %[[Y]], %arg2, %arg2, %arg1 {activation = "relu"}
+  // CHECK-NOT: graph.relu
+  // CHECK-NOT: graph.add
+  // CHECK: return %[[Y]], %[[Z]], %[[MEAN]]
+  %y, %m, %v = graph.batch_norm_train %x, %s, %s : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r = graph.relu %y : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %y2, %m2, %v2 = graph.batch_norm_train %r, %s, %s : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %a = graph.add %y2, %z : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %r2 = graph.relu %a : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  return %r, %r2, %m2 : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that a batch norm stays unfused where another op reads its
+// normalized result, or reads its statistics before the add.
+// CHECK-LABEL: func @training_batch_norm_kept
+func.func @training_batch_norm_kept(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x3xf32>, %s: tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>) {
+  // CHECK: graph.batch_norm_train %arg0, %arg2, %arg2 :
+  // CHECK: graph.relu
+  // CHECK: graph.batch_norm_train %arg0, %arg2, %arg2 :
+  // CHECK: graph.sqrt
+  // CHECK: graph.add {{.*}}activation = "relu"
+  %y, %m, %v = graph.batch_norm_train %x, %s, %s : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r = graph.relu %y : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %y2, %m2, %v2 = graph.batch_norm_train %x, %s, %s : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %q = graph.sqrt %v2 : (tensor<4xf32>) -> tensor<4xf32>
+  %a = graph.add %y2, %z : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %r2 = graph.relu %a : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  return %y, %r2, %q : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>
+}

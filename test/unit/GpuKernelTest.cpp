@@ -796,7 +796,8 @@ AttrMap windowAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads) {
 
 // The kernels partc-convert-layout gives a training step: convolution
 // gradients through cuDNN in NHWC, batch norm's statistics summed over
-// channels-last rows (more channels than one block's 32, and fewer), and
+// channels-last rows (more channels than one block's 32, and fewer; with
+// the residual add and ReLU partc-fuse-activations gives it), and
 // pooling's gradient scattered to channels-last positions.
 TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
   if (CudaExecutor::deviceCount() == 0)
@@ -822,6 +823,13 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
         {f32(x), f32(x), f32({channels}), f32({channels}), f32({channels})},
         {f32(x), f32({channels}), f32({channels})});
   }
+  // The fused epilogue: a residual addend, then ReLU.
+  AttrMap fused = norm;
+  fused.set("activation", AttrValue::ofString("relu"));
+  Shape x{3, 7, 5, 40};
+  expectChannelsLastMatchesCpu("batch_norm_train", fused,
+                               {f32(x), f32({40}), f32({40}), f32(x)},
+                               {f32(x), f32({40}), f32({40})});
   AttrMap pool = windowAttrs({2, 2}, {1, 1, 1, 1});
   pool.set("kernel_shape", AttrValue::ofInts({3, 3}));
   expectChannelsLastMatchesCpu("max_pool_grad", pool,
