@@ -682,13 +682,15 @@ if [[ $what == *decoderdp* ]]; then
   IN="--input input=$D/x.npy --input labels=$D/labels.npy"
   # Where the step goes (GPT2_PROFILE: tag:options specs, see pipe_profile.sh).
   [[ -n ${GPT2_PROFILE:-} ]] && PROFILE_DIR=$D PROFILE_MODEL=model.onnx PROFILE_TF="$TF --batch $4" bench/pipe_profile.sh $OUT $GPT2_PROFILE
-  [[ ${GPT2DP_BENCH:-1} == 1 ]] && for n in $(printf '1\n%s\n' $NGPU | sort -un); do
+  # GPT2DP_GPUS: the GPU counts to time (default 1 and all).
+  [[ ${GPT2DP_BENCH:-1} == 1 ]] && for n in $(printf '%s\n' ${GPT2DP_GPUS:-1 $NGPU} | sort -un); do
     s=$(date +%s.%N)
     $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/train-$tag-partc.txt
-    out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 11 2>&1)
-    echo "$out" | grep -v "^step [2-9] \|^step 10 " | tail -5 | tee -a $OUT/train-$tag-partc.txt
-    ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+    out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 21 2>&1)
+    echo "$out" | grep -v "^step [2-9] \|^step [1-9][0-9] " | tail -5 | tee -a $OUT/train-$tag-partc.txt
+    # Steady: after the second step, which captures the graphs.
+    ms=$(echo "$out" | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
     timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
     profile_by_op $OUT/train-$tag-$n-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
@@ -698,8 +700,8 @@ if [[ $what == *decoderdp* ]]; then
   if (( NGPU >= 2 )) && [[ ${GPT2DP_BENCH:-1} == 1 ]]; then
     for m in ${GPIPE_MICRO:-4 8}; do
       $B/partc compile $D/model.onnx -o $D/pipe$m.plan --batch $4 --devices 2 --strategy pipeline --micro-batches $m $TF || continue
-      out=$(timeout 240 $B/partc-run $D/pipe$m.plan --backend cuda $IN --steps 11 2>&1)
-      ms=$(echo "$out" | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+      out=$(timeout 240 $B/partc-run $D/pipe$m.plan --backend cuda $IN --steps 21 2>&1)
+      ms=$(echo "$out" | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
       python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32-pipeline\", \"gpus\": 2, \"micro_batches\": $m, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
     done
   fi
