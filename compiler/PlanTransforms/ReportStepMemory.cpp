@@ -54,7 +54,7 @@ Operation *lossKernel(plan::DeviceOp device, int64_t group) {
     if (store.getOutput() == "loss")
       loss = store.getSource();
   for (auto reduce : block.getOps<plan::AllReduceOp>())
-    if (reduce.getGroup() == group)
+    if (static_cast<int64_t>(reduce.getGroup()) == group)
       loss = reduce.getSource();
   while (loss)
     if (auto view = loss.getDefiningOp<plan::ViewOp>())

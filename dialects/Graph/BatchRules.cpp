@@ -394,9 +394,11 @@ std::optional<BatchLoc> PadOp::followBatch(OperandBatch locs, int64_t batch,
 std::optional<BatchLoc> ConcatOp::followBatch(OperandBatch locs, int64_t batch,
                                               std::string &why) {
   auto [in, rank, extent] = carried(*this, locs, batch);
+  // A lambda may not capture a structured binding before C++20.
+  BatchLoc carriedLoc = in;
   if (normalizeAxis(getAxis(), rank) != in.axis &&
       llvm::all_of(locs, [&](const std::optional<BatchLoc> &l) {
-        return l && *l == in;
+        return l && *l == carriedLoc;
       }))
     return in;
   return refuse(why, "it concatenates along the batch dimension or with "
@@ -477,9 +479,10 @@ static std::optional<BatchLoc> reduceBatch(Reduce r, OperandBatch locs,
   if (r.getAxes().empty() || llvm::is_contained(r.getAxes(), in.axis))
     return refuse(why, "it reduces over the batch dimension");
   BatchLoc result = in;
+  int64_t batchAxis = in.axis;
   if (!r.getKeepdims())
     result.axis -=
-        llvm::count_if(r.getAxes(), [&](int64_t a) { return a < in.axis; });
+        llvm::count_if(r.getAxes(), [&](int64_t a) { return a < batchAxis; });
   return result;
 }
 

@@ -23,13 +23,6 @@ namespace {
 /// Constants built by the importer (masks, index ramps) stay below this.
 constexpr int64_t kMaxBuiltConstant = int64_t(1) << 24;
 
-SmallVector<int64_t> range(int64_t begin, int64_t end) {
-  SmallVector<int64_t> r;
-  for (int64_t i = begin; i < end; ++i)
-    r.push_back(i);
-  return r;
-}
-
 int64_t product(ArrayRef<int64_t> dims) {
   int64_t p = 1;
   for (int64_t d : dims)

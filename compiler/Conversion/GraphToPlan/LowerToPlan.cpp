@@ -274,7 +274,7 @@ LogicalResult Lowering::lowerDevice(int64_t d) {
     for (Value result : op.getResults())
       for (Operation *user : result.getUsers())
         if (auto transfer = dyn_cast<graph::TransferOp>(user);
-            transfer && transfer.getSource() == d &&
+            transfer && static_cast<int64_t>(transfer.getSource()) == d &&
             transfer->hasAttr(graph::GraphDialect::kReceiveAtUseAttrName))
           if (failed(emitSend(dev, transfer)))
             return failure();
