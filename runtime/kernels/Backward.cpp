@@ -418,43 +418,25 @@ Status requirePerChannel(const TensorType &t, int64_t channels) {
 
 } // namespace
 
-/// Registers `factory` under `name`, with a channels-last form (the
-/// operands flagged in `images` and the first result are [N, S..., C]).
-static void addWithChannelsLast(KernelTable &t, const std::string &name,
-                                std::vector<bool> images,
-                                KernelFactory factory) {
-  t[name] = [images, factory](const KernelArgs &a,
-                              std::unique_ptr<Kernel> &k) -> Status {
-    if (!a.attrs.getInt("channels_last", 0))
-      return factory(a, k);
-    std::vector<bool> results(a.outputs.size(), false);
-    if (!results.empty())
-      results[0] = true;
-    return makeChannelsLast(a, images, factory, k, results);
-  };
-}
-
 void registerBackwardKernels(KernelTable &t) {
-  addWithChannelsLast(
-      t, "conv_grad_input", {true, true},
-      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-        PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-        ConvDims d;
-        PARTC_RETURN_IF_ERROR(makeConvDims(
-            a, a.outputs[0].shape, a.inputs[1].shape, a.inputs[0].shape, d));
-        k = std::make_unique<ConvGradInputKernel>(d);
-        return Status();
-      });
-  addWithChannelsLast(
-      t, "conv_grad_weight", {true, true},
-      [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-        PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
-        ConvDims d;
-        PARTC_RETURN_IF_ERROR(makeConvDims(
-            a, a.inputs[0].shape, a.outputs[0].shape, a.inputs[1].shape, d));
+  // conv_grad_input (dy, w) -> dx; conv_grad_weight (x, dy) -> dw.
+  auto convGradient = [](bool weight) -> KernelFactory {
+    return [weight](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
+      PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+      const Shape &x = weight ? a.inputs[0].shape : a.outputs[0].shape;
+      const Shape &w = weight ? a.outputs[0].shape : a.inputs[1].shape;
+      const Shape &dy = weight ? a.inputs[1].shape : a.inputs[0].shape;
+      ConvDims d;
+      PARTC_RETURN_IF_ERROR(makeConvDims(a, x, w, dy, d));
+      if (weight)
         k = std::make_unique<ConvGradWeightKernel>(d);
-        return Status();
-      });
+      else
+        k = std::make_unique<ConvGradInputKernel>(d);
+      return Status();
+    };
+  };
+  addWithChannelsLast(t, "conv_grad_input", {true, true}, convGradient(false));
+  addWithChannelsLast(t, "conv_grad_weight", {true, true}, convGradient(true));
   addWithChannelsLast(
       t, "max_pool_grad", {true, true},
       [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

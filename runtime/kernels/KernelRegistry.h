@@ -57,14 +57,12 @@ struct Window {
   int64_t kernelSize() const { return kernel[0] * kernel[1] * kernel[2]; }
 };
 
-/// Builds `factory`'s channels-first kernel for a channels-last op: the
-/// operands flagged in `permute` and the results flagged in `permuteOut`
-/// (every result where it is shorter) are [N, spatial..., C] and are
-/// moved to and from [N, C, spatial...] around it.
-Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
-                        const KernelFactory &factory,
-                        std::unique_ptr<Kernel> &k,
-                        std::vector<bool> permuteOut = {});
+/// Registers `factory` (a channels-first kernel) under `name`, and its
+/// channels-last form for an op with the `channels_last` attribute: the
+/// operands flagged in `images` and the first result are [N, spatial...,
+/// C] and are moved to and from [N, C, spatial...] around the kernel.
+void addWithChannelsLast(KernelTable &table, const std::string &name,
+                         std::vector<bool> images, KernelFactory factory);
 
 /// Reads the window attributes of an op over `spatial` dims (1..3) of
 /// channels-first shapes.

@@ -637,13 +637,16 @@ private:
 
 } // namespace
 
-Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
-                        const KernelFactory &factory,
-                        std::unique_ptr<Kernel> &k,
-                        std::vector<bool> permuteOut) {
+/// Builds `factory`'s kernel for a channels-last op: the operands flagged
+/// in `permute` and the results flagged in `permuteOut` are moved between
+/// layouts around it.
+static Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
+                               const KernelFactory &factory,
+                               std::unique_ptr<Kernel> &k,
+                               std::vector<bool> permuteOut) {
   std::vector<TensorType> ins = a.inputs, outs = a.outputs;
   permute.resize(ins.size(), false);
-  permuteOut.resize(outs.size(), true);
+  permuteOut.resize(outs.size(), false);
   for (size_t i = 0; i < ins.size(); ++i)
     if (permute[i]) {
       if (ins[i].shape.size() < 3)
@@ -666,6 +669,19 @@ Status makeChannelsLast(const KernelArgs &a, std::vector<bool> permute,
   k = std::make_unique<ChannelsLastKernel>(std::move(inner), std::move(permute),
                                            std::move(permuteOut), ins, outs);
   return Status();
+}
+
+void addWithChannelsLast(KernelTable &t, const std::string &name,
+                         std::vector<bool> images, KernelFactory factory) {
+  t[name] = [images, factory](const KernelArgs &a,
+                              std::unique_ptr<Kernel> &k) -> Status {
+    if (!a.attrs.getInt("channels_last", 0))
+      return factory(a, k);
+    std::vector<bool> results(a.outputs.size(), false);
+    if (!results.empty())
+      results[0] = true;
+    return makeChannelsLast(a, images, factory, k, results);
+  };
 }
 
 static Status createLayerNorm(const KernelArgs &a, std::unique_ptr<Kernel> &k) {
@@ -733,24 +749,14 @@ void registerNnKernels(KernelTable &t) {
                                      relu);
     return Status();
   };
-  t["conv"] = [conv](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
-    if (!a.attrs.getInt("channels_last", 0))
-      return conv(a, k);
-    return makeChannelsLast(a, {true, true, false, true}, conv, k);
-  };
-  auto pool = [](bool isMax) {
+  addWithChannelsLast(t, "conv", {true, true, false, true}, conv);
+  auto pool = [](bool isMax) -> KernelFactory {
     return [isMax](const KernelArgs &a, std::unique_ptr<Kernel> &k) {
-      KernelFactory plain = [isMax](const KernelArgs &args,
-                                    std::unique_ptr<Kernel> &kernel) {
-        return makePool(args, isMax, kernel);
-      };
-      if (!a.attrs.getInt("channels_last", 0))
-        return plain(a, k);
-      return makeChannelsLast(a, {true}, plain, k);
+      return makePool(a, isMax, k);
     };
   };
-  t["max_pool"] = pool(true);
-  t["avg_pool"] = pool(false);
+  addWithChannelsLast(t, "max_pool", {true}, pool(true));
+  addWithChannelsLast(t, "avg_pool", {true}, pool(false));
   t["max_pool_with_indices"] = [](const KernelArgs &a,
                                   std::unique_ptr<Kernel> &k) {
     return makePool(a, true, k, /*withIndices=*/true);
