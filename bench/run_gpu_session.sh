@@ -481,6 +481,8 @@ if [[ ,$what, == *,bench,* ]]; then
 fi
 if [[ $what == *training* ]]; then
   echo "== training"
+  if [[ ${TRAIN_CHECKS:-1} == 1 ]]; then
+  t $B/partc-cuda-unittests --gtest_filter='*ChannelsLast*:*Training*:*BatchNorm*'
   # The training tests' models on the GPU, fp32 (no TF32), against the
   # float64 reference: gradients and 20 optimizer steps.
   timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt
@@ -488,6 +490,7 @@ if [[ $what == *training* ]]; then
   timeout 100 python3 test/Training/check_training.py $B $W/tl layouts --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   # Against PyTorch itself (ResNet-18 and Chainer's MLP, 20 steps).
   timeout 150 python3 test/Training/check_torch.py $B $W/ttorch --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  fi
   IFS=, read -ra specs <<< "${TRAIN_SPECS:-resnet50 64 224}"
   for spec in "${specs[@]}"; do
     set -- $spec
@@ -499,11 +502,11 @@ if [[ $what == *training* ]]; then
     IN="--input input=$D/x.npy --input labels=$D/labels.npy"
     # Same steps as the strict-fp32 reference above.
     timeout 120 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 5 2>&1 | tail -7 | tee -a $OUT/train-$1-$2-partc.txt
-    # ms per step: 25 steps minus 5 (load and algorithm search cancel).
-    for prec in tf32 fp32; do
-      s=$(date +%s.%N); timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 5 --quiet > /dev/null; m=$(date +%s.%N)
-      timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 25 --quiet > /dev/null; e=$(date +%s.%N)
-      python3 -c "a=$m-$s; b=$e-$m; print('{\"peer\": \"partc-$prec\", \"model\": \"$1\", \"batch\": $2, \"ms_per_step\": %.2f, \"load_s_5_steps\": %.2f}' % ((b-a)*1e3/20, a))" | tee -a $OUT/train-$1-$2-partc.txt
+    # The steady step: the mean after the second (the first chooses
+    # cuDNN's algorithms, the second captures the CUDA graph).
+    for prec in ${TRAIN_PRECISIONS:-tf32 fp32}; do
+      ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 22 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
+      python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-$prec\", \"model\": \"$1\", \"batch\": $2, \"size\": $3, \"ms_per_step\": %.2f, \"images_per_s\": %.1f}' % (ms, $2*1e3/ms if ms else 0))" | tee -a $OUT/train-$1-$2-partc.txt
     done
     # Where a step's time goes: kernels by op, and which ran on the host.
     timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 4 --profile $OUT/train-$1-$2-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$1-$2-partc.txt

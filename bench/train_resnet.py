@@ -12,8 +12,9 @@ mode -- what `partc compile --train --loss cross-entropy --optimizer sgd
   * reference: `--steps` steps in strict fp32 (no TF32), printing each loss
     as "ref step K loss V", the numbers partc-run --steps must reproduce,
     and in float64 ("ref64 step K loss V");
-  * timing: ms per step of eager and torch.compile (TF32 allowed, inputs on
-    the GPU, synchronised at the end), one JSON line each.
+  * timing: ms per step of eager (NCHW and channels last) and
+    torch.compile (TF32 allowed, inputs on the GPU, synchronised at the
+    end), one JSON line each.
 """
 import argparse, copy, json, os, time
 
@@ -53,10 +54,12 @@ np.save(os.path.join(args.out, "labels.npy"), labels.numpy().astype(np.int64))
 state = {k: exported.get(k, v).clone() for k, v in net.state_dict().items()}
 
 
-def trainer(compiled, dtype=torch.float32):
+def trainer(compiled, dtype=torch.float32, channels_last=False):
     model = getattr(torchvision.models, args.model)()
     model.load_state_dict(state)
     model = model.to(dtype).cuda()
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9,
                           weight_decay=1e-4)
@@ -87,10 +90,17 @@ for k in range(args.steps):
 torch.backends.cuda.matmul.allow_tf32 = True
 torch.backends.cudnn.allow_tf32 = True
 torch.backends.cudnn.benchmark = True
-for name, compiled in (("eager", False), ("compile", True)):
+# Channels last is what a user tuning for tensor cores would add to eager.
+for name, compiled, last in (("eager", False, False),
+                             ("eager-channels-last", False, True),
+                             ("compile", True, False)):
     if compiled and args.no_compile:
         continue
-    step = trainer(compiled)
+    step = trainer(compiled, channels_last=last)
+    if last:
+        xc = xc.contiguous(memory_format=torch.channels_last)
+    else:
+        xc = xc.contiguous()
     for _ in range(5):
         step(xc, yc)
     torch.cuda.synchronize()

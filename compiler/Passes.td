@@ -51,7 +51,11 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     only use) and another tensor of the same type becomes that op's
     `addend`. Both keep the add's activation, so a linear layer's bias and
     a ResNet block's residual connection cost no pass over memory of their
-    own, in inference and in training.
+    own, in inference and in training. In a training step, the
+    graph.relu_grad of such a fused norm's output whose only user is the
+    same norm's graph.batch_norm_grad goes into that op
+    (`activation = "relu"`, with the norm's bias to compute the output's
+    sign again).
     Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
     `nan_to_zero`, as PyTorch's exported attention writes it, and the
     softmax of a graph.add (its only use) of x and a tensor that broadcasts

@@ -41,6 +41,11 @@ struct FuseActivationsPass
     for (graph::AddOp add : adds)
       if (!fuseMatMulBias(add))
         fuseResidual(add);
+    SmallVector<graph::ReluGradOp> reluGrads;
+    getOperation().walk(
+        [&](graph::ReluGradOp grad) { reluGrads.push_back(grad); });
+    for (graph::ReluGradOp grad : reluGrads)
+      fuseReluGradIntoNorm(grad);
     SmallVector<graph::WhereOp> wheres;
     getOperation().walk([&](graph::WhereOp where) { wheres.push_back(where); });
     for (graph::WhereOp where : wheres)
@@ -94,6 +99,36 @@ struct FuseActivationsPass
     where.getResult().replaceAllUsesWith(softmax.getResult());
     where.erase();
     isNan.erase();
+  }
+
+  /// batch_norm_grad(relu_grad(dy, y), x, ...) -> batch_norm_grad(dy, x,
+  /// ..., bias) {activation = "relu"} where y is the same norm's output
+  /// with ReLU fused (no addend): the gradient op computes y's sign again
+  /// from x as it reads it, which saves ReLU's gradient a pass that reads
+  /// two tensors and writes one.
+  static void fuseReluGradIntoNorm(graph::ReluGradOp reluGrad) {
+    auto norm = reluGrad.getRhs().getDefiningOp<graph::BatchNormTrainOp>();
+    if (!norm || norm.getOutput() != reluGrad.getRhs() || norm.getAddend() ||
+        norm.getActivation() != std::optional<StringRef>("relu") ||
+        !reluGrad->hasOneUse())
+      return;
+    auto grad = dyn_cast<graph::BatchNormGradOp>(*reluGrad->user_begin());
+    if (!grad || grad.getGrad() != reluGrad.getResult() || grad.getBias() ||
+        grad.getActivation() || grad.getInput() != norm.getInput() ||
+        grad.getScale() != norm.getScale() ||
+        grad.getMean() != norm.getMean() ||
+        grad.getVariance() != norm.getVariance() ||
+        grad.getEpsilon() != norm.getEpsilon() ||
+        grad.getChannelsLast() != norm.getChannelsLast() ||
+        graph::getDevice(grad) != graph::getDevice(reluGrad) ||
+        graph::getDevice(grad) != graph::getDevice(norm))
+      return;
+    grad.getGradMutable().assign(reluGrad.getLhs());
+    grad.getBiasMutable().assign(norm.getBias());
+    grad.setActivationAttr(StringAttr::get(grad->getContext(), "relu"));
+    grad->setLoc(
+        FusedLoc::get(grad->getContext(), {grad.getLoc(), reluGrad.getLoc()}));
+    reluGrad.erase();
   }
 
   /// Operand k of `add` if an Op produced it that can take the add into

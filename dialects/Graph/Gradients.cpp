@@ -599,10 +599,10 @@ LogicalResult BatchNormTrainOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                             "before partc-fuse-activations";
   // The statistics feed only the running ones, which do not reach the
   // loss.
-  auto grads =
-      BatchNormGradOp::create(b, getLoc(), dy[0], getInput(), getScale(),
-                              getMean(), getVariance(), getEpsilonAttr(),
-                              /*channels_last=*/nullptr);
+  auto grads = BatchNormGradOp::create(
+      b, getLoc(), dy[0], getInput(), getScale(), getMean(), getVariance(),
+      /*bias=*/Value(), getEpsilonAttr(), /*channels_last=*/nullptr,
+      /*activation=*/nullptr);
   for (unsigned i = 0; i < 3; ++i)
     if (needed[i])
       dx[i] = grads->getResult(i);

@@ -1205,14 +1205,19 @@ INFER_SIGNATURE(BatchNormTrainOp) {
 }
 
 INFER_SIGNATURE(BatchNormGradOp) {
-  if (failed(requireOperands(loc, operands, 5, 5)))
+  if (failed(requireOperands(loc, operands, 5, 6)))
     return failure();
   auto grad = tensorOf(operands[0]), x = tensorOf(operands[1]);
   if (grad != x)
     return fail(loc, "gradient " + typeStr(grad) +
                          " must have the input's type " + typeStr(x));
-  if (failed(checkPerChannel(loc, x, operands, 2, 3, attrs)))
+  if (failed(checkPerChannel(loc, x, operands, 2, operands.size() - 2, attrs)))
     return failure();
+  // The ReLU mask is computed again from the norm's output, which needs
+  // its bias.
+  if (attrs && attrs.get("activation") && operands.size() != 6)
+    return fail(loc, "a fused activation needs the norm's bias (operand 5) "
+                     "to compute the norm's output again");
   auto perChannel = tensorOf(operands[2]);
   types.append({x, perChannel, perChannel});
   return success();

@@ -182,12 +182,20 @@ def Graph_BatchNormGradOp : Graph_ComputeOp<"batch_norm_grad"> {
   let description = [{
     (grad, input, scale, mean, variance) -> (grad_input, grad_scale,
     grad_bias), the statistics' own dependence on the input included.
+
+    With `activation = "relu"` and the norm's `bias`, `grad` is the
+    gradient of relu(y) for the norm's output y, which the op computes
+    again from the input and the statistics (as batch_norm_train computed
+    it) to mask `grad` where y <= 0. partc-fuse-activations folds ReLU's
+    gradient in so when ReLU was fused into the norm: the mask then costs
+    no pass over the tensors of its own.
   }];
   let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$input,
                        Graph_Tensor:$scale, Graph_Tensor:$mean,
-                       Graph_Tensor:$variance,
+                       Graph_Tensor:$variance, Optional<Graph_Tensor>:$bias,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
-                       UnitAttr:$channels_last);
+                       UnitAttr:$channels_last,
+                       OptionalAttr<Graph_ActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$grad_input, Graph_Tensor:$grad_scale,
                       Graph_Tensor:$grad_bias);
 }

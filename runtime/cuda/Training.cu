@@ -33,71 +33,101 @@ __device__ double blockSum(double v) {
 }
 
 //===----------------------------------------------------------------------===//
-// Pooling gradients: one thread per window, adding into the input's
-// gradient (windows overlap).
+// Pooling gradients: one thread per input element, summing the output
+// gradients of the windows that hold it (for max pooling, those whose
+// first maximum it is). A gather needs no atomics and no cleared buffer,
+// and gives the same sums at every run.
 //===----------------------------------------------------------------------===//
 
+/// `Index` is int32_t where every element count fits 31 bits: GPUs
+/// emulate 64-bit division at several times the cost, and a thread
+/// divides a dozen times.
+template <typename Index>
 __global__ void poolGradKernel(const float *dy, const float *x, float *dx,
-                               PoolParams p, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    // Channels last, i is (n, od, oh, ow, c) and an input position's
-    // element is its pixel's times C plus c; else (plane, od, oh, ow).
-    int64_t c = p.channelsLast, channel = c ? i % c : 0, pixel = c ? i / c : i;
-    int64_t ow = pixel % p.out[2], oh = (pixel / p.out[2]) % p.out[1],
-            od = (pixel / (p.out[2] * p.out[1])) % p.out[0],
-            plane = pixel / (p.out[2] * p.out[1] * p.out[0]);
-    int64_t planeIn = plane * p.in[0] * p.in[1] * p.in[2];
-    auto element = [&](int64_t id, int64_t ih, int64_t iw) {
-      int64_t at = planeIn + (id * p.in[1] + ih) * p.in[2] + iw;
-      return c ? at * c + channel : at;
+                               PoolParams p, Index n) {
+  const Index channels = Index(p.channelsLast);
+  const Index in0 = Index(p.in[0]), in1 = Index(p.in[1]), in2 = Index(p.in[2]);
+  const Index out0 = Index(p.out[0]), out1 = Index(p.out[1]),
+              out2 = Index(p.out[2]);
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x) {
+    // Channels last, i is (n, d, h, w, c) and a position's element is its
+    // pixel's times C plus c; else (plane, d, h, w).
+    Index channel = channels ? i % channels : 0,
+          pixel = channels ? i / channels : i;
+    Index iw = pixel % in2, ih = (pixel / in2) % in1,
+          id = (pixel / (in2 * in1)) % in0, plane = pixel / (in2 * in1 * in0);
+    auto element = [&](Index base, Index d, Index h, Index w, Index e1,
+                       Index e2, Index e0) {
+      Index at = ((base * e0 + d) * e1 + h) * e2 + w;
+      return channels ? at * channels + channel : at;
     };
-    float best = -INFINITY;
-    int64_t where = -1, divisor = 0;
-    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
-      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
-      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
-        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
-        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
-          bool inside = id >= 0 && ih >= 0 && iw >= 0 && id < p.in[0] &&
-                        ih < p.in[1] && iw < p.in[2];
-          if (!inside) {
-            if (p.countIncludePad && id >= -p.padBegin[0] &&
-                ih >= -p.padBegin[1] && iw >= -p.padBegin[2] &&
-                id < p.in[0] + p.padEnd[0] && ih < p.in[1] + p.padEnd[1] &&
-                iw < p.in[2] + p.padEnd[2])
-              ++divisor;
+    float sum = 0;
+    for (Index kd = 0; kd < Index(p.kernel[0]); ++kd) {
+      Index od = id + Index(p.padBegin[0]) - kd * Index(p.dilation[0]);
+      if (od < 0 || od % Index(p.stride[0]) ||
+          (od /= Index(p.stride[0])) >= out0)
+        continue;
+      for (Index kh = 0; kh < Index(p.kernel[1]); ++kh) {
+        Index oh = ih + Index(p.padBegin[1]) - kh * Index(p.dilation[1]);
+        if (oh < 0 || oh % Index(p.stride[1]) ||
+            (oh /= Index(p.stride[1])) >= out1)
+          continue;
+        for (Index kw = 0; kw < Index(p.kernel[2]); ++kw) {
+          Index ow = iw + Index(p.padBegin[2]) - kw * Index(p.dilation[2]);
+          if (ow < 0 || ow % Index(p.stride[2]) ||
+              (ow /= Index(p.stride[2])) >= out2)
             continue;
+          // Window (od, oh, ow) holds this element at offset (kd, kh, kw).
+          float g = dy[element(plane, od, oh, ow, out1, out2, out0)];
+          Index d0 = od * Index(p.stride[0]) - Index(p.padBegin[0]),
+                h0 = oh * Index(p.stride[1]) - Index(p.padBegin[1]),
+                w0 = ow * Index(p.stride[2]) - Index(p.padBegin[2]);
+          bool mine = true;
+          Index divisor = 0;
+          float best = -INFINITY;
+          bool found = false;
+          for (Index jd = 0; jd < Index(p.kernel[0]); ++jd) {
+            Index d = d0 + jd * Index(p.dilation[0]);
+            for (Index jh = 0; jh < Index(p.kernel[1]); ++jh) {
+              Index h = h0 + jh * Index(p.dilation[1]);
+              for (Index jw = 0; jw < Index(p.kernel[2]); ++jw) {
+                Index w = w0 + jw * Index(p.dilation[2]);
+                bool inside =
+                    d >= 0 && h >= 0 && w >= 0 && d < in0 && h < in1 && w < in2;
+                if (!inside) {
+                  if (p.countIncludePad && d >= -Index(p.padBegin[0]) &&
+                      h >= -Index(p.padBegin[1]) &&
+                      w >= -Index(p.padBegin[2]) &&
+                      d < in0 + Index(p.padEnd[0]) &&
+                      h < in1 + Index(p.padEnd[1]) &&
+                      w < in2 + Index(p.padEnd[2]))
+                    ++divisor;
+                  continue;
+                }
+                ++divisor;
+                if (!p.isMax)
+                  continue;
+                // The first maximum, as PyTorch and the CPU reference pick
+                // it: this element's window offset must come first among
+                // the maxima.
+                float v = x[element(plane, d, h, w, in1, in2, in0)];
+                if (!found || v > best) {
+                  best = v;
+                  found = true;
+                  mine = jd == kd && jh == kh && jw == kw;
+                }
+              }
+            }
           }
-          int64_t at = element(id, ih, iw);
-          ++divisor;
-          // The first maximum, as PyTorch and the CPU reference pick it.
-          if (p.isMax && (where < 0 || x[at] > best)) {
-            best = x[at];
-            where = at;
-          }
+          if (!p.isMax)
+            sum += g / float(divisor);
+          else if (found && mine)
+            sum += g;
         }
       }
     }
-    if (p.isMax) {
-      if (where >= 0)
-        atomicAdd(dx + where, dy[i]);
-      continue;
-    }
-    float share = dy[i] / float(divisor);
-    for (int64_t kd = 0; kd < p.kernel[0]; ++kd) {
-      int64_t id = od * p.stride[0] - p.padBegin[0] + kd * p.dilation[0];
-      for (int64_t kh = 0; kh < p.kernel[1]; ++kh) {
-        int64_t ih = oh * p.stride[1] - p.padBegin[1] + kh * p.dilation[1];
-        for (int64_t kw = 0; kw < p.kernel[2]; ++kw) {
-          int64_t iw = ow * p.stride[2] - p.padBegin[2] + kw * p.dilation[2];
-          if (id >= 0 && ih >= 0 && iw >= 0 && id < p.in[0] && ih < p.in[1] &&
-              iw < p.in[2])
-            atomicAdd(dx + element(id, ih, iw), share);
-        }
-      }
-    }
+    dx[i] = sum;
   }
 }
 
@@ -129,21 +159,49 @@ int64_t batchShares(const ChannelShape &s) {
   return std::max<int64_t>(1, std::min<int64_t>(want, s.n));
 }
 
+/// A channel's scale / sqrt(variance + eps) from the stored float
+/// variance: the forward pass and a gradient with a fused ReLU compute the
+/// norm's output from the same numbers, bit for bit.
+__device__ inline float normScale(float scale, float variance, double eps) {
+  return float(double(scale) / sqrt(double(variance) + eps));
+}
+
+/// The norm's output before its epilogue, from x - mean.
+__device__ inline float normalized(float centered, float scale, float bias) {
+  return __fmaf_rn(centered, scale, bias);
+}
+
+/// What a gradient with a fused ReLU needs to mask dy as the forward
+/// ReLU did: the norm's scale, bias and statistics. `bias` is null
+/// without the fusion.
+struct ReluMask {
+  const float *scale, *bias, *var;
+  double eps;
+  __device__ float channelScale(int64_t ch) const {
+    return bias ? normScale(scale[ch], var[ch], eps) : 0.0f;
+  }
+  /// dy, or 0 where the norm's output for `centered` was not positive.
+  __device__ float apply(float dy, float centered, float k, int64_t ch) const {
+    return !bias || normalized(centered, k, bias[ch]) > 0.0f ? dy : 0.0f;
+  }
+};
+
 /// Sums of one channel's values over one share of the batch: x and x^2,
-/// or with `dy`, dy and dy * (x - mean).
+/// or with `dy`, dy and dy * (x - mean) (dy masked by `mask`).
 __global__ void batchNormPartialKernel(const float *x, const float *dy,
-                                       const float *mean, double *partial,
-                                       ChannelShape s, int64_t shares) {
+                                       const float *mean, ReluMask mask,
+                                       double *partial, ChannelShape s,
+                                       int64_t shares) {
   int64_t share = blockIdx.x, ch = blockIdx.y;
   int64_t first = share * s.n / shares, last = (share + 1) * s.n / shares;
   double a = 0, b = 0;
-  float m = dy ? mean[ch] : 0.0f;
+  float m = dy ? mean[ch] : 0.0f, k = dy ? mask.channelScale(ch) : 0.0f;
   for (int64_t n = first; n < last; ++n) {
     int64_t base = (n * s.c + ch) * s.size;
     for (int64_t i = threadIdx.x; i < s.size; i += blockDim.x) {
       double v = x[base + i];
       if (dy) {
-        double g = dy[base + i];
+        double g = mask.apply(dy[base + i], x[base + i] - m, k, ch);
         a += g;
         b += g * (v - m);
       } else {
@@ -163,21 +221,22 @@ __global__ void batchNormPartialKernel(const float *x, const float *dy,
 /// The same sums channels last: thread (x, y) of a block reads channel
 /// x of every 8th row of its share, and the block adds its 8 rows.
 __global__ void batchNormPartialLastKernel(const float *x, const float *dy,
-                                           const float *mean, double *partial,
-                                           ChannelShape s, int64_t shares) {
+                                           const float *mean, ReluMask mask,
+                                           double *partial, ChannelShape s,
+                                           int64_t shares) {
   int64_t share = blockIdx.x,
           ch = int64_t(blockIdx.y) * kLastChannels + threadIdx.x;
   int64_t rows = s.n * s.size;
   int64_t first = share * rows / shares, last = (share + 1) * rows / shares;
   double a = 0, b = 0;
   if (ch < s.c) {
-    float m = dy ? mean[ch] : 0.0f;
+    float m = dy ? mean[ch] : 0.0f, k = dy ? mask.channelScale(ch) : 0.0f;
 #pragma unroll 4
     for (int64_t r = first + threadIdx.y; r < last; r += kLastRows) {
       int64_t at = r * s.c + ch;
       double v = x[at];
       if (dy) {
-        double g = dy[at];
+        double g = mask.apply(dy[at], x[at] - m, k, ch);
         a += g;
         b += g * (v - m);
       } else {
@@ -218,17 +277,20 @@ __global__ void batchStatsFinishKernel(const double *partial,
   double m = sum / count, v = fmax(squares / count - m * m, 0.0);
   mean[ch] = float(m);
   var[ch] = float(v);
-  coef[ch * 2] = float(scale[ch] / sqrt(v + eps));
+  coef[ch * 2] = normScale(scale[ch], float(v), eps);
   coef[ch * 2 + 1] = bias[ch];
 }
 
 /// Backward: the scale's and bias's gradients, and dx = dy * coef[0] +
-/// (x - mean) * coef[1] + coef[2] per channel.
+/// (x - mean) * coef[1] + coef[2] per channel (dy masked by `mask`, whose
+/// channel scale goes to coef[3]).
+constexpr int kGradCoefs = 4;
 __global__ void batchNormGradFinishKernel(const double *partial,
                                           const float *scale, const float *var,
-                                          float *dscale, float *dbias,
-                                          float *coef, ChannelShape s,
-                                          int64_t shares, double eps) {
+                                          ReluMask mask, float *dscale,
+                                          float *dbias, float *coef,
+                                          ChannelShape s, int64_t shares,
+                                          double eps) {
   int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (ch >= s.c)
     return;
@@ -241,49 +303,80 @@ __global__ void batchNormGradFinishKernel(const double *partial,
   double gScale = sumDyXmu * invStd, k = scale[ch] * invStd;
   dbias[ch] = float(sumDy);
   dscale[ch] = float(gScale);
-  coef[ch * 3] = float(k);
-  coef[ch * 3 + 1] = float(-k * invStd * gScale / count);
-  coef[ch * 3 + 2] = float(-k * sumDy / count);
+  float *c = coef + ch * kGradCoefs;
+  c[0] = float(k);
+  c[1] = float(-k * invStd * gScale / count);
+  c[2] = float(-k * sumDy / count);
+  c[3] = mask.channelScale(ch);
 }
 
-/// y = (x - mean) * coef[0] + coef[1] (plus `addend`, then ReLU where
-/// asked: the fused epilogue), or with `dy`, y = dy * coef[0] + (x - mean)
-/// * coef[1] + coef[2], per channel.
-template <typename Index>
-__global__ void batchNormApplyKernel(const float *x, const float *dy,
-                                     const float *mean, const float *coef,
-                                     const float *addend, bool relu, float *y,
-                                     Index size, Index channels, Index n) {
-  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
-       i += Index(gridDim.x) * blockDim.x) {
-    Index ch = (i / size) % channels;
-    float centered = x[i] - mean[ch];
+/// Element i of the apply pass: y = (x - mean) * coef[0] + coef[1] (plus
+/// `addend`, then ReLU where asked: the fused epilogue), or with `dy`,
+/// y = dy * coef[0] + (x - mean) * coef[1] + coef[2], per channel, dy
+/// masked by `mask`.
+struct BatchNormApply {
+  const float *x, *dy, *mean, *coef, *addend;
+  bool relu;
+  ReluMask mask;
+  /// Element of channel `ch` with input xi, gradient dyi (with dy) and
+  /// addend value addi (with addend).
+  __device__ float operator()(int64_t ch, float xi, float dyi,
+                              float addi) const {
+    float centered = xi - mean[ch];
     if (dy) {
-      y[i] =
-          dy[i] * coef[ch * 3] + centered * coef[ch * 3 + 1] + coef[ch * 3 + 2];
-      continue;
+      const float *c = coef + ch * kGradCoefs;
+      float g = mask.apply(dyi, centered, c[3], ch);
+      return g * c[0] + centered * c[1] + c[2];
     }
-    float v = centered * coef[ch * 2] + coef[ch * 2 + 1];
+    float v = normalized(centered, coef[ch * 2], coef[ch * 2 + 1]);
     if (addend)
-      v += addend[i];
-    y[i] = maybeRelu(v, relu);
+      v += addi;
+    return maybeRelu(v, relu);
+  }
+};
+
+template <typename Index>
+__global__ void batchNormApplyKernel(BatchNormApply op, float *y, Index size,
+                                     Index channels, Index n) {
+  for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
+       i += Index(gridDim.x) * blockDim.x)
+    y[i] = op((i / size) % channels, op.x[i], op.dy ? op.dy[i] : 0.0f,
+              op.addend ? op.addend[i] : 0.0f);
+}
+
+/// Channels last with a multiple of 4 channels: four channels of one row
+/// a thread, read and written as float4s.
+__global__ void batchNormApplyLast4Kernel(BatchNormApply op, float4 *y,
+                                          uint32_t channels4, uint32_t n4) {
+  auto load = [](const float *p, uint32_t q) {
+    return p ? reinterpret_cast<const float4 *>(p)[q] : float4{0, 0, 0, 0};
+  };
+  for (uint32_t q = blockIdx.x * blockDim.x + threadIdx.x; q < n4;
+       q += gridDim.x * blockDim.x) {
+    uint32_t ch = (q % channels4) * 4;
+    float4 x = load(op.x, q), g = load(op.dy, q), a = load(op.addend, q);
+    y[q] = make_float4(op(ch, x.x, g.x, a.x), op(ch + 1, x.y, g.y, a.y),
+                       op(ch + 2, x.z, g.z, a.z), op(ch + 3, x.w, g.w, a.w));
   }
 }
 
-cudaError_t launchBatchNormApply(const float *x, const float *dy,
-                                 const float *mean, const float *coef,
-                                 const float *addend, bool relu, float *y,
+cudaError_t launchBatchNormApply(const BatchNormApply &op, float *y,
                                  const ChannelShape &s, cudaStream_t stream) {
   int64_t n = s.n * s.c * s.size;
+  if (s.last && s.c % 4 == 0 && n <= INT32_MAX && aligned16(op.x) &&
+      aligned16(op.dy) && aligned16(op.addend) && aligned16(y)) {
+    batchNormApplyLast4Kernel<<<blocksFor(n / 4), kThreads, 0, stream>>>(
+        op, reinterpret_cast<float4 *>(y), uint32_t(s.c / 4), uint32_t(n / 4));
+    return cudaGetLastError();
+  }
   // Channels last, an element's channel is its index modulo c.
   int64_t size = s.last ? 1 : s.size;
   if (n <= INT32_MAX)
     batchNormApplyKernel<uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, addend, relu, y, uint32_t(size), uint32_t(s.c),
-        uint32_t(n));
+        op, y, uint32_t(size), uint32_t(s.c), uint32_t(n));
   else
-    batchNormApplyKernel<int64_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        x, dy, mean, coef, addend, relu, y, size, s.c, n);
+    batchNormApplyKernel<int64_t>
+        <<<blocksFor(n), kThreads, 0, stream>>>(op, y, size, s.c, n);
   return cudaGetLastError();
 }
 
@@ -476,17 +569,23 @@ __global__ void dropoutKernel(const float *x, float *y, int64_t n,
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
                            const PoolParams &p, cudaStream_t s) {
   int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
-  int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
-  cudaError_t err = cudaMemsetAsync(dx, 0, inputs * sizeof(float), s);
-  if (err != cudaSuccess || n == 0)
-    return err;
-  poolGradKernel<<<blocksFor(n), kThreads, 0, s>>>(dy, x, dx, p, n);
+  int64_t outputs = p.planes * p.out[0] * p.out[1] * p.out[2];
+  if (inputs == 0)
+    return cudaSuccess;
+  // Signed 32 bits hold every index and every window coordinate (pads
+  // and dilated extents are far smaller than the tensors).
+  if (std::max(inputs, outputs) < (int64_t(1) << 30))
+    poolGradKernel<int32_t>
+        <<<blocksFor(inputs), kThreads, 0, s>>>(dy, x, dx, p, int32_t(inputs));
+  else
+    poolGradKernel<int64_t>
+        <<<blocksFor(inputs), kThreads, 0, s>>>(dy, x, dx, p, inputs);
   return cudaGetLastError();
 }
 
 size_t batchNormScratchBytes(const ChannelShape &shape) {
   return size_t(shape.c) *
-         (batchShares(shape) * 2 * sizeof(double) + 3 * sizeof(float));
+         (batchShares(shape) * 2 * sizeof(double) + kGradCoefs * sizeof(float));
 }
 
 namespace {
@@ -501,8 +600,9 @@ struct BatchNormSums {
 };
 
 BatchNormSums launchBatchNormSums(const float *x, const float *dy,
-                                  const float *mean, void *scratch,
-                                  const ChannelShape &shape, cudaStream_t s) {
+                                  const float *mean, const ReluMask &mask,
+                                  void *scratch, const ChannelShape &shape,
+                                  cudaStream_t s) {
   BatchNormSums sums{batchShares(shape), static_cast<double *>(scratch),
                      nullptr};
   sums.coef =
@@ -512,11 +612,11 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
                                       unsigned((shape.c + kLastChannels - 1) /
                                                kLastChannels)),
                                  dim3(kLastChannels, kLastRows), 0, s>>>(
-        x, dy, mean, sums.partial, shape, sums.shares);
+        x, dy, mean, mask, sums.partial, shape, sums.shares);
   else
     batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
                              kBatchNormThreads, 0, s>>>(
-        x, dy, mean, sums.partial, shape, sums.shares);
+        x, dy, mean, mask, sums.partial, shape, sums.shares);
   return sums;
 }
 
@@ -529,27 +629,31 @@ cudaError_t launchBatchNormTrain(const float *x, const float *scale,
                                  cudaStream_t s) {
   if (shape.c == 0 || shape.n * shape.size == 0)
     return cudaSuccess;
+  ReluMask noMask{nullptr, nullptr, nullptr, eps};
   BatchNormSums sums =
-      launchBatchNormSums(x, nullptr, nullptr, scratch, shape, s);
+      launchBatchNormSums(x, nullptr, nullptr, noMask, scratch, shape, s);
   batchStatsFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
       sums.partial, scale, bias, mean, var, sums.coef, shape, sums.shares, eps);
-  return launchBatchNormApply(x, nullptr, mean, sums.coef, addend, relu, y,
-                              shape, s);
+  return launchBatchNormApply(
+      {x, nullptr, mean, sums.coef, addend, relu, noMask}, y, shape, s);
 }
 
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 const float *scale, const float *mean,
-                                const float *var, float *dx, float *dscale,
-                                float *dbias, ChannelShape shape, double eps,
-                                void *scratch, cudaStream_t s) {
+                                const float *var, const float *reluBias,
+                                float *dx, float *dscale, float *dbias,
+                                ChannelShape shape, double eps, void *scratch,
+                                cudaStream_t s) {
   if (shape.c == 0 || shape.n * shape.size == 0)
     return cudaSuccess;
-  BatchNormSums sums = launchBatchNormSums(x, dy, mean, scratch, shape, s);
+  ReluMask mask{scale, reluBias, var, eps};
+  BatchNormSums sums =
+      launchBatchNormSums(x, dy, mean, mask, scratch, shape, s);
   batchNormGradFinishKernel<<<blocksFor(shape.c), kThreads, 0, s>>>(
-      sums.partial, scale, var, dscale, dbias, sums.coef, shape, sums.shares,
-      eps);
-  return launchBatchNormApply(x, dy, mean, sums.coef, nullptr, false, dx, shape,
-                              s);
+      sums.partial, scale, var, mask, dscale, dbias, sums.coef, shape,
+      sums.shares, eps);
+  return launchBatchNormApply({x, dy, mean, sums.coef, nullptr, false, mask},
+                              dx, shape, s);
 }
 
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,

@@ -237,9 +237,10 @@ ChannelShape channelShape(const Shape &x, bool channelsLast) {
   return {x[0], x[1], product(x, 2, x.size())};
 }
 
-/// batch_norm_train (x, scale, bias) -> (y, mean, var), or batch_norm_grad
-/// (dy, x, scale, mean, var) -> (dx, dscale, dbias); partial sums in the
-/// shared workspace.
+/// batch_norm_train (x, scale, bias[, addend]) -> (y, mean, var), or
+/// batch_norm_grad (dy, x, scale, mean, var[, bias]) -> (dx, dscale,
+/// dbias); partial sums in the shared workspace. `relu`: the fused ReLU
+/// (its gradient, reading the bias, for batch_norm_grad).
 class BatchNormGpuKernel : public GpuKernel {
 public:
   BatchNormGpuKernel(ChannelShape shape, double eps, bool gradient, bool relu)
@@ -253,11 +254,12 @@ public:
              const std::vector<TensorRef> &out) override {
     if (gradient_)
       return cudaStatus(
-          launchBatchNormGrad(in[0].as<float>(), in[1].as<float>(),
-                              in[2].as<float>(), in[3].as<float>(),
-                              in[4].as<float>(), out[0].as<float>(),
-                              out[1].as<float>(), out[2].as<float>(), shape_,
-                              eps_, ctx.workspace, ctx.stream),
+          launchBatchNormGrad(
+              in[0].as<float>(), in[1].as<float>(), in[2].as<float>(),
+              in[3].as<float>(), in[4].as<float>(),
+              relu_ ? in[5].as<float>() : nullptr, out[0].as<float>(),
+              out[1].as<float>(), out[2].as<float>(), shape_, eps_,
+              ctx.workspace, ctx.stream),
           "batch norm gradient");
     return cudaStatus(
         launchBatchNormTrain(
@@ -281,6 +283,8 @@ GpuFactory batchNormFactory(bool gradient) {
       return Status();
     bool relu = false;
     PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    if (gradient && relu != (a.inputs.size() == 6))
+      return Status::error("a fused ReLU needs the norm's bias as input 5");
     k = std::make_unique<BatchNormGpuKernel>(
         channelShape(a.inputs[gradient ? 1 : 0].shape,
                      a.attrs.getInt("channels_last", 0) != 0),

@@ -21,8 +21,8 @@ struct AdamWParams {
   double lr, beta1, beta2, eps, weightDecay;
 };
 
-/// Max (first maximum) or average pooling's input gradient; `dx` is
-/// cleared first.
+/// Max (first maximum) or average pooling's input gradient, every element
+/// of `dx` written (gathered, so the same at every run).
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
                            const PoolParams &p, cudaStream_t s);
 /// Scratch (device memory) the two batch-norm launchers need.
@@ -34,11 +34,14 @@ cudaError_t launchBatchNormTrain(const float *x, const float *scale,
                                  bool relu, float *y, float *mean, float *var,
                                  ChannelShape shape, double eps, void *scratch,
                                  cudaStream_t s);
+/// The gradients of batch_norm_train; with `reluBias` (the norm's bias,
+/// else null), of its output after a fused ReLU.
 cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 const float *scale, const float *mean,
-                                const float *var, float *dx, float *dscale,
-                                float *dbias, ChannelShape shape, double eps,
-                                void *scratch, cudaStream_t s);
+                                const float *var, const float *reluBias,
+                                float *dx, float *dscale, float *dbias,
+                                ChannelShape shape, double eps, void *scratch,
+                                cudaStream_t s);
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,
                                int64_t channels, double momentum, int64_t count,

@@ -279,6 +279,18 @@ struct ChannelLayout {
   int64_t count() const { return n * size; }
 };
 
+/// A channel's scale * 1 / sqrt(variance + eps), from the float variance
+/// the forward op stores, so that a gradient with a fused ReLU computes
+/// the forward's values again bit for bit.
+double normScale(float scale, float variance, double eps) {
+  return scale / std::sqrt(static_cast<double>(variance) + eps);
+}
+
+/// The normalized value of `x` before any epilogue (see normScale).
+float normalized(float x, float mean, double scale, float bias) {
+  return static_cast<float>((x - static_cast<double>(mean)) * scale + bias);
+}
+
 class BatchNormTrainKernel : public Kernel {
 public:
   /// `relu`, and an addend as input 3: the fused epilogue, applied to the
@@ -301,16 +313,15 @@ public:
         double d = x[i] - m;
         squares += d * d;
       });
-      double v = squares / static_cast<double>(l_.count());
-      double a = scale[ch] / std::sqrt(v + eps_);
+      mean[ch] = static_cast<float>(m);
+      var[ch] = static_cast<float>(squares / static_cast<double>(l_.count()));
+      double a = normScale(scale[ch], var[ch], eps_);
       forChannel(ch, [&](int64_t i) {
-        float v = static_cast<float>((x[i] - m) * a + bias[ch]);
+        float v = normalized(x[i], mean[ch], a, bias[ch]);
         if (addend)
           v += addend[i];
         y[i] = relu_ && v < 0.0f ? 0.0f : v; // ReLU(NaN) is NaN
       });
-      mean[ch] = static_cast<float>(m);
-      var[ch] = static_cast<float>(v);
     }
     return Status();
   }
@@ -329,29 +340,41 @@ private:
 
 class BatchNormGradKernel : public Kernel {
 public:
-  BatchNormGradKernel(ChannelLayout l, double eps) : l_(l), eps_(eps) {}
+  /// With `relu`, input 5 is the norm's bias and dy is masked where the
+  /// norm's output, computed again as the forward kernel did, is not
+  /// positive (ReLU's gradient, fused).
+  BatchNormGradKernel(ChannelLayout l, double eps, bool relu)
+      : l_(l), eps_(eps), relu_(relu) {}
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    const float *dy = in[0].as<float>(), *x = in[1].as<float>(),
+    const float *dyIn = in[0].as<float>(), *x = in[1].as<float>(),
                 *scale = in[2].as<float>(), *mean = in[3].as<float>(),
                 *var = in[4].as<float>();
+    const float *bias = relu_ ? in[5].as<float>() : nullptr;
     float *dx = out[0].as<float>(), *dscale = out[1].as<float>(),
           *dbias = out[2].as<float>();
     double count = static_cast<double>(l_.count());
     for (int64_t ch = 0; ch < l_.c; ++ch) {
       double invStd = 1.0 / std::sqrt(static_cast<double>(var[ch]) + eps_);
+      double forward = relu_ ? normScale(scale[ch], var[ch], eps_) : 0;
+      auto dy = [&](int64_t i) -> float {
+        if (relu_ && !(normalized(x[i], mean[ch], forward, bias[ch]) > 0.0f))
+          return 0.0f;
+        return dyIn[i];
+      };
       double sumDy = 0, sumDyXhat = 0;
       forChannel(ch, [&](int64_t i) {
-        sumDy += dy[i];
-        sumDyXhat += dy[i] * (x[i] - mean[ch]) * invStd;
+        float g = dy(i);
+        sumDy += g;
+        sumDyXhat += g * (x[i] - mean[ch]) * invStd;
       });
       // dx = scale * invStd * (dy - mean(dy) - xhat * mean(dy * xhat)).
       double k = scale[ch] * invStd;
       forChannel(ch, [&](int64_t i) {
         double xhat = (x[i] - mean[ch]) * invStd;
         dx[i] = static_cast<float>(
-            k * (dy[i] - sumDy / count - xhat * sumDyXhat / count));
+            k * (dy(i) - sumDy / count - xhat * sumDyXhat / count));
       });
       dscale[ch] = static_cast<float>(sumDyXhat);
       dbias[ch] = static_cast<float>(sumDy);
@@ -368,6 +391,7 @@ private:
 
   ChannelLayout l_;
   double eps_;
+  bool relu_;
 };
 
 class UpdateRunningStatsKernel : public Kernel {
@@ -484,20 +508,26 @@ void registerBackwardKernels(KernelTable &t) {
         return Status();
       });
   addWithChannelsLast(
-      t, "batch_norm_grad", {true, true, false, false, false},
+      t, "batch_norm_grad", {true, true},
       [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
-        PARTC_RETURN_IF_ERROR(checkArity(a, 5, 5, 3));
+        PARTC_RETURN_IF_ERROR(checkArity(a, 5, 6, 3));
+        bool relu;
+        PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+        if (relu != (a.inputs.size() == 6))
+          return Status::error("a fused ReLU needs the norm's bias as input "
+                               "5, and the bias is read only for it");
         ChannelLayout l;
         PARTC_RETURN_IF_ERROR(makeChannelLayout(a, a.inputs[1], l));
         if (a.inputs[0] != a.inputs[1] || a.outputs[0] != a.inputs[1])
           return Status::error(
               "gradients " + a.inputs[0].str() + " and " + a.outputs[0].str() +
               " must have the input's type " + a.inputs[1].str());
-        for (const TensorType *p : {&a.inputs[2], &a.inputs[3], &a.inputs[4],
-                                    &a.outputs[1], &a.outputs[2]})
+        for (size_t i = 2; i < a.inputs.size(); ++i)
+          PARTC_RETURN_IF_ERROR(requirePerChannel(a.inputs[i], l.c));
+        for (const TensorType *p : {&a.outputs[1], &a.outputs[2]})
           PARTC_RETURN_IF_ERROR(requirePerChannel(*p, l.c));
-        k = std::make_unique<BatchNormGradKernel>(l,
-                                                  a.attrs.getFloat("epsilon"));
+        k = std::make_unique<BatchNormGradKernel>(
+            l, a.attrs.getFloat("epsilon"), relu);
         return Status();
       });
   t["update_running_stats"] = [](const KernelArgs &a,

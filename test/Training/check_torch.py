@@ -216,9 +216,14 @@ def check(name, net, x, labels, loss, optimizer, partc_options, opset=13):
     t = onnx.TensorProto()
     with open(os.path.join(work, "trained", "output_0.pb"), "rb") as f:
         t.ParseFromString(f.read())
+    # The trained model normalizes with its running statistics, so its
+    # output inherits their chance drift and gets their factor: rounding
+    # batch norm's variance to float32 before 1 / sqrt, nothing more, moved
+    # ResNet-18's output from 1.4e-3 to 2.8e-3 of PyTorch's float32 (which
+    # is 1.3e-3 from float64).
     out_err = agrees("--save-onnx's model's output",
                      numpy_helper.to_array(t).astype(np.float64), ref_out,
-                     exact_out, max(1.0, np.abs(ref_out).max()), 1e-4)
+                     exact_out, max(1.0, np.abs(ref_out).max()), 1e-4, 4)
     status = "FAIL" if failures else "PASS"
     print(f"{status} {name}: loss {ref[0]:.6g} -> {ref[-1]:.6g} in {STEPS} "
           f"steps, loss within {loss_err:.1e} (relative), {len(ref_state)} "

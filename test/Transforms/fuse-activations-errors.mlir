@@ -28,3 +28,14 @@ func.func @norm_addend(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x1xf32>, %s: ten
   %y, %m, %v = graph.batch_norm_train %x, %s, %s, %z : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x1xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
   return %y : tensor<2x4x3x3xf32>
 }
+
+// -----
+
+// Tests that a batch norm gradient with a fused ReLU needs the norm's
+// bias.
+func.func @norm_grad_relu(%x: tensor<2x4x3x3xf32>, %s: tensor<4xf32>) -> tensor<2x4x3x3xf32> {
+  // expected-error@+2 {{a fused activation needs the norm's bias (operand 5) to compute the norm's output again}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx, %ds, %db = graph.batch_norm_grad %x, %x, %s, %s, %s {activation = "relu"} : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %dx : tensor<2x4x3x3xf32>
+}

@@ -246,3 +246,47 @@ func.func @training_batch_norm_kept(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x3x
   %r2 = graph.relu %a : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
   return %y, %r2, %q : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Tests that ReLU's gradient goes into the gradient of the norm whose
+// fused ReLU it differentiates, which then reads the norm's bias.
+// CHECK-LABEL: func @training_relu_grad
+func.func @training_relu_grad(%x: tensor<2x4x3x3xf32>, %dy: tensor<2x4x3x3xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>) {
+  // CHECK: %[[Y:[a-z_0-9]+]], %[[M:[a-z_0-9]+]], %[[V:[a-z_0-9]+]] = graph.batch_norm_train %arg0, %arg2, %arg3 {activation = "relu"}
+  // CHECK-NOT: graph.relu_grad
+  // CHECK: %[[DX:[a-z_0-9]+]], {{.*}} = graph.batch_norm_grad %arg1, %arg0, %arg2, %[[M]], %[[V]], %arg3 {activation = "relu"}
+  // CHECK: return %[[Y]], %[[DX]]
+  %y, %m, %v = graph.batch_norm_train %x, %s, %b : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r = graph.relu %y : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %g = graph.relu_grad %dy, %r : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %dx, %ds, %db = graph.batch_norm_grad %g, %x, %s, %m, %v : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %r, %dx, %ds : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that ReLU's gradient stays where another op reads it (a residual
+// connection's shortcut), where the norm took an addend, and where the
+// gradient is of another norm.
+// CHECK-LABEL: func @training_relu_grad_kept
+func.func @training_relu_grad_kept(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x3xf32>, %dy: tensor<2x4x3x3xf32>, %s: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) {
+  // CHECK-NOT: graph.batch_norm_grad {{.*}}activation
+  // CHECK-COUNT-3: graph.relu_grad
+  // CHECK-NOT: graph.batch_norm_grad {{.*}}activation
+  // CHECK: return
+  %y, %m, %v = graph.batch_norm_train %x, %s, %b : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r = graph.relu %y : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %g = graph.relu_grad %dy, %r : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %dx, %ds, %db = graph.batch_norm_grad %g, %x, %s, %m, %v : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %y2, %m2, %v2 = graph.batch_norm_train %x, %s, %b : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %a = graph.add %y2, %z : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %r2 = graph.relu %a : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %g2 = graph.relu_grad %dy, %r2 : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %dx2, %ds2, %db2 = graph.batch_norm_grad %g2, %x, %s, %m2, %v2 : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %y3, %m3, %v3 = graph.batch_norm_train %x, %s, %b : (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  %r3 = graph.relu %y3 : (tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %g3 = graph.relu_grad %dy, %r3 : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  %dx3, %ds3, %db3 = graph.batch_norm_grad %g3, %x, %s, %m, %v : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return %g, %dx2, %dx3, %r3 : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>
+}

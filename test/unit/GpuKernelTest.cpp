@@ -830,12 +830,34 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
   expectChannelsLastMatchesCpu("batch_norm_train", fused,
                                {f32(x), f32({40}), f32({40}), f32(x)},
                                {f32(x), f32({40}), f32({40})});
+  // ReLU's gradient fused into the norm's: dy masked where the norm's
+  // output, computed again from the bias (input 5), is not positive.
+  expectChannelsLastMatchesCpu(
+      "batch_norm_grad", fused,
+      {f32(x), f32(x), f32({40}), f32({40}), f32({40}), f32({40})},
+      {f32(x), f32({40}), f32({40})});
+  // Pooling gradients gathered per input element: overlapping windows
+  // (ResNet's stem, on even and odd sizes), dilated windows, and padding
+  // counted in the average.
   AttrMap pool = windowAttrs({2, 2}, {1, 1, 1, 1});
   pool.set("kernel_shape", AttrValue::ofInts({3, 3}));
   expectChannelsLastMatchesCpu("max_pool_grad", pool,
                                {f32({2, 4, 4, 6}), f32({2, 8, 8, 6})},
                                {f32({2, 8, 8, 6})});
+  expectChannelsLastMatchesCpu("max_pool_grad", pool,
+                               {f32({2, 5, 5, 8}), f32({2, 9, 9, 8})},
+                               {f32({2, 9, 9, 8})});
   pool.set("input_shape", AttrValue::ofInts({2, 8, 8, 6}));
   expectChannelsLastMatchesCpu("avg_pool_grad", pool, {f32({2, 4, 4, 6})},
                                {f32({2, 8, 8, 6})});
+  pool.set("input_shape", AttrValue::ofInts({2, 9, 9, 8}));
+  pool.set("count_include_pad", AttrValue::ofInts({1}));
+  expectChannelsLastMatchesCpu("avg_pool_grad", pool, {f32({2, 5, 5, 8})},
+                               {f32({2, 9, 9, 8})});
+  AttrMap dilated = windowAttrs({1, 1}, {0, 0, 0, 0});
+  dilated.set("dilations", AttrValue::ofInts({2, 2}));
+  dilated.set("kernel_shape", AttrValue::ofInts({2, 2}));
+  expectChannelsLastMatchesCpu("max_pool_grad", dilated,
+                               {f32({1, 4, 4, 4}), f32({1, 6, 6, 4})},
+                               {f32({1, 6, 6, 4})});
 }
