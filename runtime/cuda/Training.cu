@@ -33,102 +33,159 @@ __device__ double blockSum(double v) {
 }
 
 //===----------------------------------------------------------------------===//
-// Pooling gradients: one thread per input element, summing the output
-// gradients of the windows that hold it (for max pooling, those whose
-// first maximum it is). A gather needs no atomics and no cleared buffer,
-// and gives the same sums at every run.
+// Pooling gradients, gathered: one thread per input element sums the
+// output gradients of the windows that hold it (for max pooling, those
+// whose first maximum it is, found beforehand by one thread per window).
+// No atomics and no cleared buffer, and the same sums at every run.
 //===----------------------------------------------------------------------===//
 
-/// `Index` is int32_t where every element count fits 31 bits: GPUs
-/// emulate 64-bit division at several times the cost, and a thread
-/// divides a dozen times.
+/// A window's geometry in `Index`, which is int32_t where every element
+/// count fits 30 bits: GPUs emulate 64-bit division at several times the
+/// cost, and a thread divides a dozen times.
+template <typename Index> struct PoolIndex {
+  Index channels, in[3], out[3], kernel[3], stride[3], pad[3], padEnd[3],
+      dilation[3];
+  bool countIncludePad;
+  explicit PoolIndex(const PoolParams &p)
+      : channels(Index(p.channelsLast)), countIncludePad(p.countIncludePad) {
+    for (int d = 0; d < 3; ++d) {
+      in[d] = Index(p.in[d]);
+      out[d] = Index(p.out[d]);
+      kernel[d] = Index(p.kernel[d]);
+      stride[d] = Index(p.stride[d]);
+      pad[d] = Index(p.padBegin[d]);
+      padEnd[d] = Index(p.padEnd[d]);
+      dilation[d] = Index(p.dilation[d]);
+    }
+  }
+  /// Element of position (d, h, w) of `plane` (the batch index channels
+  /// last) in a tensor of spatial extents `e`, for `channel`.
+  __device__ Index element(Index plane, Index d, Index h, Index w,
+                           const Index *e, Index channel) const {
+    Index at = ((plane * e[0] + d) * e[1] + h) * e[2] + w;
+    return channels ? at * channels + channel : at;
+  }
+  /// Splits element i of a tensor of spatial extents `e` into its plane,
+  /// position and channel.
+  __device__ void split(Index i, const Index *e, Index &plane, Index *pos,
+                        Index &channel) const {
+    channel = channels ? i % channels : 0;
+    Index pixel = channels ? i / channels : i;
+    pos[2] = pixel % e[2];
+    pos[1] = (pixel / e[2]) % e[1];
+    pos[0] = (pixel / (e[2] * e[1])) % e[0];
+    plane = pixel / (e[2] * e[1] * e[0]);
+  }
+};
+
+/// Per output element: the window offset (jd, jh, jw) of its first
+/// maximum, flattened, or -1 if the window holds no input.
 template <typename Index>
-__global__ void poolGradKernel(const float *dy, const float *x, float *dx,
-                               PoolParams p, Index n) {
-  const Index channels = Index(p.channelsLast);
-  const Index in0 = Index(p.in[0]), in1 = Index(p.in[1]), in2 = Index(p.in[2]);
-  const Index out0 = Index(p.out[0]), out1 = Index(p.out[1]),
-              out2 = Index(p.out[2]);
+__global__ void poolArgMaxKernel(const float *x, int32_t *arg,
+                                 PoolIndex<Index> p, Index n) {
+  for (Index o = blockIdx.x * Index(blockDim.x) + threadIdx.x; o < n;
+       o += Index(gridDim.x) * blockDim.x) {
+    Index plane, pos[3], channel;
+    p.split(o, p.out, plane, pos, channel);
+    Index d0 = pos[0] * p.stride[0] - p.pad[0],
+          h0 = pos[1] * p.stride[1] - p.pad[1],
+          w0 = pos[2] * p.stride[2] - p.pad[2];
+    float best = -INFINITY;
+    int32_t where = -1, offset = 0;
+    for (Index jd = 0; jd < p.kernel[0]; ++jd) {
+      Index d = d0 + jd * p.dilation[0];
+      for (Index jh = 0; jh < p.kernel[1]; ++jh) {
+        Index h = h0 + jh * p.dilation[1];
+        for (Index jw = 0; jw < p.kernel[2]; ++jw, ++offset) {
+          Index w = w0 + jw * p.dilation[2];
+          if (d < 0 || h < 0 || w < 0 || d >= p.in[0] || h >= p.in[1] ||
+              w >= p.in[2])
+            continue;
+          // The first maximum, as PyTorch and the CPU reference pick it.
+          float v = x[p.element(plane, d, h, w, p.in, channel)];
+          if (where < 0 || v > best) {
+            best = v;
+            where = offset;
+          }
+        }
+      }
+    }
+    arg[o] = where;
+  }
+}
+
+/// The inputs and padded positions an average's window counts.
+template <typename Index>
+__device__ Index poolDivisor(const PoolIndex<Index> &p, const Index *start) {
+  Index divisor = 1;
+  for (int k = 0; k < 3; ++k) {
+    Index count = 0;
+    for (Index j = 0; j < p.kernel[k]; ++j) {
+      Index at = start[k] + j * p.dilation[k];
+      bool inside = at >= 0 && at < p.in[k];
+      bool padded = at >= -p.pad[k] && at < p.in[k] + p.padEnd[k];
+      count += inside || (p.countIncludePad && padded);
+    }
+    divisor *= count;
+  }
+  return divisor;
+}
+
+/// With `arg` (max pooling), output gradients go to their window's first
+/// maximum; without, each is shared evenly by its window's divisor.
+template <typename Index>
+__global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
+                               PoolIndex<Index> p, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x) {
-    // Channels last, i is (n, d, h, w, c) and a position's element is its
-    // pixel's times C plus c; else (plane, d, h, w).
-    Index channel = channels ? i % channels : 0,
-          pixel = channels ? i / channels : i;
-    Index iw = pixel % in2, ih = (pixel / in2) % in1,
-          id = (pixel / (in2 * in1)) % in0, plane = pixel / (in2 * in1 * in0);
-    auto element = [&](Index base, Index d, Index h, Index w, Index e1,
-                       Index e2, Index e0) {
-      Index at = ((base * e0 + d) * e1 + h) * e2 + w;
-      return channels ? at * channels + channel : at;
-    };
+    Index plane, pos[3], channel;
+    p.split(i, p.in, plane, pos, channel);
     float sum = 0;
-    for (Index kd = 0; kd < Index(p.kernel[0]); ++kd) {
-      Index od = id + Index(p.padBegin[0]) - kd * Index(p.dilation[0]);
-      if (od < 0 || od % Index(p.stride[0]) ||
-          (od /= Index(p.stride[0])) >= out0)
-        continue;
-      for (Index kh = 0; kh < Index(p.kernel[1]); ++kh) {
-        Index oh = ih + Index(p.padBegin[1]) - kh * Index(p.dilation[1]);
-        if (oh < 0 || oh % Index(p.stride[1]) ||
-            (oh /= Index(p.stride[1])) >= out1)
-          continue;
-        for (Index kw = 0; kw < Index(p.kernel[2]); ++kw) {
-          Index ow = iw + Index(p.padBegin[2]) - kw * Index(p.dilation[2]);
-          if (ow < 0 || ow % Index(p.stride[2]) ||
-              (ow /= Index(p.stride[2])) >= out2)
+    Index win[3], offset = 0;
+    for (Index kd = 0; kd < p.kernel[0]; ++kd) {
+      win[0] = pos[0] + p.pad[0] - kd * p.dilation[0];
+      bool inD = win[0] >= 0 && win[0] % p.stride[0] == 0 &&
+                 win[0] / p.stride[0] < p.out[0];
+      for (Index kh = 0; kh < p.kernel[1]; ++kh) {
+        win[1] = pos[1] + p.pad[1] - kh * p.dilation[1];
+        bool inH = win[1] >= 0 && win[1] % p.stride[1] == 0 &&
+                   win[1] / p.stride[1] < p.out[1];
+        for (Index kw = 0; kw < p.kernel[2]; ++kw, ++offset) {
+          win[2] = pos[2] + p.pad[2] - kw * p.dilation[2];
+          if (!inD || !inH || win[2] < 0 || win[2] % p.stride[2] ||
+              win[2] / p.stride[2] >= p.out[2])
             continue;
           // Window (od, oh, ow) holds this element at offset (kd, kh, kw).
-          float g = dy[element(plane, od, oh, ow, out1, out2, out0)];
-          Index d0 = od * Index(p.stride[0]) - Index(p.padBegin[0]),
-                h0 = oh * Index(p.stride[1]) - Index(p.padBegin[1]),
-                w0 = ow * Index(p.stride[2]) - Index(p.padBegin[2]);
-          bool mine = true;
-          Index divisor = 0;
-          float best = -INFINITY;
-          bool found = false;
-          for (Index jd = 0; jd < Index(p.kernel[0]); ++jd) {
-            Index d = d0 + jd * Index(p.dilation[0]);
-            for (Index jh = 0; jh < Index(p.kernel[1]); ++jh) {
-              Index h = h0 + jh * Index(p.dilation[1]);
-              for (Index jw = 0; jw < Index(p.kernel[2]); ++jw) {
-                Index w = w0 + jw * Index(p.dilation[2]);
-                bool inside =
-                    d >= 0 && h >= 0 && w >= 0 && d < in0 && h < in1 && w < in2;
-                if (!inside) {
-                  if (p.countIncludePad && d >= -Index(p.padBegin[0]) &&
-                      h >= -Index(p.padBegin[1]) &&
-                      w >= -Index(p.padBegin[2]) &&
-                      d < in0 + Index(p.padEnd[0]) &&
-                      h < in1 + Index(p.padEnd[1]) &&
-                      w < in2 + Index(p.padEnd[2]))
-                    ++divisor;
-                  continue;
-                }
-                ++divisor;
-                if (!p.isMax)
-                  continue;
-                // The first maximum, as PyTorch and the CPU reference pick
-                // it: this element's window offset must come first among
-                // the maxima.
-                float v = x[element(plane, d, h, w, in1, in2, in0)];
-                if (!found || v > best) {
-                  best = v;
-                  found = true;
-                  mine = jd == kd && jh == kh && jw == kw;
-                }
-              }
-            }
+          Index od = win[0] / p.stride[0], oh = win[1] / p.stride[1],
+                ow = win[2] / p.stride[2];
+          Index o = p.element(plane, od, oh, ow, p.out, channel);
+          if (arg) {
+            if (arg[o] == offset)
+              sum += dy[o];
+            continue;
           }
-          if (!p.isMax)
-            sum += g / float(divisor);
-          else if (found && mine)
-            sum += g;
+          Index start[3] = {od * p.stride[0] - p.pad[0],
+                            oh * p.stride[1] - p.pad[1],
+                            ow * p.stride[2] - p.pad[2]};
+          sum += dy[o] / float(poolDivisor(p, start));
         }
       }
     }
     dx[i] = sum;
   }
+}
+
+template <typename Index>
+cudaError_t launchPoolGradIn(const float *dy, const float *x, float *dx,
+                             int32_t *arg, const PoolParams &params,
+                             int64_t inputs, int64_t outputs, cudaStream_t s) {
+  PoolIndex<Index> p(params);
+  if (params.isMax)
+    poolArgMaxKernel<Index><<<blocksFor(outputs), kThreads, 0, s>>>(
+        x, arg, p, Index(outputs));
+  poolGradKernel<Index><<<blocksFor(inputs), kThreads, 0, s>>>(
+      dy, params.isMax ? arg : nullptr, dx, p, Index(inputs));
+  return cudaGetLastError();
 }
 
 //===----------------------------------------------------------------------===//
@@ -180,14 +237,23 @@ struct ReluMask {
   __device__ float channelScale(int64_t ch) const {
     return bias ? normScale(scale[ch], var[ch], eps) : 0.0f;
   }
-  /// dy, or 0 where the norm's output for `centered` was not positive.
-  __device__ float apply(float dy, float centered, float k, int64_t ch) const {
-    return !bias || normalized(centered, k, bias[ch]) > 0.0f ? dy : 0.0f;
+  __device__ float channelBias(int64_t ch) const {
+    return bias ? bias[ch] : 0.0f;
   }
 };
 
+/// dy, or with `Masked`, 0 where the norm's output for `centered` (from
+/// the channel's scale k and bias b) was not positive. A template
+/// parameter, so that the unmasked loops carry no branch.
+template <bool Masked>
+__device__ inline float maskedGrad(float dy, float centered, float k,
+                                   float b) {
+  return !Masked || normalized(centered, k, b) > 0.0f ? dy : 0.0f;
+}
+
 /// Sums of one channel's values over one share of the batch: x and x^2,
 /// or with `dy`, dy and dy * (x - mean) (dy masked by `mask`).
+template <bool Masked>
 __global__ void batchNormPartialKernel(const float *x, const float *dy,
                                        const float *mean, ReluMask mask,
                                        double *partial, ChannelShape s,
@@ -195,13 +261,15 @@ __global__ void batchNormPartialKernel(const float *x, const float *dy,
   int64_t share = blockIdx.x, ch = blockIdx.y;
   int64_t first = share * s.n / shares, last = (share + 1) * s.n / shares;
   double a = 0, b = 0;
-  float m = dy ? mean[ch] : 0.0f, k = dy ? mask.channelScale(ch) : 0.0f;
+  float m = dy ? mean[ch] : 0.0f, k = mask.channelScale(ch),
+        bias = mask.channelBias(ch);
   for (int64_t n = first; n < last; ++n) {
     int64_t base = (n * s.c + ch) * s.size;
     for (int64_t i = threadIdx.x; i < s.size; i += blockDim.x) {
-      double v = x[base + i];
+      float xi = x[base + i];
+      double v = xi;
       if (dy) {
-        double g = mask.apply(dy[base + i], x[base + i] - m, k, ch);
+        double g = maskedGrad<Masked>(dy[base + i], xi - m, k, bias);
         a += g;
         b += g * (v - m);
       } else {
@@ -220,6 +288,7 @@ __global__ void batchNormPartialKernel(const float *x, const float *dy,
 
 /// The same sums channels last: thread (x, y) of a block reads channel
 /// x of every 8th row of its share, and the block adds its 8 rows.
+template <bool Masked>
 __global__ void batchNormPartialLastKernel(const float *x, const float *dy,
                                            const float *mean, ReluMask mask,
                                            double *partial, ChannelShape s,
@@ -230,13 +299,15 @@ __global__ void batchNormPartialLastKernel(const float *x, const float *dy,
   int64_t first = share * rows / shares, last = (share + 1) * rows / shares;
   double a = 0, b = 0;
   if (ch < s.c) {
-    float m = dy ? mean[ch] : 0.0f, k = dy ? mask.channelScale(ch) : 0.0f;
+    float m = dy ? mean[ch] : 0.0f, k = mask.channelScale(ch),
+          bias = mask.channelBias(ch);
 #pragma unroll 4
     for (int64_t r = first + threadIdx.y; r < last; r += kLastRows) {
       int64_t at = r * s.c + ch;
-      double v = x[at];
+      float xi = x[at];
+      double v = xi;
       if (dy) {
-        double g = mask.apply(dy[at], x[at] - m, k, ch);
+        double g = maskedGrad<Masked>(dy[at], xi - m, k, bias);
         a += g;
         b += g * (v - m);
       } else {
@@ -283,7 +354,7 @@ __global__ void batchStatsFinishKernel(const double *partial,
 
 /// Backward: the scale's and bias's gradients, and dx = dy * coef[0] +
 /// (x - mean) * coef[1] + coef[2] per channel (dy masked by `mask`, whose
-/// channel scale goes to coef[3]).
+/// channel scale goes to coef[3]): one float4 per channel.
 constexpr int kGradCoefs = 4;
 __global__ void batchNormGradFinishKernel(const double *partial,
                                           const float *scale, const float *var,
@@ -313,20 +384,21 @@ __global__ void batchNormGradFinishKernel(const double *partial,
 /// Element i of the apply pass: y = (x - mean) * coef[0] + coef[1] (plus
 /// `addend`, then ReLU where asked: the fused epilogue), or with `dy`,
 /// y = dy * coef[0] + (x - mean) * coef[1] + coef[2], per channel, dy
-/// masked by `mask`.
+/// masked by `mask` where `Masked`.
 struct BatchNormApply {
   const float *x, *dy, *mean, *coef, *addend;
   bool relu;
   ReluMask mask;
   /// Element of channel `ch` with input xi, gradient dyi (with dy) and
   /// addend value addi (with addend).
-  __device__ float operator()(int64_t ch, float xi, float dyi,
-                              float addi) const {
+  template <bool Masked>
+  __device__ float at(int64_t ch, float xi, float dyi, float addi) const {
     float centered = xi - mean[ch];
     if (dy) {
-      const float *c = coef + ch * kGradCoefs;
-      float g = mask.apply(dyi, centered, c[3], ch);
-      return g * c[0] + centered * c[1] + c[2];
+      float4 c = reinterpret_cast<const float4 *>(coef)[ch];
+      float g = maskedGrad<Masked>(dyi, centered, c.w,
+                                   Masked ? mask.bias[ch] : 0.0f);
+      return g * c.x + centered * c.y + c.z;
     }
     float v = normalized(centered, coef[ch * 2], coef[ch * 2 + 1]);
     if (addend)
@@ -335,17 +407,19 @@ struct BatchNormApply {
   }
 };
 
-template <typename Index>
+template <bool Masked, typename Index>
 __global__ void batchNormApplyKernel(BatchNormApply op, float *y, Index size,
                                      Index channels, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x)
-    y[i] = op((i / size) % channels, op.x[i], op.dy ? op.dy[i] : 0.0f,
-              op.addend ? op.addend[i] : 0.0f);
+    y[i] = op.at<Masked>((i / size) % channels, op.x[i],
+                         op.dy ? op.dy[i] : 0.0f,
+                         op.addend ? op.addend[i] : 0.0f);
 }
 
 /// Channels last with a multiple of 4 channels: four channels of one row
 /// a thread, read and written as float4s.
+template <bool Masked>
 __global__ void batchNormApplyLast4Kernel(BatchNormApply op, float4 *y,
                                           uint32_t channels4, uint32_t n4) {
   auto load = [](const float *p, uint32_t q) {
@@ -355,28 +429,42 @@ __global__ void batchNormApplyLast4Kernel(BatchNormApply op, float4 *y,
        q += gridDim.x * blockDim.x) {
     uint32_t ch = (q % channels4) * 4;
     float4 x = load(op.x, q), g = load(op.dy, q), a = load(op.addend, q);
-    y[q] = make_float4(op(ch, x.x, g.x, a.x), op(ch + 1, x.y, g.y, a.y),
-                       op(ch + 2, x.z, g.z, a.z), op(ch + 3, x.w, g.w, a.w));
+    y[q] = make_float4(op.at<Masked>(ch, x.x, g.x, a.x),
+                       op.at<Masked>(ch + 1, x.y, g.y, a.y),
+                       op.at<Masked>(ch + 2, x.z, g.z, a.z),
+                       op.at<Masked>(ch + 3, x.w, g.w, a.w));
   }
 }
 
-cudaError_t launchBatchNormApply(const BatchNormApply &op, float *y,
-                                 const ChannelShape &s, cudaStream_t stream) {
+template <bool Masked>
+void launchApplyKernel(const BatchNormApply &op, float *y,
+                       const ChannelShape &s, cudaStream_t stream) {
   int64_t n = s.n * s.c * s.size;
   if (s.last && s.c % 4 == 0 && n <= INT32_MAX && aligned16(op.x) &&
       aligned16(op.dy) && aligned16(op.addend) && aligned16(y)) {
-    batchNormApplyLast4Kernel<<<blocksFor(n / 4), kThreads, 0, stream>>>(
-        op, reinterpret_cast<float4 *>(y), uint32_t(s.c / 4), uint32_t(n / 4));
-    return cudaGetLastError();
+    batchNormApplyLast4Kernel<Masked>
+        <<<blocksFor(n / 4), kThreads, 0, stream>>>(
+            op, reinterpret_cast<float4 *>(y), uint32_t(s.c / 4),
+            uint32_t(n / 4));
+    return;
   }
   // Channels last, an element's channel is its index modulo c.
   int64_t size = s.last ? 1 : s.size;
   if (n <= INT32_MAX)
-    batchNormApplyKernel<uint32_t><<<blocksFor(n), kThreads, 0, stream>>>(
-        op, y, uint32_t(size), uint32_t(s.c), uint32_t(n));
+    batchNormApplyKernel<Masked, uint32_t>
+        <<<blocksFor(n), kThreads, 0, stream>>>(op, y, uint32_t(size),
+                                                uint32_t(s.c), uint32_t(n));
   else
-    batchNormApplyKernel<int64_t>
+    batchNormApplyKernel<Masked, int64_t>
         <<<blocksFor(n), kThreads, 0, stream>>>(op, y, size, s.c, n);
+}
+
+cudaError_t launchBatchNormApply(const BatchNormApply &op, float *y,
+                                 const ChannelShape &s, cudaStream_t stream) {
+  if (op.mask.bias)
+    launchApplyKernel<true>(op, y, s, stream);
+  else
+    launchApplyKernel<false>(op, y, s, stream);
   return cudaGetLastError();
 }
 
@@ -566,21 +654,25 @@ __global__ void dropoutKernel(const float *x, float *y, int64_t n,
 
 } // namespace
 
+size_t poolGradScratchBytes(const PoolParams &p) {
+  return p.isMax ? size_t(p.planes * p.out[0] * p.out[1] * p.out[2]) *
+                       sizeof(int32_t)
+                 : 0;
+}
+
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
-                           const PoolParams &p, cudaStream_t s) {
+                           void *scratch, const PoolParams &p,
+                           cudaStream_t s) {
   int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
   int64_t outputs = p.planes * p.out[0] * p.out[1] * p.out[2];
   if (inputs == 0)
     return cudaSuccess;
-  // Signed 32 bits hold every index and every window coordinate (pads
-  // and dilated extents are far smaller than the tensors).
+  auto *arg = static_cast<int32_t *>(scratch);
+  // Signed 32 bits hold every index and window coordinate (pads and
+  // dilated extents are far smaller than the tensors).
   if (std::max(inputs, outputs) < (int64_t(1) << 30))
-    poolGradKernel<int32_t>
-        <<<blocksFor(inputs), kThreads, 0, s>>>(dy, x, dx, p, int32_t(inputs));
-  else
-    poolGradKernel<int64_t>
-        <<<blocksFor(inputs), kThreads, 0, s>>>(dy, x, dx, p, inputs);
-  return cudaGetLastError();
+    return launchPoolGradIn<int32_t>(dy, x, dx, arg, p, inputs, outputs, s);
+  return launchPoolGradIn<int64_t>(dy, x, dx, arg, p, inputs, outputs, s);
 }
 
 size_t batchNormScratchBytes(const ChannelShape &shape) {
@@ -607,15 +699,22 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
                      nullptr};
   sums.coef =
       reinterpret_cast<float *>(sums.partial + shape.c * sums.shares * 2);
-  if (shape.last)
-    batchNormPartialLastKernel<<<dim3(unsigned(sums.shares),
-                                      unsigned((shape.c + kLastChannels - 1) /
-                                               kLastChannels)),
-                                 dim3(kLastChannels, kLastRows), 0, s>>>(
+  dim3 lastGrid(unsigned(sums.shares),
+                unsigned((shape.c + kLastChannels - 1) / kLastChannels)),
+      lastBlock(kLastChannels, kLastRows),
+      grid(unsigned(sums.shares), unsigned(shape.c));
+  bool masked = mask.bias != nullptr;
+  if (shape.last && masked)
+    batchNormPartialLastKernel<true><<<lastGrid, lastBlock, 0, s>>>(
+        x, dy, mean, mask, sums.partial, shape, sums.shares);
+  else if (shape.last)
+    batchNormPartialLastKernel<false><<<lastGrid, lastBlock, 0, s>>>(
+        x, dy, mean, mask, sums.partial, shape, sums.shares);
+  else if (masked)
+    batchNormPartialKernel<true><<<grid, kBatchNormThreads, 0, s>>>(
         x, dy, mean, mask, sums.partial, shape, sums.shares);
   else
-    batchNormPartialKernel<<<dim3(unsigned(sums.shares), unsigned(shape.c)),
-                             kBatchNormThreads, 0, s>>>(
+    batchNormPartialKernel<false><<<grid, kBatchNormThreads, 0, s>>>(
         x, dy, mean, mask, sums.partial, shape, sums.shares);
   return sums;
 }

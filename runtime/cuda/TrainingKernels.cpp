@@ -205,6 +205,25 @@ GpuFactory convGradFactory(bool weight) {
 // Pooling and batch norm
 //===----------------------------------------------------------------------===//
 
+/// max_pool_grad (dy, x) and avg_pool_grad (dy); max pooling's argmaxes
+/// in the shared workspace.
+class PoolGradGpuKernel : public GpuKernel {
+public:
+  explicit PoolGradGpuKernel(const PoolParams &p) : p_(p) {}
+  size_t workspaceBytes() const override { return poolGradScratchBytes(p_); }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchPoolGrad(in[0].as<float>(),
+                                     p_.isMax ? in[1].as<float>() : nullptr,
+                                     out[0].as<float>(), ctx.workspace, p_,
+                                     ctx.stream),
+                      "pooling gradient");
+  }
+
+private:
+  PoolParams p_;
+};
+
 GpuFactory poolGradFactory(bool isMax) {
   return [isMax](const KernelArgs &a, DeviceContext &,
                  std::unique_ptr<GpuKernel> &k) -> Status {
@@ -219,14 +238,7 @@ GpuFactory poolGradFactory(bool isMax) {
     PoolParams p;
     PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
     p.channelsLast = channelsLast ? x[1] : 0;
-    // max_pool_grad (dy, x), avg_pool_grad (dy).
-    k = lambda([p, isMax](DeviceContext &ctx, const std::vector<TensorRef> &in,
-                          const std::vector<TensorRef> &out) {
-      return cudaStatus(launchPoolGrad(in[0].as<float>(),
-                                       isMax ? in[1].as<float>() : nullptr,
-                                       out[0].as<float>(), p, ctx.stream),
-                        "pooling gradient");
-    });
+    k = std::make_unique<PoolGradGpuKernel>(p);
     return Status();
   };
 }

@@ -21,10 +21,14 @@ struct AdamWParams {
   double lr, beta1, beta2, eps, weightDecay;
 };
 
+/// Scratch (device memory) launchPoolGrad needs: max pooling's argmax per
+/// window.
+size_t poolGradScratchBytes(const PoolParams &p);
 /// Max (first maximum) or average pooling's input gradient, every element
 /// of `dx` written (gathered, so the same at every run).
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
-                           const PoolParams &p, cudaStream_t s);
+                           void *scratch, const PoolParams &p,
+                           cudaStream_t s);
 /// Scratch (device memory) the two batch-norm launchers need.
 size_t batchNormScratchBytes(const ChannelShape &shape);
 /// Batch statistics (mean, biased variance) and the normalized output,
