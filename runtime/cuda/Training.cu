@@ -5,9 +5,12 @@
 // does, so the two agree to float32's rounding of the result.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/cuda/FastDivider.h"
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 #include "runtime/kernels/Philox.h"
+
+#include <type_traits>
 
 namespace partc::runtime::cuda {
 
@@ -39,15 +42,33 @@ __device__ double blockSum(double v) {
 // No atomics and no cleared buffer, and the same sums at every run.
 //===----------------------------------------------------------------------===//
 
-/// A window's geometry in `Index`, which is int32_t where every element
-/// count fits 30 bits: GPUs emulate 64-bit division at several times the
-/// cost, and a thread divides a dozen times.
+/// Plain division, for tensors too large for FastDivider's 31 bits.
+struct PlainDivider {
+  int64_t d = 1;
+  __device__ int64_t divide(int64_t n) const { return n / d; }
+  __device__ int64_t remainder(int64_t n, int64_t q) const { return n - q * d; }
+};
+
+/// A window's geometry in `Index`: int32_t with FastDivider where every
+/// element count fits 30 bits (a thread splits indices a dozen times),
+/// else int64_t.
 template <typename Index> struct PoolIndex {
+  using Divider =
+      std::conditional_t<sizeof(Index) == 4, FastDivider, PlainDivider>;
   Index channels, in[3], out[3], kernel[3], stride[3], pad[3], padEnd[3],
       dilation[3];
+  Divider byChannels, byIn[3], byOut[3], byStride[3];
   bool countIncludePad;
+  static Divider divider(int64_t d) {
+    if constexpr (sizeof(Index) == 4)
+      return FastDivider(uint32_t(d));
+    else
+      return PlainDivider{d};
+  }
   explicit PoolIndex(const PoolParams &p)
-      : channels(Index(p.channelsLast)), countIncludePad(p.countIncludePad) {
+      : channels(Index(p.channelsLast)),
+        byChannels(divider(std::max<int64_t>(p.channelsLast, 1))),
+        countIncludePad(p.countIncludePad) {
     for (int d = 0; d < 3; ++d) {
       in[d] = Index(p.in[d]);
       out[d] = Index(p.out[d]);
@@ -56,6 +77,9 @@ template <typename Index> struct PoolIndex {
       pad[d] = Index(p.padBegin[d]);
       padEnd[d] = Index(p.padEnd[d]);
       dilation[d] = Index(p.dilation[d]);
+      byIn[d] = divider(std::max<int64_t>(p.in[d], 1));
+      byOut[d] = divider(std::max<int64_t>(p.out[d], 1));
+      byStride[d] = divider(p.stride[d]);
     }
   }
   /// Element of position (d, h, w) of `plane` (the batch index channels
@@ -65,16 +89,31 @@ template <typename Index> struct PoolIndex {
     Index at = ((plane * e[0] + d) * e[1] + h) * e[2] + w;
     return channels ? at * channels + channel : at;
   }
-  /// Splits element i of a tensor of spatial extents `e` into its plane,
+  /// Splits element i of a tensor of spatial extents `by` into its plane,
   /// position and channel.
-  __device__ void split(Index i, const Index *e, Index &plane, Index *pos,
+  __device__ void split(Index i, const Divider *by, Index &plane, Index *pos,
                         Index &channel) const {
-    channel = channels ? i % channels : 0;
-    Index pixel = channels ? i / channels : i;
-    pos[2] = pixel % e[2];
-    pos[1] = (pixel / e[2]) % e[1];
-    pos[0] = (pixel / (e[2] * e[1])) % e[0];
-    plane = pixel / (e[2] * e[1] * e[0]);
+    Index pixel = i;
+    channel = 0;
+    if (channels) {
+      pixel = byChannels.divide(i);
+      channel = byChannels.remainder(i, pixel);
+    }
+    for (int d = 2; d >= 0; --d) {
+      Index rest = by[d].divide(pixel);
+      pos[d] = by[d].remainder(pixel, rest);
+      pixel = rest;
+    }
+    plane = pixel;
+  }
+  /// Output position along dimension `d` of the window that holds input
+  /// position `pos` at kernel offset `k`, or -1.
+  __device__ Index windowAt(int d, Index pos, Index k) const {
+    Index t = pos + pad[d] - k * dilation[d];
+    if (t < 0)
+      return -1;
+    Index o = byStride[d].divide(t);
+    return byStride[d].remainder(t, o) == 0 && o < out[d] ? o : -1;
   }
 };
 
@@ -86,7 +125,7 @@ __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
   for (Index o = blockIdx.x * Index(blockDim.x) + threadIdx.x; o < n;
        o += Index(gridDim.x) * blockDim.x) {
     Index plane, pos[3], channel;
-    p.split(o, p.out, plane, pos, channel);
+    p.split(o, p.byOut, plane, pos, channel);
     Index d0 = pos[0] * p.stride[0] - p.pad[0],
           h0 = pos[1] * p.stride[1] - p.pad[1],
           w0 = pos[2] * p.stride[2] - p.pad[2];
@@ -139,25 +178,18 @@ __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x) {
     Index plane, pos[3], channel;
-    p.split(i, p.in, plane, pos, channel);
+    p.split(i, p.byIn, plane, pos, channel);
     float sum = 0;
-    Index win[3], offset = 0;
+    Index offset = 0;
     for (Index kd = 0; kd < p.kernel[0]; ++kd) {
-      win[0] = pos[0] + p.pad[0] - kd * p.dilation[0];
-      bool inD = win[0] >= 0 && win[0] % p.stride[0] == 0 &&
-                 win[0] / p.stride[0] < p.out[0];
+      Index od = p.windowAt(0, pos[0], kd);
       for (Index kh = 0; kh < p.kernel[1]; ++kh) {
-        win[1] = pos[1] + p.pad[1] - kh * p.dilation[1];
-        bool inH = win[1] >= 0 && win[1] % p.stride[1] == 0 &&
-                   win[1] / p.stride[1] < p.out[1];
+        Index oh = od < 0 ? -1 : p.windowAt(1, pos[1], kh);
         for (Index kw = 0; kw < p.kernel[2]; ++kw, ++offset) {
-          win[2] = pos[2] + p.pad[2] - kw * p.dilation[2];
-          if (!inD || !inH || win[2] < 0 || win[2] % p.stride[2] ||
-              win[2] / p.stride[2] >= p.out[2])
+          Index ow = oh < 0 ? -1 : p.windowAt(2, pos[2], kw);
+          if (ow < 0)
             continue;
           // Window (od, oh, ow) holds this element at offset (kd, kh, kw).
-          Index od = win[0] / p.stride[0], oh = win[1] / p.stride[1],
-                ow = win[2] / p.stride[2];
           Index o = p.element(plane, od, oh, ow, p.out, channel);
           if (arg) {
             if (arg[o] == offset)
@@ -181,8 +213,8 @@ cudaError_t launchPoolGradIn(const float *dy, const float *x, float *dx,
                              int64_t inputs, int64_t outputs, cudaStream_t s) {
   PoolIndex<Index> p(params);
   if (params.isMax)
-    poolArgMaxKernel<Index><<<blocksFor(outputs), kThreads, 0, s>>>(
-        x, arg, p, Index(outputs));
+    poolArgMaxKernel<Index>
+        <<<blocksFor(outputs), kThreads, 0, s>>>(x, arg, p, Index(outputs));
   poolGradKernel<Index><<<blocksFor(inputs), kThreads, 0, s>>>(
       dy, params.isMax ? arg : nullptr, dx, p, Index(inputs));
   return cudaGetLastError();
@@ -246,8 +278,7 @@ struct ReluMask {
 /// the channel's scale k and bias b) was not positive. A template
 /// parameter, so that the unmasked loops carry no branch.
 template <bool Masked>
-__device__ inline float maskedGrad(float dy, float centered, float k,
-                                   float b) {
+__device__ inline float maskedGrad(float dy, float centered, float k, float b) {
   return !Masked || normalized(centered, k, b) > 0.0f ? dy : 0.0f;
 }
 
@@ -396,8 +427,8 @@ struct BatchNormApply {
     float centered = xi - mean[ch];
     if (dy) {
       float4 c = reinterpret_cast<const float4 *>(coef)[ch];
-      float g = maskedGrad<Masked>(dyi, centered, c.w,
-                                   Masked ? mask.bias[ch] : 0.0f);
+      float g =
+          maskedGrad<Masked>(dyi, centered, c.w, Masked ? mask.bias[ch] : 0.0f);
       return g * c.x + centered * c.y + c.z;
     }
     float v = normalized(centered, coef[ch * 2], coef[ch * 2 + 1]);
@@ -412,9 +443,9 @@ __global__ void batchNormApplyKernel(BatchNormApply op, float *y, Index size,
                                      Index channels, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x)
-    y[i] = op.at<Masked>((i / size) % channels, op.x[i],
-                         op.dy ? op.dy[i] : 0.0f,
-                         op.addend ? op.addend[i] : 0.0f);
+    y[i] =
+        op.at<Masked>((i / size) % channels, op.x[i], op.dy ? op.dy[i] : 0.0f,
+                      op.addend ? op.addend[i] : 0.0f);
 }
 
 /// Channels last with a multiple of 4 channels: four channels of one row
@@ -661,8 +692,7 @@ size_t poolGradScratchBytes(const PoolParams &p) {
 }
 
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
-                           void *scratch, const PoolParams &p,
-                           cudaStream_t s) {
+                           void *scratch, const PoolParams &p, cudaStream_t s) {
   int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
   int64_t outputs = p.planes * p.out[0] * p.out[1] * p.out[2];
   if (inputs == 0)
