@@ -117,9 +117,33 @@ template <typename Index> struct PoolIndex {
   }
 };
 
+/// `Lanes` consecutive floats (or ints) at p into v: one vector load for
+/// four channels of a channels-last position.
+template <int Lanes, typename T>
+__device__ inline void loadLanes(const T *p, T *v) {
+  if constexpr (Lanes == 4) {
+    using Vec = std::conditional_t<std::is_same_v<T, float>, float4, int4>;
+    Vec q = *reinterpret_cast<const Vec *>(p);
+    v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+  } else {
+    v[0] = *p;
+  }
+}
+template <int Lanes, typename T>
+__device__ inline void storeLanes(T *p, const T *v) {
+  if constexpr (Lanes == 4) {
+    using Vec = std::conditional_t<std::is_same_v<T, float>, float4, int4>;
+    *reinterpret_cast<Vec *>(p) = Vec{v[0], v[1], v[2], v[3]};
+  } else {
+    *p = v[0];
+  }
+}
+
 /// Per output element: the window offset (jd, jh, jw) of its first
-/// maximum, flattened, or -1 if the window holds no input.
-template <typename Index>
+/// maximum, flattened, or -1 if the window holds no input. With 4 `Lanes`,
+/// a thread takes 4 channels (PoolIndex counts channels in fours), so
+/// that it splits its index once for all of them.
+template <typename Index, int Lanes>
 __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
                                  PoolIndex<Index> p, Index n) {
   for (Index o = blockIdx.x * Index(blockDim.x) + threadIdx.x; o < n;
@@ -129,8 +153,11 @@ __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
     Index d0 = pos[0] * p.stride[0] - p.pad[0],
           h0 = pos[1] * p.stride[1] - p.pad[1],
           w0 = pos[2] * p.stride[2] - p.pad[2];
-    float best = -INFINITY;
-    int32_t where = -1, offset = 0;
+    float best[Lanes];
+    int32_t where[Lanes];
+    for (int l = 0; l < Lanes; ++l)
+      best[l] = -INFINITY, where[l] = -1;
+    int32_t offset = 0;
     for (Index jd = 0; jd < p.kernel[0]; ++jd) {
       Index d = d0 + jd * p.dilation[0];
       for (Index jh = 0; jh < p.kernel[1]; ++jh) {
@@ -140,16 +167,17 @@ __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
           if (d < 0 || h < 0 || w < 0 || d >= p.in[0] || h >= p.in[1] ||
               w >= p.in[2])
             continue;
+          float v[Lanes];
+          loadLanes<Lanes>(x + p.element(plane, d, h, w, p.in, channel) * Lanes,
+                           v);
           // The first maximum, as PyTorch and the CPU reference pick it.
-          float v = x[p.element(plane, d, h, w, p.in, channel)];
-          if (where < 0 || v > best) {
-            best = v;
-            where = offset;
-          }
+          for (int l = 0; l < Lanes; ++l)
+            if (where[l] < 0 || v[l] > best[l])
+              best[l] = v[l], where[l] = offset;
         }
       }
     }
-    arg[o] = where;
+    storeLanes<Lanes>(arg + o * Lanes, where);
   }
 }
 
@@ -171,15 +199,16 @@ __device__ Index poolDivisor(const PoolIndex<Index> &p, const Index *start) {
 }
 
 /// With `arg` (max pooling), output gradients go to their window's first
-/// maximum; without, each is shared evenly by its window's divisor.
-template <typename Index>
+/// maximum; without, each is shared evenly by its window's divisor. Lanes
+/// as in poolArgMaxKernel.
+template <typename Index, int Lanes>
 __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
                                PoolIndex<Index> p, Index n) {
   for (Index i = blockIdx.x * Index(blockDim.x) + threadIdx.x; i < n;
        i += Index(gridDim.x) * blockDim.x) {
     Index plane, pos[3], channel;
     p.split(i, p.byIn, plane, pos, channel);
-    float sum = 0;
+    float sum[Lanes] = {};
     Index offset = 0;
     for (Index kd = 0; kd < p.kernel[0]; ++kd) {
       Index od = p.windowAt(0, pos[0], kd);
@@ -190,33 +219,41 @@ __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
           if (ow < 0)
             continue;
           // Window (od, oh, ow) holds this element at offset (kd, kh, kw).
-          Index o = p.element(plane, od, oh, ow, p.out, channel);
+          Index o = p.element(plane, od, oh, ow, p.out, channel) * Lanes;
+          float g[Lanes];
+          loadLanes<Lanes>(dy + o, g);
           if (arg) {
-            if (arg[o] == offset)
-              sum += dy[o];
+            int32_t first[Lanes];
+            loadLanes<Lanes>(arg + o, first);
+            for (int l = 0; l < Lanes; ++l)
+              sum[l] += first[l] == offset ? g[l] : 0.0f;
             continue;
           }
           Index start[3] = {od * p.stride[0] - p.pad[0],
                             oh * p.stride[1] - p.pad[1],
                             ow * p.stride[2] - p.pad[2]};
-          sum += dy[o] / float(poolDivisor(p, start));
+          float divisor = float(poolDivisor(p, start));
+          for (int l = 0; l < Lanes; ++l)
+            sum[l] += g[l] / divisor;
         }
       }
     }
-    dx[i] = sum;
+    storeLanes<Lanes>(dx + i * Lanes, sum);
   }
 }
 
-template <typename Index>
+template <typename Index, int Lanes>
 cudaError_t launchPoolGradIn(const float *dy, const float *x, float *dx,
-                             int32_t *arg, const PoolParams &params,
-                             int64_t inputs, int64_t outputs, cudaStream_t s) {
+                             int32_t *arg, PoolParams params, int64_t inputs,
+                             int64_t outputs, cudaStream_t s) {
+  params.channelsLast /= Lanes;
   PoolIndex<Index> p(params);
   if (params.isMax)
-    poolArgMaxKernel<Index>
-        <<<blocksFor(outputs), kThreads, 0, s>>>(x, arg, p, Index(outputs));
-  poolGradKernel<Index><<<blocksFor(inputs), kThreads, 0, s>>>(
-      dy, params.isMax ? arg : nullptr, dx, p, Index(inputs));
+    poolArgMaxKernel<Index, Lanes>
+        <<<blocksFor(outputs / Lanes), kThreads, 0, s>>>(
+            x, arg, p, Index(outputs / Lanes));
+  poolGradKernel<Index, Lanes><<<blocksFor(inputs / Lanes), kThreads, 0, s>>>(
+      dy, params.isMax ? arg : nullptr, dx, p, Index(inputs / Lanes));
   return cudaGetLastError();
 }
 
@@ -700,9 +737,15 @@ cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
   auto *arg = static_cast<int32_t *>(scratch);
   // Signed 32 bits hold every index and window coordinate (pads and
   // dilated extents are far smaller than the tensors).
-  if (std::max(inputs, outputs) < (int64_t(1) << 30))
-    return launchPoolGradIn<int32_t>(dy, x, dx, arg, p, inputs, outputs, s);
-  return launchPoolGradIn<int64_t>(dy, x, dx, arg, p, inputs, outputs, s);
+  bool narrow = std::max(inputs, outputs) < (int64_t(1) << 30);
+  // Four channels a thread, channels last: one split of the index and
+  // vector loads for all four.
+  if (narrow && p.channelsLast % 4 == 0 && p.channelsLast > 0 &&
+      aligned16(dy) && aligned16(x) && aligned16(dx) && aligned16(arg))
+    return launchPoolGradIn<int32_t, 4>(dy, x, dx, arg, p, inputs, outputs, s);
+  if (narrow)
+    return launchPoolGradIn<int32_t, 1>(dy, x, dx, arg, p, inputs, outputs, s);
+  return launchPoolGradIn<int64_t, 1>(dy, x, dx, arg, p, inputs, outputs, s);
 }
 
 size_t batchNormScratchBytes(const ChannelShape &shape) {
