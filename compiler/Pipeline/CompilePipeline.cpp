@@ -3,6 +3,7 @@
 
 #include "compiler/CostModel/Topology.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "mlir/Pass/PassRegistry.h"
 
@@ -138,6 +139,32 @@ bool trainingLayoutIsOpen(const CompilePipelineOptions &o) {
     return false;
   }
   return topo->size() > 1;
+}
+
+FailureOr<TrainingSearchResult>
+searchTrainingLayouts(ModuleOp module, const CompilePipelineOptions &o) {
+  auto func = getMainFunction(module);
+  if (failed(func))
+    return failure();
+  auto topo = topologyOf(o);
+  if (!topo)
+    return module.emitError() << llvm::toString(topo.takeError()), failure();
+  TrainingSearchOptions search;
+  search.topology = std::move(*topo);
+  search.stateCopies = o.optimizer == "adamw"                      ? 2
+                       : o.optimizer == "sgd" && o.momentum != 0.0 ? 1
+                                                                   : 0;
+  search.microBatches = o.microBatches;
+  search.schedule = o.schedule;
+  return searchTrainingLayout(*func, search);
+}
+
+void constrainToLayout(CompilePipelineOptions &o, const TrainingCandidate &c) {
+  o.strategy = "auto";
+  o.stages = c.stages;
+  o.replicas = c.replicas;
+  o.microBatches = c.microBatches;
+  o.schedule = c.schedule;
 }
 
 void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {

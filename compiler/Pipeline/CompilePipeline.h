@@ -9,6 +9,9 @@
 #ifndef PARTC_COMPILER_PIPELINE_COMPILEPIPELINE_H
 #define PARTC_COMPILER_PIPELINE_COMPILEPIPELINE_H
 
+#include "compiler/Placement/TrainingSearch.h"
+
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -149,6 +152,17 @@ TrainingLayout trainingLayout(const CompilePipelineOptions &options);
 /// partc (--strategy auto and no --stages, --replicas or --split-at): the
 /// driver then tries data parallelism and falls back to a pipeline.
 bool trainingLayoutIsOpen(const CompilePipelineOptions &options);
+
+/// The cost model's ranking of training layouts for the imported forward
+/// graph of `module` when trainingLayoutIsOpen(options) (see
+/// compiler/Placement/TrainingSearch.h).
+FailureOr<TrainingSearchResult>
+searchTrainingLayouts(ModuleOp module, const CompilePipelineOptions &options);
+
+/// Options that compile candidate `c`: --strategy auto constrained to its
+/// stages, replicas, micro-batches and schedule.
+void constrainToLayout(CompilePipelineOptions &options,
+                       const TrainingCandidate &c);
 
 /// Graph optimizations, placement (searched, or cut by hand with
 /// split-at), transfers and their verification, then, with `lower`, the

@@ -53,14 +53,7 @@ double bytesOf(Type t) {
   return static_cast<double>(toTensorType(cast<ShapedType>(t)).byteSize());
 }
 
-/// Live ranges of op results in op order (returns do not count: outputs are
-/// stored from where they are produced).
-struct Liveness {
-  std::vector<double> cutBytes;  // [n + 1], scaled by batch where batched
-  std::vector<double> liveBytes; // [n]
-  std::vector<std::pair<size_t, size_t>> ranges; // per value: producer, last
-  std::vector<double> sizes;
-};
+} // namespace
 
 Liveness analyzeLiveness(ArrayRef<Operation *> ops) {
   size_t n = ops.size();
@@ -102,8 +95,6 @@ Liveness analyzeLiveness(ArrayRef<Operation *> ops) {
   return l;
 }
 
-/// GiB, or MiB below one GiB and KiB below one MiB (so that small models'
-/// errors say something).
 std::string gib(double bytes) {
   char buf[32];
   if (bytes >= GiB)
@@ -114,6 +105,8 @@ std::string gib(double bytes) {
     std::snprintf(buf, sizeof(buf), "%.1f MiB", bytes / (1024.0 * 1024));
   return buf;
 }
+
+namespace {
 
 std::string mib(double bytes) {
   char buf[32];

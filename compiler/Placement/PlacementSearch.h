@@ -71,12 +71,26 @@ struct SearchResult {
 /// topology and returns them ranked by predicted throughput (or latency).
 /// Fails with an error naming the heaviest stage when nothing fits.
 FailureOr<SearchResult> searchPlacement(func::FuncOp func,
-                                   const SearchOptions &options);
+                                        const SearchOptions &options);
 
 /// Places the graph as `plan` says: stage assignment, then one clone per
 /// replica and micro-batch.
 LogicalResult applyPlacement(ModuleOp module, func::FuncOp func,
-                        const Candidate &plan);
+                             const Candidate &plan);
+
+/// Live ranges of op results in op order (returns do not count: outputs are
+/// stored from where they are produced).
+struct Liveness {
+  std::vector<double> cutBytes;  // [n + 1]: live across the cut before op i
+  std::vector<double> liveBytes; // [n]
+  std::vector<std::pair<size_t, size_t>> ranges; // per value: producer, last
+  std::vector<double> sizes;
+};
+Liveness analyzeLiveness(ArrayRef<Operation *> ops);
+
+/// GiB, or MiB below one GiB and KiB below one MiB (so that small models'
+/// messages say something).
+std::string gib(double bytes);
 
 std::string explainText(const SearchResult &result);
 std::string explainJson(const SearchResult &result);

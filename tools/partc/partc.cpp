@@ -343,6 +343,16 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
   }
 }
 
+/// Who chose a training layout: the cost model (--strategy auto, see
+/// the ranking printed after) or the options named in `byOptions`.
+void printChoice(const ::partc::runtime::Plan &plan, StringRef byOptions) {
+  std::string choice = metadataOf(plan, "training_choice");
+  if (!choice.empty())
+    llvm::outs() << "  chosen by --strategy auto: " << choice << "\n";
+  else
+    llvm::outs() << "  chosen by the options (" << byOptions << ")\n";
+}
+
 /// --explain of a training plan: how the step is spread over devices.
 void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
   size_t devices = plan.devices.size();
@@ -389,8 +399,10 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                                           "replica r on device r*" +
                                           std::to_string(s) + "+s)"
                                     : std::string(" (stage s on device s)"))
-                 << ", " << micro << " micro-batches of " << perReplica / micro
-                 << " samples per replica, schedule " << f.schedule << "\n"
+                 << ", " << micro
+                 << (micro == 1 ? " micro-batch of " : " micro-batches of ")
+                 << perReplica / micro << " samples per replica, schedule "
+                 << f.schedule << "\n"
                  << accumulation
                  << "  activations forward, gradients back: " << f.transfers
                  << " transfers of " << formatBytes(double(f.transferBytes))
@@ -406,12 +418,7 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                            "1F1B at most S - s on stage s")
                  << "\n"
                  << allReduces << batchNorm;
-    std::string choice = metadataOf(plan, "training_choice");
-    if (!choice.empty())
-      llvm::outs() << "  chosen by --strategy auto: " << choice << "\n";
-    else
-      llvm::outs() << "  chosen by the options (--strategy pipeline, "
-                      "--stages, --split-at)\n";
+    printChoice(plan, "--strategy pipeline, --stages, --split-at");
     return;
   }
   llvm::outs() << "training placement: data parallelism, " << devices
@@ -420,12 +427,8 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
                << perReplica << " of the batch's " << batch
                << " samples with its own copy of the parameters "
                   "and optimizer state\n"
-               << accumulation << allReduces << batchNorm
-               << "  not chosen: pipelines (--strategy auto trains "
-                  "data-parallel wherever a replica's step fits a device and "
-                  "the batch divides, and pipelines only where not: the cost "
-                  "model does not weigh their speed yet; --strategy "
-                  "pipeline, --stages or --split-at ask for them)\n";
+               << accumulation << allReduces << batchNorm;
+  printChoice(plan, "--strategy data, --replicas");
 }
 
 /// --explain=json of a training plan: the placement and each device's
@@ -462,6 +465,7 @@ void printTrainingJson(const ::partc::runtime::Plan &plan) {
       {"transfer_bytes", f.transferBytes},
       {"loss", metadataOf(plan, "training_loss")},
       {"optimizer", metadataOf(plan, "training_optimizer")},
+      {"choice", metadataOf(plan, "training_choice")},
       {"memory_bytes", std::move(devices)}};
   llvm::outs() << llvm::formatv(
       "{0:2}\n",
@@ -609,48 +613,80 @@ int compile() {
     mlir::partc::buildCompilePipeline(pm, o);
     return pm.run(*module);
   };
-  // Training on several devices with nothing but --devices: data
-  // parallelism where it can (each device holds a replica's step and the
-  // batch divides), else a pipeline of one stage per device.
-  std::string trainingChoice;
+  // Training on several devices with nothing but --devices: the cost
+  // model ranks the layouts (stages x replicas, micro-batches, schedule)
+  // and the best that compiles wins; the compile's exact memory check may
+  // refuse one the estimate took, and the next is tried.
+  std::string trainingChoice, searchExplanation;
   if (mlir::partc::trainingLayoutIsOpen(options)) {
-    // Runs the pipeline with `strategy`, its diagnostics kept in `text`.
-    auto attempt = [&](StringRef strategy, std::string &text) {
+    auto ranked = mlir::partc::searchTrainingLayouts(*module, options);
+    if (failed(ranked))
+      return 1;
+    // Runs the pipeline for candidate `c`, its diagnostics kept in `text`.
+    auto attempt = [&](const mlir::partc::TrainingCandidate &c,
+                       std::string &text) {
       llvm::raw_string_ostream os(text);
       ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
         formatDiagnostic(diag, os);
         return success();
       });
-      options.strategy = strategy.str();
+      mlir::partc::constrainToLayout(options, c);
       return runPipeline(options);
     };
-    std::string dataErrors;
-    if (succeeded(attempt("data", dataErrors)))
-      trainingChoice = "data";
-    // Its warnings stand when data parallelism is chosen.
-    if (!trainingChoice.empty())
-      llvm::errs() << dataErrors;
-    if (trainingChoice.empty()) {
-      module = mlir::partc::onnx_import::importOnnxFile(&context, inputPath,
-                                                        importOptions);
-      if (!module)
-        return 1;
-      std::string pipelineErrors;
-      if (failed(attempt("pipeline", pipelineErrors))) {
-        llvm::errs() << dataErrors
-                     << "partc: note: a pipeline of one stage "
-                        "per device was tried too:\n"
-                     << pipelineErrors;
-        return 1;
+    constexpr size_t kMostAttempts = 4;
+    std::vector<std::string> refusals;
+    std::string firstErrors, warnings;
+    size_t chosen = ranked->candidates.size();
+    for (size_t i = 0;
+         i < ranked->candidates.size() && refusals.size() < kMostAttempts;
+         ++i) {
+      const mlir::partc::TrainingCandidate &c = ranked->candidates[i];
+      if (!c.possible)
+        break;
+      if (i > 0) {
+        module = mlir::partc::onnx_import::importOnnxFile(&context, inputPath,
+                                                          importOptions);
+        if (!module)
+          return 1;
       }
-      // Why data parallelism was not chosen, for --explain.
-      StringRef first = StringRef(dataErrors).split('\n').first;
+      std::string errors;
+      if (succeeded(attempt(c, errors))) {
+        chosen = i;
+        warnings = errors;
+        break;
+      }
+      // The error's first sentence, without its file and hint.
+      StringRef first = StringRef(errors).split('\n').first;
       first.consume_front("partc: error: ");
-      std::string filePrefix = inputPath + ": ";
-      first.consume_front(filePrefix);
-      trainingChoice =
-          "pipeline, because data parallelism could not: " + first.str();
+      first.consume_front(inputPath + ": ");
+      first = first.split("; hint:").first;
+      refusals.push_back(first.str());
+      if (firstErrors.empty())
+        firstErrors = errors;
+      else
+        firstErrors += "partc: note: the cost model's next layout, " +
+                       c.label() + ", was refused too: " + first.str() + "\n";
     }
+    if (chosen == ranked->candidates.size()) {
+      if (firstErrors.empty())
+        llvm::errs() << "partc: error: " << inputPath
+                     << ": no training layout over the devices is possible "
+                        "(why, below); choose a --batch that the devices "
+                        "divide, or fewer --devices\n"
+                     << mlir::partc::explainTrainingSearch(*ranked, chosen,
+                                                           refusals);
+      llvm::errs() << firstErrors;
+      return 1;
+    }
+    llvm::errs() << warnings;
+    const mlir::partc::TrainingCandidate &best = ranked->candidates[chosen];
+    trainingChoice = "the cost model's " +
+                     std::string(refusals.empty() ? "best" : "best that fits") +
+                     " layout, " + best.label() + ", predicted step " +
+                     llvm::formatv("{0:f2}", best.stepSeconds * 1e3).str() +
+                     " ms";
+    searchExplanation =
+        mlir::partc::explainTrainingSearch(*ranked, chosen, refusals);
   } else if (failed(runPipeline(options))) {
     return 1;
   }
@@ -679,6 +715,7 @@ int compile() {
                   .count();
   if (options.explain == "text" && train) {
     printTrainingPlacement(plan);
+    llvm::outs() << searchExplanation;
     printStepMemory(plan);
   }
   if (options.explain == "json" && train)
