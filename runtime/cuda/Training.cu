@@ -271,31 +271,15 @@ constexpr int kBatchNormThreads = 256;
 /// its share of the rows, 8 rows at a time.
 constexpr int kLastChannels = 32, kLastRows = 8;
 
-/// Channels last with a multiple of 4 channels and aligned tensors: a
-/// thread sums 4 channels from float4 loads, a block up to 32 threads'
-/// quads (128 channels) over kQuadThreads / quads rows at a time; a
-/// quarter of the load instructions keeps more bytes in flight.
-constexpr int kQuadThreads = 256, kMostQuads = 32;
-
-int64_t quadsPerBlock(const ChannelShape &s) {
-  return std::clamp<int64_t>(s.c / 4, 1, kMostQuads);
-}
-
-bool sumsInQuads(const ChannelShape &s, const float *x, const float *dy) {
-  return s.last && s.c >= 4 && s.c % 4 == 0 && aligned16(x) && aligned16(dy);
-}
-
-/// Shares of the batch per channel (channels last, of the rows per group
-/// of channels a block sums): about 1024 blocks in all.
-int64_t batchShares(const ChannelShape &s, bool quads) {
+/// Shares of the batch per channel (channels last, of the rows per 32
+/// channels): about 1024 blocks in all.
+int64_t batchShares(const ChannelShape &s) {
   if (s.last) {
-    int64_t width = quads ? quadsPerBlock(s) * 4 : kLastChannels;
-    int64_t atOnce = quads ? kQuadThreads / quadsPerBlock(s) : kLastRows;
-    int64_t groups = (s.c + width - 1) / width;
+    int64_t groups = (s.c + kLastChannels - 1) / kLastChannels;
     int64_t want = (1024 + groups - 1) / std::max<int64_t>(groups, 1);
     int64_t rows = s.n * s.size;
     return std::max<int64_t>(
-        1, std::min<int64_t>(want, (rows + atOnce - 1) / atOnce));
+        1, std::min<int64_t>(want, (rows + kLastRows - 1) / kLastRows));
   }
   int64_t want = (1024 + s.c - 1) / std::max<int64_t>(s.c, 1);
   return std::max<int64_t>(1, std::min<int64_t>(want, s.n));
@@ -412,65 +396,6 @@ __global__ void batchNormPartialLastKernel(const float *x, const float *dy,
   }
   partial[(ch * shares + share) * 2] = a;
   partial[(ch * shares + share) * 2 + 1] = b;
-}
-
-/// The same sums four channels a thread (see kQuadThreads).
-template <bool Masked>
-__global__ void batchNormPartialQuadKernel(const float *x, const float *dy,
-                                           const float *mean, ReluMask mask,
-                                           double *partial, ChannelShape s,
-                                           int64_t shares, int quads) {
-  int quad = threadIdx.x % quads, lane = threadIdx.x / quads,
-      atOnce = kQuadThreads / quads;
-  int64_t ch = (int64_t(blockIdx.y) * quads + quad) * 4;
-  int64_t rows = s.n * s.size, share = blockIdx.x;
-  int64_t first = share * rows / shares, last = (share + 1) * rows / shares;
-  double a[4] = {}, b[4] = {};
-  if (ch < s.c && lane < atOnce) {
-    float m[4], k[4], bias[4];
-    for (int l = 0; l < 4; ++l) {
-      m[l] = dy ? mean[ch + l] : 0.0f;
-      k[l] = mask.channelScale(ch + l);
-      bias[l] = mask.channelBias(ch + l);
-    }
-#pragma unroll 2
-    for (int64_t r = first + lane; r < last; r += atOnce) {
-      float4 xq = *reinterpret_cast<const float4 *>(x + r * s.c + ch);
-      float xs[4] = {xq.x, xq.y, xq.z, xq.w};
-      if (dy) {
-        float4 gq = *reinterpret_cast<const float4 *>(dy + r * s.c + ch);
-        float gs[4] = {gq.x, gq.y, gq.z, gq.w};
-        for (int l = 0; l < 4; ++l) {
-          double g = maskedGrad<Masked>(gs[l], xs[l] - m[l], k[l], bias[l]);
-          a[l] += g;
-          b[l] += g * (double(xs[l]) - m[l]);
-        }
-      } else {
-        for (int l = 0; l < 4; ++l) {
-          double v = xs[l];
-          a[l] += v;
-          b[l] += v * v;
-        }
-      }
-    }
-  }
-  __shared__ double sums[2][kQuadThreads * 4];
-  for (int l = 0; l < 4; ++l) {
-    sums[0][threadIdx.x * 4 + l] = a[l];
-    sums[1][threadIdx.x * 4 + l] = b[l];
-  }
-  __syncthreads();
-  if (lane != 0 || ch >= s.c)
-    return;
-  for (int row = 1; row < atOnce; ++row)
-    for (int l = 0; l < 4; ++l) {
-      a[l] += sums[0][(row * quads + quad) * 4 + l];
-      b[l] += sums[1][(row * quads + quad) * 4 + l];
-    }
-  for (int l = 0; l < 4; ++l) {
-    partial[((ch + l) * shares + share) * 2] = a[l];
-    partial[((ch + l) * shares + share) * 2 + 1] = b[l];
-  }
 }
 
 /// Forward: the batch's mean and biased variance, and y = (x - mean) *
@@ -824,10 +749,8 @@ cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
 }
 
 size_t batchNormScratchBytes(const ChannelShape &shape) {
-  int64_t shares =
-      std::max(batchShares(shape, false), batchShares(shape, true));
   return size_t(shape.c) *
-         (shares * 2 * sizeof(double) + kGradCoefs * sizeof(float));
+         (batchShares(shape) * 2 * sizeof(double) + kGradCoefs * sizeof(float));
 }
 
 namespace {
@@ -845,27 +768,15 @@ BatchNormSums launchBatchNormSums(const float *x, const float *dy,
                                   const float *mean, const ReluMask &mask,
                                   void *scratch, const ChannelShape &shape,
                                   cudaStream_t s) {
-  bool quads = sumsInQuads(shape, x, dy);
-  BatchNormSums sums{batchShares(shape, quads), static_cast<double *>(scratch),
+  BatchNormSums sums{batchShares(shape), static_cast<double *>(scratch),
                      nullptr};
   sums.coef =
       reinterpret_cast<float *>(sums.partial + shape.c * sums.shares * 2);
-  bool masked = mask.bias != nullptr;
-  if (quads) {
-    int q = int(quadsPerBlock(shape));
-    dim3 grid(unsigned(sums.shares), unsigned((shape.c + 4 * q - 1) / (4 * q)));
-    if (masked)
-      batchNormPartialQuadKernel<true><<<grid, kQuadThreads, 0, s>>>(
-          x, dy, mean, mask, sums.partial, shape, sums.shares, q);
-    else
-      batchNormPartialQuadKernel<false><<<grid, kQuadThreads, 0, s>>>(
-          x, dy, mean, mask, sums.partial, shape, sums.shares, q);
-    return sums;
-  }
   dim3 lastGrid(unsigned(sums.shares),
                 unsigned((shape.c + kLastChannels - 1) / kLastChannels)),
       lastBlock(kLastChannels, kLastRows),
       grid(unsigned(sums.shares), unsigned(shape.c));
+  bool masked = mask.bias != nullptr;
   if (shape.last && masked)
     batchNormPartialLastKernel<true><<<lastGrid, lastBlock, 0, s>>>(
         x, dy, mean, mask, sums.partial, shape, sums.shares);
