@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 namespace mlir::partc {
 
@@ -164,7 +165,7 @@ void TrainingSearch::cost(TrainingCandidate &c) const {
   }
   c.computeSeconds = double(m) * slowest;
   c.bubbleSeconds = double(s - 1) * slowest;
-  c.transferSeconds = double(m + s - 1) * slowestTransfer;
+  c.transferSeconds = double(m) * slowestTransfer;
   c.stepSeconds =
       c.computeSeconds + c.bubbleSeconds + c.allReduceSeconds + c.updateSeconds;
   double capacity = topo_.smallestMemory() * kUsableMemory;
@@ -304,8 +305,9 @@ std::string explainTrainingSearch(const TrainingSearchResult &r, size_t chosen,
     return list;
   };
   auto line = [&](const TrainingCandidate &c) {
-    os << c.label() << ": step " << ms(c.stepSeconds) << " (compute "
-       << ms(c.computeSeconds) << ", bubble " << ms(c.bubbleSeconds)
+    os << c.label() << ": step " << ms(c.stepSeconds) << " (stages "
+       << ms(c.computeSeconds) << " of which transfers "
+       << ms(c.transferSeconds) << ", bubble " << ms(c.bubbleSeconds)
        << ", all-reduce not hidden " << ms(c.allReduceSeconds) << ", update "
        << ms(c.updateSeconds) << "), memory per stage " << memory(c);
   };
@@ -324,11 +326,19 @@ std::string explainTrainingSearch(const TrainingSearchResult &r, size_t chosen,
     line(r.candidates[i]);
     os << ": " << refusals[i] << "\n";
   }
+  // The five next, then the best of every other split of the devices
+  // (stages x replicas), so that each kind's best is there to compare.
+  std::set<std::pair<int64_t, int64_t>> kinds;
+  if (chosen < r.candidates.size())
+    kinds.insert({r.candidates[chosen].stages, r.candidates[chosen].replicas});
   size_t shown = 0;
-  for (size_t i = chosen + 1; i < r.candidates.size() && shown < 5; ++i) {
+  for (size_t i = chosen + 1; i < r.candidates.size(); ++i) {
     const TrainingCandidate &c = r.candidates[i];
     if (!c.feasible)
       break;
+    bool newKind = kinds.insert({c.stages, c.replicas}).second;
+    if (shown >= 5 && !newKind)
+      continue;
     os << "  runner-up: ";
     line(c);
     if (chosen < r.candidates.size() && r.candidates[chosen].stepSeconds > 0)

@@ -41,9 +41,10 @@ struct TrainingCandidate {
   /// fits every device (else `whyNot` says why).
   bool possible = false, feasible = false;
   std::string whyNot;
-  /// Predicted seconds per step: the stages' compute over the micro-batches
-  /// (slowest stage), the bubble, the all-reduce left after the backward
-  /// pass, the optimizer update, and their sum.
+  /// Predicted seconds per step: the slowest stage over the micro-batches
+  /// (its activation transfers included, also given apart), the bubble,
+  /// the all-reduce left after the backward pass, the optimizer update,
+  /// and their sum.
   double computeSeconds = 0, bubbleSeconds = 0, transferSeconds = 0,
          allReduceSeconds = 0, updateSeconds = 0, stepSeconds = 0;
   /// Per stage: predicted memory of a step on its devices.
