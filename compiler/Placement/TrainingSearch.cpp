@@ -12,6 +12,7 @@
 #include "compiler/Placement/BatchSplit.h"
 #include "compiler/Placement/PlacementSearch.h"
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
 
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -68,6 +69,37 @@ std::vector<size_t> balancedCuts(const std::vector<double> &seconds,
   return cutsFor(hi);
 }
 
+/// The values of `op` its gradient reads, so the forward pass keeps them
+/// for the backward pass: a weighted op's activation inputs (for the
+/// weights' gradients) and a nonlinear op's input or output. Ops that move
+/// or add values keep nothing; ops not listed keep their result, the
+/// cautious guess.
+SmallVector<Value> keptForGradient(Operation *op) {
+  SmallVector<Value> kept;
+  auto batchedOperands = [&] {
+    for (Value v : op->getOperands())
+      if (!v.getDefiningOp<graph::ConstantOp>())
+        kept.push_back(v);
+  };
+  if (isa<graph::ConvOp, graph::GemmOp, graph::MatMulOp, graph::StridedMatMulOp,
+          graph::MulOp, graph::DivOp, graph::PowOp, graph::MaxPoolOp,
+          graph::BatchNormOp, graph::LayerNormOp, graph::RmsNormOp,
+          graph::GeluOp, graph::ErfOp, graph::SqrtOp, graph::MinOp,
+          graph::MaxOp, graph::WhereOp>(op))
+    batchedOperands();
+  else if (isa<graph::ReluOp, graph::SigmoidOp, graph::TanhOp, graph::ExpOp,
+               graph::SoftmaxOp, graph::LogSoftmaxOp>(op))
+    kept.push_back(op->getResult(0));
+  else if (!isa<graph::AddOp, graph::SubOp, graph::NegOp, graph::ReshapeOp,
+                graph::TransposeOp, graph::ConcatOp, graph::SliceOp,
+                graph::SplitOp, graph::IdentityOp, graph::ExpandOp,
+                graph::AvgPoolOp, graph::GlobalAvgPoolOp, graph::ReduceSumOp,
+                graph::ReduceMeanOp, graph::CastOp>(op) &&
+           op->getNumResults() > 0)
+    kept.push_back(op->getResult(0));
+  return kept;
+}
+
 class TrainingSearch {
 public:
   TrainingSearch(func::FuncOp func, const TrainingSearchOptions &options)
@@ -83,6 +115,9 @@ private:
   SmallVector<Operation *> ops_;
   std::vector<cm::OpWork> work_;
   Liveness live_;
+  /// Per op: the bytes of its results that the backward pass reads (at
+  /// the whole batch).
+  std::vector<double> keptBytes_;
   BatchInfo batchInfo_;
   int64_t batch_ = 1;
   cm::DeviceSpec device_;
@@ -122,9 +157,9 @@ void TrainingSearch::cost(TrainingCandidate &c) const {
       stage += seconds[i];
       weights += work_[i].weightBytes;
       weightOps += work_[i].weightBytes > 0;
-      // The forward pass's results stay for the backward pass.
+      // What the backward pass reads stays from the forward pass.
       if (work_[i].batched)
-        kept += work_[i].outputBytes * fraction;
+        kept += keptBytes_[i] * fraction;
     }
     // Activations forward and their gradients back, once per micro-batch
     // on each cut this stage receives (transfers not overlapped).
@@ -191,6 +226,18 @@ FailureOr<TrainingSearchResult> TrainingSearch::run() {
   for (Operation *op : ops_)
     work_.push_back(cm::analyzeOp(op, batchInfo_.batchedOps.contains(op)));
   live_ = analyzeLiveness(ops_);
+  DenseMap<Operation *, size_t> index;
+  for (size_t i = 0; i < ops_.size(); ++i)
+    index[ops_[i]] = i;
+  keptBytes_.assign(ops_.size(), 0);
+  DenseSet<Value> kept;
+  for (Operation *op : ops_)
+    for (Value v : keptForGradient(op)) {
+      auto producer = index.find(v.getDefiningOp());
+      if (producer != index.end() && kept.insert(v).second)
+        keptBytes_[producer->second] += static_cast<double>(
+            toTensorType(cast<ShapedType>(v.getType())).byteSize());
+    }
   device_ = topo_.weakest();
   result_.batch = batch_;
   result_.topology = topo_.describe();
