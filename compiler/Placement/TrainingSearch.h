@@ -64,8 +64,7 @@ struct TrainingSearchResult {
 };
 
 /// Ranks every stages x replicas layout of the forward graph `func` over
-/// the topology's devices. Fails (with an error on `func`) only when the
-/// graph cannot be costed.
+/// the topology's devices (none for a graph without ops).
 FailureOr<TrainingSearchResult>
 searchTrainingLayout(func::FuncOp func, const TrainingSearchOptions &options);
 

@@ -666,8 +666,14 @@ int compile() {
       else
         firstErrors += "partc: note: the cost model's next layout, " +
                        c.label() + ", was refused too: " + first.str() + "\n";
+      // Only memory depends on the layout; any other error is the model's.
+      if (!first.contains("a training step needs"))
+        break;
     }
-    if (chosen == ranked->candidates.size()) {
+    if (ranked->candidates.empty()) {
+      if (failed(runPipeline(options)))
+        return 1;
+    } else if (chosen == ranked->candidates.size()) {
       if (firstErrors.empty())
         llvm::errs() << "partc: error: " << inputPath
                      << ": no training layout over the devices is possible "
@@ -677,16 +683,17 @@ int compile() {
                                                            refusals);
       llvm::errs() << firstErrors;
       return 1;
+    } else {
+      llvm::errs() << warnings;
+      const mlir::partc::TrainingCandidate &best = ranked->candidates[chosen];
+      trainingChoice =
+          "the cost model's " +
+          std::string(refusals.empty() ? "best" : "best that fits") +
+          " layout, " + best.label() + ", predicted step " +
+          llvm::formatv("{0:f2}", best.stepSeconds * 1e3).str() + " ms";
+      searchExplanation =
+          mlir::partc::explainTrainingSearch(*ranked, chosen, refusals);
     }
-    llvm::errs() << warnings;
-    const mlir::partc::TrainingCandidate &best = ranked->candidates[chosen];
-    trainingChoice = "the cost model's " +
-                     std::string(refusals.empty() ? "best" : "best that fits") +
-                     " layout, " + best.label() + ", predicted step " +
-                     llvm::formatv("{0:f2}", best.stepSeconds * 1e3).str() +
-                     " ms";
-    searchExplanation =
-        mlir::partc::explainTrainingSearch(*ranked, chosen, refusals);
   } else if (failed(runPipeline(options))) {
     return 1;
   }
