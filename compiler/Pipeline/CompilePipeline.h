@@ -150,7 +150,8 @@ TrainingLayout trainingLayout(const CompilePipelineOptions &options);
 
 /// Whether the options leave a training layout on several devices to
 /// partc (--strategy auto and no --stages, --replicas or --split-at): the
-/// driver then tries data parallelism and falls back to a pipeline.
+/// driver then compiles the layouts searchTrainingLayouts ranks, best
+/// first, until one fits.
 bool trainingLayoutIsOpen(const CompilePipelineOptions &options);
 
 /// The cost model's ranking of training layouts for the imported forward
