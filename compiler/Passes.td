@@ -363,6 +363,57 @@ def ApplyOptimizer : Pass<"partc-apply-optimizer", "mlir::ModuleOp"> {
   ];
 }
 
+def RecomputeActivations
+    : Pass<"partc-recompute-activations", "mlir::ModuleOp"> {
+  let summary = "Computes chosen activations again in the backward pass";
+  let description = [{
+    Trades compute for memory in a differentiated training step. A value
+    the forward ops (those the loss, the return's first operand, is computed
+    from) produce and an op after the loss reads is kept from the forward
+    pass to the backward pass; the kept values are most of a step's memory.
+    For a chosen value the pass clones its producer right before its first
+    reader after the loss and gives the readers after the loss the copy, so
+    that the original dies after its last forward reader.
+
+    A value can be recomputed when its producer and the producers of any
+    values between it and values kept anyway (or parameters, constants,
+    inputs) are side-effect free, at most `kMostChainOps` ops; those values
+    it is recomputed from stay kept. Values whose users outside the forward
+    pass include the return or an op before the loss, and views of kept
+    values (which hold no bytes of their own), are left alone. Candidates
+    are taken cheapest per byte first (the chain's predicted time on the
+    `devices` preset per kept byte saved) until `target-bytes` are saved,
+    or all of them with `all`. Records `partc.recomputed` on the module:
+    the number of values, their bytes, and the predicted seconds the
+    copies add.
+  }];
+  let options = [
+    Option<"targetBytes", "target-bytes", "double", "0",
+           "Kept bytes to save (0: none unless all)">,
+    Option<"all", "all", "bool", "false",
+           "Recompute every value that can be">,
+    Option<"devices", "devices", "std::string", "\"h200\"",
+           "The device preset that costs the candidates">,
+  ];
+}
+
+def ScheduleUpdates : Pass<"partc-schedule-updates", "mlir::ModuleOp"> {
+  let summary = "Applies each parameter's update as soon as it can run";
+  let description = [{
+    partc-apply-optimizer updates every parameter at the end of the step,
+    so that every gradient is kept until then: as many bytes as the
+    parameters. This pass moves each graph.sgd_update and
+    graph.adamw_update up to right after the last op that produces one of
+    its operands or reads a variable it writes (directly or through
+    reshapes and identities, which the plan reads as views of the same
+    bytes), so that each gradient dies as soon as it is applied. Run it
+    after every pass that adds readers of the parameters. Data-parallel
+    and pipelined plans order their updates again in
+    partc-replicate-training (after averaging or accumulating); the step
+    counter and the running statistics stay where they are.
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Graph to plan dialect (compiler/Conversion/GraphToPlan)
 //===----------------------------------------------------------------------===//

@@ -94,6 +94,9 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
       o.optimizer != "none")
     return "unknown --optimizer '" + o.optimizer +
            "'; expected sgd, adamw or none (the plan returns the gradients)";
+  if (o.recompute != "auto" && o.recompute != "none" && o.recompute != "all")
+    return "unknown --recompute '" + o.recompute +
+           "'; expected auto (only when a step does not fit), none or all";
   if (!o.explain.empty() && o.explain != "text" && o.explain != "json")
     return "--explain takes text or json, got '" + o.explain + "'";
   return "";
@@ -225,6 +228,20 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     pm.addPass(createFoldMatMulViews());
   if (o.fuseElementwise)
     pm.addPass(createFuseElementwise());
+
+  // After fusion, so that a fused chain is computed again as one kernel.
+  if (o.train && (o.recompute == "all" ||
+                  (o.recompute == "auto" && o.recomputeBytes > 0))) {
+    RecomputeActivationsOptions recompute;
+    recompute.all = o.recompute == "all";
+    recompute.targetBytes = o.recomputeBytes;
+    if (o.topology.empty())
+      recompute.devices = o.devices;
+    pm.addPass(createRecomputeActivations(recompute));
+  }
+  // After every pass that adds readers of the parameters.
+  if (o.train)
+    pm.addPass(createScheduleUpdates());
 
   // Placement: cut by hand, or chosen by the cost model, which explicit
   // strategies constrain.

@@ -127,6 +127,16 @@ struct CompilePipelineOptions
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("Dropout's seed until the run sets one"),
                        llvm::cl::init(0)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activations computed again in the backward pass: auto "
+                     "(when a step does not fit), none or all"),
+      llvm::cl::init("auto")};
+  Option<double> recomputeBytes{
+      *this, "recompute-bytes",
+      llvm::cl::desc("Kept bytes to save by recomputing (auto: partc "
+                     "compile sets it after a refusal)"),
+      llvm::cl::init(0.0)};
   Option<std::string> explain{
       *this, "explain",
       llvm::cl::desc("Print why the plan was chosen: text or json"),

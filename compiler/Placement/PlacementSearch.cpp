@@ -689,8 +689,20 @@ FailureOr<SearchResult> PlacementSearch::run() {
   // search's estimate is an inference one).
   bool trainingStep = llvm::any_of(
       ops_, [](Operation *op) { return isa<graph::VariableOp>(op); });
-  if (trainingStep && numDevices == 1 && !result_.candidates.empty())
-    result_.candidates.front().feasible = true;
+  if (trainingStep && numDevices == 1 && !result_.candidates.empty()) {
+    Candidate &only = result_.candidates.front();
+    // Refused by the inference estimate before it was costed: the whole
+    // graph is its one stage.
+    if (only.stageReports.empty()) {
+      StageReport all;
+      all.endOp = n_;
+      all.memoryBytes = fullLive_ + weights_;
+      all.weightBytes = weights_;
+      only.stageReports.push_back(all);
+      only.whyNot.clear();
+    }
+    only.feasible = true;
+  }
   if (result_.candidates.empty() || !result_.candidates.front().feasible)
     return explainFailure();
   result_.best = result_.candidates.front();

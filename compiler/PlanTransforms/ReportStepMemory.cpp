@@ -125,6 +125,10 @@ struct ReportStepMemoryPass
                      m.constants + m.arena;
       if (total <= deviceMemoryBytes)
         continue;
+      // What partc compile asks partc-recompute-activations to save.
+      program->getParentOfType<ModuleOp>()->setAttr(
+          "partc.memory_excess_bytes",
+          b.getF64FloatAttr(total - deviceMemoryBytes));
       return device.emitError()
                  << "a training step needs " << formatBytes(total)
                  << " on device " << device.getId() << " (parameters "
@@ -133,14 +137,28 @@ struct ReportStepMemoryPass
                  << formatBytes(m.otherState) << ", constants "
                  << formatBytes(m.constants) << ", arena "
                  << formatBytes(m.arena) << " of which kept activations "
-                 << formatBytes(m.kept) << ") but the device has "
-                 << formatBytes(deviceMemoryBytes)
+                 << formatBytes(m.kept) << recomputedNote(program)
+                 << ") but the device has " << formatBytes(deviceMemoryBytes)
                  << "; hint: --micro-batches M keeps one micro-batch's "
                     "activations at a time, more --devices share the batch, "
                     "or a smaller --batch",
              failure();
     }
     return success();
+  }
+
+  /// ", N activations recomputed" when partc-recompute-activations chose
+  /// any.
+  static std::string recomputedNote(plan::ProgramOp program) {
+    auto recomputed =
+        program->getParentOfType<ModuleOp>()->getAttrOfType<DictionaryAttr>(
+            "partc.recomputed");
+    auto count =
+        recomputed ? recomputed.getAs<IntegerAttr>("values") : IntegerAttr();
+    if (!count)
+      return "";
+    return ", after recomputing " + std::to_string(count.getInt()) +
+           " activation(s)";
   }
 
   StepMemory measure(plan::DeviceOp device,

@@ -15,6 +15,10 @@
       channels last (the default) and with --layout nchw: the same losses
       and states within 1e-6 (1e-4 on a GPU, whose libraries choose other
       algorithms per layout).
+  check_training.py BIN_DIR WORK_DIR recompute
+      Every training case compiled with --recompute none and all: the
+      same losses and states within 1e-6 (1e-4 on a GPU), with fewer
+      bytes kept and at least one value recomputed.
 
 Options after the mode go to every partc-run (e.g. --backend cuda
 --precision fp32 on a GPU machine).
@@ -675,6 +679,89 @@ def check_layouts(steps=10):
                f"{state_err:.1e} (relative)")
 
 
+def check_recompute(steps=10):
+    """Every training case with its activations kept and with all of them
+    that can be computed again in the backward pass (--recompute all): the
+    same losses and final states within 1e-6 (the same kernels on the same
+    values), fewer bytes kept, and at least one value recomputed where a
+    nonlinear op's output is kept."""
+    import json
+    for name, nodes, inputs, out_shape, params, loss, opt in training_cases():
+        seed = opt.pop("seed", None)
+        seed_args = ["--seed", str(seed)] if seed is not None else []
+        path, _ = make_model(name, nodes, list(inputs.items()), out_shape,
+                             params, np.float32)
+        labels = labels_for(loss, out_shape, np.float32)
+        feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
+        args = input_args(name, feeds, labels)
+        flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
+        if opt.get("momentum"):
+            flags += ["--momentum", str(opt["momentum"])]
+        if "weight_decay" in opt:
+            flags += ["--weight-decay", str(opt["weight_decay"])]
+        results = {}
+        for mode in ("none", "all"):
+            plan = os.path.join(WORK, f"{name}_recompute_{mode}.plan")
+            state = os.path.join(WORK, f"{name}_recompute_{mode}_state")
+            explain = json.loads(run(
+                f"{BIN}/partc", "compile", path, "-o", plan, "--train",
+                "--loss", loss, *flags, "--recompute", mode,
+                "--explain=json"))["training"]
+            out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
+                      *seed_args, "--steps", str(steps), "--save-state",
+                      state, "--quiet")
+            losses = [float(line.split()[3]) for line in out.splitlines()
+                      if line.startswith("step ")]
+            states = {f: np.load(os.path.join(state, f))
+                      for f in sorted(os.listdir(state)) if f.endswith(".npy")}
+            memory = explain["memory_bytes"][0]
+            total = sum(memory[k] for k in ("parameters", "optimizer_state",
+                                            "other_state", "constants",
+                                            "arena"))
+            results[mode] = (losses, states, memory["kept_activations"],
+                             explain["recomputed"], total)
+        (kept_l, kept_s, kept_b, _, kept_t), (re_l, re_s, re_b, what, re_t) = (
+            results["none"], results["all"])
+        # By default (--recompute auto) a device between the two needs
+        # gets a plan that recomputes just enough.
+        fits = "no smaller need"
+        if re_t < kept_t:
+            topology = os.path.join(WORK, f"{name}_between.json")
+            with open(topology, "w") as f:
+                json.dump({"devices": [{"preset": "h200", "memory_gib":
+                                        (re_t + kept_t) / 2 / 2**30}]}, f)
+            plan = os.path.join(WORK, f"{name}_recompute_auto.plan")
+            auto = json.loads(run(
+                f"{BIN}/partc", "compile", path, "-o", plan, "--train",
+                "--loss", loss, *flags, "--topology", topology,
+                "--explain=json"))["training"]
+            out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
+                      *seed_args, "--steps", str(steps), "--quiet")
+            auto_l = [float(line.split()[3]) for line in out.splitlines()
+                      if line.startswith("step ")]
+            fits = (f"fits {(re_t + kept_t) // 2} bytes with "
+                    f"{auto['recomputed'].split(' ')[0]} recomputed")
+            if not auto["recomputed"] or auto_l != kept_l:
+                fits = "FAILED to fit between: " + auto["recomputed"]
+        loss_err = max(abs(a - b) / max(abs(b), 1e-3)
+                       for a, b in zip(re_l, kept_l))
+        state_err = max(
+            float(np.abs(re_s[k] - kept_s[k]).max() /
+                  max(np.abs(kept_s[k]).max(), 1e-6))
+            for k in kept_s)
+        count = int(what.split()[0]) if what else 0
+        tolerance = 1e-4 if "cuda" in RUN_OPTIONS else 1e-6
+        ok = (len(re_l) == len(kept_l) == steps and
+              re_s.keys() == kept_s.keys() and loss_err <= tolerance and
+              state_err <= tolerance and count > 0 and re_b < kept_b and
+              not fits.startswith("FAILED"))
+        report("recompute " + name, ok,
+               f"{count} value(s) recomputed, kept {kept_b} -> {re_b} bytes, "
+               f"{fits}; "
+               f"{steps} steps: losses within {loss_err:.1e}, "
+               f"{len(kept_s)} states within {state_err:.1e} (relative)")
+
+
 if MODE == "gradients":
     check_gradients()
 elif MODE == "train":
@@ -682,8 +769,10 @@ elif MODE == "train":
     check_data()
 elif MODE == "layouts":
     check_layouts()
+elif MODE == "recompute":
+    check_recompute()
 else:
-    sys.exit("mode must be gradients, train or layouts")
+    sys.exit("mode must be gradients, train, layouts or recompute")
 if failures:
     print(f"{len(failures)} case(s) failed: " + ", ".join(failures))
     sys.exit(1)

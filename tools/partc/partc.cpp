@@ -23,6 +23,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/ErrorHandling.h"
 #include "llvm/Support/FileSystem.h"
@@ -188,6 +189,12 @@ static cl::opt<double> batchNormMomentumOpt(
     cl::init(0.1), cl::cat(trainingCategory));
 static cl::opt<double> epsOpt("eps", cl::desc("AdamW's epsilon"),
                               cl::init(1e-8), cl::cat(trainingCategory));
+static cl::opt<std::string> recomputeOpt(
+    "recompute",
+    cl::desc("Activations computed again in the backward pass instead of "
+             "kept: auto (only when a step does not fit the device), none, "
+             "or all that can be"),
+    cl::init("auto"), cl::cat(trainingCategory));
 static cl::opt<int64_t>
     seedOpt("seed",
             cl::desc("Dropout's seed, kept as the plan's state rng.seed "
@@ -341,6 +348,32 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
     llvm::outs() << llvm::format("    %-46s %12s\n", "total",
                                  formatBytes(total).c_str());
   }
+  std::string recomputed = metadataOf(plan, "recomputed");
+  llvm::outs() << "  recomputed: "
+               << (recomputed.empty() ? "nothing (every activation the "
+                                        "backward pass reads is kept)"
+                                      : recomputed)
+               << "\n";
+}
+
+/// partc-recompute-activations' choice, for the plan's metadata and
+/// --explain; "" when it did not run.
+std::string describeRecomputed(ModuleOp module) {
+  auto facts = module->getAttrOfType<DictionaryAttr>("partc.recomputed");
+  if (!facts)
+    return "";
+  auto values = facts.getAs<IntegerAttr>("values");
+  auto bytes = facts.getAs<IntegerAttr>("bytes");
+  auto seconds = facts.getAs<FloatAttr>("seconds");
+  if (!values || !bytes || !seconds)
+    return "";
+  return llvm::formatv("{0} activation(s) computed again in the backward "
+                       "pass, {1} fewer kept, about {2:f2} ms more per step "
+                       "(predicted)",
+                       values.getInt(),
+                       formatBytes(static_cast<double>(bytes.getInt())),
+                       seconds.getValueAsDouble() * 1e3)
+      .str();
 }
 
 /// Who chose a training layout: the cost model (--strategy auto, see
@@ -466,6 +499,7 @@ void printTrainingJson(const ::partc::runtime::Plan &plan) {
       {"loss", metadataOf(plan, "training_loss")},
       {"optimizer", metadataOf(plan, "training_optimizer")},
       {"choice", metadataOf(plan, "training_choice")},
+      {"recomputed", metadataOf(plan, "recomputed")},
       {"memory_bytes", std::move(devices)}};
   llvm::outs() << llvm::formatv(
       "{0:2}\n",
@@ -507,6 +541,7 @@ int compile() {
   options.eps = epsOpt;
   options.batchNormMomentum = batchNormMomentumOpt;
   options.seed = seedOpt;
+  options.recompute = recomputeOpt;
   {
     double b1 = 0, b2 = 0;
     char tail = 0;
@@ -522,7 +557,7 @@ int compile() {
       learningRate.getNumOccurrences() || momentumOpt.getNumOccurrences() ||
       weightDecayOpt.getNumOccurrences() || betasOpt.getNumOccurrences() ||
       epsOpt.getNumOccurrences() || batchNormMomentumOpt.getNumOccurrences() ||
-      seedOpt.getNumOccurrences();
+      seedOpt.getNumOccurrences() || recomputeOpt.getNumOccurrences();
   if (trainingOption && !train)
     return fail("training options (--loss, --optimizer, --lr...) need --train");
   if (explain.getNumOccurrences() && explain.empty())
@@ -613,6 +648,67 @@ int compile() {
     mlir::partc::buildCompilePipeline(pm, o);
     return pm.run(*module);
   };
+  // Runs the pipeline with its diagnostics kept in `text`.
+  auto runCollected = [&](const mlir::partc::CompilePipelineOptions &o,
+                          std::string &text) {
+    text.clear();
+    llvm::raw_string_ostream os(text);
+    ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
+      formatDiagnostic(diag, os);
+      return success();
+    });
+    return runPipeline(o);
+  };
+  // A training step the memory check refuses compiles again (--recompute
+  // auto) with activations computed again in the backward pass: first the
+  // bytes it was over by and a quarter more, then as many more as the last
+  // attempt's bytes per byte of arena saved say (the arena's peak does not
+  // fall byte for byte: it may move into the backward pass), then every
+  // activation that can be.
+  auto runFitting = [&](mlir::partc::CompilePipelineOptions &o,
+                        std::string &text) -> LogicalResult {
+    o.recomputeBytes = 0;
+    if (succeeded(runCollected(o, text)))
+      return success();
+    if (!o.train || o.recompute != "auto")
+      return failure();
+    // The options are the next attempt's too.
+    llvm::scope_exit restore([&] {
+      o.recompute = "auto";
+      o.recomputeBytes = 0;
+    });
+    constexpr int kRetries = 3;
+    double firstExcess = 0;
+    for (int retry = 0; retry < kRetries; ++retry) {
+      auto excess =
+          (*module)->getAttrOfType<FloatAttr>("partc.memory_excess_bytes");
+      if (!excess)
+        return failure(); // refused for another reason than memory
+      double over = excess.getValueAsDouble();
+      double saved = 0;
+      if (auto done =
+              (*module)->getAttrOfType<DictionaryAttr>("partc.recomputed"))
+        if (auto bytes = done.getAs<IntegerAttr>("bytes"))
+          saved = static_cast<double>(bytes.getInt());
+      if (retry == 0) {
+        firstExcess = over;
+        o.recomputeBytes = over * 1.25;
+      } else if (retry + 1 < kRetries && saved > 0 && over < firstExcess) {
+        o.recomputeBytes = saved + over * 1.25 * saved / (firstExcess - over);
+      } else {
+        o.recompute = "all";
+      }
+      module = mlir::partc::onnx_import::importOnnxFile(&context, inputPath,
+                                                        importOptions);
+      if (!module)
+        return failure();
+      if (succeeded(runCollected(o, text)))
+        return success();
+      if (o.recompute == "all")
+        return failure();
+    }
+    return failure();
+  };
   // Training on several devices with nothing but --devices: the cost
   // model ranks the layouts (stages x replicas, micro-batches, schedule)
   // and the best that compiles wins; the compile's exact memory check may
@@ -625,13 +721,8 @@ int compile() {
     // Runs the pipeline for candidate `c`, its diagnostics kept in `text`.
     auto attempt = [&](const mlir::partc::TrainingCandidate &c,
                        std::string &text) {
-      llvm::raw_string_ostream os(text);
-      ScopedDiagnosticHandler collect(&context, [&](Diagnostic &diag) {
-        formatDiagnostic(diag, os);
-        return success();
-      });
       mlir::partc::constrainToLayout(options, c);
-      return runPipeline(options);
+      return runFitting(options, text);
     };
     constexpr size_t kMostAttempts = 4;
     std::vector<std::string> refusals;
@@ -694,9 +785,14 @@ int compile() {
       searchExplanation =
           mlir::partc::explainTrainingSearch(*ranked, chosen, refusals);
     }
-  } else if (failed(runPipeline(options))) {
-    return 1;
+  } else {
+    std::string diagnostics;
+    LogicalResult compiled = runFitting(options, diagnostics);
+    llvm::errs() << diagnostics;
+    if (failed(compiled))
+      return 1;
   }
+  std::string recomputed = describeRecomputed(*module);
   if (emit != "plan")
     return writeModule(/*debugInfo=*/false);
 
@@ -713,6 +809,8 @@ int compile() {
   }
   if (!trainingChoice.empty())
     plan.metadata["training_choice"] = trainingChoice;
+  if (!recomputed.empty())
+    plan.metadata["recomputed"] = recomputed;
   ::partc::runtime::Status s =
       ::partc::runtime::writePlanFile(outputPath, plan);
   if (!s.ok())
