@@ -488,6 +488,7 @@ if [[ $what == *training* ]]; then
   timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt
   timeout 150 python3 test/Training/check_training.py $B $W/tt train --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   timeout 100 python3 test/Training/check_training.py $B $W/tl layouts --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  timeout 150 python3 test/Training/check_training.py $B $W/tr recompute --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   # Against PyTorch itself (ResNet-18 and Chainer's MLP, 20 steps).
   timeout 150 python3 test/Training/check_torch.py $B $W/ttorch --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   fi
@@ -508,10 +509,23 @@ if [[ $what == *training* ]]; then
       ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda --precision $prec $IN --steps 22 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
       python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-$prec\", \"model\": \"$1\", \"batch\": $2, \"size\": $3, \"ms_per_step\": %.2f, \"images_per_s\": %.1f}' % (ms, $2*1e3/ms if ms else 0))" | tee -a $OUT/train-$1-$2-partc.txt
     done
+    # TRAIN_RECOMPUTE=1: the same step with every activation that can be
+    # computed again in the backward pass, its memory and time.
+    if [[ ${TRAIN_RECOMPUTE:-0} == 1 ]]; then
+      for mode in none all; do
+        $B/partc compile $D/model.onnx -o $D/train-$mode.plan --batch $2 $TF --recompute $mode --explain 2>&1 | grep -E "arena|kept|   total|recomputed" | tee -a $OUT/train-$1-$2-partc.txt
+        ms=$(timeout 200 $B/partc-run $D/train-$mode.plan --backend cuda $IN --steps 22 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
+        echo "{\"peer\": \"partc-tf32-recompute-$mode\", \"model\": \"$1\", \"batch\": $2, \"size\": $3, \"ms_per_step\": ${ms:-0}}" | tee -a $OUT/train-$1-$2-partc.txt
+      done
+    fi
     # Where a step's time goes: kernels by op, and which ran on the host.
     timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 4 --profile $OUT/train-$1-$2-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$1-$2-partc.txt
     profile_by_op $OUT/train-$1-$2-profile.json 14 | tee -a $OUT/train-$1-$2-partc.txt
   done
+fi
+if [[ $what == *bnkernels* ]]; then
+  echo "== batch-norm kernel variants (bench/bn_kernels.cu)"
+  timeout 300 .device/bn_kernels 2>&1 | tee $OUT/bn-kernels.txt
 fi
 if [[ $what == *gpt2* ]]; then
   echo "== gpt2 training"
