@@ -36,7 +36,9 @@ Prints one line per case and plan; exits 1 if any fails. PARTC_CONFIGS
 GPUs than plan devices and no --devices-per-gpu: NxM is N data-parallel
 devices with M micro-batches each, pipeSxM and gpipeSxM an S-stage
 pipeline (1F1B, GPipe) of M micro-batches, hybridSxRxM S stages x R
-replicas.
+replicas. PARTC_COMPILE_OPTIONS adds options to every plan but the
+1-device reference (--recompute all: pipelines and replicas that compute
+activations again against the 1-device plan that keeps them).
 """
 import copy
 import inspect
@@ -92,6 +94,11 @@ def parse_config(token):
 
 CONFIGS = [parse_config(c) for c in
            os.environ.get("PARTC_CONFIGS", DEFAULT_CONFIGS).split(",")]
+# PARTC_COMPILE_OPTIONS: more partc compile options for every plan but the
+# 1-device reference (e.g. --recompute all, checked against keeping all).
+CONFIGS = [(label, devices, placement +
+            os.environ.get("PARTC_COMPILE_OPTIONS", "").split())
+           for label, devices, placement in CONFIGS]
 os.makedirs(WORK, exist_ok=True)
 warnings.filterwarnings("ignore")
 torch.set_num_threads(2)

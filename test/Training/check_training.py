@@ -741,7 +741,10 @@ def check_recompute(steps=10):
                       if line.startswith("step ")]
             fits = (f"fits {(re_t + kept_t) // 2} bytes with "
                     f"{auto['recomputed'].split(' ')[0]} recomputed")
-            if not auto["recomputed"] or auto_l != kept_l:
+            auto_err = max(abs(a - b) / max(abs(b), 1e-3)
+                           for a, b in zip(auto_l, kept_l))
+            if (not auto["recomputed"] or len(auto_l) != steps or
+                    auto_err > (1e-4 if "cuda" in RUN_OPTIONS else 0)):
                 fits = "FAILED to fit between: " + auto["recomputed"]
         loss_err = max(abs(a - b) / max(abs(b), 1e-3)
                        for a, b in zip(re_l, kept_l))
