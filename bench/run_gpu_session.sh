@@ -549,6 +549,12 @@ if [[ $what == *gpt2* ]]; then
     # the CUDA graph), as partc-run reports it; the loss is read each step.
     ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 21 2>&1 | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $2*$3*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    if [[ ${TRAIN_RECOMPUTE:-0} == 1 ]]; then
+      $B/partc compile $D/model.onnx -o $D/train-all.plan --batch $2 $TF --recompute all --explain 2>&1 | grep -E "arena|kept|   total|recomputed" | tee -a $OUT/train-$tag-partc.txt
+      $B/partc compile $D/model.onnx -o $D/train-none.plan --batch $2 $TF --recompute none --explain 2>&1 | grep -E "arena|kept|   total" | tee -a $OUT/train-$tag-partc.txt
+      ms=$(timeout 200 $B/partc-run $D/train-all.plan --backend cuda $IN --steps 21 2>&1 | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+      echo "{\"peer\": \"partc-tf32-recompute-all\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": ${ms:-0}}" | tee -a $OUT/train-$tag-partc.txt
+    fi
     timeout 120 $B/partc-run $D/train.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-profile.json 2>&1 | grep -v "^step" | head -8 | tee -a $OUT/train-$tag-partc.txt
     profile_by_op $OUT/train-$tag-profile.json 16 | tee -a $OUT/train-$tag-partc.txt
   done
