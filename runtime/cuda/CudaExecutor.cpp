@@ -46,6 +46,25 @@ LoadReport CudaExecutor::loadReport() const {
                   chains.compiled, chains.seconds * 1e3);
     r.details.push_back(buf);
   }
+  // What each device allocated at load, library workspaces included (the
+  // one part of a step's memory partc compile cannot know: cuDNN and
+  // cuBLASLt choose their algorithms here).
+  auto mib = [](double bytes) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / (1 << 20));
+    return std::string(text);
+  };
+  for (size_t d = 0; d < impl_->devices.size(); ++d) {
+    const auto &dev = impl_->devices[d];
+    const DeviceProgram &prog = impl_->plan->devices[d];
+    r.details.push_back(
+        "device " + std::to_string(d) + " (GPU " + std::to_string(dev.ctx.gpu) +
+        ") memory: weights " +
+        mib(dev.ownsWeights ? double(impl_->plan->weightBytes) : 0.0) +
+        ", state " + mib(double(prog.stateBytes)) + ", arena " +
+        mib(double(prog.arenaBytes)) + ", library workspace " +
+        mib(double(dev.ctx.workspaceBytes)));
+  }
   return r;
 }
 

@@ -332,7 +332,8 @@ void printStepMemory(const ::partc::runtime::Plan &plan) {
   if (devices == 0)
     return;
   llvm::outs() << "memory of a training step (library workspaces, chosen "
-                  "when the plan loads, not included):\n";
+                  "when the plan loads, not included: partc-run --summary "
+                  "prints them):\n";
   for (size_t d = 0; d < devices; ++d) {
     llvm::outs() << "  device " << d << "\n";
     double total = 0;
