@@ -482,7 +482,7 @@ fi
 if [[ $what == *training* ]]; then
   echo "== training"
   if [[ ${TRAIN_CHECKS:-1} == 1 ]]; then
-  t $B/partc-cuda-unittests --gtest_filter='*ChannelsLast*:*Training*:*BatchNorm*'
+  t $B/partc-cuda-unittests --gtest_filter='*ChannelsLast*:*Training*:*BatchNorm*:*LayerNorm*'
   # The training tests' models on the GPU, fp32 (no TF32), against the
   # float64 reference: gradients and 20 optimizer steps.
   timeout 150 python3 test/Training/check_training.py $B $W/tg gradients --backend cuda --precision fp32 2>&1 | tee $OUT/train-check.txt

@@ -448,6 +448,24 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   // the normalized dimensions: dx = r (g - mean(g) - x^ mean(g x^)).
   Location loc = getLoc();
   auto input = tensorType(getInput());
+  // A scale (and bias) of the normalized shape: one op with kernels of its
+  // own (two passes where the graph ops below take about fifteen).
+  ArrayRef<int64_t> normShape = input.getShape().drop_front(getAxis());
+  auto normalizedShape = [&](Value v) {
+    return tensorType(v).getShape() == normShape;
+  };
+  if (normalizedShape(getScale()) &&
+      (!getBias() || tensorType(getBias()) == tensorType(getScale()))) {
+    auto grads = LayerNormGradOp::create(b, loc, dy[0], getInput(), getScale(),
+                                         getAxis(), getEpsilon());
+    if (needed[0])
+      dx[0] = grads.getGradInput();
+    if (needed[1])
+      dx[1] = grads.getGradScale();
+    if (getBias() && needed[2])
+      dx[2] = grads.getGradBias();
+    return success();
+  }
   Type element = input.getElementType();
   SmallVector<int64_t> axes;
   for (int64_t d = getAxis(); d < input.getRank(); ++d)

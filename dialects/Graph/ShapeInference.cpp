@@ -594,6 +594,26 @@ INFER_SIGNATURE(LayerNormOp) {
   return inferNormalization(loc, operands, attrs, types);
 }
 
+INFER_SIGNATURE(LayerNormGradOp) {
+  if (failed(requireOperands(loc, operands, 3, 3)))
+    return failure();
+  auto grad = tensorOf(operands[0]), x = tensorOf(operands[1]),
+       scale = tensorOf(operands[2]);
+  if (grad != x)
+    return fail(loc, "gradient " + typeStr(grad) +
+                         " must have the input's type " + typeStr(x));
+  int64_t axis = intAttr(attrs, "axis", -1);
+  if (failed(normalizedAxis(loc, axis, x.getRank())))
+    return failure();
+  ArrayRef<int64_t> norm = x.getShape().drop_front(axis);
+  if (scale.getShape() != norm || scale.getElementType() != x.getElementType())
+    return fail(loc, "scale " + typeStr(scale) +
+                         " must have the normalized dimensions' shape " +
+                         shapeStr(norm) + " and the input's element type");
+  types.append({x, scale, scale});
+  return success();
+}
+
 INFER_SIGNATURE(RmsNormOp) {
   if (failed(requireOperands(loc, operands, 1, 2)))
     return failure();

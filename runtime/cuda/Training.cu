@@ -745,6 +745,171 @@ __global__ void dropoutKernel(const float *x, float *y, int64_t n,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Layer normalization's gradient. A pass over the rows computes each row's
+// statistics again (as layer_norm does), the input's gradient, and stores
+// the row's mean and 1/std; a pass over the columns sums the scale's and
+// bias's gradients over shares of the rows (as batch norm's channels-last
+// sums do), and a warp per column adds the shares.
+//===----------------------------------------------------------------------===//
+
+/// Rows of up to 32 x 4 x kLayerNormGradChunks elements, a multiple of
+/// 128: a warp per row holding x and dy in registers (16-byte loads), the
+/// statistics as layerNormRowsKernel computes them.
+constexpr int kLayerNormGradChunks = 8;
+__global__ void layerNormGradRowsKernel(const float *dy, const float *x,
+                                        const float *scale, float *dx,
+                                        float2 *rowStats, int64_t rows,
+                                        int64_t cols, float eps) {
+  int lane = threadIdx.x % 32;
+  int chunks = static_cast<int>(cols / 128);
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  const float4 *scale4 = reinterpret_cast<const float4 *>(scale);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
+    const float4 *gr = reinterpret_cast<const float4 *>(dy + r * cols);
+    float4 v[kLayerNormGradChunks], g[kLayerNormGradChunks];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormGradChunks; ++j)
+      if (j < chunks) {
+        v[j] = xr[j * 32 + lane];
+        sum += v[j].x + v[j].y + v[j].z + v[j].w;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols), sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormGradChunks; ++j)
+      if (j < chunks) {
+        v[j] = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean,
+                           v[j].w - mean);
+        sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z +
+              v[j].w * v[j].w;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
+    // v becomes x^ and g the gradient times the scale.
+    float sumG = 0.f, sumGx = 0.f;
+#pragma unroll
+    for (int j = 0; j < kLayerNormGradChunks; ++j)
+      if (j < chunks) {
+        float4 d = gr[j * 32 + lane], k = scale4[j * 32 + lane];
+        v[j] = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv,
+                           v[j].w * inv);
+        g[j] = make_float4(d.x * k.x, d.y * k.y, d.z * k.z, d.w * k.w);
+        sumG += g[j].x + g[j].y + g[j].z + g[j].w;
+        sumGx += g[j].x * v[j].x + g[j].y * v[j].y + g[j].z * v[j].z +
+                 g[j].w * v[j].w;
+      }
+    for (int o = 16; o > 0; o /= 2) {
+      sumG += __shfl_xor_sync(0xffffffffu, sumG, o);
+      sumGx += __shfl_xor_sync(0xffffffffu, sumGx, o);
+    }
+    float meanG = sumG / float(cols), meanGx = sumGx / float(cols);
+    float4 *dxr = reinterpret_cast<float4 *>(dx + r * cols);
+#pragma unroll
+    for (int j = 0; j < kLayerNormGradChunks; ++j)
+      if (j < chunks)
+        dxr[j * 32 + lane] =
+            make_float4(inv * (g[j].x - meanG - v[j].x * meanGx),
+                        inv * (g[j].y - meanG - v[j].y * meanGx),
+                        inv * (g[j].z - meanG - v[j].z * meanGx),
+                        inv * (g[j].w - meanG - v[j].w * meanGx));
+    if (lane == 0)
+      rowStats[r] = make_float2(mean, inv);
+  }
+}
+
+/// The same for any row length: a block per row, its sums in double.
+__global__ void layerNormGradKernel(const float *dy, const float *x,
+                                    const float *scale, float *dx,
+                                    float2 *rowStats, int64_t cols,
+                                    float eps) {
+  __shared__ double shared[3];
+  int64_t r = blockIdx.x;
+  const float *xr = x + r * cols, *gr = dy + r * cols;
+  auto everyone = [&](double v, int slot) {
+    v = blockSum(v);
+    if (threadIdx.x == 0)
+      shared[slot] = v;
+    __syncthreads();
+    return shared[slot];
+  };
+  double sum = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    sum += xr[i];
+  float mean = float(everyone(sum, 0) / double(cols));
+  double sq = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    sq += double(xr[i] - mean) * double(xr[i] - mean);
+  float inv = rsqrtf(float(everyone(sq, 1) / double(cols)) + eps);
+  double sumG = 0, sumGx = 0;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float g = gr[i] * scale[i];
+    sumG += g;
+    sumGx += double(g) * double((xr[i] - mean) * inv);
+  }
+  float meanG = float(everyone(sumG, 2) / double(cols));
+  float meanGx = float(everyone(sumGx, 0) / double(cols));
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    dx[r * cols + i] =
+        inv * (gr[i] * scale[i] - meanG - (xr[i] - mean) * inv * meanGx);
+  if (threadIdx.x == 0)
+    rowStats[r] = make_float2(mean, inv);
+}
+
+/// Sums of dy x^ and dy of 32 columns over a share of the rows, 8 rows at a
+/// time, as batchNormPartialLastKernel.
+__global__ void layerNormGradColumnsKernel(const float *dy, const float *x,
+                                           const float2 *rowStats,
+                                           double *partial, int64_t rows,
+                                           int64_t cols, int64_t shares) {
+  int64_t share = blockIdx.x,
+          col = int64_t(blockIdx.y) * kLastChannels + threadIdx.x;
+  int64_t first = share * rows / shares, last = (share + 1) * rows / shares;
+  double a = 0, b = 0;
+  if (col < cols) {
+#pragma unroll 4
+    for (int64_t r = first + threadIdx.y; r < last; r += kLastRows) {
+      float2 st = rowStats[r];
+      float d = dy[r * cols + col];
+      a += d * ((x[r * cols + col] - st.x) * st.y);
+      b += d;
+    }
+  }
+  __shared__ double sums[2][kLastRows][kLastChannels];
+  sums[0][threadIdx.y][threadIdx.x] = a;
+  sums[1][threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols)
+    return;
+  for (int row = 1; row < kLastRows; ++row) {
+    a += sums[0][row][threadIdx.x];
+    b += sums[1][row][threadIdx.x];
+  }
+  partial[(col * shares + share) * 2] = a;
+  partial[(col * shares + share) * 2 + 1] = b;
+}
+
+__global__ void layerNormGradFinishKernel(const double *partial, float *dscale,
+                                          float *dbias, ChannelShape s,
+                                          int64_t shares) {
+  int64_t col;
+  double a, b;
+  if (!channelSums(partial, s, shares, col, a, b) || threadIdx.x % 32 != 0)
+    return;
+  dscale[col] = float(a);
+  dbias[col] = float(b);
+}
+
+/// Row shares of the column pass: about 1024 blocks, as batch norm's.
+int64_t layerNormGradShares(int64_t rows, int64_t cols) {
+  return batchShares(ChannelShape{1, cols, rows, true});
+}
+
 } // namespace
 
 size_t poolGradScratchBytes(const PoolParams &p) {
@@ -851,6 +1016,43 @@ cudaError_t launchBatchNormGrad(const float *dy, const float *x,
       sums.shares, eps);
   return launchBatchNormApply({x, dy, mean, sums.coef, nullptr, false, mask},
                               dx, shape, s);
+}
+
+size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
+  return size_t(cols) * size_t(layerNormGradShares(rows, cols)) * 2 *
+             sizeof(double) +
+         size_t(rows) * sizeof(float2);
+}
+
+cudaError_t launchLayerNormGrad(const float *dy, const float *x,
+                                const float *scale, float *dx, float *dscale,
+                                float *dbias, int64_t rows, int64_t cols,
+                                double eps, void *scratch, cudaStream_t s) {
+  if (cols == 0)
+    return cudaSuccess;
+  int64_t shares = layerNormGradShares(rows, cols);
+  double *partial = static_cast<double *>(scratch);
+  auto *rowStats = reinterpret_cast<float2 *>(partial + cols * shares * 2);
+  if (rows > 0) {
+    bool rowsFit = cols % 128 == 0 && cols <= 128 * kLayerNormGradChunks &&
+                   aligned16(dy) && aligned16(x) && aligned16(scale) &&
+                   aligned16(dx);
+    if (rowsFit)
+      layerNormGradRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+          dy, x, scale, dx, rowStats, rows, cols, float(eps));
+    else
+      layerNormGradKernel<<<unsigned(rows), kThreads, 0, s>>>(
+          dy, x, scale, dx, rowStats, cols, float(eps));
+  }
+  dim3 grid(unsigned(shares), unsigned((cols + kLastChannels - 1) /
+                                       kLastChannels)),
+      block(kLastChannels, kLastRows);
+  layerNormGradColumnsKernel<<<grid, block, 0, s>>>(dy, x, rowStats, partial,
+                                                    rows, cols, shares);
+  ChannelShape columns{1, cols, rows, true};
+  layerNormGradFinishKernel<<<finishBlocks(columns), kFinishWarps * 32, 0,
+                              s>>>(partial, dscale, dbias, columns, shares);
+  return cudaGetLastError();
 }
 
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,

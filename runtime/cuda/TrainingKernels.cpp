@@ -305,6 +305,32 @@ GpuFactory batchNormFactory(bool gradient) {
   };
 }
 
+/// layer_norm_grad (dy, x, scale) -> (dx, dscale, dbias); the column sums
+/// and row statistics in the shared workspace.
+class LayerNormGradGpuKernel : public GpuKernel {
+public:
+  LayerNormGradGpuKernel(int64_t rows, int64_t cols, double eps)
+      : rows_(rows), cols_(cols), eps_(eps) {}
+
+  size_t workspaceBytes() const override {
+    return layerNormGradScratchBytes(rows_, cols_);
+  }
+
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchLayerNormGrad(in[0].as<float>(), in[1].as<float>(),
+                                          in[2].as<float>(), out[0].as<float>(),
+                                          out[1].as<float>(),
+                                          out[2].as<float>(), rows_, cols_,
+                                          eps_, ctx.workspace, ctx.stream),
+                      "layer norm gradient");
+  }
+
+private:
+  int64_t rows_, cols_;
+  double eps_;
+};
+
 //===----------------------------------------------------------------------===//
 // Cross-entropy: labels out of range are reported after the run.
 //===----------------------------------------------------------------------===//
@@ -392,6 +418,22 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
                              momentum, count, ctx.stream),
           "running statistics");
     });
+    return Status();
+  };
+  t["layer_norm_grad"] = [](const KernelArgs &a, DeviceContext &,
+                            std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &x = a.inputs[1].shape;
+    int64_t axis = a.attrs.getInt("axis");
+    if (axis < 0 || axis > static_cast<int64_t>(x.size()))
+      return Status::error("axis " + std::to_string(axis) + " out of range");
+    int64_t cols = 1;
+    for (size_t d = static_cast<size_t>(axis); d < x.size(); ++d)
+      cols *= x[d];
+    int64_t rows = cols ? a.inputs[1].numElements() / cols : 0;
+    k = std::make_unique<LayerNormGradGpuKernel>(rows, cols,
+                                                 a.attrs.getFloat("epsilon"));
     return Status();
   };
   t["softmax_cross_entropy"] = crossEntropyFactory(false);

@@ -27,8 +27,7 @@ size_t poolGradScratchBytes(const PoolParams &p);
 /// Max (first maximum) or average pooling's input gradient, every element
 /// of `dx` written (gathered, so the same at every run).
 cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
-                           void *scratch, const PoolParams &p,
-                           cudaStream_t s);
+                           void *scratch, const PoolParams &p, cudaStream_t s);
 /// Scratch (device memory) the two batch-norm launchers need.
 size_t batchNormScratchBytes(const ChannelShape &shape);
 /// Batch statistics (mean, biased variance) and the normalized output,
@@ -46,6 +45,14 @@ cudaError_t launchBatchNormGrad(const float *dy, const float *x,
                                 float *dx, float *dscale, float *dbias,
                                 ChannelShape shape, double eps, void *scratch,
                                 cudaStream_t s);
+/// Scratch launchLayerNormGrad needs: column partial sums and each row's
+/// mean and 1/std.
+size_t layerNormGradScratchBytes(int64_t rows, int64_t cols);
+/// layer_norm_grad over `rows` rows of `cols` elements, scale of `cols`.
+cudaError_t launchLayerNormGrad(const float *dy, const float *x,
+                                const float *scale, float *dx, float *dscale,
+                                float *dbias, int64_t rows, int64_t cols,
+                                double eps, void *scratch, cudaStream_t s);
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,
                                int64_t channels, double momentum, int64_t count,

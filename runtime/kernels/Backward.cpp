@@ -6,6 +6,7 @@
 // drift from the GPU's.
 //
 //===----------------------------------------------------------------------===//
+#include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/Im2Col.h"
 #include "runtime/kernels/KernelRegistry.h"
 
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 namespace partc::runtime {
 
@@ -419,6 +422,70 @@ private:
   int64_t count_;
 };
 
+/// layer_norm_grad (dy, x, scale) -> (dx, dscale, dbias) over rows of
+/// `cols` elements, in double: the statistics as the layer_norm kernel
+/// computes them, then the three gradients.
+class LayerNormGradKernel : public Kernel {
+public:
+  LayerNormGradKernel(int64_t rows, int64_t cols, double eps)
+      : rows_(rows), cols_(cols), eps_(eps) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    bool ok = dispatchType(in[1].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T>)
+        compute(in[0].as<T>(), in[1].as<T>(), in[2].as<T>(), out[0].as<T>(),
+                out[1].as<T>(), out[2].as<T>());
+    });
+    if (!ok)
+      return Status::error("unsupported type " + in[1].type.str());
+    return Status();
+  }
+
+private:
+  template <typename T>
+  void compute(const T *dy, const T *x, const T *scale, T *dx, T *dscale,
+               T *dbias) const {
+    std::vector<double> sumScale(cols_, 0.0), sumBias(cols_, 0.0),
+        normalized(cols_);
+    double n = static_cast<double>(cols_);
+    for (int64_t r = 0; r < rows_; ++r) {
+      const T *xr = x + r * cols_, *dyr = dy + r * cols_;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < cols_; ++i)
+        mean += xr[i];
+      mean /= n;
+      for (int64_t i = 0; i < cols_; ++i)
+        var += (xr[i] - mean) * (xr[i] - mean);
+      double inv = 1.0 / std::sqrt(var / n + eps_);
+      double meanG = 0, meanGx = 0;
+      for (int64_t i = 0; i < cols_; ++i) {
+        normalized[i] = (xr[i] - mean) * inv;
+        double g = double(dyr[i]) * double(scale[i]);
+        meanG += g;
+        meanGx += g * normalized[i];
+        sumScale[i] += double(dyr[i]) * normalized[i];
+        sumBias[i] += dyr[i];
+      }
+      meanG /= n;
+      meanGx /= n;
+      T *dxr = dx + r * cols_;
+      for (int64_t i = 0; i < cols_; ++i) {
+        double g = double(dyr[i]) * double(scale[i]);
+        dxr[i] = static_cast<T>(inv * (g - meanG - normalized[i] * meanGx));
+      }
+    }
+    for (int64_t i = 0; i < cols_; ++i) {
+      dscale[i] = static_cast<T>(sumScale[i]);
+      dbias[i] = static_cast<T>(sumBias[i]);
+    }
+  }
+
+  int64_t rows_, cols_;
+  double eps_;
+};
+
 /// `x` [N, C, ...] and `perChannel` operands of C floats each.
 Status makeChannelLayout(const KernelArgs &a, const TensorType &x,
                          ChannelLayout &l) {
@@ -530,6 +597,29 @@ void registerBackwardKernels(KernelTable &t) {
             l, a.attrs.getFloat("epsilon"), relu);
         return Status();
       });
+  t["layer_norm_grad"] = [](const KernelArgs &a,
+                            std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
+    const TensorType &x = a.inputs[1];
+    if (!isFloatType(x.dtype) || a.inputs[0] != x || a.outputs[0] != x)
+      return Status::error("gradients " + a.inputs[0].str() + " and " +
+                           a.outputs[0].str() + " must have the input's type " +
+                           x.str() + " (floats)");
+    int64_t axis = a.attrs.getInt("axis");
+    if (axis < 0 || axis > static_cast<int64_t>(x.shape.size()))
+      return Status::error("axis " + std::to_string(axis) + " out of range");
+    Shape norm(x.shape.begin() + axis, x.shape.end());
+    for (const TensorType *p : {&a.inputs[2], &a.outputs[1], &a.outputs[2]})
+      if (p->shape != norm || p->dtype != x.dtype)
+        return Status::error("scale and parameter gradients " + p->str() +
+                             " must have the normalized shape " +
+                             shapeToString(norm));
+    int64_t cols = numElements(norm);
+    int64_t rows = cols ? x.numElements() / cols : 0;
+    k = std::make_unique<LayerNormGradKernel>(rows, cols,
+                                              a.attrs.getFloat("epsilon"));
+    return Status();
+  };
   t["update_running_stats"] = [](const KernelArgs &a,
                                  std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 4, 4, 2));

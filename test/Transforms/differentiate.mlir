@@ -112,8 +112,9 @@ func.func @main(%ids: tensor<2x3xi64> {graph.name = "ids"}) -> (tensor<2x3x4xf32
 
 // -----
 
-// Tests layer norm's gradient in graph ops: scale and bias summed over the
-// leading dimensions, the input's through the normalized values.
+// Tests layer norm's gradient with a scale and bias of the normalized
+// shape: one graph.layer_norm_grad gives the input's, the scale's and the
+// bias's gradients.
 // CHECK-LABEL: func @main(%{{.*}}: tensor<2x3x4xf32>
 func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> {graph.name = "y"}) {
   %g = graph.constant {graph.initializer = "g", value = dense<1.5> : tensor<4xf32>} : () -> tensor<4xf32>
@@ -121,10 +122,31 @@ func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> 
   %k = graph.constant {graph.initializer = "k", value = dense<2.0> : tensor<2x3x4xf32>} : () -> tensor<2x3x4xf32>
   %s = graph.mul %x, %k : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
   %y = graph.layer_norm %s, %g, %b {axis = 2 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
-  // CHECK: graph.reduce_mean %{{.*}} {axes = array<i64: 2>}
-  // CHECK: %[[XHAT:.*]] = graph.mul %{{.*}}, %[[RSTD:.*]] : (tensor<2x3x4xf32>, tensor<2x3x1xf32>)
+  // CHECK: %[[S:.*]] = graph.mul %arg0, %[[K:.*]] :
+  // CHECK: %[[DX:.*]], %[[DG:.*]], %[[DB:.*]] = graph.layer_norm_grad %{{.*}}, %[[S]], %{{.*}} {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<4xf32>) -> (tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK-NOT: graph.reduce_mean
+  // CHECK: %[[DK:.*]] = graph.mul %[[DX]], %arg0
+  // CHECK: return %{{.*}}, %[[DG]], %[[DB]], %[[DK]] :
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
+// Tests layer norm's gradient in graph ops where the scale only broadcasts
+// to the normalized dimensions: scale and bias summed over the leading
+// dimensions, the input's through the normalized values.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x3x4xf32>
+func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.5> : tensor<1x4xf32>} : () -> tensor<1x4xf32>
+  %b = graph.constant {graph.initializer = "b", value = dense<0.5> : tensor<4xf32>} : () -> tensor<4xf32>
+  %k = graph.constant {graph.initializer = "k", value = dense<2.0> : tensor<2x3x4xf32>} : () -> tensor<2x3x4xf32>
+  %s = graph.mul %x, %k : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %y = graph.layer_norm %s, %g, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x3x4xf32>, tensor<1x4xf32>, tensor<4xf32>) -> tensor<2x3x4xf32>
+  // CHECK-NOT: graph.layer_norm_grad
+  // CHECK: graph.reduce_mean %{{.*}} {axes = array<i64: 1, 2>}
+  // CHECK: %[[XHAT:.*]] = graph.mul %{{.*}}, %[[RSTD:.*]] : (tensor<2x3x4xf32>, tensor<2x1x1xf32>)
   // CHECK: %[[DS:.*]] = graph.mul %[[DY:.*]], %[[XHAT]]
-  // CHECK: %[[DG:.*]] = graph.reshape %{{.*}} -> tensor<4xf32>
+  // CHECK: %[[DG:.*]] = graph.reshape %{{.*}} -> tensor<1x4xf32>
   // CHECK: return %{{.*}}, %[[DG]], %{{.*}}, %{{.*}} :
   return %y : tensor<2x3x4xf32>
 }

@@ -861,3 +861,23 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
                                {f32({1, 4, 4, 4}), f32({1, 6, 6, 4})},
                                {f32({1, 6, 6, 4})});
 }
+
+// Layer norm's gradient: a warp per row where rows are a multiple of 128
+// floats up to 1024 (GPT-2's 768 and 1024), a block per row otherwise;
+// the scale's and bias's gradients summed over shares of the rows. (The
+// helper's channels_last attribute means nothing to this kernel.)
+TEST(GpuKernels, LayerNormGradMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  auto f32 = [](Shape s) { return TensorType{DType::F32, std::move(s)}; };
+  AttrMap attrs;
+  attrs.set("epsilon", AttrValue::ofFloats({1e-5}));
+  for (Shape x :
+       {Shape{37, 768}, Shape{2, 19, 1024}, Shape{3, 5, 100}, Shape{6, 2048}}) {
+    attrs.set("axis", AttrValue::ofInts({static_cast<int64_t>(x.size()) - 1}));
+    Shape norm{x.back()};
+    expectChannelsLastMatchesCpu("layer_norm_grad", attrs,
+                                 {f32(x), f32(x), f32(norm)},
+                                 {f32(x), f32(norm), f32(norm)});
+  }
+}

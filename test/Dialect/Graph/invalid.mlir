@@ -330,3 +330,14 @@ func.func @cum_sum_negative_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
   %0 = graph.cum_sum %x {axis = -1 : i64} : (tensor<2x3xf32>) -> tensor<2x3xf32>
   return %0 : tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that layer norm's gradient needs a scale of the normalized shape
+// (the gradient rule falls back to graph ops for other scales).
+func.func @layer_norm_grad_scale(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %s: tensor<1x4xf32>) {
+  // expected-error@+2 {{scale tensor<1x4xf32> must have the normalized dimensions' shape [4] and the input's element type}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<1x4xf32>) -> (tensor<2x3x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>)
+  return
+}
