@@ -195,16 +195,8 @@ LogicalResult Replicator::findStages() {
              << " on the forward graph before partc-prepare-training";
     stage_[&op] = *stage;
   }
-  // The forward ops are those the loss (result 0) is computed from; the
-  // rest of a micro-batch's ops work back from it.
-  SmallVector<Value> work{returnOp.getOperand(0)};
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || isa<graph::ConstantOp, graph::VariableOp>(def) ||
-        !forward_.insert(def).second)
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
+  // The rest of a micro-batch's ops work back from the forward ones.
+  collectForwardOps(returnOp.getOperand(0), forward_);
   return success();
 }
 

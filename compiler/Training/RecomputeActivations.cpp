@@ -12,6 +12,7 @@
 #include "compiler/CostModel/OpCost.h"
 #include "compiler/CostModel/Topology.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphDialect.h"
 #include "dialects/Graph/GraphOps.h"
@@ -104,16 +105,8 @@ bool Recomputer::analyze() {
   for (auto [i, op] : llvm::enumerate(body))
     position_[&op] = i;
   lossAt_ = position_.lookup(loss);
-  // The forward ops, as partc-replicate-training counts them: those the
-  // loss is computed from.
-  SmallVector<Value> work{ret.getOperand(0)};
-  while (!work.empty()) {
-    Operation *def = work.pop_back_val().getDefiningOp();
-    if (!def || isa<graph::ConstantOp, graph::VariableOp>(def) ||
-        !forward_.insert(def).second)
-      continue;
-    llvm::append_range(work, def->getOperands());
-  }
+  // The forward ops, as partc-replicate-training counts them.
+  collectForwardOps(ret.getOperand(0), forward_);
   for (Operation &op : body) {
     if (!forward_.contains(&op))
       continue;

@@ -265,4 +265,15 @@ std::string formatBytes(double bytes) {
   return text;
 }
 
+void collectForwardOps(Value loss, llvm::DenseSet<Operation *> &forward) {
+  SmallVector<Value> work{loss};
+  while (!work.empty()) {
+    Operation *def = work.pop_back_val().getDefiningOp();
+    if (!def || isa<graph::ConstantOp, graph::VariableOp>(def) ||
+        !forward.insert(def).second)
+      continue;
+    llvm::append_range(work, def->getOperands());
+  }
+}
+
 } // namespace mlir::partc

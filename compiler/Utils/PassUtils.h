@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <optional>
 #include <string>
@@ -45,6 +46,11 @@ LogicalResult reinferTypes(Operation *op);
 /// `bytes` in the largest binary unit that leaves at least 1 ("1.50 KiB",
 /// "16 B"), for diagnostics and --explain.
 std::string formatBytes(double bytes);
+
+/// A training step's forward ops: those the loss (`loss`, the return's
+/// first operand) is computed from, constants and variables aside; the
+/// rest of the step works back from them.
+void collectForwardOps(Value loss, llvm::DenseSet<Operation *> &forward);
 
 /// The value of a one-element f32 graph.constant, if `v` is one.
 std::optional<double> scalarF32Constant(Value v);

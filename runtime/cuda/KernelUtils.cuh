@@ -115,6 +115,35 @@ __device__ inline float maybeRelu(float x, bool relu) {
   return relu && x < 0.f ? 0.f : x;
 }
 
+/// A row's mean and 1 / sqrt(variance + eps) by one warp, from the row's
+/// first `chunks` float4s of `v` (lane l holds elements 4 (32 j + l) to
+/// 4 (32 j + l) + 3 in v[j]); the variance about the mean. Layer norm's
+/// forward and backward kernels share it, so both see the same numbers.
+template <int MaxChunks>
+__device__ inline void warpRowStatistics(const float4 (&v)[MaxChunks],
+                                         int chunks, int64_t cols, float eps,
+                                         float &mean, float &inv) {
+  float sum = 0.f;
+#pragma unroll
+  for (int j = 0; j < MaxChunks; ++j)
+    if (j < chunks)
+      sum += v[j].x + v[j].y + v[j].z + v[j].w;
+  for (int o = 16; o > 0; o /= 2)
+    sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  mean = sum / float(cols);
+  float sq = 0.f;
+#pragma unroll
+  for (int j = 0; j < MaxChunks; ++j)
+    if (j < chunks) {
+      float a = v[j].x - mean, b = v[j].y - mean, c = v[j].z - mean,
+            d = v[j].w - mean;
+      sq += a * a + b * b + c * c + d * d;
+    }
+  for (int o = 16; o > 0; o /= 2)
+    sq += __shfl_xor_sync(0xffffffffu, sq, o);
+  inv = rsqrtf(sq / float(cols) + eps);
+}
+
 inline bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }

@@ -371,26 +371,12 @@ __global__ void layerNormRowsKernel(const float *x, const float *scale,
     const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
     float4 *yr = reinterpret_cast<float4 *>(y + r * cols);
     float4 v[kLayerNormChunks];
-    float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kLayerNormChunks; ++j)
-      if (j < chunks) {
+      if (j < chunks)
         v[j] = xr[j * 32 + lane];
-        sum += v[j].x + v[j].y + v[j].z + v[j].w;
-      }
-    for (int o = 16; o > 0; o /= 2)
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    float mean = sum / float(cols), sq = 0.f;
-#pragma unroll
-    for (int j = 0; j < kLayerNormChunks; ++j)
-      if (j < chunks) {
-        float a = v[j].x - mean, b = v[j].y - mean, c = v[j].z - mean,
-              d = v[j].w - mean;
-        sq += a * a + b * b + c * c + d * d;
-      }
-    for (int o = 16; o > 0; o /= 2)
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-    float inv = rsqrtf(sq / float(cols) + eps);
+    float mean, inv;
+    warpRowStatistics(v, chunks, cols, eps, mean, inv);
 #pragma unroll
     for (int j = 0; j < kLayerNormChunks; ++j)
       if (j < chunks) {

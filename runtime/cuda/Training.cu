@@ -770,35 +770,21 @@ __global__ void layerNormGradRowsKernel(const float *dy, const float *x,
     const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
     const float4 *gr = reinterpret_cast<const float4 *>(dy + r * cols);
     float4 v[kLayerNormGradChunks], g[kLayerNormGradChunks];
-    float sum = 0.f;
 #pragma unroll
     for (int j = 0; j < kLayerNormGradChunks; ++j)
-      if (j < chunks) {
+      if (j < chunks)
         v[j] = xr[j * 32 + lane];
-        sum += v[j].x + v[j].y + v[j].z + v[j].w;
-      }
-    for (int o = 16; o > 0; o /= 2)
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    float mean = sum / float(cols), sq = 0.f;
-#pragma unroll
-    for (int j = 0; j < kLayerNormGradChunks; ++j)
-      if (j < chunks) {
-        v[j] = make_float4(v[j].x - mean, v[j].y - mean, v[j].z - mean,
-                           v[j].w - mean);
-        sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z +
-              v[j].w * v[j].w;
-      }
-    for (int o = 16; o > 0; o /= 2)
-      sq += __shfl_xor_sync(0xffffffffu, sq, o);
-    float inv = rsqrtf(sq / float(cols) + eps);
+    // The forward kernel's statistics, bit for bit.
+    float mean, inv;
+    warpRowStatistics(v, chunks, cols, eps, mean, inv);
     // v becomes x^ and g the gradient times the scale.
     float sumG = 0.f, sumGx = 0.f;
 #pragma unroll
     for (int j = 0; j < kLayerNormGradChunks; ++j)
       if (j < chunks) {
         float4 d = gr[j * 32 + lane], k = scale4[j * 32 + lane];
-        v[j] = make_float4(v[j].x * inv, v[j].y * inv, v[j].z * inv,
-                           v[j].w * inv);
+        v[j] = make_float4((v[j].x - mean) * inv, (v[j].y - mean) * inv,
+                           (v[j].z - mean) * inv, (v[j].w - mean) * inv);
         g[j] = make_float4(d.x * k.x, d.y * k.y, d.z * k.z, d.w * k.w);
         sumG += g[j].x + g[j].y + g[j].z + g[j].w;
         sumGx += g[j].x * v[j].x + g[j].y * v[j].y + g[j].z * v[j].z +
@@ -826,8 +812,7 @@ __global__ void layerNormGradRowsKernel(const float *dy, const float *x,
 /// The same for any row length: a block per row, its sums in double.
 __global__ void layerNormGradKernel(const float *dy, const float *x,
                                     const float *scale, float *dx,
-                                    float2 *rowStats, int64_t cols,
-                                    float eps) {
+                                    float2 *rowStats, int64_t cols, float eps) {
   __shared__ double shared[3];
   int64_t r = blockIdx.x;
   const float *xr = x + r * cols, *gr = dy + r * cols;
@@ -1044,14 +1029,14 @@ cudaError_t launchLayerNormGrad(const float *dy, const float *x,
       layerNormGradKernel<<<unsigned(rows), kThreads, 0, s>>>(
           dy, x, scale, dx, rowStats, cols, float(eps));
   }
-  dim3 grid(unsigned(shares), unsigned((cols + kLastChannels - 1) /
-                                       kLastChannels)),
+  dim3 grid(unsigned(shares),
+            unsigned((cols + kLastChannels - 1) / kLastChannels)),
       block(kLastChannels, kLastRows);
   layerNormGradColumnsKernel<<<grid, block, 0, s>>>(dy, x, rowStats, partial,
                                                     rows, cols, shares);
   ChannelShape columns{1, cols, rows, true};
-  layerNormGradFinishKernel<<<finishBlocks(columns), kFinishWarps * 32, 0,
-                              s>>>(partial, dscale, dbias, columns, shares);
+  layerNormGradFinishKernel<<<finishBlocks(columns), kFinishWarps * 32, 0, s>>>(
+      partial, dscale, dbias, columns, shares);
   return cudaGetLastError();
 }
 

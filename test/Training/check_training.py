@@ -628,6 +628,37 @@ def check_data(batch=8, batches=4, epochs=3, seed=11):
            + "".join(f"; {p}" for p in problems))
 
 
+def float32_case(name, nodes, inputs, out_shape, params, loss, opt):
+    """A training case as float32 files: the model's path, partc-run's
+    input options and partc compile's optimizer options."""
+    path, _ = make_model(name, nodes, list(inputs.items()), out_shape,
+                         params, np.float32)
+    labels = labels_for(loss, out_shape, np.float32)
+    feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
+    return path, input_args(name, feeds, labels), optimizer_flags(opt)
+
+
+def optimizer_flags(opt):
+    """partc compile's optimizer options for a training case's `opt`."""
+    flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
+    if opt.get("momentum"):
+        flags += ["--momentum", str(opt["momentum"])]
+    if "weight_decay" in opt:
+        flags += ["--weight-decay", str(opt["weight_decay"])]
+    return flags
+
+
+def run_steps(plan, args, steps, state, extra=()):
+    """`steps` steps of `plan`: every step's loss and the saved states."""
+    out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS, *extra,
+              "--steps", str(steps), "--save-state", state, "--quiet")
+    losses = [float(line.split()[3]) for line in out.splitlines()
+              if line.startswith("step ")]
+    states = {f: np.load(os.path.join(state, f))
+              for f in sorted(os.listdir(state)) if f.endswith(".npy")}
+    return losses, states
+
+
 def check_layouts(steps=10):
     """The training cases with convolutions, pooling or batch norm, trained
     channels last (the default) and in the model's layout (--layout nchw):
@@ -637,29 +668,15 @@ def check_layouts(steps=10):
         if not window_ops & {n.op_type for n in nodes}:
             continue
         opt.pop("seed", None)
-        path, _ = make_model(name, nodes, list(inputs.items()), out_shape,
-                             params, np.float32)
-        labels = labels_for(loss, out_shape, np.float32)
-        feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
-        args = input_args(name, feeds, labels)
-        flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
-        if opt.get("momentum"):
-            flags += ["--momentum", str(opt["momentum"])]
-        if "weight_decay" in opt:
-            flags += ["--weight-decay", str(opt["weight_decay"])]
+        path, args, flags = float32_case(name, nodes, inputs, out_shape,
+                                         params, loss, opt)
         results = {}
         for layout in ("nhwc", "nchw"):
             plan = os.path.join(WORK, f"{name}_{layout}.plan")
             state = os.path.join(WORK, f"{name}_{layout}_state")
             run(f"{BIN}/partc", "compile", path, "-o", plan, "--train",
                 "--loss", loss, *flags, "--layout", layout, "--quiet")
-            out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
-                      "--steps", str(steps), "--save-state", state, "--quiet")
-            losses = [float(line.split()[3]) for line in out.splitlines()
-                      if line.startswith("step ")]
-            states = {f: np.load(os.path.join(state, f))
-                      for f in sorted(os.listdir(state)) if f.endswith(".npy")}
-            results[layout] = (losses, states)
+            results[layout] = run_steps(plan, args, steps, state)
         (last_l, last_s), (first_l, first_s) = results["nhwc"], results["nchw"]
         loss_err = max(abs(a - b) / max(abs(b), 1e-3)
                        for a, b in zip(last_l, first_l))
@@ -689,16 +706,8 @@ def check_recompute(steps=10):
     for name, nodes, inputs, out_shape, params, loss, opt in training_cases():
         seed = opt.pop("seed", None)
         seed_args = ["--seed", str(seed)] if seed is not None else []
-        path, _ = make_model(name, nodes, list(inputs.items()), out_shape,
-                             params, np.float32)
-        labels = labels_for(loss, out_shape, np.float32)
-        feeds = {k: v.astype(np.float32) for k, v in inputs.items()}
-        args = input_args(name, feeds, labels)
-        flags = ["--optimizer", opt["kind"], "--lr", str(opt["lr"])]
-        if opt.get("momentum"):
-            flags += ["--momentum", str(opt["momentum"])]
-        if "weight_decay" in opt:
-            flags += ["--weight-decay", str(opt["weight_decay"])]
+        path, args, flags = float32_case(name, nodes, inputs, out_shape,
+                                         params, loss, opt)
         results = {}
         for mode in ("none", "all"):
             plan = os.path.join(WORK, f"{name}_recompute_{mode}.plan")
@@ -707,13 +716,7 @@ def check_recompute(steps=10):
                 f"{BIN}/partc", "compile", path, "-o", plan, "--train",
                 "--loss", loss, *flags, "--recompute", mode,
                 "--explain=json"))["training"]
-            out = run(f"{BIN}/partc-run", plan, *args, *RUN_OPTIONS,
-                      *seed_args, "--steps", str(steps), "--save-state",
-                      state, "--quiet")
-            losses = [float(line.split()[3]) for line in out.splitlines()
-                      if line.startswith("step ")]
-            states = {f: np.load(os.path.join(state, f))
-                      for f in sorted(os.listdir(state)) if f.endswith(".npy")}
+            losses, states = run_steps(plan, args, steps, state, seed_args)
             memory = explain["memory_bytes"][0]
             total = sum(memory[k] for k in ("parameters", "optimizer_state",
                                             "other_state", "constants",
