@@ -75,7 +75,7 @@ public:
 private:
   std::optional<Candidate> candidateFor(Value v) const;
   bool addToChain(Value v, Candidate &c, llvm::DenseSet<Operation *> &seen,
-                  bool root) const;
+                  int depth) const;
   bool isBackwardUser(Operation *user) const {
     return !forward_.contains(user) && position_.lookup(user) > lossAt_;
   }
@@ -139,10 +139,11 @@ bool Recomputer::analyze() {
 /// computed again.
 bool Recomputer::addToChain(Value v, Candidate &c,
                             llvm::DenseSet<Operation *> &seen,
-                            bool root) const {
+                            int depth) const {
   Operation *def = v.getDefiningOp();
   if (!def || !forward_.contains(def))
     return true;
+  bool root = depth == 0;
   if (!root && keptSet_.contains(v)) {
     // Computing it again too would keep its own sources instead.
     if (recomputed_.contains(v))
@@ -155,8 +156,12 @@ bool Recomputer::addToChain(Value v, Candidate &c,
   if (!isPure(def) || def->getNumRegions() != 0 ||
       !isa<graph::GraphDialect>(def->getDialect()))
     return false;
+  // Deeper than the longest chain: give up before walking further (a
+  // long run of values nobody keeps would otherwise recurse through it).
+  if (depth >= int(kMostChainOps))
+    return false;
   for (Value operand : def->getOperands())
-    if (!addToChain(operand, c, seen, /*root=*/false))
+    if (!addToChain(operand, c, seen, depth + 1))
       return false;
   if (!seen.insert(def).second)
     return true;
@@ -171,7 +176,7 @@ std::optional<Candidate> Recomputer::candidateFor(Value v) const {
   c.value = v;
   c.bytes = bytesOf(v);
   llvm::DenseSet<Operation *> seen;
-  if (c.bytes == 0 || !addToChain(v, c, seen, /*root=*/true))
+  if (c.bytes == 0 || !addToChain(v, c, seen, /*depth=*/0))
     return std::nullopt;
   // A small result of a large op (a batch norm's statistics) costs the
   // whole op for few bytes.
