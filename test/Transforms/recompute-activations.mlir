@@ -101,3 +101,60 @@ func.func @main(%x: tensor<4096x1024xf32>, %labels: tensor<4096x16xf32>) -> (ten
   graph.sgd_update %w2, %dw2 {lr = 0.1 : f64} : tensor<1024x16xf32>, tensor<1024x16xf32>
   return %loss, %g : tensor<f32>, tensor<4096x1024xf32>
 }
+
+// -----
+
+// Tests the chain bound: Tanh's output, kept for its gradient, comes from
+// the input through seven ops nobody keeps (a scale and six negations), too
+// long a chain to compute again, so nothing is recomputed; the walk stops
+// at the bound instead of climbing the whole run.
+// CHECK: partc.recomputed = {bytes = 0 : i64, seconds = 0.000000e+00 : f64, values = 0 : i64}
+// CHECK-LABEL: func @main
+// CHECK: graph.reduce_mean
+// CHECK-NOT: graph.tanh %
+// CHECK: return
+func.func @main(%x: tensor<256x256xf32>) -> tensor<f32> {
+  %w = graph.variable {name = "w", role = "parameter", value = dense<0.5> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %half = graph.constant {value = dense<5.0e-1> : tensor<f32>} : () -> tensor<f32>
+  %m = graph.mul %x, %w : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n1 = graph.neg %m : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n2 = graph.neg %n1 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n3 = graph.neg %n2 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n4 = graph.neg %n3 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n5 = graph.neg %n4 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n6 = graph.neg %n5 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %t = graph.tanh %n6 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %loss = graph.reduce_mean %t {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<256x256xf32>) -> tensor<f32>
+  %dt = graph.expand %half {shape = array<i64: 256, 256>} : (tensor<f32>) -> tensor<256x256xf32>
+  %dn6 = graph.tanh_grad %dt, %t : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %dw = graph.mul %dn6, %x : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  graph.sgd_update %w, %dw {lr = 0.1 : f64} : tensor<256x256xf32>, tensor<256x256xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tests the same with two negations: Tanh's output is computed again
+// through its four ops from the input and the parameter.
+// CHECK: partc.recomputed = {bytes = 262144 : i64, seconds = {{.*}} : f64, values = 1 : i64}
+// CHECK-LABEL: func @main
+// CHECK: graph.reduce_mean
+// CHECK: graph.mul %arg0
+// CHECK-NEXT: graph.neg
+// CHECK-NEXT: graph.neg
+// CHECK-NEXT: %[[T2:.*]] = graph.tanh
+// CHECK-NEXT: graph.tanh_grad %{{.*}}, %[[T2]]
+func.func @main(%x: tensor<256x256xf32>) -> tensor<f32> {
+  %w = graph.variable {name = "w", role = "parameter", value = dense<0.5> : tensor<256x256xf32>} : tensor<256x256xf32>
+  %half = graph.constant {value = dense<5.0e-1> : tensor<f32>} : () -> tensor<f32>
+  %m = graph.mul %x, %w : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n1 = graph.neg %m : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %n2 = graph.neg %n1 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %t = graph.tanh %n2 : (tensor<256x256xf32>) -> tensor<256x256xf32>
+  %loss = graph.reduce_mean %t {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<256x256xf32>) -> tensor<f32>
+  %dt = graph.expand %half {shape = array<i64: 256, 256>} : (tensor<f32>) -> tensor<256x256xf32>
+  %dn2 = graph.tanh_grad %dt, %t : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  %dw = graph.mul %dn2, %x : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  graph.sgd_update %w, %dw {lr = 0.1 : f64} : tensor<256x256xf32>, tensor<256x256xf32>
+  return %loss : tensor<f32>
+}
