@@ -942,11 +942,17 @@ LogicalResult checkIndexTuples(Loc loc, RankedTensorType data,
   if (!idx.getElementType().isInteger(32) &&
       !idx.getElementType().isInteger(64))
     return fail(loc, "indices must be i32 or i64");
+  // Before any sum with it: batch_dims comes from the file (a fuzzed model
+  // asked for 2^63 - 1).
+  if (batchDims < 0 || batchDims > data.getRank())
+    return fail(loc, "batch_dims " + Twine(batchDims) + " must be in [0, " +
+                         Twine(data.getRank()) + "], the rank of data " +
+                         shapeStr(data.getShape()));
   if (idx.getRank() < 1 + batchDims)
     return fail(loc, "indices " + shapeStr(idx.getShape()) + " need rank " +
                          Twine(1 + batchDims) + " or more");
   int64_t k = idx.getShape().back();
-  if (batchDims < 0 || k < 1 || batchDims + k > data.getRank())
+  if (k < 1 || k > data.getRank() - batchDims)
     return fail(loc, "index tuples of length " + Twine(k) + " after " +
                          Twine(batchDims) +
                          " batch dimension(s) do not fit "

@@ -341,3 +341,14 @@ func.func @layer_norm_grad_scale(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, 
   %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>, tensor<1x4xf32>) -> (tensor<2x3x4xf32>, tensor<1x4xf32>, tensor<1x4xf32>)
   return
 }
+
+// -----
+
+// Tests that a batch_dims past the data's rank is refused before it is
+// added to anything (a fuzzed model asked for 2^63 - 1).
+func.func @gather_nd_batch_dims_huge(%x: tensor<2x2xf32>, %i: tensor<2x2xi64>) {
+  // expected-error@+2 {{batch_dims 9223372036854775807 must be in [0, 2], the rank of data [2,2]}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.gather_nd %x, %i {batch_dims = 9223372036854775807 : i64} : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2xf32>
+  return
+}
