@@ -354,6 +354,27 @@ __global__ void batchNormPartialKernel(const float *x, const float *dy,
   }
 }
 
+/// Adds a (32 columns x kLastRows rows) block's two sums over its rows and
+/// stores them as column `col`'s share `share` of `partial` (two doubles
+/// per share, a column's shares contiguous). Every thread of the block
+/// calls it.
+__device__ inline void storeColumnPartials(double a, double b, int64_t col,
+                                           int64_t cols, int64_t share,
+                                           int64_t shares, double *partial) {
+  __shared__ double sums[2][kLastRows][kLastChannels];
+  sums[0][threadIdx.y][threadIdx.x] = a;
+  sums[1][threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || col >= cols)
+    return;
+  for (int row = 1; row < kLastRows; ++row) {
+    a += sums[0][row][threadIdx.x];
+    b += sums[1][row][threadIdx.x];
+  }
+  partial[(col * shares + share) * 2] = a;
+  partial[(col * shares + share) * 2 + 1] = b;
+}
+
 /// The same sums channels last: thread (x, y) of a block reads channel
 /// x of every 8th row of its share, and the block adds its 8 rows.
 template <bool Masked>
@@ -384,18 +405,7 @@ __global__ void batchNormPartialLastKernel(const float *x, const float *dy,
       }
     }
   }
-  __shared__ double sums[2][kLastRows][kLastChannels];
-  sums[0][threadIdx.y][threadIdx.x] = a;
-  sums[1][threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y != 0 || ch >= s.c)
-    return;
-  for (int row = 1; row < kLastRows; ++row) {
-    a += sums[0][row][threadIdx.x];
-    b += sums[1][row][threadIdx.x];
-  }
-  partial[(ch * shares + share) * 2] = a;
-  partial[(ch * shares + share) * 2 + 1] = b;
+  storeColumnPartials(a, b, ch, s.c, share, shares, partial);
 }
 
 /// A channel's two sums over its shares of the batch, by one warp: lane l
@@ -865,18 +875,7 @@ __global__ void layerNormGradColumnsKernel(const float *dy, const float *x,
       b += d;
     }
   }
-  __shared__ double sums[2][kLastRows][kLastChannels];
-  sums[0][threadIdx.y][threadIdx.x] = a;
-  sums[1][threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y != 0 || col >= cols)
-    return;
-  for (int row = 1; row < kLastRows; ++row) {
-    a += sums[0][row][threadIdx.x];
-    b += sums[1][row][threadIdx.x];
-  }
-  partial[(col * shares + share) * 2] = a;
-  partial[(col * shares + share) * 2 + 1] = b;
+  storeColumnPartials(a, b, col, cols, share, shares, partial);
 }
 
 __global__ void layerNormGradFinishKernel(const double *partial, float *dscale,
