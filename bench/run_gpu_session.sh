@@ -569,6 +569,11 @@ if [[ $what == *parallel* ]]; then
   timeout 200 python3 test/Training/check_parallel.py $B $W/tp --backend cuda --precision fp32 --devices-per-gpu 4 2>&1 | tee $OUT/parallel-check.txt
   if (( NGPU >= 2 )); then
     PARTC_DEVICES=$(( NGPU >= 4 ? 4 : 2 )) timeout 200 python3 test/Training/check_parallel.py $B $W/tpn --backend cuda --precision fp32 2>&1 | tee -a $OUT/parallel-check.txt
+    # Small buckets (several per step, NCCL groups of several tensors) and
+    # one all-reduce per gradient.
+    for bb in 4096 1; do
+      PARTC_CONFIGS=2x1,2x2 PARTC_COMPILE_OPTIONS="--bucket-bytes $bb" timeout 200 python3 test/Training/check_parallel.py $B $W/tpb$bb --backend cuda --precision fp32 2>&1 | tee -a $OUT/parallel-check.txt
+    done
   fi
   fi
   # ResNet-50 b256 at 224, SGD: partc on 1 and on every GPU (data
@@ -706,18 +711,24 @@ if [[ $what == *decoderdp* ]]; then
   # Where the step goes (GPT2_PROFILE: tag:options specs, see pipe_profile.sh).
   [[ -n ${GPT2_PROFILE:-} ]] && PROFILE_DIR=$D PROFILE_MODEL=model.onnx PROFILE_TF="$TF --batch $4" bench/pipe_profile.sh $OUT $GPT2_PROFILE
   # GPT2DP_GPUS: the GPU counts to time (default 1 and all).
+  # GPT2DP_BUCKETS: --bucket-bytes settings to time on several GPUs (0:
+  # chosen from the link, 1: one all-reduce per gradient).
   [[ ${GPT2DP_BENCH:-1} == 1 ]] && for n in $(printf '%s\n' ${GPT2DP_GPUS:-1 $NGPU} | sort -un); do
+   for bb in $( (( n > 1 )) && echo ${GPT2DP_BUCKETS:-0} || echo 0); do
     s=$(date +%s.%N)
-    $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF || continue
-    echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n" | tee -a $OUT/train-$tag-partc.txt
+    $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF --bucket-bytes $bb || continue
+    echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n bucket_bytes $bb" | tee -a $OUT/train-$tag-partc.txt
+    $B/partc-run $D/train$n.plan --summary 2>&1 | grep "all-reduces" | head -1 | tee -a $OUT/train-$tag-partc.txt
     out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 21 2>&1)
     echo "$out" | grep -v "^step [2-9] \|^step [1-9][0-9] " | tail -5 | tee -a $OUT/train-$tag-partc.txt
     # Steady: after the second step, which captures the graphs.
     ms=$(echo "$out" | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
-    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
-    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
-    profile_by_op $OUT/train-$tag-$n-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
-    (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-trace.json > /dev/null 2>&1
+    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"bucket_bytes\": $bb, \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    [[ ${GPT2DP_PROFILES:-1} == 1 ]] || continue
+    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-$bb-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
+    profile_by_op $OUT/train-$tag-$n-$bb-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
+    (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-$bb-trace.json > /dev/null 2>&1
+   done
   done
   # The same step as a 2-stage pipeline (GPIPE_MICRO: micro-batch counts).
   if (( NGPU >= 2 )) && [[ ${GPT2DP_BENCH:-1} == 1 ]]; then

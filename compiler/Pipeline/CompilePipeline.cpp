@@ -59,6 +59,10 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            "'";
   if (o.layout != "nhwc" && o.layout != "nchw")
     return "--layout must be nhwc or nchw, got '" + o.layout + "'";
+  if (o.bucketBytes < 0)
+    return "--bucket-bytes must be at least 1 (or 0: chosen from the link), "
+           "got " +
+           std::to_string(o.bucketBytes);
   if (o.schedule != "auto" && o.schedule != "gpipe" && o.schedule != "1f1b")
     return "unknown --schedule '" + o.schedule +
            "'; expected gpipe, 1f1b or auto";
@@ -248,6 +252,20 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   if (replicated) {
     pm.addPass(createReplicateTraining(
         {replicas, microBatches, layout.stages, layout.schedule}));
+    if (replicas > 1) {
+      BucketAllReducesOptions bucket;
+      bucket.bucketBytes = o.bucketBytes;
+      if (o.bucketBytes == 0) {
+        auto topo = topologyOf(o);
+        bucket.bucketBytes =
+            topo ? allReduceBucketBytes(topo->slowestLink(0, topo->size()),
+                                        replicas)
+                 : int64_t(25) << 20;
+        if (!topo)
+          llvm::consumeError(topo.takeError()); // checkCompileOptions said so
+      }
+      pm.addPass(createBucketAllReduces(bucket));
+    }
   } else if (!o.splitAt.empty()) {
     AssignDevicesOptions assign;
     auto topo = topologyOf(o);

@@ -105,6 +105,12 @@ struct CompilePipelineOptions
       *this, "optimizer",
       llvm::cl::desc("sgd, adamw, or none (return the gradients)"),
       llvm::cl::init("sgd")};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes",
+      llvm::cl::desc("The most gradient bytes one all-reduce averages (0: "
+                     "chosen from the replicas' link; 1: one all-reduce per "
+                     "gradient)"),
+      llvm::cl::init(0)};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(0.001)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD's momentum"),

@@ -434,10 +434,12 @@ void Replicator::averageAcrossReplicas(Value v, int64_t group) {
       builder_.setInsertionPointAfter(def);
     else
       builder_.setInsertionPointToStart(&body);
-    auto average = graph::AllReduceOp::create(
-        builder_, v.getLoc(), local, builder_.getI64IntegerAttr(group),
-        builder_.getDenseI64ArrayAttr(devices));
-    place(average, devices[r], slotOfDef(local));
+    auto reduce =
+        graph::AllReduceOp::create(builder_, v.getLoc(), ValueRange{local},
+                                   builder_.getI64IntegerAttr(group),
+                                   builder_.getDenseI64ArrayAttr(devices));
+    place(reduce, devices[r], slotOfDef(local));
+    Value average = reduce.getOutputs()[0];
     for (OpOperand &use : llvm::make_early_inc_range(local.getUses()))
       if (OpOperand *grad = gradientOperand(use.getOwner());
           grad == &use && graph::getDevice(use.getOwner()) == devices[r])

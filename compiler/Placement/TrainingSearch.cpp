@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <set>
 
 namespace mlir::partc {
@@ -175,13 +176,15 @@ void TrainingSearch::cost(TrainingCandidate &c) const {
     // (two thirds of its time) hides it, except the last gradient's.
     double exposed = 0;
     if (r > 1 && replicaLink.bytesPerSecond > 0) {
+      // One collective per bucket of gradients.
+      double buckets = std::clamp(
+          std::ceil(weights / double(allReduceBucketBytes(replicaLink, r))),
+          1.0, double(std::max<int64_t>(weightOps, 1)));
       double ring = 2.0 * double(r - 1) / double(r) * weights /
                         replicaLink.bytesPerSecond +
-                    2.0 * double(r - 1) * replicaLink.latencySeconds *
-                        double(std::max<int64_t>(weightOps, 1));
+                    2.0 * double(r - 1) * replicaLink.latencySeconds * buckets;
       double backward = stage * 2.0 / 3.0;
-      exposed = std::max(0.0, ring - backward) +
-                ring / double(std::max<int64_t>(weightOps, 1));
+      exposed = std::max(0.0, ring - backward) + ring / buckets;
     }
     // The update reads parameter and gradient and writes the parameter,
     // and reads and writes each state copy.
@@ -335,6 +338,15 @@ std::string TrainingCandidate::label() const {
   if (stages > 1)
     text += ", " + schedule;
   return text;
+}
+
+int64_t allReduceBucketBytes(const cm::LinkSpec &link, int64_t replicas) {
+  // A ring's latency, 2 (r - 1) alpha, at most a tenth of its transfer,
+  // 2 (r - 1) / r * bytes / beta.
+  double bytes = 10.0 * double(std::max<int64_t>(replicas, 2)) *
+                 link.latencySeconds * link.bytesPerSecond;
+  return static_cast<int64_t>(
+      std::clamp(bytes, double(1 << 20), double(128 << 20)));
 }
 
 FailureOr<TrainingSearchResult>

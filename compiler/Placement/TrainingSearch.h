@@ -63,6 +63,13 @@ struct TrainingSearchResult {
   double searchSeconds = 0;
 };
 
+/// The largest bucket of gradients that one all-reduce among `replicas`
+/// averages (partc-bucket-all-reduces): big enough that the collective's
+/// latency costs at most a tenth of its transfer over `link`, within
+/// [1 MiB, 128 MiB].
+int64_t allReduceBucketBytes(const ::partc::costmodel::LinkSpec &link,
+                             int64_t replicas);
+
 /// Ranks every stages x replicas layout of the forward graph `func` over
 /// the topology's devices (none for a graph without ops).
 FailureOr<TrainingSearchResult>

@@ -93,8 +93,8 @@ struct VerifyPlacementPass
       signalPassFailure();
   }
 
-  /// Each all_reduce group has one op on each of its devices, all of one
-  /// type, and every device meets the groups it shares with another in
+  /// Each all_reduce group has one op on each of its devices, all of the
+  /// same types, and every device meets the groups it shares with another in
   /// the same order (else the devices would wait for each other forever).
   LogicalResult verifyCollectives(func::FuncOp func) {
     llvm::MapVector<int64_t, SmallVector<graph::AllReduceOp>> groups;
@@ -109,9 +109,9 @@ struct VerifyPlacementPass
       SmallVector<int64_t> onDevices;
       for (graph::AllReduceOp m : members) {
         if (m.getDevices() != first.getDevices() ||
-            m.getType() != first.getType())
+            m.getInputs().getTypes() != first.getInputs().getTypes())
           return m.emitOpError() << "disagrees with group " << group
-                                 << "'s first op on its devices or type";
+                                 << "'s first op on its devices or types";
         onDevices.push_back(graph::getDevice(m).value_or(-1));
       }
       ArrayRef<int64_t> listed = first.getDevices();

@@ -32,10 +32,12 @@ int64_t lastUse(Value v, DenseMap<Operation *, int64_t> &position,
     }
     // A collective runs alongside the instructions after it until its
     // average is read: its input stays untouched that long.
-    if (auto reduce = dyn_cast<plan::AllReduceOp>(user);
-        reduce && reduce.getSource() == v)
-      last = std::max(last, lastUse(reduce.getTarget(), position,
-                                    waitPosition, blockEnd));
+    if (auto reduce = dyn_cast<plan::AllReduceOp>(user))
+      for (auto [source, target] :
+           llvm::zip(reduce.getSources(), reduce.getTargets()))
+        if (source == v)
+          last =
+              std::max(last, lastUse(target, position, waitPosition, blockEnd));
   }
   return last;
 }

@@ -32,30 +32,33 @@ struct StepMemory {
           inputs = 0, kept = 0, gradients = 0, arena = 0;
 };
 
-/// The all_reduce group that averages the loss over data-parallel
-/// replicas (the one whose average is stored as "loss"), or -1.
-int64_t lossGroup(plan::ProgramOp program) {
-  int64_t group = -1;
+/// Where the loss is averaged over data-parallel replicas: the all_reduce
+/// group and the place in its bucket of the mean stored as "loss"; group
+/// -1 if none.
+std::pair<int64_t, unsigned> lossGroup(plan::ProgramOp program) {
+  std::pair<int64_t, unsigned> found{-1, 0};
   program.walk([&](plan::AllReduceOp reduce) {
-    for (Operation *user : reduce.getTarget().getUsers())
-      if (auto store = dyn_cast<plan::StoreOutputOp>(user);
-          store && store.getOutput() == "loss")
-        group = reduce.getGroup();
+    for (auto [i, target] : llvm::enumerate(reduce.getTargets()))
+      for (Operation *user : target.getUsers())
+        if (auto store = dyn_cast<plan::StoreOutputOp>(user);
+            store && store.getOutput() == "loss")
+          found = {reduce.getGroup(), i};
   });
-  return group;
+  return found;
 }
 
 /// The kernel that computes this device's loss: the one stored as "loss",
 /// or on a data-parallel replica the one averaged in `group`.
-Operation *lossKernel(plan::DeviceOp device, int64_t group) {
+Operation *lossKernel(plan::DeviceOp device,
+                      std::pair<int64_t, unsigned> group) {
   Block &block = device.getBody().front();
   Value loss;
   for (auto store : block.getOps<plan::StoreOutputOp>())
     if (store.getOutput() == "loss")
       loss = store.getSource();
   for (auto reduce : block.getOps<plan::AllReduceOp>())
-    if (static_cast<int64_t>(reduce.getGroup()) == group)
-      loss = reduce.getSource();
+    if (static_cast<int64_t>(reduce.getGroup()) == group.first)
+      loss = reduce.getSources()[group.second];
   while (loss)
     if (auto view = loss.getDefiningOp<plan::ViewOp>())
       loss = view.getSource();
@@ -163,7 +166,7 @@ struct ReportStepMemoryPass
 
   StepMemory measure(plan::DeviceOp device,
                      const llvm::StringMap<plan::StateOp> &states,
-                     int64_t group) {
+                     std::pair<int64_t, unsigned> group) {
     StepMemory m;
     m.arena = *device.getArenaSize();
     Block &block = device.getBody().front();

@@ -194,9 +194,10 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
         in.index = static_cast<uint32_t>(reduce.getGroup());
         in.attrs.set("devices", rt::AttrValue::ofInts(
                                     std::vector<int64_t>(reduce.getDevices())));
-        if (failed(add(reduce.getSource(), in.inputs)) ||
-            failed(add(reduce.getTarget(), in.outputs)))
-          return failure();
+        for (auto [source, target] :
+             llvm::zip(reduce.getSources(), reduce.getTargets()))
+          if (failed(add(source, in.inputs)) || failed(add(target, in.outputs)))
+            return failure();
       } else if (auto wait = dyn_cast<plan::WaitConsumedOp>(op)) {
         in.op = rt::OpCode::WaitConsumed;
         in.index = wait.getChannel();

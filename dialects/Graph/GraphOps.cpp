@@ -94,10 +94,13 @@ LogicalResult AllReduceOp::verify() {
       device && !llvm::is_contained(devices, *device))
     return emitOpError() << "is placed on device " << *device
                          << ", which is not among its group's devices";
-  if (!getInput().getType().getElementType().isF32())
-    return emitOpError() << "averages " << getInput().getType()
-                         << "; only f32 tensors (gradients, losses) can be "
-                            "averaged so far";
+  if (getInputs().empty())
+    return emitOpError() << "averages nothing; it needs at least one tensor";
+  for (Value input : getInputs())
+    if (!cast<TensorType>(input.getType()).getElementType().isF32())
+      return emitOpError() << "averages " << input.getType()
+                           << "; only f32 tensors (gradients, losses) can be "
+                              "averaged so far";
   return success();
 }
 

@@ -1249,7 +1249,11 @@ INFER_SIGNATURE(BatchNormGradOp) {
   return success();
 }
 
-INFER_SAME(AllReduceOp)
+INFER_SIGNATURE(AllReduceOp) {
+  // Each mean has its input's type (the verifier asks for at least one).
+  llvm::append_range(types, operands.getTypes());
+  return success();
+}
 
 INFER_SIGNATURE(DropoutOp) {
   if (failed(requireOperands(loc, operands, 3, 3)))

@@ -317,25 +317,29 @@ def Graph_UpdateRunningStatsOp : Graph_UpdateOp<"update_running_stats"> {
 //===----------------------------------------------------------------------===//
 
 def Graph_AllReduceOp : Graph_Op<"all_reduce"> {
-  let summary = "One replica's part of the mean of a tensor over replicas";
+  let summary = "One replica's part of the means of tensors over replicas";
   let description = [{
     The ops of one `group`, one on each of `devices` (placed there, in that
-    order of their inputs), together compute the element-wise mean of
-    their inputs, and each returns it on its device: the gradient averaging
-    of data-parallel training. Every device meets its groups in the same
-    order (partc-replicate-training clones one replica's ops per device),
-    so the plan's collectives cannot deadlock. The mean sums the inputs in
-    the order of `devices` and then divides, on every backend.
+    order of their inputs), together compute the element-wise mean of each
+    of their inputs, and each returns the means on its device: the gradient
+    averaging of data-parallel training. An op of several inputs is a
+    bucket (partc-bucket-all-reduces): its means are exchanged together,
+    which costs one collective's latency instead of one per tensor. Every
+    device meets its groups in the same order (partc-replicate-training
+    clones one replica's ops per device), so the plan's collectives cannot
+    deadlock. The mean sums the inputs in the order of `devices` and then
+    divides, on every backend.
 
     ```mlir
-    %g = graph.all_reduce %g0 {group = 3 : i64, devices = array<i64: 0, 1>,
-                               graph.device = 0 : i64}
-        : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %g, %h = graph.all_reduce %g0, %h0 {group = 3 : i64,
+                                        devices = array<i64: 0, 1>,
+                                        graph.device = 0 : i64}
+        : (tensor<8x4xf32>, tensor<4xf32>) -> (tensor<8x4xf32>, tensor<4xf32>)
     ```
   }];
-  let arguments = (ins Graph_Tensor:$input, I64Attr:$group,
+  let arguments = (ins Variadic<Graph_Tensor>:$inputs, I64Attr:$group,
                        DenseI64ArrayAttr:$devices);
-  let results = (outs Graph_Tensor:$output);
+  let results = (outs Variadic<Graph_Tensor>:$outputs);
   let hasVerifier = 1;
 }
 

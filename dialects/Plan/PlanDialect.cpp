@@ -83,5 +83,19 @@ LogicalResult ViewOp::verify() {
   return success();
 }
 
+LogicalResult AllReduceOp::verify() {
+  if (getSources().empty() || getSources().size() != getTargets().size())
+    return emitOpError() << "averages " << getSources().size()
+                         << " source(s) into " << getTargets().size()
+                         << " target(s); it needs one target per source, "
+                            "at least one";
+  for (auto [source, target] : llvm::zip(getSources(), getTargets()))
+    if (source.getType() != target.getType())
+      return emitOpError() << "averages " << source.getType() << " into "
+                           << target.getType()
+                           << "; a source and its target have one type";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "dialects/Plan/PlanOps.cpp.inc"

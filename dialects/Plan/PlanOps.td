@@ -177,20 +177,24 @@ def Plan_WaitConsumedOp : Plan_Op<"wait_consumed", [HasParent<"DeviceOp">]> {
   let assemblyFormat = "$channel attr-dict";
 }
 
-def Plan_AllReduceOp : Plan_Op<"all_reduce", [HasParent<"DeviceOp">]> {
-  let summary = "This device's part of the mean of a buffer over `devices`";
+def Plan_AllReduceOp : Plan_Op<"all_reduce",
+    [HasParent<"DeviceOp">, AttrSizedOperandSegments]> {
+  let summary = "This device's part of the means of buffers over `devices`";
   let description = [{
     Every device of `devices` runs the op of `group` once; when all have
-    reached it, each gets in `target` the mean of all their `source`
-    buffers (summed in the order of `devices`), and none goes on until
-    every device has read them all.
+    reached it, each gets in each `targets` buffer the mean of all their
+    buffers at the same place of `sources` (summed in the order of
+    `devices`), and none goes on until every device has read them all.
+    Several pairs are a bucket, exchanged as one collective.
   }];
-  let arguments = (ins Plan_Buffer:$source, Plan_Buffer:$target,
-                       I64Attr:$group, DenseI64ArrayAttr:$devices);
+  let arguments = (ins Variadic<Plan_Buffer>:$sources,
+                       Variadic<Plan_Buffer>:$targets, I64Attr:$group,
+                       DenseI64ArrayAttr:$devices);
   let assemblyFormat = [{
-    $source `into` $target `group` $group `devices` $devices attr-dict `:`
-    type($source) `,` type($target)
+    $sources `into` $targets `group` $group `devices` $devices attr-dict `:`
+    type($sources) `->` type($targets)
   }];
+  let hasVerifier = 1;
 }
 
 #endif // PARTC_PLAN_OPS

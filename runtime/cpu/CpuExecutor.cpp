@@ -46,7 +46,7 @@ struct CpuExecutor::Sync {
   /// One all_reduce group's rendezvous: its devices' inputs (in the order
   /// of its "devices"), how many have arrived and how many have read them.
   struct Collective {
-    std::vector<const float *> sources;
+    std::vector<std::vector<const float *>> sources; // [device][bucket]
     size_t arrived = 0, finished = 0;
   };
   std::mutex mutex;
@@ -200,8 +200,8 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
 }
 
 Status CpuExecutor::allReduce(size_t d, const Instruction &in,
-                              const TensorRef &source,
-                              const TensorRef &target) {
+                              const std::vector<TensorRef> &sources,
+                              const std::vector<TensorRef> &targets) {
   Sync &sync = *sync_;
   std::vector<int64_t> devices = in.attrs.getInts("devices");
   size_t count = devices.size();
@@ -216,7 +216,8 @@ Status CpuExecutor::allReduce(size_t d, const Instruction &in,
     if (c.sources.empty())
       c.sources.resize(count);
     if (counter == &Sync::Collective::arrived)
-      c.sources[position] = source.as<float>();
+      for (const TensorRef &source : sources)
+        c.sources[position].push_back(source.as<float>());
     ++(c.*counter);
     sync.changed.notify_all();
     sync.changed.wait(lock,
@@ -227,21 +228,23 @@ Status CpuExecutor::allReduce(size_t d, const Instruction &in,
     return Status();
   };
   PARTC_RETURN_IF_ERROR(rendezvous(&Sync::Collective::arrived));
-  std::vector<const float *> sources;
+  std::vector<std::vector<const float *>> all;
   {
     std::lock_guard<std::mutex> lock(sync.mutex);
-    sources = sync.collectives[in.index].sources;
+    all = sync.collectives[in.index].sources;
   }
   // Summed in the order of the group's devices on every device, so every
   // replica gets the same bits.
-  float *out = target.as<float>();
-  int64_t n = target.type.numElements();
   float divisor = static_cast<float>(count);
-  for (int64_t i = 0; i < n; ++i) {
-    float sum = sources[0][i];
-    for (size_t k = 1; k < count; ++k)
-      sum += sources[k][i];
-    out[i] = sum / divisor;
+  for (size_t pair = 0; pair < targets.size(); ++pair) {
+    float *out = targets[pair].as<float>();
+    int64_t n = targets[pair].type.numElements();
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = all[0][pair][i];
+      for (size_t k = 1; k < count; ++k)
+        sum += all[k][pair][i];
+      out[i] = sum / divisor;
+    }
   }
   return rendezvous(&Sync::Collective::finished);
 }
@@ -358,8 +361,12 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
       break;
     }
     case OpCode::AllReduce: {
-      Status s =
-          allReduce(d, in, resolve(in.inputs[0]), resolve(in.outputs[0]));
+      std::vector<TensorRef> sources, targets;
+      for (const BufferRef &b : in.inputs)
+        sources.push_back(resolve(b));
+      for (const BufferRef &b : in.outputs)
+        targets.push_back(resolve(b));
+      Status s = allReduce(d, in, sources, targets);
       if (!s.ok())
         return fail(s.prepend(describeInstruction(d, i, in)));
       break;

@@ -55,7 +55,8 @@ private:
   explicit CpuExecutor(const Plan &plan);
   /// Device `device`'s part of an all_reduce group.
   Status allReduce(size_t device, const Instruction &in,
-                   const TensorRef &source, const TensorRef &target);
+                   const std::vector<TensorRef> &sources,
+                   const std::vector<TensorRef> &targets);
   Status runDevice(size_t device, const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs);
 

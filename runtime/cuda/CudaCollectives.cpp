@@ -51,8 +51,8 @@ Status CudaExecutor::Impl::createCollectives(
       }
       size_t pos =
           std::find(c.devices.begin(), c.devices.end(), d) - c.devices.begin();
-      c.sources[pos] = in.inputs[0];
-      c.targets[pos] = in.outputs[0];
+      c.sources[pos] = in.inputs;
+      c.targets[pos] = in.outputs;
       PARTC_RETURN_IF_ERROR(
           cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "all_reduce events"));
       for (cudaEvent_t *e : {&c.ready[pos], &c.done[pos]})
@@ -80,6 +80,33 @@ Status CudaExecutor::Impl::createCollectives(
   return Status();
 }
 
+#ifdef PARTC_HAVE_NCCL
+namespace {
+Status ncclStatus(ncclResult_t r, const char *what) {
+  return r == ncclSuccess
+             ? Status()
+             : Status::error(std::string(what) + ": " + ncclGetErrorString(r));
+}
+} // namespace
+
+Status CudaExecutor::Impl::ncclBucket(Device &dev,
+                                      const std::vector<BufferRef> &sources,
+                                      const std::vector<BufferRef> &targets,
+                                      ncclComm_t comm, cudaStream_t stream) {
+  // One NCCL group: NCCL launches the bucket's reductions together, paying
+  // one collective's latency instead of one per tensor.
+  Status s = ncclStatus(ncclGroupStart(), "ncclGroupStart");
+  for (size_t pair = 0; pair < sources.size() && s.ok(); ++pair)
+    s = ncclStatus(ncclAllReduce(resolve(dev, sources[pair]),
+                                 resolve(dev, targets[pair]),
+                                 size_t(sources[pair].type.numElements()),
+                                 ncclFloat, ncclAvg, comm, stream),
+                   "ncclAllReduce");
+  Status end = ncclStatus(ncclGroupEnd(), "ncclGroupEnd");
+  return s.ok() ? end : s;
+}
+#endif
+
 namespace {
 bool overlaps(const BufferRef &a, const BufferRef &b) {
   return a.space == b.space && a.offset < b.offset + b.type.byteSize() &&
@@ -95,22 +122,22 @@ void CudaExecutor::Impl::planCollectiveWaits() {
     for (size_t i = 0; i < instrs.size(); ++i) {
       if (instrs[i].op != OpCode::AllReduce)
         continue;
-      const BufferRef &source = instrs[i].inputs[0],
-                      &target = instrs[i].outputs[0];
-      // The first reader of the average, or writer over either buffer
-      // (the arena plan reuses the input's bytes right after it).
+      const auto &sources = instrs[i].inputs, &targets = instrs[i].outputs;
+      auto touches = [](const std::vector<BufferRef> &these,
+                        const std::vector<BufferRef> &bucket) {
+        return std::any_of(these.begin(), these.end(), [&](const BufferRef &b) {
+          return std::any_of(
+              bucket.begin(), bucket.end(),
+              [&](const BufferRef &c) { return overlaps(b, c); });
+        });
+      };
+      // The first reader of an average, or writer over any of the bucket's
+      // buffers (the arena plan reuses an input's bytes right after it).
       size_t j = i + 1;
       for (; j < instrs.size(); ++j) {
         const Instruction &later = instrs[j];
-        bool reads = std::any_of(
-            later.inputs.begin(), later.inputs.end(),
-            [&](const BufferRef &b) { return overlaps(b, target); });
-        bool writes =
-            std::any_of(later.outputs.begin(), later.outputs.end(),
-                        [&](const BufferRef &b) {
-                          return overlaps(b, target) || overlaps(b, source);
-                        });
-        if (reads || writes)
+        if (touches(later.inputs, targets) || touches(later.outputs, targets) ||
+            touches(later.outputs, sources))
           break;
       }
       waitBefore[d][j].push_back(instrs[i].index);
@@ -172,13 +199,8 @@ Status CudaExecutor::Impl::enqueueOwnAllReduce(size_t d,
       cudaStatus(cudaEventRecord(c.ready[k], dev.ctx.stream), "all_reduce"));
   PARTC_RETURN_IF_ERROR(cudaStatus(
       cudaStreamWaitEvent(commStreams[d], c.ready[k], 0), "all_reduce"));
-  ncclResult_t r =
-      ncclAllReduce(resolve(dev, c.sources[k]), resolve(dev, c.targets[k]),
-                    size_t(c.sources[k].type.numElements()), ncclFloat, ncclAvg,
-                    comms[d], commStreams[d]);
-  if (r != ncclSuccess)
-    return Status::error(std::string("ncclAllReduce: ") +
-                         ncclGetErrorString(r));
+  PARTC_RETURN_IF_ERROR(
+      ncclBucket(dev, c.sources[k], c.targets[k], comms[d], commStreams[d]));
   return cudaStatus(cudaEventRecord(c.done[k], commStreams[d]), "all_reduce");
 #else
   return Status::error("built without NCCL");
@@ -188,14 +210,8 @@ Status CudaExecutor::Impl::enqueueOwnAllReduce(size_t d,
 Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
   Collective &c = collectives.at(group);
   size_t count = c.devices.size();
-  int64_t n = c.sources[0].type.numElements();
   if (c.nccl) {
 #ifdef PARTC_HAVE_NCCL
-    auto nccl = [&](ncclResult_t r, const char *what) {
-      return r == ncclSuccess ? Status()
-                              : Status::error(std::string(what) + ": " +
-                                              ncclGetErrorString(r));
-    };
     for (size_t k = 0; k < count; ++k) {
       size_t d = c.devices[k];
       PARTC_RETURN_IF_ERROR(
@@ -203,16 +219,13 @@ Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
       PARTC_RETURN_IF_ERROR(cudaStatus(
           cudaStreamWaitEvent(commStreams[d], c.ready[k], 0), "all_reduce"));
     }
-    Status s = nccl(ncclGroupStart(), "ncclGroupStart");
+    Status s = ncclStatus(ncclGroupStart(), "ncclGroupStart");
     for (size_t k = 0; k < count && s.ok(); ++k) {
       size_t d = c.devices[k];
-      Device &dev = devices[d];
-      s = nccl(ncclAllReduce(resolve(dev, c.sources[k]),
-                             resolve(dev, c.targets[k]), size_t(n), ncclFloat,
-                             ncclAvg, comms[d], commStreams[d]),
-               "ncclAllReduce");
+      s = ncclBucket(devices[d], c.sources[k], c.targets[k], comms[d],
+                     commStreams[d]);
     }
-    Status end = nccl(ncclGroupEnd(), "ncclGroupEnd");
+    Status end = ncclStatus(ncclGroupEnd(), "ncclGroupEnd");
     if (!s.ok() || !end.ok())
       return s.ok() ? end : s;
     for (size_t k = 0; k < count; ++k) {
@@ -227,10 +240,6 @@ Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
     return Status::error("built without NCCL");
 #endif
   }
-  std::vector<const float *> sources;
-  for (size_t k = 0; k < count; ++k)
-    sources.push_back(static_cast<const float *>(
-        resolve(devices[c.devices[k]], c.sources[k])));
   for (size_t k = 0; k < count; ++k) {
     size_t d = c.devices[k];
     Device &dev = devices[d];
@@ -239,11 +248,18 @@ Status CudaExecutor::Impl::enqueueAllReduce(uint32_t group) {
     for (size_t j = 0; j < count; ++j)
       PARTC_RETURN_IF_ERROR(
           cudaStatus(cudaStreamWaitEvent(comm, c.ready[j], 0), "all_reduce"));
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cuda::launchMeanOf(sources.data(), static_cast<int>(count),
-                           static_cast<float *>(resolve(dev, c.targets[k])), n,
-                           comm),
-        "all_reduce"));
+    for (size_t pair = 0; pair < c.targets[k].size(); ++pair) {
+      std::vector<const float *> sources;
+      for (size_t j = 0; j < count; ++j)
+        sources.push_back(static_cast<const float *>(
+            resolve(devices[c.devices[j]], c.sources[j][pair])));
+      const BufferRef &target = c.targets[k][pair];
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          cuda::launchMeanOf(sources.data(), static_cast<int>(count),
+                             static_cast<float *>(resolve(dev, target)),
+                             target.type.numElements(), comm),
+          "all_reduce"));
+    }
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaEventRecord(c.done[k], comm), "all_reduce"));
   }

@@ -301,7 +301,8 @@ struct CudaExecutor::Impl {
                       size_t bytes);
   Status enqueueNcclTransfer(size_t d, const Instruction &recv);
 
-  /// all_reduce groups. Each device of a group records `ready` on its
+  /// all_reduce groups (each a bucket of one or more buffers, exchanged in
+  /// one NCCL group). Each device of a group records `ready` on its
   /// stream when it reaches the group; the last to arrive enqueues the
   /// whole collective on the devices' communication streams, so that it
   /// overlaps the rest of the backward pass (as DDP's buckets do): through
@@ -313,7 +314,8 @@ struct CudaExecutor::Impl {
   /// over its input or average (`waitBefore`), and at the end of the run.
   struct Collective {
     std::vector<size_t> devices;
-    std::vector<BufferRef> sources, targets; // by position in `devices`
+    /// By position in `devices`, then by place in the bucket.
+    std::vector<std::vector<BufferRef>> sources, targets;
     std::vector<cudaEvent_t> ready, done;
     bool nccl = false;
   };
@@ -412,6 +414,12 @@ struct CudaExecutor::Impl {
   /// Device d's own part of NCCL collective `in` (no group: a thread per
   /// device calls its own communicator).
   Status enqueueOwnAllReduce(size_t d, const Instruction &in);
+#ifdef PARTC_HAVE_NCCL
+  /// One device's part of a bucket's means, in one NCCL group.
+  Status ncclBucket(Device &dev, const std::vector<BufferRef> &sources,
+                    const std::vector<BufferRef> &targets, ncclComm_t comm,
+                    cudaStream_t stream);
+#endif
   static void destroyGraph(Graph &g);
   Status buildSegments(StreamGraphs &sg, const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,

@@ -225,8 +225,8 @@ Status verifyPlan(const Plan &plan) {
       waits(plan.channels.size());
   struct Group {
     std::vector<int64_t> devices;
-    TensorType type;
-    std::vector<int> seen; // per device
+    std::vector<TensorType> types; // of a bucket's buffers
+    std::vector<int> seen;         // per device
   };
   std::map<uint32_t, Group> groups;
   // Groups are numbered densely (backends index tables by them).
@@ -314,12 +314,21 @@ Status verifyPlan(const Plan &plan) {
         break;
       }
       case OpCode::AllReduce: {
-        PARTC_RETURN_IF_ERROR(arity(1, 1));
-        const TensorType &type = in.inputs[0].type;
-        if (type.dtype != DType::F32 || in.outputs[0].type != type)
-          return Status::error(where + ": averages " + type.str() + " into " +
-                               in.outputs[0].type.str() +
-                               "; both must be the same f32 type");
+        if (in.inputs.empty() || in.inputs.size() != in.outputs.size())
+          return Status::error(
+              where + ": averages " + std::to_string(in.inputs.size()) +
+              " buffers into " + std::to_string(in.outputs.size()) +
+              "; it needs one target per source, at least "
+              "one");
+        std::vector<TensorType> types;
+        for (size_t k = 0; k < in.inputs.size(); ++k) {
+          const TensorType &type = in.inputs[k].type;
+          if (type.dtype != DType::F32 || in.outputs[k].type != type)
+            return Status::error(where + ": averages " + type.str() + " into " +
+                                 in.outputs[k].type.str() +
+                                 "; both must be the same f32 type");
+          types.push_back(type);
+        }
         if (in.index >= collectiveOps)
           return Status::error(where + ": group " + std::to_string(in.index) +
                                " is out of range; the plan numbers its " +
@@ -340,12 +349,12 @@ Status verifyPlan(const Plan &plan) {
         Group &g = it->second;
         if (fresh) {
           g.devices = devices;
-          g.type = type;
+          g.types = types;
           g.seen.assign(plan.devices.size(), 0);
-        } else if (g.devices != devices || g.type != type) {
+        } else if (g.devices != devices || g.types != types) {
           return Status::error(where + ": group " + std::to_string(in.index) +
                                " disagrees with its other devices on its "
-                               "devices or type");
+                               "devices or types");
         }
         if (g.seen[d]++)
           return Status::error(where + ": device " + std::to_string(d) +
@@ -449,14 +458,16 @@ std::string summarizePlan(const Plan &plan) {
   os << "\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
-    size_t kernels = 0, sends = 0, recvs = 0, reduces = 0;
+    size_t kernels = 0, sends = 0, recvs = 0, reduces = 0, reducedTensors = 0;
     uint64_t sentBytes = 0, recvBytes = 0, reducedBytes = 0;
     for (const Instruction &in : dev.instructions) {
       if (in.op == OpCode::Kernel)
         ++kernels;
       if (in.op == OpCode::AllReduce) {
         ++reduces;
-        reducedBytes += in.inputs[0].type.byteSize();
+        reducedTensors += in.inputs.size();
+        for (const BufferRef &b : in.inputs)
+          reducedBytes += b.type.byteSize();
       }
       if (in.op == OpCode::Send) {
         ++sends;
@@ -474,7 +485,8 @@ std::string summarizePlan(const Plan &plan) {
     os << "sends " << sends << " (" << sentBytes << " bytes), receives "
        << recvs << " (" << recvBytes << " bytes)";
     if (reduces)
-      os << ", all-reduces " << reduces << " (" << reducedBytes << " bytes)";
+      os << ", all-reduces " << reduces << " (" << reducedTensors
+         << " tensors, " << reducedBytes << " bytes)";
     os << "\n";
   }
   return os.str();

@@ -77,7 +77,7 @@ module attributes {graph.num_devices = 2 : i64} {
 // CHECK:   plan.kernel "mul"
 // CHECK:   %[[M0:.*]] = plan.view
 // CHECK:   %[[A0:.*]] = plan.alloc
-// CHECK:   plan.all_reduce %[[M0]] into %[[A0]] group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
+// CHECK:   plan.all_reduce %[[M0]] into %[[A0]] group 0 devices [0, 1] : memref<4xf32> -> memref<4xf32>
 // CHECK:   plan.store_output %[[A0]] into @g[0]
 // CHECK: plan.device 1 {
 // CHECK:   plan.all_reduce {{.*}} group 0 devices [0, 1]

@@ -52,7 +52,7 @@ plan.program attributes {num_devices = 2 : i64} {
     %g = plan.alloc : memref<16xf32>
     plan.kernel "neg"(%a) -> (%g) {params = {}} : (memref<16xf32>) -> memref<16xf32>
     %m = plan.alloc : memref<16xf32>
-    plan.all_reduce %g into %m group 0 devices [0, 1] : memref<16xf32>, memref<16xf32>
+    plan.all_reduce %g into %m group 0 devices [0, 1] : memref<16xf32> -> memref<16xf32>
     %n = plan.alloc : memref<16xf32>
     plan.kernel "exp"(%a) -> (%n) {params = {}} : (memref<16xf32>) -> memref<16xf32>
     %o = plan.alloc : memref<16xf32>
@@ -62,6 +62,6 @@ plan.program attributes {num_devices = 2 : i64} {
     %a = plan.alloc : memref<16xf32>
     plan.load_input @x[64] into %a : memref<16xf32>
     %m = plan.alloc : memref<16xf32>
-    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<16xf32>, memref<16xf32>
+    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<16xf32> -> memref<16xf32>
   }
 }

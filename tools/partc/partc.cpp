@@ -195,6 +195,12 @@ static cl::opt<std::string> recomputeOpt(
              "kept: auto (only when a step does not fit the device), none, "
              "or all that can be"),
     cl::init("auto"), cl::cat(trainingCategory));
+static cl::opt<int64_t> bucketBytesOpt(
+    "bucket-bytes",
+    cl::desc("The most gradient bytes one all-reduce of data-parallel "
+             "training averages (0: chosen from the link; 1: one "
+             "all-reduce per gradient)"),
+    cl::init(0), cl::cat(trainingCategory));
 static cl::opt<int64_t>
     seedOpt("seed",
             cl::desc("Dropout's seed, kept as the plan's state rng.seed "
@@ -279,6 +285,7 @@ std::vector<int64_t> perDeviceMetadata(const ::partc::runtime::Plan &plan,
 /// What --explain says of a training plan's placement.
 struct TrainingFacts {
   int64_t batch = 0, microBatches = 1, allReduces = 0, allReduceBytes = 0;
+  int64_t allReduceBuckets = 0;
   int64_t stages = 1, replicas = 1, transfers = 0, transferBytes = 0;
   std::string schedule;
   bool batchNorm = false;
@@ -297,14 +304,18 @@ TrainingFacts trainingFacts(const ::partc::runtime::Plan &plan) {
   f.stages = count("stages");
   f.replicas = count("replicas");
   f.schedule = metadataOf(plan, "schedule");
-  // Each stage's replicas average its gradients: one group per gradient.
+  // Each stage's replicas average its gradients: one group per bucket of
+  // gradients.
   std::set<uint32_t> groups;
   for (const auto &device : plan.devices)
     for (const auto &in : device.instructions)
-      if (in.op == ::partc::runtime::OpCode::AllReduce &&
-          groups.insert(in.index).second) {
-        ++f.allReduces;
-        f.allReduceBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
+      if (in.op == ::partc::runtime::OpCode::AllReduce) {
+        if (!groups.insert(in.index).second)
+          continue;
+        ++f.allReduceBuckets;
+        f.allReduces += static_cast<int64_t>(in.inputs.size());
+        for (const auto &source : in.inputs)
+          f.allReduceBytes += static_cast<int64_t>(source.type.byteSize());
       } else if (in.op == ::partc::runtime::OpCode::Send) {
         ++f.transfers;
         f.transferBytes += static_cast<int64_t>(in.inputs[0].type.byteSize());
@@ -412,13 +423,21 @@ void printTrainingPlacement(const ::partc::runtime::Plan &plan) {
             "SyncBatchNorm; --save-state and --save-onnx keep replica 0's "
             "running statistics\n"
           : "";
+  std::string bucketLimit;
+  if (std::string limit = metadataOf(plan, "all_reduce_bucket_bytes");
+      !limit.empty())
+    bucketLimit = " (buckets of at most " +
+                  formatBytes(double(std::atoll(limit.c_str()))) + ")";
   std::string allReduces =
       f.replicas > 1
           ? "  gradients averaged across replicas: " +
-                std::to_string(f.allReduces) + " all-reduces of " +
+                std::to_string(f.allReduces) + " tensors, " +
                 formatBytes(double(f.allReduceBytes)) +
-                " per step (the loss included), each started as soon as its "
-                "gradient is computed\n"
+                " per step (the loss included), in " +
+                std::to_string(f.allReduceBuckets) +
+                (f.allReduceBuckets == 1 ? " all-reduce" : " all-reduces") +
+                bucketLimit +
+                ", each started as soon as its last gradient is computed\n"
           : "";
   if (devices < 2) {
     llvm::outs() << "training placement: one device\n"
@@ -495,6 +514,7 @@ void printTrainingJson(const ::partc::runtime::Plan &plan) {
       {"batch", f.batch},
       {"all_reduces", f.allReduces},
       {"all_reduce_bytes", f.allReduceBytes},
+      {"all_reduce_buckets", f.allReduceBuckets},
       {"transfers", f.transfers},
       {"transfer_bytes", f.transferBytes},
       {"loss", metadataOf(plan, "training_loss")},
@@ -543,6 +563,7 @@ int compile() {
   options.batchNormMomentum = batchNormMomentumOpt;
   options.seed = seedOpt;
   options.recompute = recomputeOpt;
+  options.bucketBytes = bucketBytesOpt;
   {
     double b1 = 0, b2 = 0;
     char tail = 0;
@@ -558,7 +579,8 @@ int compile() {
       learningRate.getNumOccurrences() || momentumOpt.getNumOccurrences() ||
       weightDecayOpt.getNumOccurrences() || betasOpt.getNumOccurrences() ||
       epsOpt.getNumOccurrences() || batchNormMomentumOpt.getNumOccurrences() ||
-      seedOpt.getNumOccurrences() || recomputeOpt.getNumOccurrences();
+      seedOpt.getNumOccurrences() || recomputeOpt.getNumOccurrences() ||
+      bucketBytesOpt.getNumOccurrences();
   if (trainingOption && !train)
     return fail("training options (--loss, --optimizer, --lr...) need --train");
   if (explain.getNumOccurrences() && explain.empty())

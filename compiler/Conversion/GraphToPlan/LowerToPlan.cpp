@@ -216,11 +216,15 @@ LogicalResult Lowering::lowerOp(Device &dev, Operation &op) {
     return success();
   }
   if (auto reduce = dyn_cast<graph::AllReduceOp>(op)) {
-    Value target = alloc(reduce.getType(), op.getLoc());
-    plan::AllReduceOp::create(builder_, op.getLoc(), ins[0], target,
+    SmallVector<Value> targets;
+    for (Value mean : reduce.getOutputs())
+      targets.push_back(alloc(mean.getType(), op.getLoc()));
+    plan::AllReduceOp::create(builder_, op.getLoc(), ins, targets,
                               reduce.getGroupAttr(), reduce.getDevicesAttr());
-    dev.buffers[reduce.getResult()] = target;
-    emitStores(reduce.getResult(), target, op.getLoc());
+    for (auto [mean, target] : llvm::zip(reduce.getOutputs(), targets)) {
+      dev.buffers[mean] = target;
+      emitStores(mean, target, op.getLoc());
+    }
     return success();
   }
   SmallVector<Value> outs;

@@ -293,6 +293,24 @@ func.func @all_reduce_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
 
 // -----
 
+// Tests that a bucket's every tensor is checked, and that a bucket is not
+// empty.
+func.func @all_reduce_bucket_integers(%x: tensor<4xf32>, %y: tensor<2xi32>) -> (tensor<4xf32>, tensor<2xi32>) {
+  // expected-error@+1 {{'graph.all_reduce' op averages 'tensor<2xi32>'; only f32 tensors (gradients, losses) can be averaged so far}}
+  %a:2 = graph.all_reduce %x, %y {group = 0 : i64, devices = array<i64: 0, 1>} : (tensor<4xf32>, tensor<2xi32>) -> (tensor<4xf32>, tensor<2xi32>)
+  return %a#0, %a#1 : tensor<4xf32>, tensor<2xi32>
+}
+
+// -----
+
+func.func @all_reduce_nothing() {
+  // expected-error@+1 {{'graph.all_reduce' op averages nothing; it needs at least one tensor}}
+  graph.all_reduce {group = 0 : i64, devices = array<i64: 0, 1>} : () -> ()
+  return
+}
+
+// -----
+
 // Tests that an axis op refuses an axis outside the input's rank.
 func.func @arg_max_axis(%x: tensor<2x3xf32>) -> tensor<2xi64> {
   // expected-error@+2 {{axis 2 is out of range for tensor<2x3xf32>; it must be in [0, 2)}}

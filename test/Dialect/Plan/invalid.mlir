@@ -62,3 +62,28 @@ plan.program attributes {num_devices = 2 : i64} {
     %s = plan.state_ref @s : memref<4xf32>
   }
 }
+
+// -----
+
+// Tests that a bucket has a target for each source.
+plan.program attributes {num_devices = 2 : i64} {
+  plan.device 0 {
+    %a = plan.alloc : memref<4xf32>
+    %b = plan.alloc : memref<2xf32>
+    %m = plan.alloc : memref<4xf32>
+    // expected-error@+1 {{averages 2 source(s) into 1 target(s); it needs one target per source, at least one}}
+    plan.all_reduce %a, %b into %m group 0 devices [0, 1] : memref<4xf32>, memref<2xf32> -> memref<4xf32>
+  }
+}
+
+// -----
+
+// Tests that a source and its target have one type.
+plan.program attributes {num_devices = 2 : i64} {
+  plan.device 0 {
+    %a = plan.alloc : memref<4xf32>
+    %m = plan.alloc : memref<2xf32>
+    // expected-error@+1 {{averages 'memref<4xf32>' into 'memref<2xf32>'; a source and its target have one type}}
+    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<4xf32> -> memref<2xf32>
+  }
+}

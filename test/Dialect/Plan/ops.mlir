@@ -52,20 +52,40 @@ plan.program attributes {num_devices = 1 : i64} {
 
 // Tests that a collective round-trips: each device's part of group 0.
 // CHECK-LABEL: plan.program
-// CHECK: plan.all_reduce %{{.*}} into %{{.*}} group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
-// CHECK: plan.all_reduce %{{.*}} into %{{.*}} group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
+// CHECK: plan.all_reduce %{{.*}} into %{{.*}} group 0 devices [0, 1] : memref<4xf32> -> memref<4xf32>
+// CHECK: plan.all_reduce %{{.*}} into %{{.*}} group 0 devices [0, 1] : memref<4xf32> -> memref<4xf32>
 plan.program attributes {num_devices = 2 : i64} {
   plan.input @x : tensor<2x4xf32>
   plan.device 0 {
     %a = plan.alloc : memref<4xf32>
     plan.load_input @x[0] into %a : memref<4xf32>
     %m = plan.alloc : memref<4xf32>
-    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
+    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<4xf32> -> memref<4xf32>
   }
   plan.device 1 {
     %a = plan.alloc : memref<4xf32>
     plan.load_input @x[16] into %a : memref<4xf32>
     %m = plan.alloc : memref<4xf32>
-    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<4xf32>, memref<4xf32>
+    plan.all_reduce %a into %m group 0 devices [0, 1] : memref<4xf32> -> memref<4xf32>
+  }
+}
+
+// Tests that a bucket of two means round-trips.
+// CHECK-LABEL: plan.program
+// CHECK: plan.all_reduce %{{.*}}, %{{.*}} into %{{.*}}, %{{.*}} group 0 devices [0, 1] : memref<4xf32>, memref<2xf32> -> memref<4xf32>, memref<2xf32>
+plan.program attributes {num_devices = 2 : i64} {
+  plan.device 0 {
+    %a = plan.alloc : memref<4xf32>
+    %b = plan.alloc : memref<2xf32>
+    %m = plan.alloc : memref<4xf32>
+    %n = plan.alloc : memref<2xf32>
+    plan.all_reduce %a, %b into %m, %n group 0 devices [0, 1] : memref<4xf32>, memref<2xf32> -> memref<4xf32>, memref<2xf32>
+  }
+  plan.device 1 {
+    %a = plan.alloc : memref<4xf32>
+    %b = plan.alloc : memref<2xf32>
+    %m = plan.alloc : memref<4xf32>
+    %n = plan.alloc : memref<2xf32>
+    plan.all_reduce %a, %b into %m, %n group 0 devices [0, 1] : memref<4xf32>, memref<2xf32> -> memref<4xf32>, memref<2xf32>
   }
 }
