@@ -727,11 +727,11 @@ if [[ $what == *decoderdp* ]]; then
     [[ ${GPT2DP_PROFILES:-1} == 1 ]] || continue
     timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-$bb-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
     profile_by_op $OUT/train-$tag-$n-$bb-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
-    (( n > 1 )) && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-$bb-trace.json > /dev/null 2>&1
+    (( n > 1 )) && [[ ${GPT2DP_TRACE:-1} == 1 ]] && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-$bb-trace.json > /dev/null 2>&1
    done
   done
   # The same step as a 2-stage pipeline (GPIPE_MICRO: micro-batch counts).
-  if (( NGPU >= 2 )) && [[ ${GPT2DP_BENCH:-1} == 1 ]]; then
+  if (( NGPU >= 2 )) && [[ ${GPT2DP_BENCH:-1} == 1 && ${GPT2DP_PIPE:-1} == 1 ]]; then
     for m in ${GPIPE_MICRO:-4 8}; do
       $B/partc compile $D/model.onnx -o $D/pipe$m.plan --batch $4 --devices 2 --strategy pipeline --micro-batches $m $TF || continue
       out=$(timeout 240 $B/partc-run $D/pipe$m.plan --backend cuda $IN --steps 21 2>&1)

@@ -312,6 +312,79 @@ __global__ void softmaxRowsInRegisters(const float *x, float *y, int64_t rows,
   }
 }
 
+/// Softmax over contiguous rows of 4 x 32 x Chunks elements at most, a
+/// multiple of four: a warp per row, each lane holding its 16-byte units
+/// (l, l + 32, ...) in registers, so that the row is read once, in
+/// 16-byte loads. The bias comes in 16-byte loads too where it is
+/// contiguous along the row and aligned, else element by element.
+template <int Chunks>
+__global__ void softmaxRowsVectorized(const float *x, float *y, int64_t rows,
+                                      int cols, bool log, bool nanToZero,
+                                      SoftmaxBias bias) {
+  int lane = threadIdx.x % 32;
+  int units = cols / 4;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows * cols);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const float4 *xr = reinterpret_cast<const float4 *>(x + r * cols);
+    float4 *yr = reinterpret_cast<float4 *>(y + r * cols);
+    const float *br = softmaxBiasRow(bias, r * cols, narrow);
+    bool biasVectors = br && bias.columnStride == 1 &&
+                       reinterpret_cast<uintptr_t>(br) % 16 == 0; // per row
+    float4 v[Chunks];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      v[k] = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      if (u < units) {
+        v[k] = xr[u];
+        if (biasVectors) {
+          float4 b = reinterpret_cast<const float4 *>(br)[u];
+          v[k].x += b.x, v[k].y += b.y, v[k].z += b.z, v[k].w += b.w;
+        } else if (br) {
+          int64_t c = 4 * int64_t(u) * bias.columnStride;
+          v[k].x += br[c];
+          v[k].y += br[c + bias.columnStride];
+          v[k].z += br[c + 2 * bias.columnStride];
+          v[k].w += br[c + 3 * bias.columnStride];
+        }
+        m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    // Softmax keeps exp(v - m); log-softmax keeps v - m.
+    auto keep = [&](float &e) {
+      float shifted = e - m, ex = expf(shifted);
+      sum += ex;
+      e = log ? shifted : ex;
+    };
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k)
+      if (lane + 32 * k < units) {
+        keep(v[k].x);
+        keep(v[k].y);
+        keep(v[k].z);
+        keep(v[k].w);
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum), inverse = 1.f / sum;
+    auto out = [&](float e) {
+      return zeroNan(log ? e - logSum : e * inverse, nanToZero);
+    };
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      if (u < units)
+        yr[u] = make_float4(out(v[k].x), out(v[k].y), out(v[k].z), out(v[k].w));
+    }
+  }
+}
+
 /// RMS normalization, a warp per row: the sum of squares by shuffles, then
 /// a second pass over the row (from cache) to scale it. The scale has
 /// `scaleCount` elements, 1 or cols (none where null); with Vec, rows are
@@ -614,13 +687,26 @@ cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
     // A warp per row: as many threads as rows times 32, the row in
     // registers where it fits.
     unsigned blocks = blocksFor(outer * 32);
-    // Rows held in registers measured faster at 128 (BERT-base's attention,
-    // 0.49 -> 0.44 ms) but slower at 197 and 256 (ViT, GPT-2: 0.88 -> 1.23
-    // ms) than reading the row three times from cache (benchmarks.md,
-    // session 10).
+    // Rows held in registers element by element measured faster at 128
+    // (BERT-base's attention, 0.49 -> 0.44 ms) but slower at 197 and 256
+    // (ViT, GPT-2: 0.88 -> 1.23 ms) than reading the row three times from
+    // cache (benchmarks.md, session 10); rows of 16-byte units are held in
+    // registers up to 2048 (session 23).
+    int cols = static_cast<int>(axis);
+    bool vectors =
+        axis % 4 == 0 && axis <= 2048 && aligned16(x) && aligned16(y);
     if (axis <= 32 * kSoftmaxPerLane)
-      softmaxRowsInRegisters<kSoftmaxPerLane><<<blocks, kThreads, 0, s>>>(
-          x, y, outer, static_cast<int>(axis), log, nanToZero, bias);
+      softmaxRowsInRegisters<kSoftmaxPerLane>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (vectors && axis <= 512)
+      softmaxRowsVectorized<4>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (vectors && axis <= 1024)
+      softmaxRowsVectorized<8>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
+    else if (vectors)
+      softmaxRowsVectorized<16>
+          <<<blocks, kThreads, 0, s>>>(x, y, outer, cols, log, nanToZero, bias);
     else
       softmaxRowsKernel<<<blocks, kThreads, 0, s>>>(x, y, outer, axis, log,
                                                     nanToZero, bias);

@@ -10,6 +10,7 @@
 #include "runtime/cuda/TrainingKernels.h"
 #include "runtime/kernels/Philox.h"
 
+#include <algorithm>
 #include <type_traits>
 
 namespace partc::runtime::cuda {
@@ -669,26 +670,67 @@ __global__ void crossEntropyGradKernel(const float *logits,
 // Optimizer steps, in the order of operations of the CPU reference.
 //===----------------------------------------------------------------------===//
 
-__global__ void sgdKernel(float *param, const float *grad, float *buf,
-                          int64_t n, float lr, float momentum, float decay,
-                          bool hasDecay) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float g = grad[i];
-    if (hasDecay)
-      g += decay * param[i];
-    if (buf) {
-      g = buf[i] * momentum + g;
-      buf[i] = g;
-    }
-    param[i] = param[i] - lr * g;
+/// SGD (with momentum where `buf` is set) on one element.
+__device__ inline void sgdElement(float &param, float grad, float *buf,
+                                  float lr, float momentum, float decay,
+                                  bool hasDecay) {
+  float g = grad;
+  if (hasDecay)
+    g += decay * param;
+  if (buf) {
+    g = *buf * momentum + g;
+    *buf = g;
   }
+  param = param - lr * g;
 }
 
-__global__ void adamWKernel(float *param, const float *grad, float *m, float *v,
+/// With Vec, 16 bytes of each tensor at a time (every pointer aligned);
+/// then the elements past the last whole unit.
+template <bool Vec>
+__global__ void sgdKernel(float *__restrict__ param,
+                          const float *__restrict__ grad,
+                          float *__restrict__ buf, int64_t n, float lr,
+                          float momentum, float decay, bool hasDecay) {
+  int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+          stride = int64_t(gridDim.x) * blockDim.x, units = Vec ? n / 4 : 0;
+  for (int64_t u = first; u < units; u += stride) {
+    float4 p = reinterpret_cast<float4 *>(param)[u],
+           g = reinterpret_cast<const float4 *>(grad)[u];
+    float4 b = buf ? reinterpret_cast<float4 *>(buf)[u] : float4{};
+    sgdElement(p.x, g.x, buf ? &b.x : nullptr, lr, momentum, decay, hasDecay);
+    sgdElement(p.y, g.y, buf ? &b.y : nullptr, lr, momentum, decay, hasDecay);
+    sgdElement(p.z, g.z, buf ? &b.z : nullptr, lr, momentum, decay, hasDecay);
+    sgdElement(p.w, g.w, buf ? &b.w : nullptr, lr, momentum, decay, hasDecay);
+    reinterpret_cast<float4 *>(param)[u] = p;
+    if (buf)
+      reinterpret_cast<float4 *>(buf)[u] = b;
+  }
+  for (int64_t i = 4 * units + first; i < n; i += stride)
+    sgdElement(param[i], grad[i], buf ? buf + i : nullptr, lr, momentum, decay,
+               hasDecay);
+}
+
+/// AdamW's constants for one step: the bias corrections in double, once
+/// per block (a double pow per thread cost more than the step's memory
+/// traffic).
+struct AdamWStep {
+  float size, corr, decay, b1, b2, c2, eps;
+
+  __device__ void element(float &param, float grad, float &m, float &v) const {
+    float mi = m + b1 * (grad - m);
+    float vi = v * b2 + c2 * grad * grad;
+    float denom = sqrtf(vi) / corr + eps;
+    m = mi;
+    v = vi;
+    param = param * decay - size * (mi / denom);
+  }
+};
+
+template <bool Vec>
+__global__ void adamWKernel(float *__restrict__ param,
+                            const float *__restrict__ grad,
+                            float *__restrict__ m, float *__restrict__ v,
                             const int64_t *step, int64_t n, AdamWParams p) {
-  // The bias corrections in double, once per block: a double pow per
-  // thread cost more than the step's memory traffic.
   __shared__ float corrections[2];
   if (threadIdx.x == 0) {
     double t = double(step[0]) + 1;
@@ -696,20 +738,27 @@ __global__ void adamWKernel(float *param, const float *grad, float *m, float *v,
     corrections[1] = float(sqrt(1 - pow(p.beta2, t)));
   }
   __syncthreads();
-  float size = corrections[0], corr = corrections[1];
-  float decay = float(1 - p.lr * p.weightDecay), b1 = float(1 - p.beta1),
-        b2 = float(p.beta2), c2 = float(1 - p.beta2), eps = float(p.eps);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float g = grad[i];
-    float pi = param[i] * decay;
-    float mi = m[i] + b1 * (g - m[i]);
-    float vi = v[i] * b2 + c2 * g * g;
-    float denom = sqrtf(vi) / corr + eps;
-    m[i] = mi;
-    v[i] = vi;
-    param[i] = pi - size * (mi / denom);
+  AdamWStep a{
+      corrections[0],     corrections[1], float(1 - p.lr * p.weightDecay),
+      float(1 - p.beta1), float(p.beta2), float(1 - p.beta2),
+      float(p.eps)};
+  int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+          stride = int64_t(gridDim.x) * blockDim.x, units = Vec ? n / 4 : 0;
+  for (int64_t u = first; u < units; u += stride) {
+    float4 pu = reinterpret_cast<float4 *>(param)[u],
+           gu = reinterpret_cast<const float4 *>(grad)[u],
+           mu = reinterpret_cast<float4 *>(m)[u],
+           vu = reinterpret_cast<float4 *>(v)[u];
+    a.element(pu.x, gu.x, mu.x, vu.x);
+    a.element(pu.y, gu.y, mu.y, vu.y);
+    a.element(pu.z, gu.z, mu.z, vu.z);
+    a.element(pu.w, gu.w, mu.w, vu.w);
+    reinterpret_cast<float4 *>(param)[u] = pu;
+    reinterpret_cast<float4 *>(m)[u] = mu;
+    reinterpret_cast<float4 *>(v)[u] = vu;
   }
+  for (int64_t i = 4 * units + first; i < n; i += stride)
+    a.element(param[i], grad[i], m[i], v[i]);
 }
 
 __global__ void countStepKernel(int64_t *step) { step[0] += 1; }
@@ -1071,19 +1120,35 @@ cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
   return cudaGetLastError();
 }
 
+namespace {
+/// An update's grid: a thread per 16 bytes, at most a few blocks per SM's
+/// worth (each block first computes the step's constants).
+int updateBlocks(int64_t n) { return std::min(blocksFor((n + 3) / 4), 2048); }
+} // namespace
+
 cudaError_t launchSgd(float *param, const float *grad, float *buf, int64_t n,
                       double lr, double momentum, double decay,
                       cudaStream_t s) {
-  sgdKernel<<<blocksFor(n), kThreads, 0, s>>>(param, grad, buf, n, float(lr),
-                                              float(momentum), float(decay),
-                                              decay != 0);
+  if (aligned16(param) && aligned16(grad) && (!buf || aligned16(buf)))
+    sgdKernel<true><<<updateBlocks(n), kThreads, 0, s>>>(
+        param, grad, buf, n, float(lr), float(momentum), float(decay),
+        decay != 0);
+  else
+    sgdKernel<false><<<updateBlocks(n), kThreads, 0, s>>>(
+        param, grad, buf, n, float(lr), float(momentum), float(decay),
+        decay != 0);
   return cudaGetLastError();
 }
 
 cudaError_t launchAdamW(float *param, const float *grad, float *m, float *v,
                         const int64_t *step, int64_t n, const AdamWParams &p,
                         cudaStream_t s) {
-  adamWKernel<<<blocksFor(n), kThreads, 0, s>>>(param, grad, m, v, step, n, p);
+  if (aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v))
+    adamWKernel<true>
+        <<<updateBlocks(n), kThreads, 0, s>>>(param, grad, m, v, step, n, p);
+  else
+    adamWKernel<false>
+        <<<updateBlocks(n), kThreads, 0, s>>>(param, grad, m, v, step, n, p);
   return cudaGetLastError();
 }
 

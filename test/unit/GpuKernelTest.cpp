@@ -233,9 +233,10 @@ TEST(GpuKernels, EveryUnaryStepMatchesCpu) {
 TEST(GpuKernels, SoftmaxAddsItsBias) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
-  // Rows of 32 or more run a warp per row (held in registers up to 128),
-  // shorter ones a thread per row, and a softmax along another axis
-  // indexes the bias per element.
+  // Rows of 32 or more run a warp per row (held in registers up to 128,
+  // and in 16-byte units up to 2048 where a multiple of 4), shorter ones a
+  // thread per row, and a softmax along another axis indexes the bias per
+  // element.
   const Layout last[] = {
       {"causal mask, warp per row",
        {{2, 3, 40, 40}, {1, 1, 40, 40}},
@@ -247,8 +248,17 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
        {{2, 3, 5, 64}, {2, 1, 5, 1}},
        {2, 3, 5, 64}},
       {"rows of 100 in registers", {{3, 2, 100}, {3, 1, 100}}, {3, 2, 100}},
-      {"rows of 300 from cache", {{3, 2, 300}, {3, 1, 300}}, {3, 2, 300}},
-      {"rows of 1100 from cache", {{2, 1100}, {1, 1100}}, {2, 1100}},
+      {"rows of 300 in 16-byte units", {{3, 2, 300}, {3, 1, 300}}, {3, 2, 300}},
+      {"rows of 1100 in 16-byte units", {{2, 1100}, {1, 1100}}, {2, 1100}},
+      {"causal mask, rows of 512 in 16-byte units",
+       {{2, 2, 8, 512}, {1, 1, 8, 512}},
+       {2, 2, 8, 512}},
+      {"per-row bias, rows of 256 in 16-byte units",
+       {{2, 3, 4, 256}, {2, 1, 4, 1}},
+       {2, 3, 4, 256}},
+      {"rows of 2048 in 16-byte units", {{3, 2048}, {1, 2048}}, {3, 2048}},
+      {"rows of 301 from cache", {{3, 301}, {1, 301}}, {3, 301}},
+      {"rows of 2052 from cache", {{2, 2052}, {1, 2052}}, {2, 2052}},
       {"no bias, rows of 120", {{5, 120}}, {5, 120}},
       {"lower rank, thread per row", {{2, 3, 8, 8}, {8, 8}}, {2, 3, 8, 8}},
       {"full bias, thread per row", {{4, 6}, {4, 6}}, {4, 6}},
@@ -263,7 +273,7 @@ TEST(GpuKernels, SoftmaxAddsItsBias) {
   }
   AttrMap last1;
   last1.set("axis", AttrValue::ofInts({1}));
-  for (int64_t cols : {40, 120, 1100})
+  for (int64_t cols : {40, 120, 301, 512, 1100, 2048})
     expectGpuMatchesCpu("log_softmax", last1,
                         {"log-softmax", {{3, cols}}, {3, cols}},
                         {{"log_softmax", DeviceContext()}}, -3.f, 3.f, 1e-4f);
@@ -880,4 +890,109 @@ TEST(GpuKernels, LayerNormGradMatchesCpu) {
                                  {f32(x), f32(x), f32(norm)},
                                  {f32(x), f32(norm), f32(norm)});
   }
+}
+
+// The optimizer updates in place, 16 bytes at a time where every tensor is
+// aligned (with a tail of elements past the last whole unit), element by
+// element where one is not: both against the CPU's, after three steps.
+TEST(GpuKernels, OptimizerUpdatesMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  auto f32 = [](int64_t n) { return TensorType{DType::F32, {n}}; };
+  TensorType step{DType::I64, {}};
+  AttrMap adamw;
+  adamw.set("lr", AttrValue::ofFloats({1e-3}));
+  adamw.set("beta1", AttrValue::ofFloats({0.9}));
+  adamw.set("beta2", AttrValue::ofFloats({0.999}));
+  adamw.set("eps", AttrValue::ofFloats({1e-8}));
+  adamw.set("weight_decay", AttrValue::ofFloats({0.01}));
+  AttrMap sgd;
+  sgd.set("lr", AttrValue::ofFloats({0.1}));
+  sgd.set("momentum", AttrValue::ofFloats({0.9}));
+  sgd.set("weight_decay", AttrValue::ofFloats({1e-4}));
+  struct Case {
+    const char *kernel;
+    const AttrMap *attrs;
+    int states; // tensors updated besides the parameter
+  };
+  for (Case c : {Case{"adamw_update", &adamw, 2}, Case{"sgd_update", &sgd, 1}})
+    for (int64_t n : {int64_t(1), int64_t(7), int64_t(4099), int64_t(1 << 16)})
+      for (int64_t misalign : {0, 1}) {
+        SCOPED_TRACE(std::string(c.kernel) + " n=" + std::to_string(n) +
+                     (misalign ? " misaligned" : ""));
+        // Parameter, gradient, then the states; AdamW reads the step last.
+        int tensors = 2 + c.states;
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+        std::vector<std::vector<float>> cpu(tensors, std::vector<float>(n));
+        for (auto &t : cpu)
+          for (float &v : t)
+            v = uniform(rng);
+        for (int s = 0; s < c.states; ++s) // AdamW's second moment >= 0
+          if (s == 1)
+            for (float &v : cpu[2 + s])
+              v = std::fabs(v);
+        std::vector<std::vector<float>> gpuHost = cpu;
+        std::vector<TensorType> ins, outs;
+        for (int t = 0; t < tensors; ++t)
+          ins.push_back(f32(n));
+        outs.push_back(f32(n));
+        for (int s = 0; s < c.states; ++s)
+          outs.push_back(f32(n));
+        bool adam = c.states == 2;
+        if (adam)
+          ins.push_back(step);
+        std::unique_ptr<Kernel> cpuKernel;
+        ASSERT_TRUE(
+            createCpuKernel(c.kernel, *c.attrs, ins, outs, cpuKernel).ok());
+        DeviceContext ctx;
+        std::unique_ptr<GpuKernel> gpuKernel;
+        ASSERT_TRUE(
+            createGpuKernel(c.kernel, *c.attrs, ins, outs, ctx, gpuKernel)
+                .ok() &&
+            gpuKernel);
+        std::vector<float *> device(tensors);
+        for (int t = 0; t < tensors; ++t) {
+          float *d = nullptr;
+          ASSERT_EQ(cudaMalloc(&d, (n + 1) * sizeof(float)), cudaSuccess);
+          device[t] = d + (t == 1 ? misalign : 0);
+          cudaMemcpy(device[t], cpu[t].data(), n * sizeof(float),
+                     cudaMemcpyHostToDevice);
+        }
+        int64_t *deviceStep = nullptr;
+        ASSERT_EQ(cudaMalloc(&deviceStep, sizeof(int64_t)), cudaSuccess);
+        for (int64_t k = 0; k < 3; ++k) {
+          cudaMemcpy(deviceStep, &k, sizeof k, cudaMemcpyHostToDevice);
+          std::vector<TensorRef> cpuIn, cpuOut, gpuIn, gpuOut;
+          for (int t = 0; t < tensors; ++t) {
+            cpuIn.push_back({cpu[t].data(), ins[t]});
+            gpuIn.push_back({device[t], ins[t]});
+          }
+          if (adam) {
+            cpuIn.push_back({&k, step});
+            gpuIn.push_back({deviceStep, step});
+          }
+          for (int t : {0, 2, 3})
+            if (t < tensors) {
+              cpuOut.push_back({cpu[t].data(), f32(n)});
+              gpuOut.push_back({device[t], f32(n)});
+            }
+          ASSERT_TRUE(cpuKernel->run(cpuIn, cpuOut).ok());
+          ASSERT_TRUE(gpuKernel->run(ctx, gpuIn, gpuOut).ok());
+        }
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        for (int t : {0, 2, 3}) {
+          if (t >= tensors)
+            continue;
+          cudaMemcpy(gpuHost[t].data(), device[t], n * sizeof(float),
+                     cudaMemcpyDeviceToHost);
+          for (int64_t i = 0; i < n; ++i)
+            ASSERT_NEAR(gpuHost[t][i], cpu[t][i],
+                        1e-5f * std::max(1.f, std::fabs(cpu[t][i])))
+                << "tensor " << t << " element " << i;
+        }
+        for (int t = 0; t < tensors; ++t)
+          cudaFree(device[t] - (t == 1 ? misalign : 0));
+        cudaFree(deviceStep);
+      }
 }
