@@ -63,6 +63,28 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
   }];
 }
 
+def PadMatMulColumns : Pass<"partc-pad-matmul-columns", "mlir::ModuleOp"> {
+  let summary = "Pads a wide product's columns to an aligned count";
+  let description = [{
+    A graph.matmul whose 2-D right operand has `min-columns` columns or
+    more, not a multiple of `multiple`, multiplies by that operand padded
+    with zero columns (or, for a transposed matrix, the matrix padded with
+    zero rows, so that the transpose stays a view) and slices the result
+    back. GEMM libraries run rows of an unaligned length (GPT-2's tied LM
+    head: 50,257 columns) at well under half their speed, and in training
+    all three products of the head then get aligned operands. Zero
+    columns add zero terms only: every kept element is the same sum, so
+    results are unchanged on the CPU backend. Runs before
+    differentiation: the pad's and slice's gradients are each other.
+  }];
+  let options = [
+    Option<"minColumns", "min-columns", "int64_t", "1024",
+           "Narrower products are left alone">,
+    Option<"multiple", "multiple", "int64_t", "32",
+           "Column counts are padded to a multiple of this">,
+  ];
+}
+
 def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   let summary = "Reads slices and transposes in place in batched MatMuls";
   let description = [{

@@ -194,6 +194,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     assign.splitAt.assign(o.splitAt.begin(), o.splitAt.end());
     pm.addPass(createAssignDevices(assign));
   }
+  // Before differentiation, so that all of a padded product's gradients
+  // are aligned too.
+  if (o.padMatMulColumns)
+    pm.addPass(createPadMatMulColumns());
   // Training differentiates the graph as imported, before any fusion.
   if (o.train) {
     PrepareTrainingOptions prepare;

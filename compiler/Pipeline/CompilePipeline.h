@@ -82,6 +82,10 @@ struct CompilePipelineOptions
       llvm::cl::desc("Read slices and transposes around batched MatMuls in "
                      "place"),
       llvm::cl::init(true)};
+  Option<bool> padMatMulColumns{
+      *this, "pad-matmul-columns",
+      llvm::cl::desc("Pad wide products' unaligned column counts"),
+      llvm::cl::init(true)};
   Option<bool> lower{
       *this, "lower",
       llvm::cl::desc("Lower the placed graph to the plan dialect and plan "

@@ -692,6 +692,25 @@ LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult PadOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  if (getMode() != "constant")
+    return emitOpError() << "pads in mode '" << getMode()
+                         << "'; only constant padding has a gradient so far";
+  auto input = tensorType(getInput());
+  int64_t rank = input.getRank();
+  ArrayRef<int64_t> pads = getPads();
+  SmallVector<int64_t> starts(rank), ends(rank), steps(rank, 1);
+  // (Shape inference refuses negative pads.)
+  for (int64_t d = 0; d < rank; ++d) {
+    starts[d] = pads[d];
+    ends[d] = pads[d] + input.getDimSize(d);
+  }
+  // The padding is constant: only the input's own elements pass gradients.
+  dx[0] = SliceOp::create(b, getLoc(), dy[0], starts, ends, steps);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Gathers
 //===----------------------------------------------------------------------===//

@@ -779,7 +779,7 @@ def Graph_ScatterNdOp : Graph_ComputeOp<"scatter_nd", [
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_PadOp : Graph_ComputeOp<"pad", [
+def Graph_PadOp : Graph_ComputeOp<"pad", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Pads with [begin..., end...] amounts";
   let arguments = (ins Graph_Tensor:$input, DenseI64ArrayAttr:$pads,

@@ -26,6 +26,8 @@ partc must be no further from float64 than twice PyTorch's float32 is
     next-token cross-entropy, AdamW (PyTorch's defaults, lr 1e-3); opset
     13 writes layer norm and Gelu out in elementary ops, opset 17 has
     LayerNormalization.
+  * tiny_gpt_vocab1030: the same with 1030 tokens, whose LM head's
+    products partc pads to 1056 columns.
 
 Prints one line per case; exits 1 if any fails, and 0 with SKIPPED where
 PyTorch is missing.
@@ -266,5 +268,17 @@ for opset in (13, 17):
                          targets, "cross-entropy",
                          lambda p: torch.optim.AdamW(p, lr=1e-3),
                          ["--optimizer", "adamw", "--lr", "0.001"], opset))
+# An LM head of an unaligned width over 1024: partc pads the head's
+# weight to 1056 columns for its products and slices the logits back; the
+# training must not see the difference. (Untied: this exporter folds a
+# tied head's transposed embedding into an initializer of its own, so the
+# file would train two matrices where PyTorch trains one.)
+torch.manual_seed(3)
+net = TinyGpt(vocab=1030)
+tokens = torch.randint(0, 1030, (4, 8))
+targets = torch.randint(0, 1030, (4, 8))
+failed |= bool(check("tiny_gpt_vocab1030", net, tokens, targets,
+                     "cross-entropy", lambda p: torch.optim.AdamW(p, lr=1e-3),
+                     ["--optimizer", "adamw", "--lr", "0.001"], 17))
 print("some failed" if failed else "all passed")
 sys.exit(1 if failed else 0)

@@ -90,3 +90,14 @@ func.func @main(%ids: tensor<2xi64> {graph.name = "ids"}) -> (tensor<3x2xf32> {g
   %y = graph.gather %t, %ids {axis = 1 : i64} : (tensor<3x5xf32>, tensor<2xi64>) -> tensor<3x2xf32>
   return %y : tensor<3x2xf32>
 }
+
+// -----
+
+// Tests that a pad's gradient is refused in a mode other than constant.
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // expected-error@+1 {{'graph.pad' op pads in mode 'reflect'; only constant padding has a gradient so far}}
+  %y = graph.pad %h {pads = array<i64: 0, 1, 0, 1>, mode = "reflect"} : (tensor<2x4xf32>) -> tensor<2x6xf32>
+  return %y : tensor<2x6xf32>
+}

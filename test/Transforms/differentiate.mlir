@@ -199,3 +199,17 @@ func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {gra
   graph.count_step %step : tensor<i64>
   return %y : tensor<4x2xf32>
 }
+
+// -----
+
+// Tests that a constant pad's gradient is the slice of the padded region's
+// gradient back to the input's place.
+// CHECK-LABEL: func @main
+// CHECK: graph.pad %{{.*}} {pads = array<i64: 0, 1, 0, 2>}
+// CHECK: graph.slice %{{.*}} {ends = array<i64: 2, 4>, starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<2x6xf32>) -> tensor<2x3xf32>
+func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x3xf32>} : () -> tensor<2x3xf32>
+  %h = graph.mul %x, %w : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %y = graph.pad %h {pads = array<i64: 0, 1, 0, 2>} : (tensor<2x3xf32>) -> tensor<2x6xf32>
+  return %y : tensor<2x6xf32>
+}

@@ -145,6 +145,11 @@ static cl::opt<bool> noFoldMatMulViews(
     cl::desc("Copy slices and transposes around batched MatMuls instead of "
              "reading them in place (for comparison)"),
     cl::init(false));
+static cl::opt<bool> noPadMatMulColumns(
+    "no-pad-matmul-columns",
+    cl::desc("Multiply by wide matrices of an unaligned column count as "
+             "they are instead of padding their columns (for comparison)"),
+    cl::init(false));
 
 static cl::OptionCategory trainingCategory("Training (--train)");
 static cl::opt<bool> train("train",
@@ -548,6 +553,7 @@ int compile() {
   options.layout = layout;
   options.fuseElementwise = !noFuseElementwise;
   options.foldMatMulViews = !noFoldMatMulViews;
+  options.padMatMulColumns = !noPadMatMulColumns;
   options.lower = emit != "graph";
   options.explain = explain;
   options.train = train;
