@@ -73,9 +73,10 @@ def PadMatMulColumns : Pass<"partc-pad-matmul-columns", "mlir::ModuleOp"> {
     back. GEMM libraries run rows of an unaligned length (GPT-2's tied LM
     head: 50,257 columns) at well under half their speed, and in training
     all three products of the head then get aligned operands. Zero
-    columns add zero terms only: every kept element is the same sum, so
-    results are unchanged on the CPU backend. Runs before
-    differentiation: the pad's and slice's gradients are each other.
+    columns add zero terms only: every kept element is the same sum of
+    the same products, up to the order a kernel adds them in. Runs
+    before differentiation: the pad's and slice's gradients are each
+    other.
   }];
   let options = [
     Option<"minColumns", "min-columns", "int64_t", "1024",
