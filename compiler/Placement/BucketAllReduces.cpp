@@ -12,6 +12,7 @@
 
 #include "dialects/Graph/GraphDialect.h"
 #include "dialects/Graph/GraphOps.h"
+#include "dialects/Graph/RuntimeBridge.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -22,11 +23,6 @@ namespace mlir::partc {
 #include "compiler/Passes.h.inc"
 
 namespace {
-
-int64_t tensorBytes(Type type) {
-  auto tensor = cast<RankedTensorType>(type);
-  return tensor.getNumElements() * int64_t(tensor.getElementTypeBitWidth() / 8);
-}
 
 /// One group: its op on each of its devices, by device.
 struct Group {
@@ -74,7 +70,8 @@ private:
         order.push_back(reduce.getGroup());
         g.devices = reduce.getDevices();
         for (Value input : reduce.getInputs())
-          g.bytes += tensorBytes(input.getType());
+          g.bytes += static_cast<int64_t>(
+              toTensorType(cast<ShapedType>(input.getType())).byteSize());
       }
       if (!g.onDevice.try_emplace(*device, reduce).second)
         return reduce.emitOpError()
@@ -131,12 +128,7 @@ private:
         }
       }
     }
-    // Groups numbered in the order the devices meet them, for readers.
-    DenseMap<int64_t, int64_t> renumbered;
-    for (auto reduce : body.getOps<graph::AllReduceOp>())
-      renumbered.try_emplace(reduce.getGroup(), renumbered.size());
-    for (auto reduce : body.getOps<graph::AllReduceOp>())
-      reduce.setGroup(renumbered.lookup(reduce.getGroup()));
+    renumberAllReduceGroups(body);
     return success();
   }
 

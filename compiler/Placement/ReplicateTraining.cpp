@@ -597,12 +597,7 @@ LogicalResult Replicator::run() {
     inverseMicroBatches_.getDefiningOp()->erase();
   if (failed(orderBySchedule()))
     return failure();
-  // Groups numbered in the order the devices meet them, for readers.
-  DenseMap<int64_t, int64_t> renumbered;
-  for (auto reduce : body.getOps<graph::AllReduceOp>())
-    renumbered.try_emplace(reduce.getGroup(), renumbered.size());
-  for (auto reduce : body.getOps<graph::AllReduceOp>())
-    reduce.setGroup(renumbered.lookup(reduce.getGroup()));
+  renumberAllReduceGroups(body);
   func_.setFunctionType(
       builder_.getFunctionType(argTypes, returnOp.getOperandTypes()));
   setNumDevices(module_, replicas_ * stages_);

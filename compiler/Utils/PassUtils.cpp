@@ -252,6 +252,14 @@ void recordPlacement(ModuleOp module, StringRef key, StringRef value) {
                   entries.getDictionary(ctx));
 }
 
+void renumberAllReduceGroups(Block &body) {
+  DenseMap<int64_t, int64_t> renumbered;
+  for (auto reduce : body.getOps<graph::AllReduceOp>())
+    renumbered.try_emplace(reduce.getGroup(), renumbered.size());
+  for (auto reduce : body.getOps<graph::AllReduceOp>())
+    reduce.setGroup(renumbered.lookup(reduce.getGroup()));
+}
+
 std::string formatBytes(double bytes) {
   const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int unit = 0;

@@ -68,6 +68,11 @@ std::optional<int64_t> scalarIntConstant(Value v);
 /// pattern go with it).
 void eraseWithTheirConstants(ArrayRef<Operation *> ops);
 
+/// Numbers the graph.all_reduce groups of `body` 0, 1, ... in the order
+/// the devices first meet them (the plan verifier asks for dense numbers;
+/// readers of the IR see the order).
+void renumberAllReduceGroups(Block &body);
+
 } // namespace mlir::partc
 
 #endif // PARTC_COMPILER_UTILS_PASSUTILS_H
