@@ -258,6 +258,18 @@ if [[ $what == *sweep* ]]; then
     2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-$be.jsonl
   tail -3 $OUT/sweep-$be.md
 fi
+if [[ $what == *precision* ]]; then
+  # --precision bf16 and fp16 (issue 20): the 16-bit kernels against the
+  # CPU's rounding, the zoo's transformers on the GPU against PyTorch's
+  # fp32 outputs, then fp32, bf16 and fp16 plans beside PyTorch's peers.
+  echo "== precision"
+  t $B/partc-cuda-unittests --gtest_filter='*SixteenBit*:*Bf16*:*GeneratedKernels*:*EveryUnary*:*Softmax*'
+  timeout 240 python3 test/models/precision_check.py --bin $B --work $W/zoo16 \
+    --run-args "--backend cuda --precision fp32" 2>&1 | tail -14 | tee $OUT/precision-zoo.txt
+  timeout ${PREC_TIMEOUT:-500} python3 -u bench/bench_precision.py --bin $B --work $W/prec \
+    --peers .device/torch_peers.py ${PREC_MODELS:+--models $PREC_MODELS} \
+    ${PREC_ARGS:-} 2>&1 | grep -v -i warn | tee $OUT/precision.txt
+fi
 if [[ $what == *peers* ]]; then
   # Models partc was not tuned on against their strongest PyTorch peers
   # (torch_peers.py, identical weights), then partc's kernel profile by op.

@@ -86,6 +86,27 @@ def PadMatMulColumns : Pass<"partc-pad-matmul-columns", "mlir::ModuleOp"> {
   ];
 }
 
+def LowerPrecision : Pass<"partc-lower-precision", "mlir::ModuleOp"> {
+  let summary = "Runs the model's f32 tensors in bf16 or fp16";
+  let description = [{
+    Inference in a 16-bit float type: the ops that every backend runs in
+    that type (products, convolutions, element-wise chains, softmax, layer
+    norm and the data movement between them) read and write it, their f32
+    weights converted once here (rounded to nearest even); every other op
+    keeps f32, with a graph.cast on each edge where the two meet. The
+    function's inputs and results keep their types, so that a plan is fed
+    and read as the model is. Kernels accumulate, and compute softmax's
+    and normalizations' statistics, in f32; the CPU backend rounds each
+    such op's f32 result to the type, as a GPU kernel does. The choice is
+    recorded for the plan (`precision`). Training is refused: its
+    gradients and optimizer state stay f32 (docs/design.md).
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", "\"bf16\"",
+           "bf16 or fp16">,
+  ];
+}
+
 def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   let summary = "Reads slices and transposes in place in batched MatMuls";
   let description = [{

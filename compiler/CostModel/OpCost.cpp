@@ -72,6 +72,8 @@ OpWork analyzeOp(Operation *op, bool batched) {
   std::vector<::partc::runtime::TensorType> ins, outs;
   for (Value v : op->getOperands()) {
     ins.push_back(toTensorType(cast<ShapedType>(v.getType())));
+    Type element = cast<ShapedType>(v.getType()).getElementType();
+    w.sixteenBit = w.sixteenBit || element.isBF16() || element.isF16();
     w.inputIsWeight.push_back(v.getDefiningOp<graph::ConstantOp>() != nullptr);
   }
   for (Type t : op->getResultTypes())
@@ -108,10 +110,12 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
       return *measured + d.kernelGapSeconds;
   double flops = w.flops * f;
   double bytes = w.activationBytes * f + w.weightBytes;
-  double rate =
-      w.cls == OpClass::Matrix
-          ? (tf32 ? d.matrixFlopsTf32 : d.matrixFlopsFp32) * w.matrixUtilization
-          : d.vectorFlops;
+  double rate = w.cls == OpClass::Matrix
+                    ? (w.sixteenBit && d.matrixFlopsBf16 > 0 ? d.matrixFlopsBf16
+                       : tf32                                ? d.matrixFlopsTf32
+                              : d.matrixFlopsFp32) *
+                          w.matrixUtilization
+                    : d.vectorFlops;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;
   double roofline = std::max(compute, memory) + d.launchSeconds;

@@ -29,6 +29,9 @@ struct OpWork {
   /// stem ran at 38 TFLOP/s on an H200 where its other convolutions ran
   /// at 100 to 350 (profile, 2026-11-22).
   double matrixUtilization = 1.0;
+  /// Products on bf16 or f16 operands run at the tensor cores' 16-bit
+  /// rate (--precision).
+  bool sixteenBit = false;
   bool batched = false;
   std::string signature; // kernel signature, for cost tables
   /// What the signature is made of, to name the kernel at a micro-batch.

@@ -63,6 +63,13 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
     return "--bucket-bytes must be at least 1 (or 0: chosen from the link), "
            "got " +
            std::to_string(o.bucketBytes);
+  if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "fp16")
+    return "unknown --precision '" + o.precision +
+           "'; expected fp32, bf16 or fp16";
+  if (o.train && o.precision != "fp32")
+    return "--precision " + o.precision +
+           " is for inference; training keeps its gradients and optimizer "
+           "state in fp32 (compile without --precision)";
   if (o.schedule != "auto" && o.schedule != "gpipe" && o.schedule != "1f1b")
     return "unknown --schedule '" + o.schedule +
            "'; expected gpipe, 1f1b or auto";
@@ -236,6 +243,11 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     pm.addPass(createFoldMatMulViews());
   if (o.fuseElementwise)
     pm.addPass(createFuseElementwise());
+
+  // After fusion: a fused chain or epilogue is converted as one op, and
+  // only the edges between 16-bit and f32 ops get casts.
+  if (o.precision != "fp32")
+    pm.addPass(createLowerPrecision({o.precision}));
 
   // After fusion, so that a fused chain is computed again as one kernel.
   if (o.train && (o.recompute == "all" ||

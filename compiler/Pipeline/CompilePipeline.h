@@ -86,6 +86,11 @@ struct CompilePipelineOptions
       *this, "pad-matmul-columns",
       llvm::cl::desc("Pad wide products' unaligned column counts"),
       llvm::cl::init(true)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Activations and weights in fp32, bf16 or fp16 "
+                     "(inference)"),
+      llvm::cl::init("fp32")};
   Option<bool> lower{
       *this, "lower",
       llvm::cl::desc("Lower the placed graph to the plan dialect and plan "

@@ -308,11 +308,16 @@ INFER_SIGNATURE(FusedElementwiseOp) {
                              ::partc::runtime::fused::kMaxInputs)))
     return failure();
   SmallVector<int64_t> shape;
+  Type element = tensorOf(operands[0]).getElementType();
   for (Value v : operands) {
     auto t = tensorOf(v);
-    if (!t.getElementType().isF32())
-      return fail(loc, "fuses f32 tensors only, got " + shapeStr(t.getShape()) +
-                           " of another type");
+    // Steps compute in f32; 16-bit operands (--precision) are widened as
+    // they are read.
+    if (t.getElementType() != element ||
+        !(element.isF32() || element.isBF16() || element.isF16()))
+      return fail(loc, "fuses f32 (or all bf16, or all f16) tensors only, "
+                       "got " +
+                           shapeStr(t.getShape()) + " of another type");
     SmallVector<int64_t> next;
     if (!broadcast(shape, t.getShape(), next))
       return fail(loc, "operand shapes " + shapeStr(shape) + " and " +
@@ -328,8 +333,10 @@ INFER_SIGNATURE(StridedMatMulOp) {
   if (failed(requireOperands(loc, operands, 2, 2)))
     return failure();
   auto a = tensorOf(operands[0]), b = tensorOf(operands[1]);
-  if (!a.getElementType().isF32() || !b.getElementType().isF32())
-    return fail(loc, "multiplies f32 tensors only");
+  Type element = a.getElementType();
+  if (element != b.getElementType() ||
+      !(element.isF32() || element.isBF16() || element.isF16()))
+    return fail(loc, "multiplies two f32, bf16 or f16 tensors only");
   namespace strided = ::partc::runtime::strided;
   auto view = [&](StringRef prefix, strided::View &v) {
     auto shape = intsAttr(attrs, (prefix + "_shape").str());

@@ -187,6 +187,9 @@ private:
   std::string graphVariant_;
   bool hasBias_ = false, hasAddend_ = false, relu_ = false,
        channelsLast_ = false;
+  /// The operands' type in memory: FusedParams::F32, BF16 or F16.
+  unsigned char element_ = FusedParams::F32;
+  cudnnDataType_t stored_ = CUDNN_DATA_FLOAT;
   int64_t m_ = 0, inner_ = 1, n_ = 0;
 };
 
@@ -218,6 +221,14 @@ ConvKernel::~ConvKernel() {
 
 Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
   channelsLast_ = a.attrs.getInt("channels_last", 0) != 0;
+  if (a.outputs[0].dtype == DType::BF16) {
+    element_ = FusedParams::BF16;
+    stored_ = CUDNN_DATA_BFLOAT16;
+  } else if (a.outputs[0].dtype == DType::F16) {
+    element_ = FusedParams::F16;
+    stored_ = CUDNN_DATA_HALF;
+  }
+  bool sixteen = element_ != FusedParams::F32;
   // Descriptors take dimensions channels first; channels-last operands are
   // described by their strides (and the filter by its format).
   auto firstOrder = [&](const Shape &s) {
@@ -260,18 +271,16 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
   PARTC_RETURN_IF_ERROR(cudnnStatus(cudnnCreateFilterDescriptor(&w_), "desc"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnCreateConvolutionDescriptor(&conv_), "desc"));
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnSetTensorNdDescriptor(x_, CUDNN_DATA_FLOAT, nd,
-                                             xd.data(), packed(xd).data()),
-                  "input descriptor"));
-  PARTC_RETURN_IF_ERROR(
-      cudnnStatus(cudnnSetTensorNdDescriptor(y_, CUDNN_DATA_FLOAT, nd,
-                                             yd.data(), packed(yd).data()),
-                  "output descriptor"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetTensorNdDescriptor(x_, stored_, nd, xd.data(), packed(xd).data()),
+      "input descriptor"));
+  PARTC_RETURN_IF_ERROR(cudnnStatus(
+      cudnnSetTensorNdDescriptor(y_, stored_, nd, yd.data(), packed(yd).data()),
+      "output descriptor"));
   PARTC_RETURN_IF_ERROR(cudnnStatus(
       cudnnSetFilterNdDescriptor(
-          w_, CUDNN_DATA_FLOAT,
-          channelsLast_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, nd, wd.data()),
+          w_, stored_, channelsLast_ ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
+          nd, wd.data()),
       "filter descriptor"));
   PARTC_RETURN_IF_ERROR(
       cudnnStatus(cudnnSetConvolutionNdDescriptor(
@@ -282,10 +291,11 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
       cudnnStatus(cudnnSetConvolutionGroupCount(
                       conv_, static_cast<int>(a.attrs.getInt("group"))),
                   "group count"));
-  PARTC_RETURN_IF_ERROR(cudnnStatus(
-      cudnnSetConvolutionMathType(conv_, ctx.options.tf32 ? CUDNN_TENSOR_OP_MATH
-                                                          : CUDNN_FMA_MATH),
-      "math type"));
+  PARTC_RETURN_IF_ERROR(
+      cudnnStatus(cudnnSetConvolutionMathType(conv_, ctx.options.tf32 || sixteen
+                                                         ? CUDNN_TENSOR_OP_MATH
+                                                         : CUDNN_FMA_MATH),
+                  "math type"));
   // Pick the algorithm once, by measurement, and keep it.
   cudnnConvolutionFwdAlgoPerf_t perf[8];
   int found = 0;
@@ -321,11 +331,12 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     graph_ = std::make_unique<CudnnGraphConv>();
     graph_->init(ctx, geometry, hasBias_ && ctx.options.fuseEpilogues,
                  hasAddend_ && ctx.options.fuseEpilogues,
-                 relu_ && ctx.options.fuseEpilogues);
+                 relu_ && ctx.options.fuseEpilogues, element_);
     if (!graph_->size())
       graph_.reset();
   }
-  if (!ctx.options.fuseEpilogues)
+  // The other fused variants describe f32 operands.
+  if (!ctx.options.fuseEpilogues || sixteen)
     return Status();
   if (hasBias_)
     PARTC_RETURN_IF_ERROR(initCudnnFused(ctx, nd));
@@ -551,6 +562,10 @@ Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops,
 }
 
 Status ConvKernel::runEpilogue(DeviceContext &ctx, const ConvOperands &ops) {
+  if (element_ != FusedParams::F32)
+    return cudaStatus(launchEpilogue16(ops.y, ops.bias, ops.z, n_, m_, inner_,
+                                       relu_, element_, ctx.stream),
+                      "conv epilogue");
   return cudaStatus(launchEpilogue(static_cast<float *>(ops.y),
                                    static_cast<const float *>(ops.bias),
                                    static_cast<const float *>(ops.z), n_, m_,
@@ -593,6 +608,19 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     ConvVariant variant;
     size_t index;
   };
+  if (element_ != FusedParams::F32) {
+    // 16-bit results are not compared (the check reads f32): a graph plan
+    // with the epilogue fused where cuDNN offers one, the heuristics' first
+    // choice; else the legacy API and the epilogue pass.
+    for (size_t i = 0; graph_ && i < graph_->size(); ++i)
+      if (graph_->fusesEpilogue(i) || !(hasBias_ || hasAddend_ || relu_)) {
+        chosen_ = ConvVariant::Graph;
+        choice_ = i;
+        graphVariant_ = "cudnn-graph-16 (" + graph_->label(i) + ")";
+        return Status();
+      }
+    return Status();
+  }
   std::vector<Candidate> candidates = {{ConvVariant::Separate, 0}};
   for (size_t i = 0; i < fusedAlgos_.size(); ++i)
     candidates.push_back({ConvVariant::CudnnFused, i});

@@ -202,6 +202,11 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
 cudaError_t launchEpilogue(float *y, const float *bias, const float *z,
                            int64_t n, int64_t c, int64_t inner, bool relu,
                            cudaStream_t s);
+/// The same on bf16 or f16 values (`element`: FusedParams::BF16 or F16),
+/// as a fused chain: the sum in f32, rounded once.
+cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,
+                             int64_t n, int64_t c, int64_t inner, bool relu,
+                             unsigned char element, cudaStream_t s);
 struct PoolParams {
   /// planes = batch x channels; channelsLast = channels when the layout is
   /// [N, D, H, W, C], else 0.
@@ -254,6 +259,16 @@ struct SoftmaxBias {
 cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
                           int64_t inner, bool log, bool nanToZero,
                           const SoftmaxBias &bias, cudaStream_t s);
+/// The same on bf16 or f16 operands (`element`: FusedParams::BF16 or F16;
+/// the bias too), computed in f32 (HalfPrecision.cu).
+cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
+                            int64_t inner, bool log, bool nanToZero,
+                            const SoftmaxBias &bias, unsigned char element,
+                            cudaStream_t s);
+cudaError_t launchLayerNorm16(const void *x, const void *scale,
+                              const void *bias, void *y, int64_t rows,
+                              int64_t cols, int64_t scaleMod, int64_t biasMod,
+                              float eps, unsigned char element, cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,
@@ -339,11 +354,13 @@ cudaError_t launchHostGate(const unsigned *word, unsigned value,
 cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
                               int channels, int padded, cudaStream_t s);
 /// pointers[i] = x + offsets[i], pointers[count + i] = y + offsets[count +
-/// i], pointers[2 count + i] = c + offsets[2 count + i] (f32 elements): the
+/// i], pointers[2 count + i] = c + offsets[2 count + i] (in elements of
+/// `elementBytes`): the
 /// matrix pointers of a batched GEMM.
-cudaError_t launchBatchPointers(const float *x, const float *y, float *c,
+cudaError_t launchBatchPointers(const void *x, const void *y, void *c,
                                 const int64_t *offsets, int count,
-                                void **pointers, cudaStream_t s);
+                                int elementBytes, void **pointers,
+                                cudaStream_t s);
 /// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
 cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
                               cudaStream_t s);

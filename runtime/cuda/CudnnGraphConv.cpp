@@ -102,15 +102,24 @@ size_t CudnnGraphConv::workspaceBytes() const {
 }
 
 void CudnnGraphConv::init(DeviceContext &ctx, const ConvGeometry &geometry,
-                          bool bias, bool addend, bool relu) {
-  addPlans(ctx, geometry, bias, addend, relu, /*fused=*/false);
+                          bool bias, bool addend, bool relu,
+                          unsigned char element) {
+  addPlans(ctx, geometry, bias, addend, relu, /*fused=*/false, element);
   if (bias || addend || relu)
-    addPlans(ctx, geometry, bias, addend, relu, /*fused=*/true);
+    addPlans(ctx, geometry, bias, addend, relu, /*fused=*/true, element);
 }
 
 void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
-                              bool bias, bool addend, bool relu, bool fused) {
+                              bool bias, bool addend, bool relu, bool fused,
+                              unsigned char element) {
   const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+  // Tensors in memory have the operands' type; virtual ones (between the
+  // convolution and its epilogue) stay f32.
+  const cudnnDataType_t stored = element == FusedParams::BF16
+                                     ? CUDNN_DATA_BFLOAT16
+                                 : element == FusedParams::F16 ? CUDNN_DATA_HALF
+                                                               : f32;
+  bool sixteen = element != FusedParams::F32;
   const int64_t alignment = 16;
   int64_t nextVirtual = kFirstVirtual;
   auto tensor = [&](int64_t id, const std::vector<int64_t> &dims,
@@ -118,8 +127,9 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
                     bool isVirtual) -> cudnnBackendDescriptor_t {
     cudnnBackendDescriptor_t t = create(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
     int64_t rank = static_cast<int64_t>(dims.size());
+    const cudnnDataType_t &type = isVirtual ? f32 : stored;
     if (!t ||
-        !set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &f32) ||
+        !set(t, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type) ||
         !set(t, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, rank,
              dims.data()) ||
         !set(t, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, rank,
@@ -281,7 +291,7 @@ void CudnnGraphConv::addPlans(DeviceContext &ctx, const ConvGeometry &g,
         cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE,
                                  CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count,
                                  &engine) != CUDNN_STATUS_SUCCESS ||
-        !acceptable(engine, ctx.options.tf32))
+        !acceptable(engine, ctx.options.tf32 || sixteen))
       continue;
     int64_t index = -1;
     cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX,

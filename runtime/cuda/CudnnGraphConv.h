@@ -41,8 +41,10 @@ public:
   /// Builds the execution plans heuristics offer for the convolution alone
   /// and, when it has an epilogue, for the convolution with it. A graph or
   /// engine cuDNN rejects only leaves fewer plans.
+  /// `element` is the operands' type in memory (FusedParams::F32, BF16 or
+  /// F16); the convolution and its epilogue compute in f32.
   void init(DeviceContext &ctx, const ConvGeometry &geometry, bool bias,
-            bool addend, bool relu);
+            bool addend, bool relu, unsigned char element = FusedParams::F32);
 
   size_t size() const { return plans_.size(); }
   /// Whether plan `i` applies the bias, addend and ReLU itself.
@@ -68,7 +70,7 @@ private:
   };
   /// Builds one operation graph and appends the plans for it.
   void addPlans(DeviceContext &ctx, const ConvGeometry &geometry, bool bias,
-                bool addend, bool relu, bool fused);
+                bool addend, bool relu, bool fused, unsigned char element);
   /// Appends the execution plan of one engine configuration; false if cuDNN
   /// rejects it or it needs too much workspace.
   bool addPlan(DeviceContext &ctx, cudnnBackendDescriptor_t config, bool fused,

@@ -259,6 +259,46 @@ unsigned fusedBlocks(const FusedParams &p, bool vectorized) {
   return static_cast<unsigned>(blocksFor(vectorized ? p.n / 4 : p.n));
 }
 
+cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,
+                             int64_t n, int64_t c, int64_t inner, bool relu,
+                             unsigned char element, cudaStream_t s) {
+  if ((!bias && !z && !relu) || n == 0)
+    return cudaSuccess;
+  // [outer, c, inner], the bias read along c only.
+  FusedParams p;
+  p.rank = 3;
+  p.shape[0] = static_cast<unsigned>(n / (c * inner));
+  p.shape[1] = static_cast<unsigned>(c);
+  p.shape[2] = static_cast<unsigned>(inner);
+  p.n = static_cast<unsigned>(n);
+  p.out = y;
+  p.outElement = element;
+  auto input = [&](const void *data, FusedParams::Mode mode) {
+    int k = p.inputs++;
+    p.in[k] = data;
+    p.element[k] = element;
+    p.mode[k] = mode;
+    if (mode == FusedParams::Broadcast)
+      p.stride[k][1] = 1;
+    return k;
+  };
+  auto step = [&](ew::Step op, int lhs, int rhs) {
+    int i = p.steps++;
+    p.step[i] = static_cast<unsigned char>(op);
+    p.lhs[i] = static_cast<signed char>(lhs);
+    p.rhs[i] = static_cast<signed char>(rhs);
+    return -i - 1;
+  };
+  int value = input(y, FusedParams::Same);
+  if (bias)
+    value = step(ew::Step::Add, value, input(bias, FusedParams::Broadcast));
+  if (z)
+    value = step(ew::Step::Add, value, input(z, FusedParams::Same));
+  if (relu)
+    step(ew::Step::Relu, value, value);
+  return launchFusedElementwise(p, s);
+}
+
 cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
   bool vectorized = fusedVectorizable(p);
   if (vectorized)
@@ -355,12 +395,43 @@ cudaError_t launchWhere(const bool *c, const void *x, const void *y, void *out,
   return cudaGetLastError();
 }
 
+namespace {
+/// f32 to and from bf16, rounded as the CPU backend and the fused chains
+/// round (FusedChain.cuh).
+__global__ void castToBf16Kernel(const float *x, unsigned short *y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = narrowTo16(x[i], FusedParams::BF16);
+}
+__global__ void castFromBf16Kernel(const unsigned short *x, float *y,
+                                   int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = wideFrom16(x[i], FusedParams::BF16);
+}
+} // namespace
+
 bool castSupported(DType from, DType to) {
+  if ((from == DType::F32 && to == DType::BF16) ||
+      (from == DType::BF16 && to == DType::F32))
+    return true;
   return dispatchCast(from, to, [](auto, auto) {});
 }
 
 cudaError_t launchCast(DType from, DType to, const void *x, void *y, int64_t n,
                        cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  if (from == DType::F32 && to == DType::BF16) {
+    castToBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const float *>(x), static_cast<unsigned short *>(y), n);
+    return cudaGetLastError();
+  }
+  if (from == DType::BF16 && to == DType::F32) {
+    castFromBf16Kernel<<<blocksFor(n), kThreads, 0, s>>>(
+        static_cast<const unsigned short *>(x), static_cast<float *>(y), n);
+    return cudaGetLastError();
+  }
   cudaError_t err = cudaErrorNotSupported;
   dispatchCast(from, to, [&](auto f, auto t) {
     err = castAs<decltype(f), decltype(t)>(x, y, n, s);

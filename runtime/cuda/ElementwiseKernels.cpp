@@ -50,8 +50,8 @@ public:
              const std::vector<TensorRef> &out) override {
     FusedParams p = params_;
     for (size_t k = 0; k < in.size(); ++k)
-      p.in[k] = in[k].as<float>();
-    p.out = out[0].as<float>();
+      p.in[k] = in[k].data;
+    p.out = out[0].data;
     return cudaStatus(generated_
                           ? launchGeneratedChain(*generated_, p, ctx.stream)
                           : launchFusedElementwise(p, ctx.stream),
@@ -106,8 +106,24 @@ Factory floatTest(bool nan) {
   };
 }
 
-/// The fused element-wise kernel running `program` on f32 operands, or
-/// none where its launch parameters cannot hold them (more than 2^31
+/// Every operand is f32, bf16 or f16 (steps compute in f32 in between).
+bool allFloat32Or16(const KernelArgs &a) {
+  for (const std::vector<TensorType> *types : {&a.inputs, &a.outputs})
+    for (const TensorType &t : *types)
+      if (t.dtype != DType::F32 && t.dtype != DType::BF16 &&
+          t.dtype != DType::F16)
+        return false;
+  return true;
+}
+
+unsigned char fusedElement(DType t) {
+  return t == DType::BF16  ? FusedParams::BF16
+         : t == DType::F16 ? FusedParams::F16
+                           : FusedParams::F32;
+}
+
+/// The fused element-wise kernel running `program` on f32 (or 16-bit) operands,
+/// or none where its launch parameters cannot hold them (more than 2^31
 /// elements, rank above kFusedMaxRank).
 Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
                          DeviceContext &ctx, std::unique_ptr<GpuKernel> &k) {
@@ -117,10 +133,13 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
                 "the launch parameters hold any valid program");
   const Shape &out = a.outputs[0].shape;
   int64_t n = numElements(out);
-  if (!allF32(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
+  if (!allFloat32Or16(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
       out.size() > static_cast<size_t>(kFusedMaxRank))
     return Status();
   FusedParams p;
+  for (size_t i = 0; i < a.inputs.size(); ++i)
+    p.element[i] = fusedElement(a.inputs[i].dtype);
+  p.outElement = fusedElement(a.outputs[0].dtype);
   p.steps = static_cast<int>(program.steps.size());
   p.inputs = static_cast<int>(a.inputs.size());
   p.n = static_cast<uint32_t>(n);
@@ -166,11 +185,37 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
 
 namespace {
 
+/// A lone step on 16-bit operands: a one-step fused chain, which converts
+/// on load and store (with a fused ReLU as a second step).
+Status oneStepChain(const KernelArgs &a, ew::Step op, DeviceContext &ctx,
+                    std::unique_ptr<GpuKernel> &k) {
+  fused::Program program;
+  bool unary = ew::arity(op) == 1;
+  ew::Step step = op;
+  double params[2] = {0, 0};
+  if (unary)
+    PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));
+  program.steps = {step};
+  program.lhs = {0};
+  program.rhs = {unary ? 0 : 1};
+  program.params = {{params[0], params[1]}};
+  bool relu = false;
+  if (!unary)
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  if (relu) {
+    program.steps.push_back(ew::Step::Relu);
+    program.lhs.push_back(-1);
+    program.rhs.push_back(-1);
+    program.params.push_back({0, 0});
+  }
+  return createFusedKernel(a, program, ctx, k);
+}
+
 Factory binaryFactory(ew::Step op) {
   return [op](const KernelArgs &a, DeviceContext &ctx,
               std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
-      return Status();
+      return allFloat32Or16(a) ? oneStepChain(a, op, ctx, k) : Status();
     const Shape &out = a.outputs[0].shape;
     if (out.size() > static_cast<size_t>(kMaxRank))
       return Status();
@@ -258,10 +303,11 @@ Factory logicalFactory(int code) {
 void registerElementwiseGpuKernels(GpuKernelTable &t) {
   // Every unary step of ElementwiseOps.h; gelu picks its step by its
   // approximation.
-  Factory unary = [](const KernelArgs &a, DeviceContext &,
+  Factory unary = [](const KernelArgs &a, DeviceContext &ctx,
                      std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))
-      return Status();
+      return allFloat32Or16(a) ? oneStepChain(a, ew::Step::Relu, ctx, k)
+                               : Status();
     ew::Step step;
     double params[2];
     PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));

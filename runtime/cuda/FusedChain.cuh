@@ -26,6 +26,8 @@ constexpr int kFusedThreads = 256;
 /// (Scalar) or through `stride` over the collapsed `shape` (Broadcast).
 struct FusedParams {
   enum Mode : unsigned char { Same, Scalar, Broadcast, Unused };
+  /// Element type of an operand in memory; every step computes in f32.
+  enum Element : unsigned char { F32, BF16, F16 };
   int steps = 0, inputs = 0, rank = 0;
   unsigned char step[kFusedMaxSteps] = {};
   signed char lhs[kFusedMaxSteps] = {}, rhs[kFusedMaxSteps] = {};
@@ -34,8 +36,10 @@ struct FusedParams {
   unsigned char mode[kFusedMaxInputs] = {};
   unsigned shape[kFusedMaxRank] = {};
   unsigned stride[kFusedMaxInputs][kFusedMaxRank] = {};
-  const float *in[kFusedMaxInputs] = {};
-  float *out = nullptr;
+  unsigned char element[kFusedMaxInputs] = {};
+  unsigned char outElement = F32;
+  const void *in[kFusedMaxInputs] = {};
+  void *out = nullptr;
   unsigned n = 0;
 };
 
@@ -47,6 +51,75 @@ struct FusedParams {
 __device__ __forceinline__ float fusedStep(ew::Step step, float a, float b,
                                            float p, float q) {
   return ew::applyStep<float>(step, a, b, p, q);
+}
+
+/// 16-bit floats to and from f32, rounded to nearest even as the CPU
+/// backend's floatToBf16 and floatToHalf do (no headers under NVRTC).
+__device__ __forceinline__ float wideFrom16(unsigned short h,
+                                            unsigned char element) {
+  if (element == FusedParams::BF16)
+    return __uint_as_float(static_cast<unsigned>(h) << 16);
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ unsigned short narrowTo16(float f,
+                                                     unsigned char element) {
+  if (element == FusedParams::BF16) {
+    unsigned u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+      return static_cast<unsigned short>((u >> 16) | 0x40);
+    return static_cast<unsigned short>((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
+  }
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+
+/// Element `i` of input k, as f32.
+__device__ __forceinline__ float fusedLoad(const FusedParams &p, int k,
+                                           unsigned i) {
+  if (p.element[k] == FusedParams::F32)
+    return static_cast<const float *>(p.in[k])[i];
+  return wideFrom16(static_cast<const unsigned short *>(p.in[k])[i],
+                    p.element[k]);
+}
+
+/// Elements i..i+3 of input k (i a multiple of 4; 16 or 8 bytes).
+__device__ __forceinline__ float4 fusedLoad4(const FusedParams &p, int k,
+                                             unsigned i) {
+  if (p.element[k] == FusedParams::F32)
+    return *reinterpret_cast<const float4 *>(
+        static_cast<const float *>(p.in[k]) + i);
+  uint2 u = *reinterpret_cast<const uint2 *>(
+      static_cast<const unsigned short *>(p.in[k]) + i);
+  unsigned char e = p.element[k];
+  return make_float4(wideFrom16(u.x & 0xffff, e), wideFrom16(u.x >> 16, e),
+                     wideFrom16(u.y & 0xffff, e), wideFrom16(u.y >> 16, e));
+}
+
+__device__ __forceinline__ void fusedStore(const FusedParams &p, unsigned i,
+                                           float v) {
+  if (p.outElement == FusedParams::F32)
+    static_cast<float *>(p.out)[i] = v;
+  else
+    static_cast<unsigned short *>(p.out)[i] = narrowTo16(v, p.outElement);
+}
+
+__device__ __forceinline__ void fusedStore4(const FusedParams &p, unsigned i,
+                                            const float (&r)[4]) {
+  if (p.outElement == FusedParams::F32) {
+    *reinterpret_cast<float4 *>(static_cast<float *>(p.out) + i) =
+        make_float4(r[0], r[1], r[2], r[3]);
+    return;
+  }
+  unsigned char e = p.outElement;
+  uint2 u;
+  u.x =
+      narrowTo16(r[0], e) | (static_cast<unsigned>(narrowTo16(r[1], e)) << 16);
+  u.y =
+      narrowTo16(r[2], e) | (static_cast<unsigned>(narrowTo16(r[3], e)) << 16);
+  *reinterpret_cast<uint2 *>(static_cast<unsigned short *>(p.out) + i) = u;
 }
 
 // The loops below take a Chain: kInputs, mode(p, k) (FusedParams::Mode,
@@ -88,12 +161,12 @@ __device__ void runFusedChain(const FusedParams &p, const Chain &chain) {
 #pragma unroll
     for (int k = 0; k < Chain::kInputs; ++k) {
       unsigned char m = chain.mode(p, k);
-      x[k] = m == FusedParams::Same        ? p.in[k][i]
-             : m == FusedParams::Scalar    ? p.in[k][0]
-             : m == FusedParams::Broadcast ? p.in[k][off[k]]
+      x[k] = m == FusedParams::Same        ? fusedLoad(p, k, i)
+             : m == FusedParams::Scalar    ? fusedLoad(p, k, 0)
+             : m == FusedParams::Broadcast ? fusedLoad(p, k, off[k])
                                            : 0.f;
     }
-    p.out[i] = chain(p, x);
+    fusedStore(p, i, chain(p, x));
   }
 }
 
@@ -121,13 +194,12 @@ __device__ void runFusedChain4(const FusedParams &p, const Chain &chain) {
     for (int k = 0; k < kInputs; ++k) {
       unsigned char m = chain.mode(p, k);
       if (m == FusedParams::Same)
-        x[k] = reinterpret_cast<const float4 *>(p.in[k])[i];
+        x[k] = fusedLoad4(p, k, 4 * i);
       else if (m == FusedParams::Scalar)
-        x[k] = splat4(p.in[k][0]);
+        x[k] = splat4(fusedLoad(p, k, 0));
       else if (m == FusedParams::Broadcast)
-        x[k] = p.stride[k][p.rank - 1] != 0
-                   ? *reinterpret_cast<const float4 *>(p.in[k] + off[k])
-                   : splat4(p.in[k][off[k]]);
+        x[k] = p.stride[k][p.rank - 1] != 0 ? fusedLoad4(p, k, off[k])
+                                            : splat4(fusedLoad(p, k, off[k]));
       else
         x[k] = splat4(0.f);
     }
@@ -140,7 +212,7 @@ __device__ void runFusedChain4(const FusedParams &p, const Chain &chain) {
         xs[k] = lane4(x[k], lane);
       r[lane] = chain(p, xs);
     }
-    reinterpret_cast<float4 *>(p.out)[i] = make_float4(r[0], r[1], r[2], r[3]);
+    fusedStore4(p, 4 * i, r);
   }
 }
 

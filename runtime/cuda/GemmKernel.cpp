@@ -49,18 +49,59 @@ struct Addend {
 };
 
 struct GemmOperands {
-  const float *a, *b, *bias, *c;
-  float *y;
+  const void *a, *b, *bias, *c;
+  void *y;
 };
+
+/// The library type of a product's operands: f32, or bf16 and f16 (whose
+/// products accumulate in f32 too).
+struct GemmElement {
+  cudaDataType_t type = CUDA_R_32F;
+  int bytes = 4;
+
+  static bool of(DType t, GemmElement &e) {
+    if (t == DType::F32)
+      e = {CUDA_R_32F, 4};
+    else if (t == DType::BF16)
+      e = {CUDA_R_16BF, 2};
+    else if (t == DType::F16)
+      e = {CUDA_R_16F, 2};
+    else
+      return false;
+    return true;
+  }
+  bool sixteen() const { return bytes == 2; }
+  /// TF32 where asked for f32; 16-bit operands multiply exactly into f32.
+  cublasComputeType_t compute(const CudaOptions &options) const {
+    return !sixteen() && options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                      : CUBLAS_COMPUTE_32F;
+  }
+  const void *at(const void *base, int64_t elements) const {
+    return static_cast<const char *>(base) + elements * bytes;
+  }
+  void *at(void *base, int64_t elements) const {
+    return static_cast<char *>(base) + elements * bytes;
+  }
+};
+
+/// Every operand of `a` has one type a GEMM takes; sets it.
+bool uniformGemmElement(const KernelArgs &a, GemmElement &e) {
+  if (!GemmElement::of(a.outputs[0].dtype, e))
+    return false;
+  for (const TensorType &t : a.inputs)
+    if (t.dtype != a.outputs[0].dtype)
+      return false;
+  return true;
+}
 
 class LinearKernel : public GpuKernel {
 public:
   LinearKernel(GemmShape g, float alpha, float beta, Addend addend,
                Strides cStrides, bool relu, std::vector<int64_t> aOffsets,
-               std::vector<int64_t> bOffsets)
+               std::vector<int64_t> bOffsets, GemmElement element)
       : g_(g), alpha_(alpha), beta_(beta), addend_(addend), cStrides_(cStrides),
         relu_(relu), aOffsets_(std::move(aOffsets)),
-        bOffsets_(std::move(bOffsets)) {
+        bOffsets_(std::move(bOffsets)), e_(element) {
     strided_ = strided::evenStride(aOffsets_, aStride_) &&
                strided::evenStride(bOffsets_, bStride_);
   }
@@ -83,10 +124,8 @@ public:
 private:
   GemmOperands operands(const std::vector<TensorRef> &in, void *y) const {
     bool matrix = addend_.matrix != Addend::None || addend_.residual;
-    return {in[0].as<float>(), in[1].as<float>(),
-            addend_.bias ? in[2].as<float>() : nullptr,
-            matrix ? in[addend_.matrixInput].as<float>() : nullptr,
-            static_cast<float *>(y)};
+    return {in[0].data, in[1].data, addend_.bias ? in[2].data : nullptr,
+            matrix ? in[addend_.matrixInput].data : nullptr, y};
   }
   int64_t elements() const {
     return g_.m * g_.n * static_cast<int64_t>(aOffsets_.size());
@@ -98,6 +137,7 @@ private:
     return index ? runLt(ctx, ops, algos_[index - 1]) : runSeparate(ctx, ops);
   }
   Status runSeparate(DeviceContext &ctx, const GemmOperands &ops);
+  Status runEpilogue16(DeviceContext &ctx, const GemmOperands &ops);
   Status runLt(DeviceContext &ctx, const GemmOperands &ops,
                const cublasLtMatmulAlgo_t &algo);
 
@@ -107,6 +147,7 @@ private:
   Strides cStrides_;
   bool relu_;
   std::vector<int64_t> aOffsets_, bOffsets_;
+  GemmElement e_;
   /// The batch's matrices lie at offsets aOffsets_[0] + i * aStride_ (and
   /// likewise for B).
   bool strided_ = false;
@@ -131,13 +172,13 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
   cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   int64_t ldb = g_.transB ? g_.k : g_.n, lda = g_.transA ? g_.m : g_.k;
-  cublasComputeType_t compute =
-      ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t compute = e_.compute(ctx.options);
+  cudaDataType_t type = e_.type;
   float beta = 0.f;
   if (addend_.matrix != Addend::None) {
     PARTC_RETURN_IF_ERROR(
-        cudaStatus(launchStridedCopy(ops.c, ops.y, elements(), cStrides_, 0, 4,
-                                     ctx.stream),
+        cudaStatus(launchStridedCopy(ops.c, ops.y, elements(), cStrides_, 0,
+                                     e_.bytes, ctx.stream),
                    "gemm addend"));
     beta = beta_;
   }
@@ -147,9 +188,9 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
         cublasGemmStridedBatchedEx(
             ctx.cublas, opB, opA, static_cast<int>(g_.n),
             static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
-            ops.b + bOffsets_[0], CUDA_R_32F, static_cast<int>(ldb), bStride_,
-            ops.a + aOffsets_[0], CUDA_R_32F, static_cast<int>(lda), aStride_,
-            &beta, ops.y, CUDA_R_32F, static_cast<int>(g_.n), g_.m * g_.n,
+            e_.at(ops.b, bOffsets_[0]), type, static_cast<int>(ldb), bStride_,
+            e_.at(ops.a, aOffsets_[0]), type, static_cast<int>(lda), aStride_,
+            &beta, ops.y, type, static_cast<int>(g_.n), g_.m * g_.n,
             static_cast<int>(aOffsets_.size()), compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmStridedBatchedEx"));
   else
@@ -157,14 +198,31 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
       PARTC_RETURN_IF_ERROR(cublasStatus(
           cublasGemmEx(ctx.cublas, opB, opA, static_cast<int>(g_.n),
                        static_cast<int>(g_.m), static_cast<int>(g_.k), &alpha_,
-                       ops.b + bOffsets_[i], CUDA_R_32F, static_cast<int>(ldb),
-                       ops.a + aOffsets_[i], CUDA_R_32F, static_cast<int>(lda),
-                       &beta, ops.y + i * g_.m * g_.n, CUDA_R_32F,
+                       e_.at(ops.b, bOffsets_[i]), type, static_cast<int>(ldb),
+                       e_.at(ops.a, aOffsets_[i]), type, static_cast<int>(lda),
+                       &beta, e_.at(ops.y, i * g_.m * g_.n), type,
                        static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx"));
-  return cudaStatus(launchEpilogue(ops.y, ops.bias,
-                                   addend_.residual ? ops.c : nullptr,
-                                   elements(), g_.n, 1, relu_, ctx.stream),
+  if (e_.sixteen())
+    return runEpilogue16(ctx, ops);
+  return cudaStatus(
+      launchEpilogue(
+          static_cast<float *>(ops.y), static_cast<const float *>(ops.bias),
+          addend_.residual ? static_cast<const float *>(ops.c) : nullptr,
+          elements(), g_.n, 1, relu_, ctx.stream),
+      "gemm epilogue");
+}
+
+Status LinearKernel::runEpilogue16(DeviceContext &ctx,
+                                   const GemmOperands &ops) {
+  // The product was rounded once already (cuBLASLt's epilogue, preferred
+  // for 16 bits, rounds once).
+  return cudaStatus(launchEpilogue16(ops.y, ops.bias,
+                                     addend_.residual ? ops.c : nullptr,
+                                     elements(), g_.n, 1, relu_,
+                                     e_.type == CUDA_R_16BF ? FusedParams::BF16
+                                                            : FusedParams::F16,
+                                     ctx.stream),
                     "gemm epilogue");
 }
 
@@ -175,10 +233,7 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
       addend_.matrix == Addend::Broadcast)
     return Status();
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatmulDescCreate(&desc_,
-                               ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                : CUBLAS_COMPUTE_32F,
-                               CUDA_R_32F),
+      cublasLtMatmulDescCreate(&desc_, e_.compute(ctx.options), CUDA_R_32F),
       "cuBLASLt descriptor"));
   // Column-major view: D^T[n, m] = op(B)^T[n, k] * op(A)^T[k, m]; the bias
   // has one value per row of D^T, that is per column of the result.
@@ -197,17 +252,21 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
       "cuBLASLt descriptor"));
   uint64_t m = g_.m, n = g_.n, k = g_.k;
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      g_.transB ? cublasLtMatrixLayoutCreate(&bLayout_, CUDA_R_32F, k, n, k)
-                : cublasLtMatrixLayoutCreate(&bLayout_, CUDA_R_32F, n, k, n),
+      g_.transB ? cublasLtMatrixLayoutCreate(&bLayout_, e_.type, k, n, k)
+                : cublasLtMatrixLayoutCreate(&bLayout_, e_.type, n, k, n),
       "cuBLASLt layout"));
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      g_.transA ? cublasLtMatrixLayoutCreate(&aLayout_, CUDA_R_32F, m, k, m)
-                : cublasLtMatrixLayoutCreate(&aLayout_, CUDA_R_32F, k, m, k),
+      g_.transA ? cublasLtMatrixLayoutCreate(&aLayout_, e_.type, m, k, m)
+                : cublasLtMatrixLayoutCreate(&aLayout_, e_.type, k, m, k),
       "cuBLASLt layout"));
   PARTC_RETURN_IF_ERROR(
-      cublasStatus(cublasLtMatrixLayoutCreate(&yLayout_, CUDA_R_32F, n, m, n),
+      cublasStatus(cublasLtMatrixLayoutCreate(&yLayout_, e_.type, n, m, n),
                    "cuBLASLt layout"));
   algos_ = ltAlgorithms(ctx.cublasLt, desc_, bLayout_, aLayout_, yLayout_, 8);
+  // 16-bit results are not tuned (the comparison reads f32): the
+  // heuristic's first choice, which rounds the epilogue's sum once.
+  if (e_.sixteen() && !algos_.empty())
+    chosen_ = 1;
   return Status();
 }
 
@@ -230,7 +289,7 @@ Status LinearKernel::runLt(DeviceContext &ctx, const GemmOperands &ops,
 Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
                           const std::vector<TensorRef> &out,
                           TuneScratch &scratch) {
-  if (algos_.empty())
+  if (algos_.empty() || e_.sixteen())
     return Status();
   // Every operand comes from scratch filled with a fixed pattern: which of
   // them are weights is not known here, and the arena holds no values yet.
@@ -260,7 +319,7 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   return pickFastest(
       ctx, scratch, algos_.size() + 1,
       [&](size_t index, void *result) {
-        ops.y = static_cast<float *>(result);
+        ops.y = result;
         return runCandidate(index, ctx, ops);
       },
       reference, y, elements(), chosen_);
@@ -272,8 +331,8 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
 /// both and no pointer array outlives the buffers it was made for).
 class StridedMatMulGpuKernel : public GpuKernel {
 public:
-  StridedMatMulGpuKernel(strided::Gemm g, float alpha)
-      : g_(std::move(g)), alpha_(alpha) {
+  StridedMatMulGpuKernel(strided::Gemm g, float alpha, GemmElement element)
+      : g_(std::move(g)), alpha_(alpha), e_(element) {
     even_ = g_.evenlyStrided(xStride_, yStride_, cStride_);
   }
   ~StridedMatMulGpuKernel() override {
@@ -302,13 +361,13 @@ public:
   }
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    const float *x = in[g_.x.lhs ? 0 : 1].as<float>();
-    const float *y = in[g_.y.lhs ? 0 : 1].as<float>();
-    float *c = out[0].as<float>();
+    const void *x = in[g_.x.lhs ? 0 : 1].data;
+    const void *y = in[g_.y.lhs ? 0 : 1].data;
+    void *c = out[0].data;
+    cudaDataType_t type = e_.type;
     cublasOperation_t opX = g_.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t opY = g_.y.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
-    cublasComputeType_t compute =
-        ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasComputeType_t compute = e_.compute(ctx.options);
     int rows = static_cast<int>(g_.rows), cols = static_cast<int>(g_.cols),
         depth = static_cast<int>(g_.depth), ldx = static_cast<int>(g_.x.ld),
         ldy = static_cast<int>(g_.y.ld), ldc = static_cast<int>(g_.ldc);
@@ -317,26 +376,27 @@ public:
     if (even_)
       return cublasStatus(cublasGemmStridedBatchedEx(
                               ctx.cublas, opX, opY, rows, cols, depth, &alpha_,
-                              x + g_.x.offsets[0], CUDA_R_32F, ldx, xStride_,
-                              y + g_.y.offsets[0], CUDA_R_32F, ldy, yStride_,
-                              &beta, c + g_.cOffsets[0], CUDA_R_32F, ldc,
+                              e_.at(x, g_.x.offsets[0]), type, ldx, xStride_,
+                              e_.at(y, g_.y.offsets[0]), type, ldy, yStride_,
+                              &beta, e_.at(c, g_.cOffsets[0]), type, ldc,
                               cStride_, count, compute, CUBLAS_GEMM_DEFAULT),
                           "cublasGemmStridedBatchedEx");
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        launchBatchPointers(x, y, c, offsets_, count, pointers_, ctx.stream),
-        "strided matmul pointers"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(launchBatchPointers(x, y, c, offsets_, count, e_.bytes,
+                                       pointers_, ctx.stream),
+                   "strided matmul pointers"));
     return cublasStatus(
         cublasGemmBatchedEx(ctx.cublas, opX, opY, rows, cols, depth, &alpha_,
-                            pointers_, CUDA_R_32F, ldx, pointers_ + count,
-                            CUDA_R_32F, ldy, &beta, pointers_ + 2 * count,
-                            CUDA_R_32F, ldc, count, compute,
-                            CUBLAS_GEMM_DEFAULT),
+                            pointers_, type, ldx, pointers_ + count, type, ldy,
+                            &beta, pointers_ + 2 * count, type, ldc, count,
+                            compute, CUBLAS_GEMM_DEFAULT),
         "cublasGemmBatchedEx");
   }
 
 private:
   strided::Gemm g_;
   float alpha_;
+  GemmElement e_;
   bool even_ = false;
   int64_t xStride_ = 0, yStride_ = 0, cStride_ = 0;
   int64_t *offsets_ = nullptr;
@@ -409,9 +469,12 @@ Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
   }
   bool relu;
   PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-  auto kernel = std::make_unique<LinearKernel>(g, alpha, beta, addend, cStrides,
-                                               relu, std::vector<int64_t>{0},
-                                               std::vector<int64_t>{0});
+  GemmElement element;
+  if (!uniformGemmElement(a, element))
+    return Status(); // the CPU kernel runs it
+  auto kernel = std::make_unique<LinearKernel>(
+      g, alpha, beta, addend, cStrides, relu, std::vector<int64_t>{0},
+      std::vector<int64_t>{0}, element);
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);
   return Status();
@@ -429,8 +492,11 @@ Status createStridedMatMulKernel(const KernelArgs &a, DeviceContext &,
                     static_cast<int64_t>(g.cOffsets.size())})
     if (v > INT32_MAX)
       return Status(); // beyond cuBLAS's int arguments: the CPU kernel runs
+  GemmElement element;
+  if (!uniformGemmElement(a, element))
+    return Status(); // the CPU kernel runs it
   auto kernel = std::make_unique<StridedMatMulGpuKernel>(
-      std::move(g), static_cast<float>(alpha));
+      std::move(g), static_cast<float>(alpha), element);
   PARTC_RETURN_IF_ERROR(kernel->init());
   result = std::move(kernel);
   return Status();
@@ -467,9 +533,12 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
   addend.bias = a.inputs.size() >= 3;
   addend.residual = a.inputs.size() == 4;
   addend.matrixInput = 3;
-  auto kernel =
-      std::make_unique<LinearKernel>(g, 1.f, 1.f, addend, Strides(), relu,
-                                     std::move(aOffsets), std::move(bOffsets));
+  GemmElement element;
+  if (!uniformGemmElement(a, element))
+    return Status(); // the CPU kernel runs it
+  auto kernel = std::make_unique<LinearKernel>(g, 1.f, 1.f, addend, Strides(),
+                                               relu, std::move(aOffsets),
+                                               std::move(bOffsets), element);
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);
   return Status();
@@ -478,7 +547,7 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
 void registerLinearAlgebraGpuKernels(GpuKernelTable &t) {
   t["matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
                    std::unique_ptr<GpuKernel> &k) -> Status {
-    return allF32(a) ? createMatMulKernel(a, ctx, k) : Status();
+    return createMatMulKernel(a, ctx, k);
   };
   t["strided_matmul"] = [](const KernelArgs &a, DeviceContext &ctx,
                            std::unique_ptr<GpuKernel> &k) -> Status {
@@ -486,7 +555,7 @@ void registerLinearAlgebraGpuKernels(GpuKernelTable &t) {
   };
   t["gemm"] = [](const KernelArgs &a, DeviceContext &ctx,
                  std::unique_ptr<GpuKernel> &k) -> Status {
-    return allF32(a) ? createGemmKernel(a, ctx, k) : Status();
+    return createGemmKernel(a, ctx, k);
   };
 }
 

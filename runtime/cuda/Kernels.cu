@@ -82,21 +82,23 @@ cudaError_t launchPadChannels(const float *x, float *y, int64_t rows,
   return cudaGetLastError();
 }
 
-__global__ void batchPointersKernel(const float *x, const float *y, float *c,
+__global__ void batchPointersKernel(const char *x, const char *y, char *c,
                                     const int64_t *offsets, int count,
-                                    void **pointers) {
+                                    int elementBytes, void **pointers) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= 3 * count)
     return;
-  const float *base = i < count ? x : i < 2 * count ? y : c;
-  pointers[i] = const_cast<float *>(base + offsets[i]);
+  const char *base = i < count ? x : i < 2 * count ? y : c;
+  pointers[i] = const_cast<char *>(base + offsets[i] * elementBytes);
 }
 
-cudaError_t launchBatchPointers(const float *x, const float *y, float *c,
+cudaError_t launchBatchPointers(const void *x, const void *y, void *c,
                                 const int64_t *offsets, int count,
-                                void **pointers, cudaStream_t s) {
+                                int elementBytes, void **pointers,
+                                cudaStream_t s) {
   batchPointersKernel<<<blocksFor(3 * int64_t{count}), kThreads, 0, s>>>(
-      x, y, c, offsets, count, pointers);
+      static_cast<const char *>(x), static_cast<const char *>(y),
+      static_cast<char *>(c), offsets, count, elementBytes, pointers);
   return cudaGetLastError();
 }
 

@@ -37,6 +37,17 @@ namespace {
 
 using Factory = GpuFactory;
 
+/// FusedParams::BF16 or F16 where every operand has that type, else -1.
+int uniform16(const KernelArgs &a) {
+  DType t = a.outputs[0].dtype;
+  if (t != DType::BF16 && t != DType::F16)
+    return -1;
+  for (const TensorType &in : a.inputs)
+    if (in.dtype != t)
+      return -1;
+  return t == DType::BF16 ? FusedParams::BF16 : FusedParams::F16;
+}
+
 Factory poolFactory(bool isMax) {
   return [isMax](const KernelArgs &a, DeviceContext &,
                  std::unique_ptr<GpuKernel> &k) -> Status {
@@ -81,7 +92,8 @@ Factory globalFactory(bool isMax) {
 Factory softmaxFactory(bool log) {
   return [log](const KernelArgs &a, DeviceContext &,
                std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    int element = uniform16(a);
+    if (!allF32(a) && element < 0)
       return Status();
     const Shape &x = a.inputs[0].shape;
     int64_t axis = a.attrs.getInt("axis");
@@ -102,7 +114,13 @@ Factory softmaxFactory(bool log) {
                    const std::vector<TensorRef> &out) {
       SoftmaxBias b = bias;
       if (hasBias)
-        b.data = in[1].as<float>();
+        b.data = static_cast<const float *>(in[1].data);
+      if (element >= 0)
+        return cudaStatus(launchSoftmax16(in[0].data, out[0].data, outer, len,
+                                          inner, log, nanToZero, b,
+                                          static_cast<unsigned char>(element),
+                                          ctx.stream),
+                          "softmax");
       return cudaStatus(launchSoftmax(in[0].as<float>(), out[0].as<float>(),
                                       outer, len, inner, log, nanToZero, b,
                                       ctx.stream),
@@ -177,7 +195,7 @@ Factory reduceFactory(int op) {
 void registerNnGpuKernels(GpuKernelTable &t) {
   t["conv"] = [](const KernelArgs &a, DeviceContext &ctx,
                  std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    if (!allF32(a) && uniform16(a) < 0)
       return Status();
     size_t spatial = a.inputs[0].shape.size() - 2;
     std::vector<int64_t> pads = a.attrs.getInts("pads");
@@ -238,7 +256,8 @@ void registerNnGpuKernels(GpuKernelTable &t) {
   };
   t["layer_norm"] = [](const KernelArgs &a, DeviceContext &,
                        std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    int element = uniform16(a);
+    if (!allF32(a) && element < 0)
       return Status();
     const Shape &x = a.inputs[0].shape;
     int64_t axis = a.attrs.getInt("axis");
@@ -262,6 +281,13 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     float eps = static_cast<float>(a.attrs.getFloat("epsilon"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
+      if (element >= 0)
+        return cudaStatus(
+            launchLayerNorm16(in[0].data, in[1].data,
+                              hasBias ? in[2].data : nullptr, out[0].data, rows,
+                              cols, sm, bm, eps,
+                              static_cast<unsigned char>(element), ctx.stream),
+            "layer_norm");
       return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
                                         hasBias ? in[2].as<float>() : nullptr,
                                         out[0].as<float>(), rows, cols, sm, bm,

@@ -5,6 +5,69 @@ namespace partc::runtime {
 
 Kernel::~Kernel() = default;
 
+namespace {
+
+bool isSixteenBit(DType t) { return t == DType::F16 || t == DType::BF16; }
+
+/// Runs an op on f16 or bf16 operands as a GPU kernel does: each 16-bit
+/// operand widened to f32 (exact), the f32 kernel, each 16-bit result
+/// rounded once to nearest even. The reference for plans compiled with
+/// --precision.
+class SixteenBitKernel : public Kernel {
+public:
+  SixteenBitKernel(std::unique_ptr<Kernel> f32, std::vector<TensorType> ins,
+                   std::vector<TensorType> outs)
+      : f32_(std::move(f32)), ins_(std::move(ins)), outs_(std::move(outs)) {}
+
+  Status run(const std::vector<TensorRef> &inputs,
+             const std::vector<TensorRef> &outputs) override {
+    std::vector<TensorRef> wideIns = inputs, wideOuts = outputs;
+    scratch_.resize(inputs.size() + outputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!isSixteenBit(inputs[i].type.dtype))
+        continue;
+      widen(inputs[i], scratch_[i]);
+      wideIns[i] = {scratch_[i].data(), ins_[i]};
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!isSixteenBit(outputs[i].type.dtype))
+        continue;
+      std::vector<float> &buffer = scratch_[inputs.size() + i];
+      buffer.resize(outputs[i].type.numElements());
+      // In-place updates read the output's old values.
+      widen(outputs[i], buffer);
+      wideOuts[i] = {buffer.data(), outs_[i]};
+    }
+    PARTC_RETURN_IF_ERROR(f32_->run(wideIns, wideOuts));
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      if (!isSixteenBit(outputs[i].type.dtype))
+        continue;
+      const std::vector<float> &buffer = scratch_[inputs.size() + i];
+      auto *out = static_cast<uint16_t *>(outputs[i].data);
+      bool bf16 = outputs[i].type.dtype == DType::BF16;
+      for (size_t e = 0; e < buffer.size(); ++e)
+        out[e] = bf16 ? floatToBf16(buffer[e]) : floatToHalf(buffer[e]);
+    }
+    return Status();
+  }
+
+private:
+  static void widen(const TensorRef &t, std::vector<float> &out) {
+    int64_t n = t.type.numElements();
+    out.resize(n);
+    auto *in = static_cast<const uint16_t *>(t.data);
+    bool bf16 = t.type.dtype == DType::BF16;
+    for (int64_t e = 0; e < n; ++e)
+      out[e] = bf16 ? bf16ToFloat(in[e]) : halfToFloat(in[e]);
+  }
+
+  std::unique_ptr<Kernel> f32_;
+  std::vector<TensorType> ins_, outs_;
+  std::vector<std::vector<float>> scratch_;
+};
+
+} // namespace
+
 static const KernelTable &kernelTable() {
   static const KernelTable table = [] {
     KernelTable t;
@@ -32,9 +95,23 @@ Status createCpuKernel(const std::string &name, const AttrMap &attrs,
     if (dtypeSize(t.dtype) == 0)
       return Status::error("kernel '" + name + "' has an operand of type " +
                            t.str());
-  KernelArgs args{name, attrs, inputs, outputs};
+  // Casts convert 16-bit values themselves; every other op runs in f32
+  // between conversions.
+  bool sixteen = false;
+  std::vector<TensorType> wideIns = inputs, wideOuts = outputs;
+  for (std::vector<TensorType> *types : {&wideIns, &wideOuts})
+    for (TensorType &t : *types)
+      if (isSixteenBit(t.dtype) && name != "cast") {
+        t.dtype = DType::F32;
+        sixteen = true;
+      }
+  KernelArgs args{name, attrs, sixteen ? wideIns : inputs,
+                  sixteen ? wideOuts : outputs};
   attrs.clearMissing();
   Status s = it->second(args, result);
+  if (s.ok() && sixteen && result)
+    result = std::make_unique<SixteenBitKernel>(
+        std::move(result), std::move(wideIns), std::move(wideOuts));
   // A missing attribute is the cause of whatever else the factory found.
   if (!attrs.firstMissing().empty())
     s = missingAttribute(attrs);

@@ -199,9 +199,15 @@ bool isMatrixType(DType t) {
 Status strided::parseKernel(const KernelArgs &a, View &lhs, View &rhs,
                             View &result, double &alpha) {
   PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+  // 16-bit operands reach the GPU kernels only (the CPU backend widens
+  // them first).
+  DType type = a.outputs[0].dtype;
   for (const TensorType *t : {&a.inputs[0], &a.inputs[1], &a.outputs[0]})
-    if (t->dtype != DType::F32)
-      return Status::error("supports f32 only, got " + t->str());
+    if (t->dtype != type ||
+        (type != DType::F32 && type != DType::BF16 && type != DType::F16))
+      return Status::error("supports f32, bf16 or f16 operands of one type, "
+                           "got " +
+                           t->str());
   lhs = {a.attrs.getInts("lhs_shape"), a.attrs.getInts("lhs_strides"),
          a.attrs.getInt("lhs_offset")};
   rhs = {a.attrs.getInts("rhs_shape"), a.attrs.getInts("rhs_strides"),

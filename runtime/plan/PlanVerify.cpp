@@ -440,7 +440,7 @@ Status rootCause(const std::vector<Status> &results) {
 std::string summarizePlan(const Plan &plan) {
   std::ostringstream os;
   os << "plan: " << plan.devices.size() << " device(s)";
-  for (const auto &key : {"strategy", "micro_batches", "model"}) {
+  for (const auto &key : {"strategy", "micro_batches", "precision", "model"}) {
     auto it = plan.metadata.find(key);
     if (it != plan.metadata.end())
       os << ", " << key << "=" << it->second;

@@ -41,7 +41,7 @@ func.func @contraction(%x: tensor<2x4x4xf32>, %i: tensor<2x4x4xi32>) -> tensor<2
 // -----
 
 func.func @integer(%i: tensor<2x4x4xi32>) -> tensor<2x4x4xi32> {
-  // expected-error@+2 {{multiplies f32 tensors only}}
+  // expected-error@+2 {{multiplies two f32, bf16 or f16 tensors only}}
   // expected-error@+1 {{failed to infer returned types}}
   %y = graph.strided_matmul %i, %i {lhs_shape = array<i64: 2, 4, 4>, lhs_strides = array<i64: 16, 4, 1>, lhs_offset = 0 : i64, rhs_shape = array<i64: 2, 4, 4>, rhs_strides = array<i64: 16, 4, 1>, rhs_offset = 0 : i64, perm = array<i64: 0, 1, 2>, shape = array<i64: 2, 4, 4>} : (tensor<2x4x4xi32>, tensor<2x4x4xi32>) -> tensor<2x4x4xi32>
   return %y : tensor<2x4x4xi32>

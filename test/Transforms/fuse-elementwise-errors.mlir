@@ -29,7 +29,7 @@ func.func @unknown(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // Tests that only f32 chains are fused.
 func.func @integer(%x: tensor<4xi32>) -> tensor<4xi32> {
-  // expected-error@+2 {{fuses f32 tensors only}}
+  // expected-error@+2 {{fuses f32 (or all bf16, or all f16) tensors only}}
   // expected-error@+1 {{failed to infer returned types}}
   %a = graph.fused_elementwise %x {steps = ["neg"], args = array<i64: 0>} : (tensor<4xi32>) -> tensor<4xi32>
   return %a : tensor<4xi32>

@@ -16,7 +16,9 @@ Two sources:
 Each is compiled for one device, a 2-stage pipeline with 2 micro-batches
 and 2 data-parallel replicas, and every plan's outputs must match
 PyTorch's (rtol 1e-3, atol 1e-4 by default). A model a strategy cannot
-split fails the test: these exports are expected to split.
+split fails the test: these exports are expected to split. With
+--compile-args "--precision bf16" (and a tolerance to match), the same
+checks run the 16-bit plans against PyTorch's fp32 outputs.
 """
 import argparse
 import os
@@ -102,6 +104,9 @@ def main():
     ap.add_argument("--only", default="", help="models whose name contains this")
     ap.add_argument("--run-args", default="",
                     help="extra partc-run arguments (e.g. --backend cuda)")
+    ap.add_argument("--compile-args", default="",
+                    help="extra partc compile arguments (e.g. --precision "
+                         "bf16)")
     ap.add_argument("--rtol", default="1e-3")
     ap.add_argument("--atol", default="1e-4")
     ap.add_argument("--no-vision", action="store_true")
@@ -121,7 +126,7 @@ def main():
             steps = [
                 [os.path.join(a.bin, "partc"), "compile",
                  os.path.join(directory, "model.onnx"), "-o", plan, "--quiet"]
-                + flags,
+                + flags + a.compile_args.split(),
                 [os.path.join(a.bin, "partc-run"), plan, "--check",
                  os.path.join(directory, "test_data_set_0"), "--rtol", a.rtol,
                  "--atol", a.atol, "--quiet"] + a.run_args.split(),

@@ -14,6 +14,8 @@
 
 #include "TestPlans.h"
 
+#include <cublasLt.h>
+#include <cublas_v2.h>
 #include <cudnn.h>
 #include <gtest/gtest.h>
 
@@ -996,3 +998,189 @@ TEST(GpuKernels, OptimizerUpdatesMatchCpu) {
         cudaFree(deviceStep);
       }
 }
+
+namespace {
+
+/// Kernel `name` on `dtype` (bf16 or f16) operands of the given shapes, on
+/// the GPU and on the CPU backend (which widens, runs the f32 kernel and
+/// rounds once): the same numbers within `rtol` (products add in another
+/// order; everything else differs by a rounding at most).
+void expectSixteenBitMatchesCpu(const std::string &name, const AttrMap &attrs,
+                                DType dtype, const std::vector<Shape> &inputs,
+                                const Shape &output, float rtol) {
+  SCOPED_TRACE(name + " in " + dtypeName(dtype));
+  bool bf16 = dtype == DType::BF16;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uniform(-2.f, 2.f);
+  std::vector<TensorType> inTypes;
+  std::vector<std::vector<uint16_t>> host;
+  for (const Shape &s : inputs) {
+    inTypes.push_back({dtype, s});
+    host.emplace_back(numElements(s));
+    for (uint16_t &v : host.back())
+      v = bf16 ? floatToBf16(uniform(rng)) : floatToHalf(uniform(rng));
+  }
+  TensorType outType{dtype, output};
+  int64_t n = numElements(output);
+  std::unique_ptr<Kernel> cpu;
+  Status made = createCpuKernel(name, attrs, inTypes, {outType}, cpu);
+  ASSERT_TRUE(made.ok()) << made.message();
+  std::vector<TensorRef> cpuIn;
+  for (size_t k = 0; k < host.size(); ++k)
+    cpuIn.push_back({host[k].data(), inTypes[k]});
+  std::vector<uint16_t> expected(n);
+  ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
+
+  std::vector<TensorRef> gpuIn;
+  for (size_t k = 0; k < host.size(); ++k) {
+    void *d = nullptr;
+    ASSERT_EQ(cudaMalloc(&d, host[k].size() * 2 + 16), cudaSuccess);
+    cudaMemcpy(d, host[k].data(), host[k].size() * 2, cudaMemcpyHostToDevice);
+    gpuIn.push_back({d, inTypes[k]});
+  }
+  void *y = nullptr;
+  ASSERT_EQ(cudaMalloc(&y, n * 2 + 16), cudaSuccess);
+  DeviceContext ctx;
+  ASSERT_EQ(cublasCreate(&ctx.cublas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtCreate(&ctx.cublasLt), CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cudnnCreate(&ctx.cudnn), CUDNN_STATUS_SUCCESS);
+  ASSERT_EQ(cudaMalloc(&ctx.workspace, 64 << 20), cudaSuccess);
+  ctx.workspaceBytes = 64 << 20;
+  std::unique_ptr<GpuKernel> k;
+  Status s = createGpuKernel(name, attrs, inTypes, {outType}, ctx, k);
+  // A host fallback would hide a missing 16-bit GPU kernel.
+  ASSERT_TRUE(s.ok() && k) << "no GPU kernel: " << s.message();
+  TuneScratch scratch;
+  ASSERT_TRUE(k->tune(ctx, gpuIn, {{y, outType}}, scratch).ok());
+  ASSERT_LE(k->workspaceBytes(), ctx.workspaceBytes);
+  ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
+  std::vector<uint16_t> got(n);
+  ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  auto wide = [&](uint16_t v) {
+    return bf16 ? bf16ToFloat(v) : halfToFloat(v);
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    float e = wide(expected[i]), g = wide(got[i]);
+    if (std::isnan(e)) {
+      ASSERT_TRUE(std::isnan(g)) << "element " << i;
+      continue;
+    }
+    ASSERT_NEAR(g, e, rtol * std::fabs(e) + rtol) << "element " << i;
+  }
+  for (TensorRef &r : gpuIn)
+    cudaFree(r.data);
+  cudaFree(y);
+  cudaFree(ctx.workspace);
+  cublasLtDestroy(ctx.cublasLt);
+  cublasDestroy(ctx.cublas);
+  cudnnDestroy(ctx.cudnn);
+}
+
+TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  AttrMap none, relu, softmaxLast, softmaxFirst, norm, gemm, chain, gelu;
+  relu.set("activation", AttrValue::ofString("relu"));
+  softmaxLast.set("axis", AttrValue::ofInts({1}));
+  softmaxFirst.set("axis", AttrValue::ofInts({0}));
+  norm.set("axis", AttrValue::ofInts({1}));
+  norm.set("epsilon", AttrValue::ofFloats({1e-5}));
+  gemm.set("trans_a", AttrValue::ofInts({0}));
+  gemm.set("trans_b", AttrValue::ofInts({1}));
+  gemm.set("alpha", AttrValue::ofFloats({1.0}));
+  gemm.set("beta", AttrValue::ofFloats({1.0}));
+  chain.set("steps", AttrValue::ofString("mul,tanh,div,add"));
+  chain.set("args", AttrValue::ofInts({0, 1, 2, -2, 0, -1, -3}));
+  gelu.set("approximate", AttrValue::ofString("none"));
+  for (DType t : {DType::BF16, DType::F16}) {
+    // Products: cuBLASLt with its bias and ReLU epilogue, a batch of
+    // matrices, Gemm's transposed weight and bias.
+    expectSixteenBitMatchesCpu("matmul", relu, t, {{64, 96}, {96, 80}, {80}},
+                               {64, 80}, 2e-2f);
+    expectSixteenBitMatchesCpu("matmul", none, t, {{4, 16, 32}, {4, 32, 24}},
+                               {4, 16, 24}, 2e-2f);
+    expectSixteenBitMatchesCpu("gemm", gemm, t, {{8, 40}, {24, 40}, {24}},
+                               {8, 24}, 2e-2f);
+    // Convolutions, channels last: a 3x3 stride-2 one with its bias and
+    // ReLU fused (a cuDNN graph), a 1x1 one with a residual.
+    AttrMap conv = windowAttrs({2, 2}, {1, 1, 1, 1});
+    conv.set("channels_last", AttrValue::ofInts({1}));
+    conv.set("activation", AttrValue::ofString("relu"));
+    expectSixteenBitMatchesCpu("conv", conv, t,
+                               {{2, 9, 9, 8}, {12, 3, 3, 8}, {12}},
+                               {2, 5, 5, 12}, 3e-2f);
+    AttrMap pointwise = windowAttrs({1, 1}, {0, 0, 0, 0});
+    pointwise.set("channels_last", AttrValue::ofInts({1}));
+    expectSixteenBitMatchesCpu(
+        "conv", pointwise, t,
+        {{2, 6, 6, 16}, {32, 1, 1, 16}, {32}, {2, 6, 6, 32}}, {2, 6, 6, 32},
+        3e-2f);
+    // Element-wise: a fused chain with broadcasts, lone steps.
+    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
+                               {{8, 64}, {1, 64}, {8, 1}}, {8, 64}, 1e-2f);
+    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
+                               {{7, 9}, {7, 9}, {7, 9}}, {7, 9}, 1e-2f);
+    expectSixteenBitMatchesCpu("add", none, t, {{6, 10}, {10}}, {6, 10}, 1e-2f);
+    expectSixteenBitMatchesCpu("gelu", gelu, t, {{8, 64}}, {8, 64}, 1e-2f);
+    // Softmax in registers (and past 1024), by rows of any length, along
+    // the first axis; layer norm by warps and by blocks.
+    for (int64_t cols : {int64_t(512), int64_t(1536), int64_t(100)})
+      expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{9, cols}},
+                                 {9, cols}, 1e-2f);
+    expectSixteenBitMatchesCpu("softmax", softmaxFirst, t, {{5, 7}}, {5, 7},
+                               1e-2f);
+    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {1, 256}},
+                               {6, 256}, 1e-2f);
+    for (int64_t cols : {int64_t(1024), int64_t(100)})
+      expectSixteenBitMatchesCpu("layer_norm", norm, t,
+                                 {{6, cols}, {cols}, {cols}}, {6, cols}, 2e-2f);
+  }
+}
+
+TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  // Halfway cases round to even; NaN stays NaN; overflow goes to infinity.
+  std::vector<float> values = {1.f,
+                               1.00390625f,
+                               1.01171875f,
+                               -3.4e38f,
+                               std::numeric_limits<float>::quiet_NaN(),
+                               1e-40f,
+                               65504.f,
+                               0.1f};
+  int64_t n = static_cast<int64_t>(values.size());
+  AttrMap attrs;
+  TensorType f32{DType::F32, {n}}, bf16{DType::BF16, {n}};
+  std::unique_ptr<GpuKernel> to, from;
+  DeviceContext ctx;
+  ASSERT_TRUE(createGpuKernel("cast", attrs, {f32}, {bf16}, ctx, to).ok() &&
+              to);
+  ASSERT_TRUE(createGpuKernel("cast", attrs, {bf16}, {f32}, ctx, from).ok() &&
+              from);
+  void *x = nullptr, *h = nullptr, *back = nullptr;
+  ASSERT_EQ(cudaMalloc(&x, n * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&h, n * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&back, n * 4), cudaSuccess);
+  cudaMemcpy(x, values.data(), n * 4, cudaMemcpyHostToDevice);
+  ASSERT_TRUE(to->run(ctx, {{x, f32}}, {{h, bf16}}).ok());
+  ASSERT_TRUE(from->run(ctx, {{h, bf16}}, {{back, f32}}).ok());
+  std::vector<uint16_t> bits(n);
+  std::vector<float> widened(n);
+  cudaMemcpy(bits.data(), h, n * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(widened.data(), back, n * 4, cudaMemcpyDeviceToHost);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(bits[i], floatToBf16(values[i])) << "value " << values[i];
+    float expected = bf16ToFloat(floatToBf16(values[i]));
+    if (std::isnan(expected))
+      EXPECT_TRUE(std::isnan(widened[i]));
+    else
+      EXPECT_EQ(widened[i], expected);
+  }
+  cudaFree(x);
+  cudaFree(h);
+  cudaFree(back);
+}
+
+} // namespace

@@ -151,6 +151,12 @@ static cl::opt<bool> noPadMatMulColumns(
              "they are instead of padding their columns (for comparison)"),
     cl::init(false));
 
+static cl::opt<std::string> precisionOpt(
+    "precision",
+    cl::desc("fp32 (default), or bf16 or fp16: activations and weights in "
+             "that type, accumulation and statistics in f32 (inference)"),
+    cl::init("fp32"));
+
 static cl::OptionCategory trainingCategory("Training (--train)");
 static cl::opt<bool> train("train",
                            cl::desc("Compile one training step: the loss, "
@@ -554,6 +560,7 @@ int compile() {
   options.fuseElementwise = !noFuseElementwise;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;
+  options.precision = precisionOpt;
   options.lower = emit != "graph";
   options.explain = explain;
   options.train = train;

@@ -1,0 +1,272 @@
+//===- HalfPrecision.cu - Softmax and layer norm on bf16 and f16 ----------===//
+//
+// The 16-bit forms of Nn.cu's row kernels for plans compiled with
+// --precision: values are widened to f32 as they are loaded, the maximum,
+// sums, mean and variance are taken in f32, and each result is rounded
+// once as it is stored (FusedChain.cuh's conversions, the CPU backend's
+// rounding). Rows that fit are held in registers, four elements (8 bytes)
+// per load.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/KernelUtils.cuh"
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+using u16 = unsigned short;
+
+__device__ inline float4 load4(const u16 *p, unsigned char e) {
+  uint2 u = *reinterpret_cast<const uint2 *>(p);
+  return make_float4(wideFrom16(u.x & 0xffff, e), wideFrom16(u.x >> 16, e),
+                     wideFrom16(u.y & 0xffff, e), wideFrom16(u.y >> 16, e));
+}
+
+__device__ inline void store4(u16 *p, float4 v, unsigned char e) {
+  uint2 u;
+  u.x = narrowTo16(v.x, e) | (unsigned(narrowTo16(v.y, e)) << 16);
+  u.y = narrowTo16(v.z, e) | (unsigned(narrowTo16(v.w, e)) << 16);
+  *reinterpret_cast<uint2 *>(p) = u;
+}
+
+__device__ inline float zeroNan16(float v, bool nanToZero) {
+  return nanToZero && isnan(v) ? 0.f : v;
+}
+
+/// Softmax over contiguous rows of at most 4 x 32 x Chunks elements, a
+/// multiple of 4: a warp per row, each lane holding its 4-element units
+/// (l, l + 32, ...) in registers; the bias is added element by element.
+template <int Chunks>
+__global__ void softmaxRows16InRegisters(const u16 *x, u16 *y, int64_t rows,
+                                         int cols, bool log, bool nanToZero,
+                                         SoftmaxBias bias, unsigned char e) {
+  int lane = threadIdx.x % 32;
+  int units = cols / 4;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows * cols);
+  const u16 *biasData = reinterpret_cast<const u16 *>(bias.data);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const u16 *xr = x + r * cols;
+    u16 *yr = y + r * cols;
+    const u16 *br =
+        biasData ? biasData + offsetOf(bias.elements, 0, r * cols, narrow)
+                 : nullptr;
+    float4 v[Chunks];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      v[k] = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      if (u < units) {
+        v[k] = load4(xr + 4 * u, e);
+        if (br) {
+          int64_t c = 4 * int64_t(u) * bias.columnStride;
+          v[k].x += wideFrom16(br[c], e);
+          v[k].y += wideFrom16(br[c + bias.columnStride], e);
+          v[k].z += wideFrom16(br[c + 2 * bias.columnStride], e);
+          v[k].w += wideFrom16(br[c + 3 * bias.columnStride], e);
+        }
+        m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+    // Softmax keeps exp(v - m); log-softmax keeps v - m.
+    auto keep = [&](float &value) {
+      float shifted = value - m, ex = expf(shifted);
+      sum += ex;
+      value = log ? shifted : ex;
+    };
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k)
+      if (lane + 32 * k < units) {
+        keep(v[k].x);
+        keep(v[k].y);
+        keep(v[k].z);
+        keep(v[k].w);
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum), inverse = 1.f / sum;
+    auto out = [&](float value) {
+      return zeroNan16(log ? value - logSum : value * inverse, nanToZero);
+    };
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      if (u < units)
+        store4(yr + 4 * u,
+               make_float4(out(v[k].x), out(v[k].y), out(v[k].z), out(v[k].w)),
+               e);
+    }
+  }
+}
+
+/// Any softmax: one thread per (outer, inner) row along the axis, reading
+/// it three times.
+__global__ void softmax16Kernel(const u16 *x, u16 *y, int64_t outer,
+                                int64_t axis, int64_t inner, bool log,
+                                bool nanToZero, SoftmaxBias bias,
+                                unsigned char e) {
+  int64_t rows = outer * inner;
+  bool narrow = narrowIndex(rows * axis);
+  const u16 *biasData = reinterpret_cast<const u16 *>(bias.data);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; r < rows;
+       r += int64_t(gridDim.x) * blockDim.x) {
+    int64_t o = r / inner, in = r % inner;
+    int64_t first = o * axis * inner + in;
+    auto at = [&](int64_t a) {
+      float v = wideFrom16(x[first + a * inner], e);
+      if (biasData)
+        v += wideFrom16(
+            biasData[offsetOf(bias.elements, 0, first + a * inner, narrow)], e);
+      return v;
+    };
+    float m = -INFINITY;
+    for (int64_t a = 0; a < axis; ++a)
+      m = fmaxf(m, at(a));
+    float sum = 0.f;
+    for (int64_t a = 0; a < axis; ++a)
+      sum += expf(at(a) - m);
+    for (int64_t a = 0; a < axis; ++a) {
+      float v = at(a) - m;
+      y[first + a * inner] = narrowTo16(
+          zeroNan16(log ? v - logf(sum) : expf(v) / sum, nanToZero), e);
+    }
+  }
+}
+
+/// Layer norm over rows of at most 32 x 4 x Chunks elements, a multiple of
+/// 128: a warp per row in registers (Nn.cu's layerNormRowsKernel).
+constexpr int kRowChunks = 8;
+__global__ void layerNorm16Rows(const u16 *x, const u16 *scale, const u16 *bias,
+                                u16 *y, int64_t rows, int64_t cols, float eps,
+                                unsigned char e) {
+  int lane = threadIdx.x % 32;
+  int chunks = static_cast<int>(cols / 128);
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const u16 *xr = x + r * cols;
+    u16 *yr = y + r * cols;
+    float4 v[kRowChunks];
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j)
+      if (j < chunks)
+        v[j] = load4(xr + 4 * (j * 32 + lane), e);
+    float mean, inv;
+    warpRowStatistics(v, chunks, cols, eps, mean, inv);
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j)
+      if (j < chunks) {
+        int c = 4 * (j * 32 + lane);
+        float4 g = load4(scale + c, e);
+        float4 o = bias ? load4(bias + c, e) : make_float4(0.f, 0.f, 0.f, 0.f);
+        store4(yr + c,
+               make_float4((v[j].x - mean) * inv * g.x + o.x,
+                           (v[j].y - mean) * inv * g.y + o.y,
+                           (v[j].z - mean) * inv * g.z + o.z,
+                           (v[j].w - mean) * inv * g.w + o.w),
+               e);
+      }
+  }
+}
+
+/// Any layer norm: a block per row, the mean first, then the variance
+/// about it.
+__global__ void layerNorm16Kernel(const u16 *x, const u16 *scale,
+                                  const u16 *bias, u16 *y, int64_t cols,
+                                  int64_t scaleMod, int64_t biasMod, float eps,
+                                  unsigned char e) {
+  __shared__ float partial[kThreads];
+  const u16 *xr = x + blockIdx.x * cols;
+  u16 *yr = y + blockIdx.x * cols;
+  auto blockSum = [&](float v) {
+    partial[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+      if (threadIdx.x < s)
+        partial[threadIdx.x] += partial[threadIdx.x + s];
+      __syncthreads();
+    }
+    float total = partial[0];
+    __syncthreads();
+    return total;
+  };
+  float a = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
+    a += wideFrom16(xr[i], e);
+  float mean = blockSum(a) / float(cols);
+  float b = 0.f;
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float d = wideFrom16(xr[i], e) - mean;
+    b += d * d;
+  }
+  float inv = rsqrtf(blockSum(b) / float(cols) + eps);
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float v = (wideFrom16(xr[i], e) - mean) * inv *
+              wideFrom16(scale[i % scaleMod], e);
+    if (bias)
+      v += wideFrom16(bias[i % biasMod], e);
+    yr[i] = narrowTo16(v, e);
+  }
+}
+
+bool aligned8(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 7) == 0;
+}
+
+} // namespace
+
+cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
+                            int64_t inner, bool log, bool nanToZero,
+                            const SoftmaxBias &bias, unsigned char element,
+                            cudaStream_t s) {
+  auto *in = static_cast<const u16 *>(x);
+  auto *out = static_cast<u16 *>(y);
+  int cols = static_cast<int>(axis);
+  if (inner == 1 && axis % 4 == 0 && axis <= 2048 && aligned8(x) &&
+      aligned8(y)) {
+    unsigned blocks = blocksFor(outer * 32);
+    if (axis <= 512)
+      softmaxRows16InRegisters<4><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    else if (axis <= 1024)
+      softmaxRows16InRegisters<8><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    else
+      softmaxRows16InRegisters<16><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    return cudaGetLastError();
+  }
+  softmax16Kernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
+      in, out, outer, axis, inner, log, nanToZero, bias, element);
+  return cudaGetLastError();
+}
+
+cudaError_t launchLayerNorm16(const void *x, const void *scale,
+                              const void *bias, void *y, int64_t rows,
+                              int64_t cols, int64_t scaleMod, int64_t biasMod,
+                              float eps, unsigned char element,
+                              cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  auto *in = static_cast<const u16 *>(x);
+  auto *g = static_cast<const u16 *>(scale);
+  auto *b = static_cast<const u16 *>(bias);
+  auto *out = static_cast<u16 *>(y);
+  if (cols % 128 == 0 && cols <= 128 * kRowChunks && scaleMod == cols &&
+      (!bias || biasMod == cols) && aligned8(x) && aligned8(y) &&
+      aligned8(scale) && (!bias || aligned8(bias))) {
+    layerNorm16Rows<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        in, g, b, out, rows, cols, eps, element);
+    return cudaGetLastError();
+  }
+  layerNorm16Kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
+      in, g, b, out, cols, scaleMod, biasMod, eps, element);
+  return cudaGetLastError();
+}
+
+} // namespace partc::runtime::cuda
