@@ -264,11 +264,35 @@ if [[ $what == *precision* ]]; then
   # fp32 outputs, then fp32, bf16 and fp16 plans beside PyTorch's peers.
   echo "== precision"
   t $B/partc-cuda-unittests --gtest_filter='*SixteenBit*:*Bf16*:*GeneratedKernels*:*EveryUnary*:*Softmax*'
-  timeout 240 python3 test/models/precision_check.py --bin $B --work $W/zoo16 \
-    --run-args "--backend cuda --precision fp32" 2>&1 | tail -14 | tee $OUT/precision-zoo.txt
+  if [ "${PREC_ZOO:-1}" = 1 ]; then
+    timeout 240 python3 test/models/precision_check.py --bin $B --work $W/zoo16 \
+      --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" > $OUT/precision-zoo.txt 2>&1
+    tail -14 $OUT/precision-zoo.txt
+  fi
   timeout ${PREC_TIMEOUT:-500} python3 -u bench/bench_precision.py --bin $B --work $W/prec \
     --peers .device/torch_peers.py ${PREC_MODELS:+--models $PREC_MODELS} \
-    ${PREC_ARGS:-} 2>&1 | grep -v -i warn | tee $OUT/precision.txt
+    ${PREC_ARGS:-} 2>&1 | grep -v -i warn > $OUT/precision.txt
+  tail -12 $OUT/precision.txt
+  # Where a 16-bit plan's kernel time goes.
+  for d in $W/prec/*/; do
+    [ -f $d/${PREC_PROFILE:-bf16}.plan ] || continue
+    ins=""; for f in $d/*.npy; do n=$(basename $f .npy); [ $n = reference ] || ins="$ins --input $n=$f"; done
+    m=$(basename $d)
+    timeout 90 $B/partc-run $d/${PREC_PROFILE:-bf16}.plan --backend cuda $ins --iterations 10 --warmup 3 \
+      --profile $OUT/profile-${PREC_PROFILE:-bf16}-$m.json --quiet > /dev/null 2>&1
+    echo "-- $m ${PREC_PROFILE:-bf16} kernels by op"
+    profile_by_op $OUT/profile-${PREC_PROFILE:-bf16}-$m.json 12
+    python3 - $OUT/profile-${PREC_PROFILE:-bf16}-$m.json <<'PY'
+import json, sys, collections
+k = json.load(open(sys.argv[1]))["kernels"]
+by = collections.defaultdict(lambda: [0.0, 0, ""])
+for e in k:
+    s = e["signature"]
+    by[s[:150]][0] += e["seconds"]; by[s[:150]][1] += 1; by[s[:150]][2] = e.get("variant", "")
+for s, (t, n, v) in sorted(by.items(), key=lambda x: -x[1][0])[:10]:
+    print(f"  {t*1e3:7.3f} ms {n:3d}x {v[:30]:30s} {s}")
+PY
+  done
 fi
 if [[ $what == *peers* ]]; then
   # Models partc was not tuned on against their strongest PyTorch peers

@@ -43,13 +43,14 @@ bool isElementwiseStep(Operation *op) {
 }
 
 /// Ops with a 16-bit kernel on every backend. Products and normalizations
-/// accumulate in f32 inside the kernel; data movement copies bits.
+/// accumulate in f32 inside the kernel; data movement (and where, which
+/// selects) copies bits.
 bool hasLowPrecisionKernel(Operation *op) {
   if (!isa<graph::MatMulOp, graph::GemmOp, graph::StridedMatMulOp,
            graph::ConvOp, graph::FusedElementwiseOp, graph::ReshapeOp,
            graph::IdentityOp, graph::TransposeOp, graph::SliceOp,
            graph::ConcatOp, graph::SplitOp, graph::ExpandOp, graph::GatherOp,
-           graph::SoftmaxOp, graph::LayerNormOp>(op) &&
+           graph::WhereOp, graph::SoftmaxOp, graph::LayerNormOp>(op) &&
       !isElementwiseStep(op))
     return false;
   return true;

@@ -6,6 +6,7 @@
 #include "compiler/Utils/PassUtils.h"
 
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
 
 #include <algorithm>
 
@@ -234,6 +235,12 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   }
   // Graph optimizations: each pass leaves ops the next can fuse further.
   pm.addPass(createFoldConstants());
+  // Exporters repeat work per layer (GPT-2's attention mask is built again
+  // in each of its blocks): identical ops on identical operands run once.
+  // Inference only: a training step's random and in-place ops must stay
+  // apart.
+  if (!o.train)
+    pm.addPass(mlir::createCSEPass());
   // After differentiation: the gradient rules are written channels first.
   if (o.layout == "nhwc")
     pm.addPass(createConvertLayout());

@@ -29,6 +29,27 @@ __device__ inline void store4(u16 *p, float4 v, unsigned char e) {
   *reinterpret_cast<uint2 *>(p) = u;
 }
 
+/// Eight elements from 16 bytes, and back.
+__device__ inline void load8(const u16 *p, unsigned char e, float (&v)[8]) {
+  uint4 u = *reinterpret_cast<const uint4 *>(p);
+  unsigned words[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    v[2 * i] = wideFrom16(words[i] & 0xffff, e);
+    v[2 * i + 1] = wideFrom16(words[i] >> 16, e);
+  }
+}
+
+__device__ inline void store8(u16 *p, const float (&v)[8], unsigned char e) {
+  unsigned words[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    words[i] = narrowTo16(v[2 * i], e) |
+               (unsigned(narrowTo16(v[2 * i + 1], e)) << 16);
+  *reinterpret_cast<uint4 *>(p) = make_uint4(words[0], words[1], words[2],
+                                             words[3]);
+}
+
 __device__ inline float zeroNan16(float v, bool nanToZero) {
   return nanToZero && isnan(v) ? 0.f : v;
 }
@@ -100,6 +121,84 @@ __global__ void softmaxRows16InRegisters(const u16 *x, u16 *y, int64_t rows,
         store4(yr + 4 * u,
                make_float4(out(v[k].x), out(v[k].y), out(v[k].z), out(v[k].w)),
                e);
+    }
+  }
+}
+
+/// Softmax over contiguous rows of at most 8 x 32 x Chunks elements, a
+/// multiple of 8: a warp per row, each lane holding 8-element units (16
+/// bytes, l, l + 32, ...) in registers, the bias read 16 bytes at a time
+/// where it runs along the row aligned (an attention mask), else element
+/// by element.
+template <int Chunks>
+__global__ void softmaxRows16Wide(const u16 *x, u16 *y, int64_t rows,
+                                  int cols, bool log, bool nanToZero,
+                                  SoftmaxBias bias, unsigned char e) {
+  int lane = threadIdx.x % 32;
+  int units = cols / 8;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  bool narrow = narrowIndex(rows * cols);
+  const u16 *biasData = reinterpret_cast<const u16 *>(bias.data);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const u16 *xr = x + r * cols;
+    u16 *yr = y + r * cols;
+    const u16 *br =
+        biasData ? biasData + offsetOf(bias.elements, 0, r * cols, narrow)
+                 : nullptr;
+    bool biasVectors = br && bias.columnStride == 1 &&
+                       (reinterpret_cast<uintptr_t>(br) & 15) == 0;
+    float v[Chunks][8];
+    float m = -INFINITY;
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      if (u < units) {
+        load8(xr + 8 * u, e, v[k]);
+        if (biasVectors) {
+          float b[8];
+          load8(br + 8 * u, e, b);
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            v[k][i] += b[i];
+        } else if (br) {
+#pragma unroll
+          for (int i = 0; i < 8; ++i)
+            v[k][i] +=
+                wideFrom16(br[(8 * int64_t(u) + i) * bias.columnStride], e);
+        }
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          m = fmaxf(m, v[k][i]);
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    float sum = 0.f;
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k)
+      if (lane + 32 * k < units) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          // Softmax keeps exp(v - m); log-softmax keeps v - m.
+          float shifted = v[k][i] - m, ex = expf(shifted);
+          sum += ex;
+          v[k][i] = log ? shifted : ex;
+        }
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float logSum = logf(sum), inverse = 1.f / sum;
+#pragma unroll
+    for (int k = 0; k < Chunks; ++k) {
+      int u = lane + 32 * k;
+      if (u < units) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          v[k][i] = zeroNan16(log ? v[k][i] - logSum : v[k][i] * inverse,
+                              nanToZero);
+        store8(yr + 8 * u, v[k], e);
+      }
     }
   }
 }
@@ -227,6 +326,24 @@ cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
   auto *in = static_cast<const u16 *>(x);
   auto *out = static_cast<u16 *>(y);
   int cols = static_cast<int>(axis);
+  bool aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0 &&
+                 (reinterpret_cast<uintptr_t>(y) & 15) == 0;
+  if (inner == 1 && axis % 8 == 0 && axis <= 2048 && aligned) {
+    unsigned blocks = blocksFor(outer * 32);
+    if (axis <= 256)
+      softmaxRows16Wide<1><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    else if (axis <= 512)
+      softmaxRows16Wide<2><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    else if (axis <= 1024)
+      softmaxRows16Wide<4><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    else
+      softmaxRows16Wide<8><<<blocks, kThreads, 0, s>>>(
+          in, out, outer, cols, log, nanToZero, bias, element);
+    return cudaGetLastError();
+  }
   if (inner == 1 && axis % 4 == 0 && axis <= 2048 && aligned8(x) &&
       aligned8(y)) {
     unsigned blocks = blocksFor(outer * 32);

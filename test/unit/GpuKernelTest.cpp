@@ -1083,7 +1083,9 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   AttrMap none, relu, softmaxLast, softmaxFirst, norm, gemm, chain, gelu;
   relu.set("activation", AttrValue::ofString("relu"));
   softmaxLast.set("axis", AttrValue::ofInts({1}));
+  softmaxLast.set("nan_to_zero", AttrValue::ofInts({0}));
   softmaxFirst.set("axis", AttrValue::ofInts({0}));
+  softmaxFirst.set("nan_to_zero", AttrValue::ofInts({0}));
   norm.set("axis", AttrValue::ofInts({1}));
   norm.set("epsilon", AttrValue::ofFloats({1e-5}));
   gemm.set("trans_a", AttrValue::ofInts({0}));
@@ -1130,8 +1132,14 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
                                  {9, cols}, 1e-2f);
     expectSixteenBitMatchesCpu("softmax", softmaxFirst, t, {{5, 7}}, {5, 7},
                                1e-2f);
+    // Biases along the row (16-byte loads), one per row, and rows of 4k
+    // elements (8-byte units).
     expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {1, 256}},
                                {6, 256}, 1e-2f);
+    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {6, 1}},
+                               {6, 256}, 1e-2f);
+    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 20}, {1, 20}},
+                               {6, 20}, 1e-2f);
     for (int64_t cols : {int64_t(1024), int64_t(100)})
       expectSixteenBitMatchesCpu("layer_norm", norm, t,
                                  {{6, cols}, {cols}, {cols}}, {6, cols}, 2e-2f);
