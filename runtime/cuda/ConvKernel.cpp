@@ -335,10 +335,11 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     if (!graph_->size())
       graph_.reset();
   }
-  // The other fused variants describe f32 operands.
-  if (!ctx.options.fuseEpilogues || sixteen)
+  if (!ctx.options.fuseEpilogues)
     return Status();
-  if (hasBias_)
+  // cudnnConvolutionBiasActivationForward and the widened input describe
+  // f32 operands; cuBLASLt takes 16-bit ones too.
+  if (hasBias_ && !sixteen)
     PARTC_RETURN_IF_ERROR(initCudnnFused(ctx, nd));
   bool pointwise = channelsLast_ && a.attrs.getInt("group") == 1;
   for (int i = 0; i < spatial; ++i)
@@ -346,7 +347,8 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
                 pads[i] == 0 && pads[i + spatial] == 0;
   if (pointwise)
     PARTC_RETURN_IF_ERROR(initGemm(a, ctx));
-  if (channelsLast_ && a.attrs.getInt("group") == 1 && xd[1] % 4 != 0)
+  if (channelsLast_ && a.attrs.getInt("group") == 1 && xd[1] % 4 != 0 &&
+      !sixteen)
     PARTC_RETURN_IF_ERROR(initWidened(ctx, xd, wd, packed(xd)));
   return Status();
 }
@@ -475,12 +477,16 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   uint64_t channels = static_cast<uint64_t>(a.inputs[0].shape.back());
   uint64_t pixels = static_cast<uint64_t>(n_) / static_cast<uint64_t>(m_);
   uint64_t filters = static_cast<uint64_t>(m_);
+  cudaDataType_t type = element_ == FusedParams::BF16  ? CUDA_R_16BF
+                        : element_ == FusedParams::F16 ? CUDA_R_16F
+                                                       : CUDA_R_32F;
   // Column-major view: W is C x K (used transposed), X is C x pixels, Y and
   // the residual are K x pixels.
   PARTC_RETURN_IF_ERROR(cublasStatus(
       cublasLtMatmulDescCreate(&gemm_,
-                               ctx.options.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32
-                                                : CUBLAS_COMPUTE_32F,
+                               ctx.options.tf32 && element_ == FusedParams::F32
+                                   ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                   : CUBLAS_COMPUTE_32F,
                                CUDA_R_32F),
       "cuBLASLt descriptor"));
   cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
@@ -497,16 +503,14 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
       cublasLtMatmulDescSetAttribute(gemm_, CUBLASLT_MATMUL_DESC_EPILOGUE,
                                      &epilogue, sizeof(epilogue)),
       "cuBLASLt descriptor"));
-  PARTC_RETURN_IF_ERROR(
-      cublasStatus(cublasLtMatrixLayoutCreate(&gemmW_, CUDA_R_32F, channels,
-                                              filters, channels),
-                   "cuBLASLt layout"));
-  PARTC_RETURN_IF_ERROR(
-      cublasStatus(cublasLtMatrixLayoutCreate(&gemmX_, CUDA_R_32F, channels,
-                                              pixels, channels),
-                   "cuBLASLt layout"));
   PARTC_RETURN_IF_ERROR(cublasStatus(
-      cublasLtMatrixLayoutCreate(&gemmY_, CUDA_R_32F, filters, pixels, filters),
+      cublasLtMatrixLayoutCreate(&gemmW_, type, channels, filters, channels),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatrixLayoutCreate(&gemmX_, type, channels, pixels, channels),
+      "cuBLASLt layout"));
+  PARTC_RETURN_IF_ERROR(cublasStatus(
+      cublasLtMatrixLayoutCreate(&gemmY_, type, filters, pixels, filters),
       "cuBLASLt layout"));
   // No algorithm is not an error: the cuDNN variants remain.
   gemmAlgos_ = ltAlgorithms(ctx.cublasLt, gemm_, gemmW_, gemmX_, gemmY_, 4);
@@ -608,19 +612,6 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     ConvVariant variant;
     size_t index;
   };
-  if (element_ != FusedParams::F32) {
-    // 16-bit results are not compared (the check reads f32): a graph plan
-    // with the epilogue fused where cuDNN offers one, the heuristics' first
-    // choice; else the legacy API and the epilogue pass.
-    for (size_t i = 0; graph_ && i < graph_->size(); ++i)
-      if (graph_->fusesEpilogue(i) || !(hasBias_ || hasAddend_ || relu_)) {
-        chosen_ = ConvVariant::Graph;
-        choice_ = i;
-        graphVariant_ = "cudnn-graph-16 (" + graph_->label(i) + ")";
-        return Status();
-      }
-    return Status();
-  }
   std::vector<Candidate> candidates = {{ConvVariant::Separate, 0}};
   for (size_t i = 0; i < fusedAlgos_.size(); ++i)
     candidates.push_back({ConvVariant::CudnnFused, i});
@@ -643,15 +634,13 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   PARTC_RETURN_IF_ERROR(scratch.buffer(0, in[0].type.byteSize(), x));
   PARTC_RETURN_IF_ERROR(scratch.buffer(1, outBytes, reference));
   PARTC_RETURN_IF_ERROR(scratch.buffer(2, outBytes, y));
-  PARTC_RETURN_IF_ERROR(
-      cudaStatus(launchFillPattern(static_cast<float *>(x),
-                                   in[0].type.numElements(), 1, ctx.stream),
-                 "tuning"));
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      launchFillPattern(x, in[0].type.numElements(), 1, ctx.stream, element_),
+      "tuning"));
   if (hasAddend_) {
     PARTC_RETURN_IF_ERROR(scratch.buffer(3, outBytes, z));
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        launchFillPattern(static_cast<float *>(z), n_, 2, ctx.stream),
-        "tuning"));
+        launchFillPattern(z, n_, 2, ctx.stream, element_), "tuning"));
   }
   ConvOperands ops = operands(in, reference);
   ops.x = x;
@@ -664,7 +653,7 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
         return runVariant(candidates[index].variant, candidates[index].index,
                           ctx, ops);
       },
-      reference, y, n_, best));
+      reference, y, n_, best, element_));
   chosen_ = candidates[best].variant;
   choice_ = candidates[best].index;
   if (chosen_ == ConvVariant::Graph)

@@ -91,7 +91,8 @@ public:
 /// fastest.
 Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
                    const std::function<Status(size_t, void *)> &run,
-                   void *reference, void *trial, int64_t n, size_t &chosen);
+                   void *reference, void *trial, int64_t n, size_t &chosen,
+                   unsigned char element = FusedParams::F32);
 
 /// Makes the GPU kernel for one plan instruction, or leaves the result empty
 /// where none applies to these types (the CPU kernel then runs instead).
@@ -361,12 +362,14 @@ cudaError_t launchBatchPointers(const void *x, const void *y, void *c,
                                 const int64_t *offsets, int count,
                                 int elementBytes, void **pointers,
                                 cudaStream_t s);
-/// Fills `x` with deterministic values in [-1, 1) (for tuning kernels).
-cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
-                              cudaStream_t s);
+/// Fills `x` with deterministic values in [-1, 1) (for tuning kernels), of
+/// type `element` (FusedParams::F32, BF16 or F16).
+cudaError_t launchFillPattern(void *x, int64_t n, uint32_t seed, cudaStream_t s,
+                              unsigned char element = FusedParams::F32);
 /// result[0..1] = bit patterns of max |a - b| and max |a| (device memory).
-cudaError_t launchMaxDifference(const float *a, const float *b, int64_t n,
-                                unsigned *result, cudaStream_t s);
+cudaError_t launchMaxDifference(const void *a, const void *b, int64_t n,
+                                unsigned *result, cudaStream_t s,
+                                unsigned char element = FusedParams::F32);
 
 } // namespace partc::runtime::cuda
 

@@ -138,6 +138,11 @@ private:
   }
   Status runSeparate(DeviceContext &ctx, const GemmOperands &ops);
   Status runEpilogue16(DeviceContext &ctx, const GemmOperands &ops);
+  unsigned char fusedElement() const {
+    return e_.type == CUDA_R_16BF  ? FusedParams::BF16
+           : e_.type == CUDA_R_16F ? FusedParams::F16
+                                   : FusedParams::F32;
+  }
   Status runLt(DeviceContext &ctx, const GemmOperands &ops,
                const cublasLtMatmulAlgo_t &algo);
 
@@ -217,13 +222,10 @@ Status LinearKernel::runEpilogue16(DeviceContext &ctx,
                                    const GemmOperands &ops) {
   // The product was rounded once already (cuBLASLt's epilogue, preferred
   // for 16 bits, rounds once).
-  return cudaStatus(launchEpilogue16(ops.y, ops.bias,
-                                     addend_.residual ? ops.c : nullptr,
-                                     elements(), g_.n, 1, relu_,
-                                     e_.type == CUDA_R_16BF ? FusedParams::BF16
-                                                            : FusedParams::F16,
-                                     ctx.stream),
-                    "gemm epilogue");
+  return cudaStatus(
+      launchEpilogue16(ops.y, ops.bias, addend_.residual ? ops.c : nullptr,
+                       elements(), g_.n, 1, relu_, fusedElement(), ctx.stream),
+      "gemm epilogue");
 }
 
 Status LinearKernel::initLt(DeviceContext &ctx) {
@@ -263,8 +265,8 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
       cublasStatus(cublasLtMatrixLayoutCreate(&yLayout_, e_.type, n, m, n),
                    "cuBLASLt layout"));
   algos_ = ltAlgorithms(ctx.cublasLt, desc_, bLayout_, aLayout_, yLayout_, 8);
-  // 16-bit results are not tuned (the comparison reads f32): the
-  // heuristic's first choice, which rounds the epilogue's sum once.
+  // Until tuned, 16-bit results take the heuristic's first choice, which
+  // rounds the epilogue's sum once.
   if (e_.sixteen() && !algos_.empty())
     chosen_ = 1;
   return Status();
@@ -289,7 +291,7 @@ Status LinearKernel::runLt(DeviceContext &ctx, const GemmOperands &ops,
 Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
                           const std::vector<TensorRef> &out,
                           TuneScratch &scratch) {
-  if (algos_.empty() || e_.sixteen())
+  if (algos_.empty())
     return Status();
   // Every operand comes from scratch filled with a fixed pattern: which of
   // them are weights is not known here, and the arena holds no values yet.
@@ -312,8 +314,9 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     patterned[i].data = static_cast<char *>(pack) + starts[i - 1];
   for (size_t i = 0; i < in.size(); ++i)
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        launchFillPattern(patterned[i].as<float>(), in[i].type.numElements(),
-                          static_cast<uint32_t>(i + 1), ctx.stream),
+        launchFillPattern(patterned[i].data, in[i].type.numElements(),
+                          static_cast<uint32_t>(i + 1), ctx.stream,
+                          fusedElement()),
         "tuning"));
   GemmOperands ops = operands(patterned, nullptr);
   return pickFastest(
@@ -322,7 +325,7 @@ Status LinearKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
         ops.y = result;
         return runCandidate(index, ctx, ops);
       },
-      reference, y, elements(), chosen_);
+      reference, y, elements(), chosen_, fusedElement());
 }
 
 /// strided_matmul: one GEMM, a strided batched GEMM where the batch lies at

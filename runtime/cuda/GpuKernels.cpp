@@ -84,14 +84,19 @@ Status cudnnStatus(cudnnStatus_t s, const char *what) {
 
 Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
                    const std::function<Status(size_t, void *)> &run,
-                   void *reference, void *trial, int64_t n, size_t &chosen) {
+                   void *reference, void *trial, int64_t n, size_t &chosen,
+                   unsigned char element) {
   unsigned *words = nullptr;
   PARTC_RETURN_IF_ERROR(scratch.words(words));
   cudaEvent_t start = nullptr, stop = nullptr;
   PARTC_RETURN_IF_ERROR(cudaStatus(cudaEventCreate(&start), "tuning"));
   Status status = cudaStatus(cudaEventCreate(&stop), "tuning");
-  // TF32 candidates round differently from each other, not by more.
-  const float tolerance = ctx.options.tf32 ? 1e-2f : 1e-4f;
+  // TF32 candidates round differently from each other, not by more; 16-bit
+  // results differ by a rounding of their type (8 or 11 bits).
+  const float tolerance = element == FusedParams::BF16  ? 3e-2f
+                          : element == FusedParams::F16 ? 5e-3f
+                          : ctx.options.tf32            ? 1e-2f
+                                                        : 1e-4f;
   constexpr int kRepeats = 3;
   float best = INFINITY;
   for (size_t c = 0; c < count && status.ok(); ++c) {
@@ -104,11 +109,9 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
     }
     if (c != 0) {
       unsigned host[2] = {};
-      status =
-          cudaStatus(launchMaxDifference(static_cast<const float *>(reference),
-                                         static_cast<const float *>(trial), n,
-                                         words, ctx.stream),
-                     "tuning");
+      status = cudaStatus(
+          launchMaxDifference(reference, trial, n, words, ctx.stream, element),
+          "tuning");
       if (status.ok())
         status = cudaStatus(cudaMemcpyAsync(host, words, sizeof(host),
                                             cudaMemcpyDeviceToHost, ctx.stream),

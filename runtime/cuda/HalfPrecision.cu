@@ -4,8 +4,10 @@
 // --precision: values are widened to f32 as they are loaded, the maximum,
 // sums, mean and variance are taken in f32, and each result is rounded
 // once as it is stored (FusedChain.cuh's conversions, the CPU backend's
-// rounding). Rows that fit are held in registers, four elements (8 bytes)
-// per load.
+// rounding). Rows that fit are held in registers, eight elements (16
+// bytes) or four (8 bytes) per load; their exponentials are the hardware's
+// fast ones (__expf: a few f32 ulps, far below a 16-bit result's rounding),
+// without which attention's softmax was bound by exp, not memory.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/KernelUtils.cuh"
@@ -44,10 +46,10 @@ __device__ inline void store8(u16 *p, const float (&v)[8], unsigned char e) {
   unsigned words[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    words[i] = narrowTo16(v[2 * i], e) |
-               (unsigned(narrowTo16(v[2 * i + 1], e)) << 16);
-  *reinterpret_cast<uint4 *>(p) = make_uint4(words[0], words[1], words[2],
-                                             words[3]);
+    words[i] =
+        narrowTo16(v[2 * i], e) | (unsigned(narrowTo16(v[2 * i + 1], e)) << 16);
+  *reinterpret_cast<uint4 *>(p) =
+      make_uint4(words[0], words[1], words[2], words[3]);
 }
 
 __device__ inline float zeroNan16(float v, bool nanToZero) {
@@ -96,7 +98,7 @@ __global__ void softmaxRows16InRegisters(const u16 *x, u16 *y, int64_t rows,
     float sum = 0.f;
     // Softmax keeps exp(v - m); log-softmax keeps v - m.
     auto keep = [&](float &value) {
-      float shifted = value - m, ex = expf(shifted);
+      float shifted = value - m, ex = __expf(shifted);
       sum += ex;
       value = log ? shifted : ex;
     };
@@ -131,9 +133,9 @@ __global__ void softmaxRows16InRegisters(const u16 *x, u16 *y, int64_t rows,
 /// where it runs along the row aligned (an attention mask), else element
 /// by element.
 template <int Chunks>
-__global__ void softmaxRows16Wide(const u16 *x, u16 *y, int64_t rows,
-                                  int cols, bool log, bool nanToZero,
-                                  SoftmaxBias bias, unsigned char e) {
+__global__ void softmaxRows16Wide(const u16 *x, u16 *y, int64_t rows, int cols,
+                                  bool log, bool nanToZero, SoftmaxBias bias,
+                                  unsigned char e) {
   int lane = threadIdx.x % 32;
   int units = cols / 8;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -181,7 +183,7 @@ __global__ void softmaxRows16Wide(const u16 *x, u16 *y, int64_t rows,
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
           // Softmax keeps exp(v - m); log-softmax keeps v - m.
-          float shifted = v[k][i] - m, ex = expf(shifted);
+          float shifted = v[k][i] - m, ex = __expf(shifted);
           sum += ex;
           v[k][i] = log ? shifted : ex;
         }
@@ -195,8 +197,8 @@ __global__ void softmaxRows16Wide(const u16 *x, u16 *y, int64_t rows,
       if (u < units) {
 #pragma unroll
         for (int i = 0; i < 8; ++i)
-          v[k][i] = zeroNan16(log ? v[k][i] - logSum : v[k][i] * inverse,
-                              nanToZero);
+          v[k][i] =
+              zeroNan16(log ? v[k][i] - logSum : v[k][i] * inverse, nanToZero);
         store8(yr + 8 * u, v[k], e);
       }
     }

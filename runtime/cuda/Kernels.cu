@@ -14,28 +14,41 @@ namespace {
 
 /// Deterministic values in [-1, 1) from the element index (a hash, so that
 /// neighbouring elements are unrelated).
-__global__ void fillPatternKernel(float *x, int64_t n, uint32_t seed) {
+__global__ void fillPatternKernel(void *x, int64_t n, uint32_t seed,
+                                  unsigned char element) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
     h ^= h >> 15;
     h *= 2246822519u;
     h ^= h >> 13;
-    x[i] = static_cast<float>(h & 0xffffff) / 8388608.f - 1.f;
+    float v = static_cast<float>(h & 0xffffff) / 8388608.f - 1.f;
+    if (element == FusedParams::F32)
+      static_cast<float *>(x)[i] = v;
+    else
+      static_cast<unsigned short *>(x)[i] = narrowTo16(v, element);
   }
+}
+
+__device__ inline float elementAt(const void *p, int64_t i,
+                                  unsigned char element) {
+  return element == FusedParams::F32
+             ? static_cast<const float *>(p)[i]
+             : wideFrom16(static_cast<const unsigned short *>(p)[i], element);
 }
 
 /// result[0] = max |a - b|, result[1] = max |a| (as ordered float bits:
 /// non-negative floats compare like their bit patterns).
-__global__ void maxDifferenceKernel(const float *a, const float *b, int64_t n,
-                                    unsigned *result) {
+__global__ void maxDifferenceKernel(const void *a, const void *b, int64_t n,
+                                    unsigned *result, unsigned char element) {
   float diff = 0.f, mag = 0.f;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(blockDim.x) * gridDim.x) {
-    float d = fabsf(a[i] - b[i]);
+    float ai = elementAt(a, i, element);
+    float d = fabsf(ai - elementAt(b, i, element));
     // NaN anywhere counts as the largest difference.
     diff = d == d ? fmaxf(diff, d) : FLT_MAX;
-    mag = fmaxf(mag, fabsf(a[i]));
+    mag = fmaxf(mag, fabsf(ai));
   }
   atomicMax(&result[0], __float_as_uint(diff));
   atomicMax(&result[1], __float_as_uint(mag));
@@ -102,18 +115,20 @@ cudaError_t launchBatchPointers(const void *x, const void *y, void *c,
   return cudaGetLastError();
 }
 
-cudaError_t launchFillPattern(float *x, int64_t n, uint32_t seed,
-                              cudaStream_t s) {
-  fillPatternKernel<<<blocksFor(n), kThreads, 0, s>>>(x, n, seed);
+cudaError_t launchFillPattern(void *x, int64_t n, uint32_t seed, cudaStream_t s,
+                              unsigned char element) {
+  fillPatternKernel<<<blocksFor(n), kThreads, 0, s>>>(x, n, seed, element);
   return cudaGetLastError();
 }
 
-cudaError_t launchMaxDifference(const float *a, const float *b, int64_t n,
-                                unsigned *result, cudaStream_t s) {
+cudaError_t launchMaxDifference(const void *a, const void *b, int64_t n,
+                                unsigned *result, cudaStream_t s,
+                                unsigned char element) {
   cudaError_t err = cudaMemsetAsync(result, 0, 2 * sizeof(unsigned), s);
   if (err != cudaSuccess)
     return err;
-  maxDifferenceKernel<<<blocksFor(n), kThreads, 0, s>>>(a, b, n, result);
+  maxDifferenceKernel<<<blocksFor(n), kThreads, 0, s>>>(a, b, n, result,
+                                                        element);
   return cudaGetLastError();
 }
 
