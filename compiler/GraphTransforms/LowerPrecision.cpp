@@ -19,6 +19,9 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstring>
+#include <limits>
+
 namespace mlir::partc {
 #define GEN_PASS_DEF_LOWERPRECISION
 #include "compiler/Passes.h.inc"
@@ -42,6 +45,15 @@ bool isElementwiseStep(Operation *op) {
   return names.contains(kernelNameFor(op));
 }
 
+/// Max and average pooling channels last (partc-convert-layout's form of
+/// every 2-D pooling), which the GPU pools 16-bit channel by channel.
+bool isChannelsLastPool(Operation *op) {
+  return isa<graph::MaxPoolOp, graph::AvgPoolOp>(op) &&
+         op->hasAttr("channels_last") &&
+         cast<ShapedType>(op->getOperand(0).getType()).getNumElements() <=
+             std::numeric_limits<int32_t>::max();
+}
+
 /// Ops with a 16-bit kernel on every backend. Products and normalizations
 /// accumulate in f32 inside the kernel; data movement (and where, which
 /// selects) copies bits.
@@ -51,7 +63,7 @@ bool hasLowPrecisionKernel(Operation *op) {
            graph::IdentityOp, graph::TransposeOp, graph::SliceOp,
            graph::ConcatOp, graph::SplitOp, graph::ExpandOp, graph::GatherOp,
            graph::WhereOp, graph::SoftmaxOp, graph::LayerNormOp>(op) &&
-      !isElementwiseStep(op))
+      !isElementwiseStep(op) && !isChannelsLastPool(op))
     return false;
   return true;
 }

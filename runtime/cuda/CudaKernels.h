@@ -224,6 +224,10 @@ Status makePoolParams(const KernelArgs &a, const Shape &x, const Shape &y,
                       bool isMax, PoolParams &p);
 cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s);
+/// Channels-last pooling of bf16 or f16 values (`element`) whose indices
+/// fit 32 bits; cudaErrorNotSupported otherwise.
+cudaError_t launchPool16(const void *x, void *y, const PoolParams &p,
+                         unsigned char element, cudaStream_t s);
 cudaError_t launchGlobalPool(const float *x, float *y, int64_t planes,
                              int64_t size, bool isMax, cudaStream_t s);
 /// Rows of a concatenation along one axis: `outer` rows, each the parts'

@@ -98,9 +98,8 @@ __device__ inline float4 scaled(float4 a, float s) {
 /// One pooling window: `x` points at the window's plane (channels first) or
 /// at its channel group (channels last); spatial neighbours are `step`
 /// apart. `I` is the index type: 32 bits where the tensors allow.
-template <bool IsMax, typename I, typename V>
-__device__ V poolWindow(const V *x, I step, const PoolParams &p, I od, I oh,
-                        I ow) {
+template <bool IsMax, typename I, typename V, typename Load>
+__device__ V poolWindow(Load x, I step, const PoolParams &p, I od, I oh, I ow) {
   V acc = splat(IsMax ? -FLT_MAX : 0.f, V());
   bool any = false;
   I count = 0, padCount = 0;
@@ -118,7 +117,7 @@ __device__ V poolWindow(const V *x, I step, const PoolParams &p, I od, I oh,
             ++padCount;
           continue;
         }
-        acc = combine(IsMax, acc, x[((id * inH + ih) * inW + iw) * step]);
+        acc = combine(IsMax, acc, x(((id * inH + ih) * inW + iw) * step));
         any = true;
         ++count;
       }
@@ -139,8 +138,9 @@ __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
     I i = I(k);
     I ow = i % outW, oh = (i / outW) % outH, od = (i / (outW * outH)) % outD,
       plane = i / (outW * outH * outD);
-    y[i] = poolWindow<IsMax, I, float>(
-        x + plane * I(p.in[0] * p.in[1] * p.in[2]), I(1), p, od, oh, ow);
+    const float *xp = x + plane * I(p.in[0] * p.in[1] * p.in[2]);
+    y[i] = poolWindow<IsMax, I, float>([xp](I j) { return xp[j]; }, I(1), p, od,
+                                       oh, ow);
   }
 }
 
@@ -156,9 +156,64 @@ __global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
     I ch = i % groups, pos = i / groups;
     I ow = pos % outW, oh = (pos / outW) % outH,
       od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
-    y[i] = poolWindow<IsMax, I, V>(
-        x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch, groups, p, od, oh,
-        ow);
+    const V *xp = x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch;
+    y[i] = poolWindow<IsMax, I, V>([xp](I j) { return xp[j]; }, groups, p, od,
+                                   oh, ow);
+  }
+}
+
+/// Channels last on bf16 or f16 values (`element`), four channels (8
+/// bytes) per thread: the window in f32, the results rounded once.
+template <bool IsMax, typename I>
+__global__ void poolLast16x4Kernel(const unsigned short *x, unsigned short *y,
+                                   PoolParams p, I groups, int64_t n,
+                                   unsigned char element) {
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I g = i % groups, pos = i / groups;
+    I ow = pos % outW, oh = (pos / outW) % outH,
+      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
+    const uint2 *xp = reinterpret_cast<const uint2 *>(x) +
+                      b * I(p.in[0] * p.in[1] * p.in[2]) * groups + g;
+    float4 v = poolWindow<IsMax, I, float4>(
+        [xp, element](I j) {
+          uint2 u = xp[j];
+          return make_float4(wideFrom16(u.x & 0xffff, element),
+                             wideFrom16(u.x >> 16, element),
+                             wideFrom16(u.y & 0xffff, element),
+                             wideFrom16(u.y >> 16, element));
+        },
+        groups, p, od, oh, ow);
+    uint2 out;
+    out.x =
+        narrowTo16(v.x, element) | (unsigned(narrowTo16(v.y, element)) << 16);
+    out.y =
+        narrowTo16(v.z, element) | (unsigned(narrowTo16(v.w, element)) << 16);
+    reinterpret_cast<uint2 *>(y)[i] = out;
+  }
+}
+
+/// The same a channel per thread, for any channel count.
+template <bool IsMax, typename I>
+__global__ void poolLast16Kernel(const unsigned short *x, unsigned short *y,
+                                 PoolParams p, I channels, int64_t n,
+                                 unsigned char element) {
+  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
+  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
+       k += int64_t(gridDim.x) * blockDim.x) {
+    I i = I(k);
+    I ch = i % channels, pos = i / channels;
+    I ow = pos % outW, oh = (pos / outW) % outH,
+      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
+    const unsigned short *xp =
+        x + b * I(p.in[0] * p.in[1] * p.in[2]) * channels + ch;
+    y[i] = narrowTo16(
+        poolWindow<IsMax, I, float>(
+            [xp, element](I j) { return wideFrom16(xp[j], element); }, channels,
+            p, od, oh, ow),
+        element);
   }
 }
 
@@ -668,6 +723,34 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
     launchPoolAs<false, int32_t>(x, y, p, n, s);
   else
     launchPoolAs<false, int64_t>(x, y, p, n, s);
+  return cudaGetLastError();
+}
+
+cudaError_t launchPool16(const void *x, void *y, const PoolParams &p,
+                         unsigned char element, cudaStream_t s) {
+  int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
+  int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
+  if (!p.channelsLast || !narrowIndex(n) || !narrowIndex(inputs))
+    return cudaErrorNotSupported;
+  auto *in = static_cast<const unsigned short *>(x);
+  auto *out = static_cast<unsigned short *>(y);
+  int32_t c = static_cast<int32_t>(p.channelsLast);
+  if (c % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 7) == 0 &&
+      (reinterpret_cast<uintptr_t>(y) & 7) == 0) {
+    if (p.isMax)
+      poolLast16x4Kernel<true, int32_t><<<blocksFor(n / 4), kThreads, 0, s>>>(
+          in, out, p, c / 4, n / 4, element);
+    else
+      poolLast16x4Kernel<false, int32_t><<<blocksFor(n / 4), kThreads, 0, s>>>(
+          in, out, p, c / 4, n / 4, element);
+    return cudaGetLastError();
+  }
+  if (p.isMax)
+    poolLast16Kernel<true, int32_t>
+        <<<blocksFor(n), kThreads, 0, s>>>(in, out, p, c, n, element);
+  else
+    poolLast16Kernel<false, int32_t>
+        <<<blocksFor(n), kThreads, 0, s>>>(in, out, p, c, n, element);
   return cudaGetLastError();
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/kernels/KernelRegistry.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace partc::runtime::cuda {
 
@@ -51,9 +52,12 @@ int uniform16(const KernelArgs &a) {
 Factory poolFactory(bool isMax) {
   return [isMax](const KernelArgs &a, DeviceContext &,
                  std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
-      return Status();
+    int element = uniform16(a);
     bool channelsLast = a.attrs.getInt("channels_last", 0) != 0;
+    if (!allF32(a) &&
+        (element < 0 || !channelsLast ||
+         a.inputs[0].numElements() > std::numeric_limits<int32_t>::max()))
+      return Status();
     Shape x = a.inputs[0].shape, y = a.outputs[0].shape;
     if (channelsLast) {
       x = channelsFirstShape(x);
@@ -62,6 +66,17 @@ Factory poolFactory(bool isMax) {
     PoolParams p;
     PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
     p.channelsLast = channelsLast ? x[1] : 0;
+    if (element >= 0) {
+      k = lambda([p, element](DeviceContext &ctx,
+                              const std::vector<TensorRef> &in,
+                              const std::vector<TensorRef> &out) {
+        return cudaStatus(launchPool16(in[0].data, out[0].data, p,
+                                       static_cast<unsigned char>(element),
+                                       ctx.stream),
+                          "pool");
+      });
+      return Status();
+    }
     k = lambda([p](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
       return cudaStatus(

@@ -1118,6 +1118,18 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
         "conv", pointwise, t,
         {{2, 6, 6, 16}, {32, 1, 1, 16}, {32}, {2, 6, 6, 32}}, {2, 6, 6, 32},
         3e-2f);
+    // Pooling channels last: ResNet's 3x3 stride-2 max pool, an average
+    // with padding left out of the count.
+    for (bool isMax : {true, false}) {
+      AttrMap pool = windowAttrs({2, 2}, {1, 1, 1, 1});
+      pool.set("kernel_shape", AttrValue::ofInts({3, 3}));
+      pool.set("ceil_mode", AttrValue::ofInts({0}));
+      pool.set("count_include_pad", AttrValue::ofInts({0}));
+      pool.set("channels_last", AttrValue::ofInts({1}));
+      for (int64_t c : {int64_t(12), int64_t(6)}) // 4 channels a thread, 1
+        expectSixteenBitMatchesCpu(isMax ? "max_pool" : "avg_pool", pool, t,
+                                   {{2, 9, 9, c}}, {2, 5, 5, c}, 1e-2f);
+    }
     // Element-wise: a fused chain with broadcasts, lone steps.
     expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
                                {{8, 64}, {1, 64}, {8, 1}}, {8, 64}, 1e-2f);
