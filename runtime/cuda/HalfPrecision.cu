@@ -5,9 +5,10 @@
 // sums, mean and variance are taken in f32, and each result is rounded
 // once as it is stored (FusedChain.cuh's conversions, the CPU backend's
 // rounding). Rows that fit are held in registers, eight elements (16
-// bytes) or four (8 bytes) per load; their exponentials are the hardware's
-// fast ones (__expf: a few f32 ulps, far below a 16-bit result's rounding),
-// without which attention's softmax was bound by exp, not memory.
+// bytes) per load, others read three times; the exponentials of rows in
+// registers are the hardware's fast ones (__expf: a few f32 ulps, far
+// below a 16-bit result's rounding), without which attention's softmax
+// was bound by exp, not memory.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/KernelUtils.cuh"
@@ -54,77 +55,6 @@ __device__ inline void store8(u16 *p, const float (&v)[8], unsigned char e) {
 
 __device__ inline float zeroNan16(float v, bool nanToZero) {
   return nanToZero && isnan(v) ? 0.f : v;
-}
-
-/// Softmax over contiguous rows of at most 4 x 32 x Chunks elements, a
-/// multiple of 4: a warp per row, each lane holding its 4-element units
-/// (l, l + 32, ...) in registers; the bias is added element by element.
-template <int Chunks>
-__global__ void softmaxRows16InRegisters(const u16 *x, u16 *y, int64_t rows,
-                                         int cols, bool log, bool nanToZero,
-                                         SoftmaxBias bias, unsigned char e) {
-  int lane = threadIdx.x % 32;
-  int units = cols / 4;
-  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  bool narrow = narrowIndex(rows * cols);
-  const u16 *biasData = reinterpret_cast<const u16 *>(bias.data);
-  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
-       r < rows; r += warps) {
-    const u16 *xr = x + r * cols;
-    u16 *yr = y + r * cols;
-    const u16 *br =
-        biasData ? biasData + offsetOf(bias.elements, 0, r * cols, narrow)
-                 : nullptr;
-    float4 v[Chunks];
-    float m = -INFINITY;
-#pragma unroll
-    for (int k = 0; k < Chunks; ++k) {
-      int u = lane + 32 * k;
-      v[k] = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-      if (u < units) {
-        v[k] = load4(xr + 4 * u, e);
-        if (br) {
-          int64_t c = 4 * int64_t(u) * bias.columnStride;
-          v[k].x += wideFrom16(br[c], e);
-          v[k].y += wideFrom16(br[c + bias.columnStride], e);
-          v[k].z += wideFrom16(br[c + 2 * bias.columnStride], e);
-          v[k].w += wideFrom16(br[c + 3 * bias.columnStride], e);
-        }
-        m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w)));
-      }
-    }
-    for (int o = 16; o > 0; o /= 2)
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    float sum = 0.f;
-    // Softmax keeps exp(v - m); log-softmax keeps v - m.
-    auto keep = [&](float &value) {
-      float shifted = value - m, ex = __expf(shifted);
-      sum += ex;
-      value = log ? shifted : ex;
-    };
-#pragma unroll
-    for (int k = 0; k < Chunks; ++k)
-      if (lane + 32 * k < units) {
-        keep(v[k].x);
-        keep(v[k].y);
-        keep(v[k].z);
-        keep(v[k].w);
-      }
-    for (int o = 16; o > 0; o /= 2)
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-    float logSum = logf(sum), inverse = 1.f / sum;
-    auto out = [&](float value) {
-      return zeroNan16(log ? value - logSum : value * inverse, nanToZero);
-    };
-#pragma unroll
-    for (int k = 0; k < Chunks; ++k) {
-      int u = lane + 32 * k;
-      if (u < units)
-        store4(yr + 4 * u,
-               make_float4(out(v[k].x), out(v[k].y), out(v[k].z), out(v[k].w)),
-               e);
-    }
-  }
 }
 
 /// Softmax over contiguous rows of at most 8 x 32 x Chunks elements, a
@@ -343,20 +273,6 @@ cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
           in, out, outer, cols, log, nanToZero, bias, element);
     else
       softmaxRows16Wide<8><<<blocks, kThreads, 0, s>>>(
-          in, out, outer, cols, log, nanToZero, bias, element);
-    return cudaGetLastError();
-  }
-  if (inner == 1 && axis % 4 == 0 && axis <= 2048 && aligned8(x) &&
-      aligned8(y)) {
-    unsigned blocks = blocksFor(outer * 32);
-    if (axis <= 512)
-      softmaxRows16InRegisters<4><<<blocks, kThreads, 0, s>>>(
-          in, out, outer, cols, log, nanToZero, bias, element);
-    else if (axis <= 1024)
-      softmaxRows16InRegisters<8><<<blocks, kThreads, 0, s>>>(
-          in, out, outer, cols, log, nanToZero, bias, element);
-    else
-      softmaxRows16InRegisters<16><<<blocks, kThreads, 0, s>>>(
           in, out, outer, cols, log, nanToZero, bias, element);
     return cudaGetLastError();
   }

@@ -1144,8 +1144,8 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
                                  {9, cols}, 1e-2f);
     expectSixteenBitMatchesCpu("softmax", softmaxFirst, t, {{5, 7}}, {5, 7},
                                1e-2f);
-    // Biases along the row (16-byte loads), one per row, and rows of 4k
-    // elements (8-byte units).
+    // Biases along the row (16-byte loads), one per row, and rows of a
+    // length not a multiple of 8 (read three times).
     expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {1, 256}},
                                {6, 256}, 1e-2f);
     expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {6, 1}},
