@@ -185,23 +185,17 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
 
 namespace {
 
-/// A lone step on 16-bit operands: a one-step fused chain, which converts
-/// on load and store (with a fused ReLU as a second step).
-Status oneStepChain(const KernelArgs &a, ew::Step op, DeviceContext &ctx,
+/// One step (and a fused ReLU after it) as a fused chain: how a lone step
+/// on 16-bit operands runs (the chain converts on load and store), and a
+/// binary step with a scalar operand (read once per thread).
+Status oneStepChain(const KernelArgs &a, ew::Step step,
+                    const double (&params)[2], bool relu, DeviceContext &ctx,
                     std::unique_ptr<GpuKernel> &k) {
   fused::Program program;
-  bool unary = ew::arity(op) == 1;
-  ew::Step step = op;
-  double params[2] = {0, 0};
-  if (unary)
-    PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));
   program.steps = {step};
   program.lhs = {0};
-  program.rhs = {unary ? 0 : 1};
+  program.rhs = {ew::arity(step) == 1 ? 0 : 1};
   program.params = {{params[0], params[1]}};
-  bool relu = false;
-  if (!unary)
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
   if (relu) {
     program.steps.push_back(ew::Step::Relu);
     program.lhs.push_back(-1);
@@ -214,14 +208,16 @@ Status oneStepChain(const KernelArgs &a, ew::Step op, DeviceContext &ctx,
 Factory binaryFactory(ew::Step op) {
   return [op](const KernelArgs &a, DeviceContext &ctx,
               std::unique_ptr<GpuKernel> &k) -> Status {
+    const double noParams[2] = {0, 0};
+    bool relu;
+    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     if (!allF32(a))
-      return allFloat32Or16(a) ? oneStepChain(a, op, ctx, k) : Status();
+      return allFloat32Or16(a) ? oneStepChain(a, op, noParams, relu, ctx, k)
+                               : Status();
     const Shape &out = a.outputs[0].shape;
     if (out.size() > static_cast<size_t>(kMaxRank))
       return Status();
     bool same = a.inputs[0].shape == out && a.inputs[1].shape == out;
-    bool relu;
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
     auto plainOrScalar = [&](const Shape &in) {
       return in == out || numElements(in) == 1;
     };
@@ -231,18 +227,7 @@ Factory binaryFactory(ew::Step op) {
       // thread and the rest 16 bytes at a time. Other broadcasts index
       // through collapsed strides below, without the chain's
       // interpreter.
-      fused::Program program;
-      program.steps = {op};
-      program.lhs = {0};
-      program.rhs = {1};
-      program.params = {{0, 0}};
-      if (relu) {
-        program.steps.push_back(ew::Step::Relu);
-        program.lhs.push_back(-1);
-        program.rhs.push_back(-1);
-        program.params.push_back({0, 0});
-      }
-      PARTC_RETURN_IF_ERROR(createFusedKernel(a, program, ctx, k));
+      PARTC_RETURN_IF_ERROR(oneStepChain(a, op, noParams, relu, ctx, k));
       if (k)
         return Status();
     }
@@ -305,12 +290,13 @@ void registerElementwiseGpuKernels(GpuKernelTable &t) {
   // approximation.
   Factory unary = [](const KernelArgs &a, DeviceContext &ctx,
                      std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
-      return allFloat32Or16(a) ? oneStepChain(a, ew::Step::Relu, ctx, k)
-                               : Status();
     ew::Step step;
     double params[2];
     PARTC_RETURN_IF_ERROR(fused::stepOfKernel(a.name, a.attrs, step, params));
+    if (!allF32(a))
+      return allFloat32Or16(a)
+                 ? oneStepChain(a, step, params, /*relu=*/false, ctx, k)
+                 : Status();
     k = std::make_unique<UnaryKernel>(step, params);
     return Status();
   };
