@@ -45,7 +45,9 @@ def main():
     ap.add_argument("--peers", required=True, help="torch_peers.py")
     ap.add_argument("--models", default="gpt2-medium:8:512,bert-large:16:384,"
                     "resnet50:64,densenet121:32")
-    ap.add_argument("--precisions", default="fp32,bf16,fp16")
+    ap.add_argument("--precisions", default="fp32,bf16,fp16",
+                    help="each a --precision value, optionally with partc "
+                    "compile flags after '+' (bf16+no-fuse-attention)")
     ap.add_argument("--iterations", type=int, default=30)
     ap.add_argument("--no-torch", action="store_true",
                     help="export only (torch_peers --no-compile --no-bf16)")
@@ -81,10 +83,12 @@ def main():
         partc_ms, errors = {}, {}
         for precision in a.precisions.split(","):
             plan = os.path.join(work, precision + ".plan")
+            flags = precision.split("+")
             try:
                 sh([os.path.join(a.bin, "partc"), "compile",
                     os.path.join(work, "model.onnx"), "-o", plan,
-                    "--precision", precision, "--quiet"])
+                    "--precision", flags[0], "--quiet"] +
+                   ["--" + flag for flag in flags[1:]])
                 out = sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
                           "cuda", "--iterations", str(a.iterations),
                           "--warmup", "5", "--keep-inputs", "--stream",

@@ -107,6 +107,22 @@ def LowerPrecision : Pass<"partc-lower-precision", "mlir::ModuleOp"> {
   ];
 }
 
+def FuseAttention : Pass<"partc-fuse-attention", "mlir::ModuleOp"> {
+  let summary = "Fuses attention's products and softmax into one op";
+  let description = [{
+    A graph.strided_matmul (queries times transposed keys, scaled) whose
+    only user is a graph.softmax along its last dimension, whose only user
+    is the left operand of a graph.strided_matmul with the values (read
+    contiguously, unscaled), becomes one graph.attention, all on one
+    device: the scores then live in registers instead of memory, which
+    they cross three times otherwise (written, read and written by the
+    softmax, read again). Only 16-bit plans are fused, on the views the
+    GPU kernel takes (strided::attentionKernelFits: head sizes 16, 32, 64
+    or 128, each head's elements contiguous). Runs after placement: the
+    batch is split, and stages and replicas assigned, on the unfused ops.
+  }];
+}
+
 def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   let summary = "Reads slices and transposes in place in batched MatMuls";
   let description = [{

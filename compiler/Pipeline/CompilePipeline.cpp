@@ -317,6 +317,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // A training pipeline's devices run many chunks between a send and its
   // use: each receives where it needs the value.
   pm.addPass(createInsertTransfers({replicated && layout.stages > 1}));
+  // After placement, which splits the batch of the unfused ops.
+  if (o.precision != "fp32" && o.fuseAttention)
+    pm.addPass(createFuseAttention());
   pm.addPass(createVerifyPlacement());
 
   // The plan dialect.

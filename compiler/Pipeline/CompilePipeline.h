@@ -82,6 +82,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Read slices and transposes around batched MatMuls in "
                      "place"),
       llvm::cl::init(true)};
+  Option<bool> fuseAttention{
+      *this, "fuse-attention",
+      llvm::cl::desc("Fuse attention's products and softmax into one kernel "
+                     "(16-bit plans)"),
+      llvm::cl::init(true)};
   Option<bool> padMatMulColumns{
       *this, "pad-matmul-columns",
       llvm::cl::desc("Pad wide products' unaligned column counts"),

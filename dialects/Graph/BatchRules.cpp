@@ -573,6 +573,12 @@ void StridedMatMulOp::sliceBatch(Operation *slice, int64_t batch, int64_t size,
   }
 }
 
+std::optional<BatchLoc> AttentionOp::followBatch(OperandBatch, int64_t,
+                                                 std::string &why) {
+  return refuse(why, "partc-fuse-attention fuses attention after placement; "
+                     "split the strided_matmuls and softmax it fuses");
+}
+
 std::optional<BatchLoc> GemmOp::followBatch(OperandBatch locs, int64_t batch,
                                             std::string &why) {
   auto [in, rank, extent] = carried(*this, locs, batch);

@@ -431,6 +431,50 @@ def Graph_StridedMatMulOp : Graph_Op<"strided_matmul", [ConstantEvaluable,
   }];
 }
 
+def Graph_AttentionOp : Graph_Op<"attention", [
+    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+  let summary = "softmax(scale * q k^T + bias) v over strided views, fused";
+  let description = [{
+    Made by partc-fuse-attention from a graph.strided_matmul of queries and
+    transposed keys, the graph.softmax of its result along the keys (with
+    its mask `bias` and `nan_to_zero`) and the graph.strided_matmul of
+    that softmax and the values, so that the scores never reach memory.
+    `q` is read through the view `q_shape` [batch..., M, D] (offset and
+    strides as graph.strided_matmul's), `k` through `k_shape` [batch...,
+    D, N] (the keys transposed), `v` through `v_shape` [batch..., N, Dv];
+    batch extents broadcast, and `bias` broadcasts to the scores [batch...,
+    M, N]. The logical result [batch..., M, Dv] is permuted by `perm` and
+    stored contiguously with shape `shape`. Runs after placement, on one
+    device's ops (the batch is split before), for 16-bit plans.
+
+    ```mlir
+    // 4 heads of 16 of a [32, 3 * 64] projection of 2 sequences of 16.
+    %o = graph.attention %qkv, %qkv, %qkv, %mask {
+           q_shape = array<i64: 2, 4, 16, 16>,
+           q_strides = array<i64: 3072, 16, 192, 1>, q_offset = 0 : i64,
+           k_shape = array<i64: 2, 4, 16, 16>,
+           k_strides = array<i64: 3072, 16, 1, 192>, k_offset = 64 : i64,
+           v_shape = array<i64: 2, 4, 16, 16>,
+           v_strides = array<i64: 3072, 16, 192, 1>, v_offset = 128 : i64,
+           perm = array<i64: 0, 2, 1, 3>, shape = array<i64: 32, 64>,
+           scale = 2.500000e-01 : f64, nan_to_zero = true}
+         : (tensor<32x192xbf16>, tensor<32x192xbf16>, tensor<32x192xbf16>,
+            tensor<2x1x16x16xbf16>) -> tensor<32x64xbf16>
+    ```
+  }];
+  let arguments = (ins Graph_Tensor:$q, Graph_Tensor:$k, Graph_Tensor:$v,
+                       Optional<Graph_Tensor>:$bias,
+                       DenseI64ArrayAttr:$q_shape,
+                       DenseI64ArrayAttr:$q_strides, I64Attr:$q_offset,
+                       DenseI64ArrayAttr:$k_shape,
+                       DenseI64ArrayAttr:$k_strides, I64Attr:$k_offset,
+                       DenseI64ArrayAttr:$v_shape,
+                       DenseI64ArrayAttr:$v_strides, I64Attr:$v_offset,
+                       DenseI64ArrayAttr:$perm, DenseI64ArrayAttr:$shape,
+                       F64Attr:$scale, BoolAttr:$nan_to_zero);
+  let results = (outs Graph_Tensor:$output);
+}
+
 def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable, Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {

@@ -364,6 +364,56 @@ INFER_SIGNATURE(StridedMatMulOp) {
   return success();
 }
 
+INFER_SIGNATURE(AttentionOp) {
+  if (failed(requireOperands(loc, operands, 3, 4)))
+    return failure();
+  Type element = tensorOf(operands[0]).getElementType();
+  if (!(element.isF32() || element.isBF16() || element.isF16()))
+    return fail(loc, "computes on f32, bf16 or f16 tensors only");
+  for (Value v : operands)
+    if (tensorOf(v).getElementType() != element)
+      return fail(loc, "operands must share one element type, got " +
+                           typeStr(tensorOf(operands[0])) + " and " +
+                           typeStr(tensorOf(v)));
+  namespace strided = ::partc::runtime::strided;
+  auto view = [&](StringRef prefix, strided::View &v) {
+    auto shape = intsAttr(attrs, (prefix + "_shape").str());
+    auto strides = intsAttr(attrs, (prefix + "_strides").str());
+    if (!shape || !strides)
+      return false;
+    v.shape.assign(shape->begin(), shape->end());
+    v.strides.assign(strides->begin(), strides->end());
+    v.offset = intAttr(attrs, (prefix + "_offset").str(), 0);
+    return true;
+  };
+  strided::View q, k, v;
+  auto perm = intsAttr(attrs, "perm");
+  auto shape = intsAttr(attrs, "shape");
+  if (!view("q", q) || !view("k", k) || !view("v", v) || !perm || !shape)
+    return fail(loc, "needs the q, k and v views, perm and shape");
+  std::vector<int64_t> scores, logical;
+  std::string error = strided::checkAttention(
+      q, tensorOf(operands[0]).getNumElements(), k,
+      tensorOf(operands[1]).getNumElements(), v,
+      tensorOf(operands[2]).getNumElements(), {perm->begin(), perm->end()},
+      {shape->begin(), shape->end()}, scores, logical);
+  if (!error.empty())
+    return fail(loc, error + "; hint: the views are those of the two "
+                             "strided_matmuls partc-fuse-attention fused");
+  if (operands.size() == 4) {
+    auto bias = tensorOf(operands[3]);
+    SmallVector<int64_t> s;
+    if (!broadcast(bias.getShape(), scores, s) ||
+        ArrayRef<int64_t>(s) != ArrayRef<int64_t>(scores))
+      return fail(loc, "bias " + typeStr(bias) +
+                           " does not broadcast to the scores " +
+                           shapeStr(scores) +
+                           "; hint: it is the softmax's bias (a mask)");
+  }
+  types.push_back(RankedTensorType::get(*shape, element));
+  return success();
+}
+
 INFER_SIGNATURE(CastOp) {
   if (failed(requireOperands(loc, operands, 1, 1)))
     return failure();

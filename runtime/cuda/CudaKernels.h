@@ -155,6 +155,9 @@ Status createGpuKernel(const std::string &name, const AttrMap &attrs,
 
 Status cudaStatus(cudaError_t err, const char *what);
 
+/// graph.attention on bf16 or f16 (Attention.cu); empty for others.
+Status createAttentionKernel(const KernelArgs &args, DeviceContext &ctx,
+                             std::unique_ptr<GpuKernel> &result);
 /// Convolution with its fused epilogue (ConvKernel.cpp).
 Status createConvKernel(const KernelArgs &args, DeviceContext &ctx,
                         std::unique_ptr<GpuKernel> &result);

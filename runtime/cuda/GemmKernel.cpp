@@ -556,6 +556,10 @@ void registerLinearAlgebraGpuKernels(GpuKernelTable &t) {
                            std::unique_ptr<GpuKernel> &k) -> Status {
     return createStridedMatMulKernel(a, ctx, k);
   };
+  t["attention"] = [](const KernelArgs &a, DeviceContext &ctx,
+                      std::unique_ptr<GpuKernel> &k) -> Status {
+    return createAttentionKernel(a, ctx, k);
+  };
   t["gemm"] = [](const KernelArgs &a, DeviceContext &ctx,
                  std::unique_ptr<GpuKernel> &k) -> Status {
     return createGemmKernel(a, ctx, k);

@@ -189,6 +189,36 @@ private:
   MatMulKernel product_;
 };
 
+/// graph.attention as the ops it fuses, kept simple as the reference: the
+/// scores are stored (f32), the softmax is graph.softmax's kernel.
+class AttentionKernel : public Kernel {
+public:
+  AttentionKernel(const strided::Attention &att,
+                  std::unique_ptr<Kernel> softmax)
+      : scores_(att.scores),
+        product_(att.q, att.k, strided::contiguous(att.scores),
+                 static_cast<float>(att.scale)),
+        softmax_(std::move(softmax)),
+        weighted_(strided::contiguous(att.scores), att.v, att.result, 1.f) {}
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    TensorType type{DType::F32, scores_};
+    std::vector<float> s(numElements(scores_)), p(s.size());
+    PARTC_RETURN_IF_ERROR(product_.run({in[0], in[1]}, {{s.data(), type}}));
+    std::vector<TensorRef> softmaxIn = {{s.data(), type}};
+    if (in.size() == 4)
+      softmaxIn.push_back(in[3]);
+    PARTC_RETURN_IF_ERROR(softmax_->run(softmaxIn, {{p.data(), type}}));
+    return weighted_.run({{p.data(), type}, in[2]}, out);
+  }
+
+private:
+  std::vector<int64_t> scores_;
+  StridedMatMulKernel product_;
+  std::unique_ptr<Kernel> softmax_;
+  StridedMatMulKernel weighted_;
+};
+
 bool isMatrixType(DType t) {
   return t == DType::F32 || t == DType::F64 || t == DType::I32 ||
          t == DType::I64 || t == DType::U32 || t == DType::U64;
@@ -224,6 +254,45 @@ Status strided::parseKernel(const KernelArgs &a, View &lhs, View &rhs,
   return Status();
 }
 
+Status strided::parseAttention(const KernelArgs &a, Attention &att) {
+  PARTC_RETURN_IF_ERROR(checkArity(a, 3, 4, 1));
+  // 16-bit operands reach the GPU kernels only (the CPU backend widens
+  // them first).
+  DType type = a.outputs[0].dtype;
+  for (const TensorType &t : a.inputs)
+    if (t.dtype != type ||
+        (type != DType::F32 && type != DType::BF16 && type != DType::F16))
+      return Status::error("supports f32, bf16 or f16 operands of one type, "
+                           "got " +
+                           t.str());
+  auto view = [&](const std::string &prefix) {
+    return View{a.attrs.getInts(prefix + "_shape"),
+                a.attrs.getInts(prefix + "_strides"),
+                a.attrs.getInt(prefix + "_offset")};
+  };
+  att.q = view("q");
+  att.k = view("k");
+  att.v = view("v");
+  std::vector<int64_t> perm = a.attrs.getInts("perm");
+  std::string error = checkAttention(
+      att.q, a.inputs[0].numElements(), att.k, a.inputs[1].numElements(), att.v,
+      a.inputs[2].numElements(), perm, a.outputs[0].shape, att.scores,
+      att.result.shape);
+  if (!error.empty())
+    return Status::error(error);
+  Shape ignored;
+  if (a.inputs.size() == 4 &&
+      (!broadcastShapes(a.inputs[3].shape, att.scores, ignored) ||
+       ignored != att.scores))
+    return Status::error("bias " + a.inputs[3].str() +
+                         " does not broadcast to the scores");
+  att.result.strides = resultStrides(att.result.shape, perm);
+  att.result.offset = 0;
+  att.scale = a.attrs.getFloat("scale");
+  att.nanToZero = a.attrs.getInt("nan_to_zero") != 0;
+  return Status();
+}
+
 void registerLinearAlgebraKernels(KernelTable &t) {
   t["strided_matmul"] = [](const KernelArgs &a,
                            std::unique_ptr<Kernel> &k) -> Status {
@@ -233,6 +302,27 @@ void registerLinearAlgebraKernels(KernelTable &t) {
     k = std::make_unique<StridedMatMulKernel>(std::move(lhs), std::move(rhs),
                                               std::move(result),
                                               static_cast<float>(alpha));
+    return Status();
+  };
+  t["attention"] = [](const KernelArgs &a,
+                      std::unique_ptr<Kernel> &k) -> Status {
+    strided::Attention att;
+    PARTC_RETURN_IF_ERROR(strided::parseAttention(a, att));
+    if (a.outputs[0].dtype != DType::F32)
+      return Status::error("the CPU kernel takes f32 operands (16-bit ones "
+                           "are widened before it)");
+    AttrMap softmaxAttrs;
+    softmaxAttrs.set(
+        "axis",
+        AttrValue::ofInts({static_cast<int64_t>(att.scores.size()) - 1}));
+    softmaxAttrs.set("nan_to_zero", AttrValue::ofInts({att.nanToZero}));
+    std::vector<TensorType> softmaxIn = {{DType::F32, att.scores}};
+    if (a.inputs.size() == 4)
+      softmaxIn.push_back(a.inputs[3]);
+    std::unique_ptr<Kernel> softmax;
+    PARTC_RETURN_IF_ERROR(createCpuKernel("softmax", softmaxAttrs, softmaxIn,
+                                          {{DType::F32, att.scores}}, softmax));
+    k = std::make_unique<AttentionKernel>(att, std::move(softmax));
     return Status();
   };
   t["matmul"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {

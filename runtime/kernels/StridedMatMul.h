@@ -368,6 +368,71 @@ inline bool planGemm(View lhs, View rhs, View result, Gemm &g) {
 Status parseKernel(const KernelArgs &args, View &lhs, View &rhs, View &result,
                    double &alpha);
 
+/// graph.attention: softmax(scale * q k^T + bias) v, the scores [batch...,
+/// M, N] never stored. `k` is the keys' transposed view [batch..., D, N].
+struct Attention {
+  View q, k, v;
+  /// The logical result [batch..., M, Dv]'s view of the stored result.
+  View result;
+  /// The scores' logical shape [batch..., M, N].
+  std::vector<int64_t> scores;
+  double scale = 1;
+  bool nanToZero = false;
+};
+
+/// Checks an attention's views as the two strided_matmuls it fuses (q x k
+/// into the contiguous scores, scores x v into the stored result); sets
+/// `scores` and `logical` (the result's logical shape). Returns an error
+/// message, empty when valid.
+inline std::string checkAttention(const View &q, int64_t qElements,
+                                  const View &k, int64_t kElements,
+                                  const View &v, int64_t vElements,
+                                  const std::vector<int64_t> &perm,
+                                  const std::vector<int64_t> &stored,
+                                  std::vector<int64_t> &scores,
+                                  std::vector<int64_t> &logical) {
+  size_t rank = q.shape.size();
+  if (rank < 2 || k.shape.size() != rank || v.shape.size() != rank)
+    return "q, k and v views need one rank of at least 2";
+  std::vector<int64_t> identity(rank), scoresShape(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    identity[d] = static_cast<int64_t>(d);
+    scoresShape[d] = d + 2 < rank ? std::max(q.shape[d], k.shape[d]) : 0;
+  }
+  scoresShape[rank - 2] = q.shape[rank - 2];
+  scoresShape[rank - 1] = k.shape[rank - 1];
+  std::string error =
+      checkOperands(q, qElements, k, kElements, identity, scoresShape, scores);
+  if (!error.empty())
+    return "q x k: " + error;
+  error = checkOperands(contiguous(scores), product(scores), v, vElements, perm,
+                        stored, logical);
+  if (!error.empty())
+    return "scores x v: " + error;
+  return "";
+}
+
+/// Whether the GPU's fused kernel takes these views: a head size D of 16,
+/// 32, 64 or 128 for both q k^T and the values, each head's elements
+/// contiguous in q, k, v and the stored result, at most 4 batch
+/// dimensions. partc-fuse-attention fuses only these.
+inline bool attentionKernelFits(const View &q, const View &k, const View &v,
+                                const std::vector<int64_t> &perm) {
+  size_t rank = q.shape.size();
+  if (rank < 2 || rank > 6 || k.shape.size() != rank ||
+      v.shape.size() != rank || perm.size() != rank)
+    return false;
+  int64_t d = q.shape[rank - 1];
+  return (d == 16 || d == 32 || d == 64 || d == 128) &&
+         v.shape[rank - 1] == d && q.strides[rank - 1] == 1 &&
+         k.strides[rank - 2] == 1 && v.strides[rank - 1] == 1 &&
+         perm[rank - 1] == static_cast<int64_t>(rank - 1);
+}
+
+/// Reads and checks an attention kernel's attributes against its operand
+/// types (LinearAlgebra.cpp).
+Status parseAttention(const KernelArgs &args, Attention &attention);
+
 } // namespace partc::runtime::strided
 
 #endif // PARTC_RUNTIME_KERNELS_STRIDEDMATMUL_H

@@ -11,6 +11,7 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/Kernel.h"
+#include "runtime/kernels/StridedMatMul.h"
 
 #include "TestPlans.h"
 
@@ -22,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 
@@ -1005,9 +1007,10 @@ namespace {
 /// the GPU and on the CPU backend (which widens, runs the f32 kernel and
 /// rounds once): the same numbers within `rtol` (products add in another
 /// order; everything else differs by a rounding at most).
-void expectSixteenBitMatchesCpu(const std::string &name, const AttrMap &attrs,
-                                DType dtype, const std::vector<Shape> &inputs,
-                                const Shape &output, float rtol) {
+void expectSixteenBitMatchesCpu(
+    const std::string &name, const AttrMap &attrs, DType dtype,
+    const std::vector<Shape> &inputs, const Shape &output, float rtol,
+    const std::function<void(size_t, std::vector<float> &)> &edit = {}) {
   SCOPED_TRACE(name + " in " + dtypeName(dtype));
   bool bf16 = dtype == DType::BF16;
   std::mt19937 rng(11);
@@ -1016,9 +1019,14 @@ void expectSixteenBitMatchesCpu(const std::string &name, const AttrMap &attrs,
   std::vector<std::vector<uint16_t>> host;
   for (const Shape &s : inputs) {
     inTypes.push_back({dtype, s});
-    host.emplace_back(numElements(s));
-    for (uint16_t &v : host.back())
-      v = bf16 ? floatToBf16(uniform(rng)) : floatToHalf(uniform(rng));
+    std::vector<float> values(numElements(s));
+    for (float &v : values)
+      v = uniform(rng);
+    if (edit)
+      edit(host.size(), values);
+    host.emplace_back();
+    for (float v : values)
+      host.back().push_back(bf16 ? floatToBf16(v) : floatToHalf(v));
   }
   TensorType outType{dtype, output};
   int64_t n = numElements(output);
@@ -1075,6 +1083,88 @@ void expectSixteenBitMatchesCpu(const std::string &name, const AttrMap &attrs,
   cublasLtDestroy(ctx.cublasLt);
   cublasDestroy(ctx.cublas);
   cudnnDestroy(ctx.cudnn);
+}
+
+AttrMap attentionAttrs(const strided::View &q, const strided::View &k,
+                       const strided::View &v, std::vector<int64_t> perm,
+                       double scale, bool nanToZero) {
+  AttrMap a;
+  const char *names[3] = {"q", "k", "v"};
+  const strided::View *views[3] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    std::string n = names[i];
+    a.set(n + "_shape", AttrValue::ofInts(views[i]->shape));
+    a.set(n + "_strides", AttrValue::ofInts(views[i]->strides));
+    a.set(n + "_offset", AttrValue::ofInts({views[i]->offset}));
+  }
+  a.set("perm", AttrValue::ofInts(std::move(perm)));
+  a.set("scale", AttrValue::ofFloats({scale}));
+  a.set("nan_to_zero", AttrValue::ofInts({nanToZero}));
+  return a;
+}
+
+// graph.attention's fused kernel against the CPU's three ops: heads read in
+// place from a fused projection with a causal mask and a fully masked row
+// (16-byte loads), unaligned views (element loads), keys and values shared
+// by every head, one query; each head size, neither length a multiple of
+// the kernel's 64.
+TEST(GpuKernels, AttentionMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  for (DType t : {DType::BF16, DType::F16}) {
+    {
+      int64_t b = 2, h = 2, s = 80, d = 64, w = 3 * h * d;
+      strided::View q{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      strided::View k{{b, h, d, s}, {s * w, d, 1, w}, h * d};
+      strided::View v{{b, h, s, d}, {s * w, d, w, 1}, 2 * h * d};
+      auto causal = [&](size_t input, std::vector<float> &x) {
+        if (input != 3)
+          return;
+        for (int64_t n = 0; n < b; ++n)
+          for (int64_t i = 0; i < s; ++i)
+            for (int64_t j = 0; j < s; ++j)
+              if (j > i || (n == 1 && i == 5))
+                x[(n * s + i) * s + j] = -INFINITY;
+      };
+      expectSixteenBitMatchesCpu(
+          "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
+          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
+          2e-2f,
+          [&](size_t input, std::vector<float> &x) { causal(input, x); });
+    }
+    {
+      strided::View q{{2, 3, 37, 16}, {3 * 37 * 17, 37 * 17, 17, 1}, 1};
+      strided::View k{{2, 3, 16, 50}, {2400, 800, 1, 16}, 0};
+      strided::View v{{2, 3, 50, 16}, {2400, 800, 16, 1}, 0};
+      AttrMap a = attentionAttrs(q, k, v, {0, 1, 2, 3}, 0.25, false);
+      // q at an odd offset: element loads.
+      expectSixteenBitMatchesCpu(
+          "attention", a, t, {{2 * 3 * 37 * 17 + 1}, {2400 * 2}, {2400 * 2}},
+          {2, 3, 37, 16}, 2e-2f);
+    }
+    {
+      strided::View q{{1, 4, 70, 128}, {4 * 70 * 128, 70 * 128, 128, 1}, 0};
+      strided::View k{{1, 1, 128, 70}, {70 * 128, 70 * 128, 1, 128}, 0};
+      strided::View v{{1, 1, 70, 128}, {70 * 128, 70 * 128, 128, 1}, 0};
+      auto padding = [](size_t input, std::vector<float> &x) {
+        if (input == 3)
+          for (int64_t j = 60; j < 70; ++j)
+            x[j] = -INFINITY;
+      };
+      expectSixteenBitMatchesCpu(
+          "attention", attentionAttrs(q, k, v, {0, 1, 2, 3}, 0.088, true), t,
+          {{1, 4, 70, 128}, {1, 1, 70, 128}, {1, 1, 70, 128}, {1, 1, 1, 70}},
+          {1, 4, 70, 128}, 2e-2f, padding);
+    }
+    {
+      strided::View q{{3, 1, 32}, {32, 32, 1}, 0};
+      strided::View k{{3, 32, 200}, {6400, 1, 32}, 0};
+      strided::View v{{3, 200, 32}, {6400, 32, 1}, 0};
+      expectSixteenBitMatchesCpu(
+          "attention", attentionAttrs(q, k, v, {0, 1, 2}, 0.17, false), t,
+          {{3, 1, 32}, {3, 200, 32}, {3, 200, 32}}, {3, 1, 32}, 2e-2f);
+    }
+  }
 }
 
 TEST(GpuKernels, SixteenBitKernelsMatchCpu) {

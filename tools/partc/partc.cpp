@@ -135,6 +135,11 @@ static cl::opt<std::string>
            cl::init("nhwc"));
 static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
                            cl::init(false));
+static cl::opt<bool> noFuseAttention(
+    "no-fuse-attention",
+    cl::desc("Run attention's products and softmax as three kernels in "
+             "16-bit plans instead of one (for comparison)"),
+    cl::init(false));
 static cl::opt<bool> noFuseElementwise(
     "no-fuse-elementwise",
     cl::desc("Run each element-wise op as its own kernel instead of fusing "
@@ -558,6 +563,7 @@ int compile() {
   options.transfers = transfers;
   options.layout = layout;
   options.fuseElementwise = !noFuseElementwise;
+  options.fuseAttention = !noFuseAttention;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;
   options.precision = precisionOpt;

@@ -1,0 +1,119 @@
+//===- FuseAttention.cpp - partc-fuse-attention ---------------------------===//
+#include "compiler/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "runtime/kernels/StridedMatMul.h"
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_FUSEATTENTION
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+namespace strided = ::partc::runtime::strided;
+
+strided::View lhsView(graph::StridedMatMulOp op) {
+  return {{op.getLhsShape().begin(), op.getLhsShape().end()},
+          {op.getLhsStrides().begin(), op.getLhsStrides().end()},
+          static_cast<int64_t>(op.getLhsOffset())};
+}
+strided::View rhsView(graph::StridedMatMulOp op) {
+  return {{op.getRhsShape().begin(), op.getRhsShape().end()},
+          {op.getRhsStrides().begin(), op.getRhsStrides().end()},
+          static_cast<int64_t>(op.getRhsOffset())};
+}
+
+bool isSixteenBit(Value v) {
+  Type t = cast<RankedTensorType>(v.getType()).getElementType();
+  return t.isBF16() || t.isF16();
+}
+
+struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
+  void runOnOperation() override {
+    SmallVector<graph::StridedMatMulOp> products;
+    getOperation().walk(
+        [&](graph::StridedMatMulOp op) { products.push_back(op); });
+    for (graph::StridedMatMulOp weighted : products)
+      fuse(weighted);
+  }
+
+  /// Fuses the attention whose last product is `weighted` (scores x
+  /// values), if it is one.
+  static void fuse(graph::StridedMatMulOp weighted) {
+    auto softmax = weighted.getLhs().getDefiningOp<graph::SoftmaxOp>();
+    if (!softmax || !softmax->hasOneUse())
+      return;
+    auto scores = softmax.getInput().getDefiningOp<graph::StridedMatMulOp>();
+    if (!scores || !scores->hasOneUse())
+      return;
+    auto scoresType = cast<RankedTensorType>(scores.getType());
+    int64_t rank = scoresType.getRank();
+    std::optional<int64_t> device = graph::getDevice(weighted);
+    if (graph::getDevice(softmax) != device ||
+        graph::getDevice(scores) != device ||
+        static_cast<int64_t>(softmax.getAxis()) != rank - 1)
+      return;
+    // The scores are stored as computed, and read back whole and unscaled.
+    strided::View probabilities = lhsView(weighted);
+    strided::View expected = strided::contiguous(
+        {scoresType.getShape().begin(), scoresType.getShape().end()});
+    if (probabilities.shape != expected.shape ||
+        probabilities.strides != expected.strides || probabilities.offset ||
+        weighted.getAlpha().convertToDouble() != 1.0)
+      return;
+    // The stored scores are the logical ones [batch..., M, N], unpermuted.
+    strided::View qView = lhsView(scores), kView = rhsView(scores),
+                  vView = rhsView(weighted);
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t logical = d == rank - 2 ? qView.shape[d]
+                        : d == rank - 1
+                            ? kView.shape[d]
+                            : std::max(qView.shape[d], kView.shape[d]);
+      if (static_cast<int64_t>(qView.shape.size()) != rank ||
+          scoresType.getDimSize(d) != logical)
+        return;
+    }
+    for (auto [i, p] : llvm::enumerate(scores.getPerm()))
+      if (p != static_cast<int64_t>(i))
+        return;
+    Value q = scores.getLhs(), k = scores.getRhs(), v = weighted.getRhs();
+    Value bias = softmax.getBias();
+    if (!isSixteenBit(q) || !isSixteenBit(k) || !isSixteenBit(v) ||
+        !isSixteenBit(weighted.getResult()) || (bias && !isSixteenBit(bias)))
+      return;
+    std::vector<int64_t> perm(weighted.getPerm().begin(),
+                              weighted.getPerm().end());
+    if (!strided::attentionKernelFits(qView, kView, vView, perm))
+      return;
+
+    OpBuilder builder(weighted);
+    auto fused = graph::AttentionOp::create(
+        builder,
+        FusedLoc::get(weighted.getContext(),
+                      {scores.getLoc(), softmax.getLoc(), weighted.getLoc()}),
+        weighted.getType(), q, k, v, bias,
+        builder.getDenseI64ArrayAttr(qView.shape),
+        builder.getDenseI64ArrayAttr(qView.strides),
+        builder.getI64IntegerAttr(qView.offset),
+        builder.getDenseI64ArrayAttr(kView.shape),
+        builder.getDenseI64ArrayAttr(kView.strides),
+        builder.getI64IntegerAttr(kView.offset),
+        builder.getDenseI64ArrayAttr(vView.shape),
+        builder.getDenseI64ArrayAttr(vView.strides),
+        builder.getI64IntegerAttr(vView.offset), weighted.getPermAttr(),
+        weighted.getShapeAttr(), scores.getAlphaAttr(),
+        builder.getBoolAttr(softmax.getNanToZero()));
+    // Placement's attributes (device, micro-batch) are the last op's.
+    for (NamedAttribute a : weighted->getDiscardableAttrs())
+      fused->setAttr(a.getName(), a.getValue());
+    weighted.getResult().replaceAllUsesWith(fused.getResult());
+    weighted.erase();
+    softmax.erase();
+    scores.erase();
+  }
+};
+
+} // namespace
+} // namespace mlir::partc

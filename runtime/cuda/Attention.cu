@@ -1,0 +1,463 @@
+//===- Attention.cu - Fused attention on bf16 and f16 ---------------------===//
+//
+// graph.attention in one kernel, the scores kept in registers: each block
+// takes 64 queries of one head (16 per warp) and walks the keys 64 at a
+// time, keys and values staged in shared memory. The products run on the
+// tensor cores (mma.sync m16n8k16, f32 accumulation); the softmax is the
+// online one (running maximum and sum per row, earlier partial results
+// rescaled when the maximum grows), so the scores never reach memory. The
+// accumulator layout of q k^T is the operand layout of p v (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16"), so the probabilities go from one
+// product to the next without a shuffle; they are rounded to the 16-bit
+// type for the second product, as the unfused plan rounds its softmax.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/KernelUtils.cuh"
+#include "runtime/kernels/KernelRegistry.h"
+#include "runtime/kernels/StridedMatMul.h"
+
+#include <cmath>
+
+namespace partc::runtime::cuda {
+
+namespace {
+
+using u16 = unsigned short;
+
+constexpr int kMaxBatchRank = 4;
+constexpr int kQueries = 64; // per block, 16 per warp
+constexpr int kKeys = 64;    // per step
+constexpr int kAttentionThreads = 128;
+
+struct AttentionParams {
+  const u16 *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
+  u16 *out = nullptr;
+  int batchRank = 0;
+  int64_t batchShape[kMaxBatchRank] = {};
+  /// Element strides of each batch dimension (0 where broadcast).
+  int64_t qBatch[kMaxBatchRank] = {}, kBatch[kMaxBatchRank] = {},
+          vBatch[kMaxBatchRank] = {}, biasBatch[kMaxBatchRank] = {},
+          outBatch[kMaxBatchRank] = {};
+  /// Strides of a query's, a key's, a value's and an output's row; the
+  /// bias's along the queries and the keys.
+  int64_t qRow = 0, kRow = 0, vRow = 0, outRow = 0, biasRow = 0, biasCol = 0;
+  int m = 0, n = 0, queryBlocks = 0;
+  float scale = 1;
+  bool nanToZero = false;
+  /// Whether the bias tile loads 16 bytes at a time.
+  bool biasVector = false;
+};
+
+template <int E>
+__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4],
+                                         unsigned b0, unsigned b1) {
+  if constexpr (E == FusedParams::BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
+                   "r"(b1));
+}
+
+/// Two f32 values rounded to nearest even and packed, `low` in the low half.
+template <int E>
+__device__ __forceinline__ unsigned pack2(float low, float high) {
+  unsigned r;
+  if constexpr (E == FusedParams::BF16)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
+  return r;
+}
+
+/// 2^x by the hardware's approximation (2 ulp; 0 for -inf).
+__device__ __forceinline__ float exp2Fast(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+__device__ __forceinline__ unsigned load32(const u16 *p) {
+  return *reinterpret_cast<const unsigned *>(p);
+}
+
+/// Four 8 x 8 matrices from shared memory, lane l giving the address of
+/// row l % 8 of matrix l / 8; a lane receives, of each matrix, the two
+/// elements of row lane / 4 at column (lane % 4) * 2 (with `Transposed`,
+/// column lane / 4 at rows (lane % 4) * 2 and the next): an mma operand.
+template <bool Transposed>
+__device__ __forceinline__ void loadMatrices(unsigned (&r)[4], const u16 *p) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if constexpr (Transposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+
+/// Stages the bias of a block's queries and a step's keys, zeros outside
+/// the scores: 16 bytes per load where its rows run along the keys aligned
+/// (an attention mask), else element by element at any strides. Returns
+/// whether every staged element is -inf (`minusInf`, the type's code): a
+/// step the mask hides from every query adds exactly nothing.
+__device__ bool loadBiasTile(u16 (*dst)[kKeys + 8], const u16 *src,
+                             int64_t rowStride, int64_t colStride, int rows,
+                             int cols, bool vector, u16 minusInf) {
+  bool masked = true;
+  if (vector) {
+    constexpr int chunks = kKeys / 8;
+    unsigned pair = minusInf | (unsigned(minusInf) << 16);
+    for (int i = threadIdx.x; i < kQueries * chunks; i += kAttentionThreads) {
+      int r = i / chunks, c = (i % chunks) * 8;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r < rows && c < cols) {
+        value = *reinterpret_cast<const uint4 *>(src + r * rowStride + c);
+        masked = masked && value.x == pair && value.y == pair &&
+                 value.z == pair && value.w == pair;
+      }
+      *reinterpret_cast<uint4 *>(&dst[r][c]) = value;
+    }
+    return masked;
+  }
+  for (int i = threadIdx.x; i < kQueries * kKeys; i += kAttentionThreads) {
+    int r = i / kKeys, c = i % kKeys;
+    u16 value = 0;
+    if (r < rows && c < cols) {
+      value = src[r * rowStride + c * colStride];
+      masked = masked && value == minusInf;
+    }
+    dst[r][c] = value;
+  }
+  return masked;
+}
+
+/// Stages `rows` rows of D elements (row i at src + i * rowStride) into
+/// dst, zeros after them: 16 bytes per load where the rows are aligned.
+template <int D, bool Vector>
+__device__ void loadTile(u16 (*dst)[D + 8], const u16 *src, int64_t rowStride,
+                         int rows) {
+  if constexpr (Vector) {
+    constexpr int chunks = D / 8;
+    for (int i = threadIdx.x; i < kKeys * chunks; i += kAttentionThreads) {
+      int r = i / chunks, c = (i % chunks) * 8;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r < rows)
+        value = *reinterpret_cast<const uint4 *>(src + r * rowStride + c);
+      *reinterpret_cast<uint4 *>(&dst[r][c]) = value;
+    }
+  } else {
+    for (int i = threadIdx.x; i < kKeys * D; i += kAttentionThreads) {
+      int r = i / D, c = i % D;
+      dst[r][c] = r < rows ? src[r * rowStride + c] : u16(0);
+    }
+  }
+}
+
+template <int D, int E, bool Vector>
+__global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
+    attentionKernel(AttentionParams p) {
+  static_assert(kQueries == kKeys, "the query tile reuses the key buffer");
+  // Rows padded by 16 bytes: the 8 rows a fragment load reads start in
+  // different banks.
+  __shared__ __align__(16) u16 keys[kKeys][D + 8];
+  __shared__ __align__(16) u16 values[kKeys][D + 8];
+  __shared__ __align__(16) u16 biasTile[kQueries][kKeys + 8];
+
+  int64_t b = blockIdx.x / p.queryBlocks;
+  int query0 = (blockIdx.x % p.queryBlocks) * kQueries;
+  int64_t qOff = 0, kOff = 0, vOff = 0, biasOff = 0, outOff = 0;
+  for (int d = p.batchRank - 1; d >= 0; --d) {
+    int64_t i = b % p.batchShape[d];
+    b /= p.batchShape[d];
+    qOff += i * p.qBatch[d];
+    kOff += i * p.kBatch[d];
+    vOff += i * p.vBatch[d];
+    biasOff += i * p.biasBatch[d];
+    outOff += i * p.outBatch[d];
+  }
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  // A fragment's rows are lane / 4 and lane / 4 + 8; its columns (lane %
+  // 4) * 2 and the next, and those 8 further.
+  int fragRow = lane / 4, fragCol = (lane % 4) * 2;
+
+  loadTile<D, Vector>(keys, p.q + qOff + query0 * p.qRow, p.qRow,
+                      min(kQueries, p.m - query0));
+  __syncthreads();
+  unsigned qFrag[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const u16 *base = &keys[warp * 16 + fragRow][kk * 16 + fragCol];
+    qFrag[kk][0] = load32(base);
+    qFrag[kk][1] = load32(base + 8 * (D + 8));
+    qFrag[kk][2] = load32(base + 8);
+    qFrag[kk][3] = load32(base + 8 * (D + 8) + 8);
+  }
+
+  float acc[D / 8][4];
+#pragma unroll
+  for (int t = 0; t < D / 8; ++t)
+    acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
+  float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
+  int rows[2] = {query0 + warp * 16 + fragRow,
+                 query0 + warp * 16 + fragRow + 8};
+
+  for (int key0 = 0; key0 < p.n; key0 += kKeys) {
+    __syncthreads(); // the previous step (or the queries) read
+    int valid = min(kKeys, p.n - key0);
+    if (p.bias) {
+      constexpr u16 minusInf = E == FusedParams::BF16 ? 0xff80 : 0xfc00;
+      bool masked = loadBiasTile(
+          biasTile, p.bias + biasOff + query0 * p.biasRow + key0 * p.biasCol,
+          p.biasRow, p.biasCol, min(kQueries, p.m - query0), valid,
+          p.biasVector, minusInf);
+      // Causal masks hide about half the steps.
+      if (__syncthreads_and(masked))
+        continue;
+    }
+    loadTile<D, Vector>(keys, p.k + kOff + key0 * p.kRow, p.kRow, valid);
+    loadTile<D, Vector>(values, p.v + vOff + key0 * p.vRow, p.vRow, valid);
+    __syncthreads();
+
+    // Scores of this warp's 16 queries and the step's 64 keys: 8 tiles of
+    // 16 x 8, keys as the column-major second operand (8 keys of 16
+    // elements a pair of matrices).
+    float s[kKeys / 8][4];
+#pragma unroll
+    for (int t = 0; t < kKeys / 8; ++t)
+      s[t][0] = s[t][1] = s[t][2] = s[t][3] = 0.f;
+#pragma unroll
+    for (int t = 0; t < kKeys / 8; t += 2)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned b[4];
+        loadMatrices<false>(b, &keys[t * 8 + (lane / 16) * 8 + lane % 8]
+                                    [kk * 16 + ((lane / 8) % 2) * 8]);
+        mma16816<E>(s[t], qFrag[kk], b[0], b[1]);
+        mma16816<E>(s[t + 1], qFrag[kk], b[2], b[3]);
+      }
+      // Scale and mask (natural units), then the keys past the end.
+#pragma unroll
+    for (int t = 0; t < kKeys / 8; ++t)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        float bias0 = 0.f, bias1 = 0.f;
+        if (p.bias) {
+          unsigned pair =
+              load32(&biasTile[warp * 16 + fragRow + 8 * r][t * 8 + fragCol]);
+          bias0 = wideFrom16(pair & 0xffff, E);
+          bias1 = wideFrom16(pair >> 16, E);
+        }
+        s[t][2 * r] = fmaf(s[t][2 * r], p.scale, bias0);
+        s[t][2 * r + 1] = fmaf(s[t][2 * r + 1], p.scale, bias1);
+      }
+    if (valid < kKeys) {
+#pragma unroll
+      for (int t = 0; t < kKeys / 8; ++t)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          if (t * 8 + fragCol + (j & 1) >= valid)
+            s[t][j] = -INFINITY;
+    }
+    // Online softmax: a row's 4 lanes share its maximum; exp(x - max) as
+    // 2^(x log2(e) - max log2(e)), one multiply-add and the hardware's
+    // base-2 exponential.
+    constexpr float kLog2e = 1.4426950408889634f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float top = -INFINITY;
+#pragma unroll
+      for (int t = 0; t < kKeys / 8; ++t)
+        top = fmaxf(top, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
+      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
+      float grown = fmaxf(rowMax[r], top);
+      // A row masked so far has no maximum: its terms are all 0.
+      float base = grown == -INFINITY ? 0.f : grown * kLog2e;
+      float rescale = exp2Fast(fmaf(rowMax[r], kLog2e, -base));
+      rowMax[r] = grown;
+      rowSum[r] *= rescale;
+#pragma unroll
+      for (int t = 0; t < D / 8; ++t) {
+        acc[t][2 * r] *= rescale;
+        acc[t][2 * r + 1] *= rescale;
+      }
+#pragma unroll
+      for (int t = 0; t < kKeys / 8; ++t) {
+        s[t][2 * r] = exp2Fast(fmaf(s[t][2 * r], kLog2e, -base));
+        s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base));
+        rowSum[r] += s[t][2 * r] + s[t][2 * r + 1];
+      }
+    }
+    // acc += p v: two score tiles make one 16 x 16 operand; the values,
+    // row-major [key][element], are the second operand transposed.
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      unsigned a[4] = {pack2<E>(s[2 * kk][0], s[2 * kk][1]),
+                       pack2<E>(s[2 * kk][2], s[2 * kk][3]),
+                       pack2<E>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                       pack2<E>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int t = 0; t < D / 8; t += 2) {
+        unsigned b[4];
+        loadMatrices<true>(b, &values[kk * 16 + ((lane / 8) % 2) * 8 + lane % 8]
+                                     [(t + lane / 16) * 8]);
+        mma16816<E>(acc[t], a, b[0], b[1]);
+        mma16816<E>(acc[t + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = rowSum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    if (rows[r] >= p.m)
+      continue;
+    // A fully masked row (sum 0) or one with a NaN score: nan_to_zero
+    // zeroes it, as graph.softmax does.
+    bool zero = p.nanToZero && !(sum > 0.f);
+    float inverse = 1.f / sum;
+    u16 *o = p.out + outOff + rows[r] * p.outRow;
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        o[t * 8 + fragCol + j] =
+            narrowTo16(zero ? 0.f : acc[t][2 * r + j] * inverse, E);
+  }
+}
+
+template <int D, int E>
+cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
+                               cudaStream_t stream) {
+  int64_t batches = 1;
+  for (int d = 0; d < p.batchRank; ++d)
+    batches *= p.batchShape[d];
+  dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
+  if (vector)
+    attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
+  else
+    attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+template <int E>
+cudaError_t launchAttention(const AttentionParams &p, int headSize, bool vector,
+                            cudaStream_t stream) {
+  switch (headSize) {
+  case 16:
+    return launchAttentionFor<16, E>(p, vector, stream);
+  case 32:
+    return launchAttentionFor<32, E>(p, vector, stream);
+  case 64:
+    return launchAttentionFor<64, E>(p, vector, stream);
+  default:
+    return launchAttentionFor<128, E>(p, vector, stream);
+  }
+}
+
+} // namespace
+
+Status createAttentionKernel(const KernelArgs &a, DeviceContext &,
+                             std::unique_ptr<GpuKernel> &k) {
+  strided::Attention att;
+  PARTC_RETURN_IF_ERROR(strided::parseAttention(a, att));
+  DType type = a.outputs[0].dtype;
+  std::vector<int64_t> perm = a.attrs.getInts("perm");
+  size_t rank = att.scores.size();
+  // f32 and the shapes the kernel has no instance for run on the CPU
+  // (partc-fuse-attention makes neither).
+  if ((type != DType::BF16 && type != DType::F16) ||
+      !strided::attentionKernelFits(att.q, att.k, att.v, perm) ||
+      rank - 2 > static_cast<size_t>(kMaxBatchRank))
+    return Status();
+  int64_t m = att.scores[rank - 2], n = att.scores[rank - 1];
+  int64_t headSize = att.q.shape[rank - 1];
+  if (m > (int64_t(1) << 30) || n > (int64_t(1) << 30))
+    return Status();
+
+  AttentionParams p;
+  p.batchRank = static_cast<int>(rank - 2);
+  // Element strides of the bias along the scores' dimensions, numpy's
+  // broadcasting (0 where the bias has extent 1 or no dimension).
+  std::vector<int64_t> biasStrides(rank, 0);
+  bool hasBias = a.inputs.size() == 4;
+  if (hasBias) {
+    const Shape &bs = a.inputs[3].shape;
+    int64_t step = 1;
+    for (size_t i = 0; i < bs.size(); ++i) {
+      size_t j = bs.size() - 1 - i, d = rank - 1 - i;
+      biasStrides[d] = bs[j] == 1 ? 0 : step;
+      step *= bs[j];
+    }
+  }
+  auto batchStride = [](const strided::View &v, size_t d) {
+    return v.shape[d] == 1 ? int64_t(0) : v.strides[d];
+  };
+  for (size_t d = 0; d + 2 < rank; ++d) {
+    p.batchShape[d] = att.result.shape[d];
+    p.qBatch[d] = batchStride(att.q, d);
+    p.kBatch[d] = batchStride(att.k, d);
+    p.vBatch[d] = batchStride(att.v, d);
+    p.biasBatch[d] = att.scores[d] == 1 ? 0 : biasStrides[d];
+    p.outBatch[d] = att.result.strides[d];
+  }
+  p.qRow = att.q.strides[rank - 2];
+  p.kRow = att.k.strides[rank - 1];
+  p.vRow = att.v.strides[rank - 2];
+  p.outRow = att.result.strides[rank - 2];
+  p.biasRow = biasStrides[rank - 2];
+  p.biasCol = biasStrides[rank - 1];
+  p.m = static_cast<int>(m);
+  p.n = static_cast<int>(n);
+  p.queryBlocks = static_cast<int>((m + kQueries - 1) / kQueries);
+  p.scale = static_cast<float>(att.scale);
+  p.nanToZero = att.nanToZero;
+  // 16-byte loads need every row of q, k and v to start 16 bytes apart.
+  bool stridesAligned = true;
+  for (const strided::View *v : {&att.q, &att.k, &att.v})
+    for (size_t d = 0; d < rank; ++d)
+      if (v->shape[d] != 1 && v->strides[d] != 1 && v->strides[d] % 8)
+        stridesAligned = false;
+  // The bias tile's 16-byte loads: rows along the keys at 16-byte steps,
+  // whole 8-key chunks.
+  bool biasStridesAligned = p.biasCol == 1 && p.biasRow % 8 == 0 && n % 8 == 0;
+  for (int d = 0; d < p.batchRank; ++d)
+    biasStridesAligned = biasStridesAligned && p.biasBatch[d] % 8 == 0;
+  bool bf16 = type == DType::BF16;
+  int64_t qOffset = att.q.offset, kOffset = att.k.offset,
+          vOffset = att.v.offset;
+  k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                 const std::vector<TensorRef> &out) {
+    AttentionParams params = p;
+    params.q = static_cast<const u16 *>(in[0].data) + qOffset;
+    params.k = static_cast<const u16 *>(in[1].data) + kOffset;
+    params.v = static_cast<const u16 *>(in[2].data) + vOffset;
+    params.bias = hasBias ? static_cast<const u16 *>(in[3].data) : nullptr;
+    params.out = static_cast<u16 *>(out[0].data);
+    params.biasVector = hasBias && biasStridesAligned && aligned16(params.bias);
+    bool vector = stridesAligned && aligned16(params.q) &&
+                  aligned16(params.k) && aligned16(params.v);
+    cudaError_t err = bf16 ? launchAttention<FusedParams::BF16>(
+                                 params, int(headSize), vector, ctx.stream)
+                           : launchAttention<FusedParams::F16>(
+                                 params, int(headSize), vector, ctx.stream);
+    return cudaStatus(err, "attention");
+  });
+  return Status();
+}
+
+} // namespace partc::runtime::cuda

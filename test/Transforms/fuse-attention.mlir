@@ -1,0 +1,65 @@
+// RUN: partc-opt %s --partc-fuse-attention --split-input-file | FileCheck %s
+
+// Tests that GPT-2's attention (heads of one fused projection, a causal
+// mask, the merged heads stored in place) becomes one op that keeps the
+// views, the scale, the mask and nan_to_zero.
+// CHECK-LABEL: func @gpt2
+func.func @gpt2(%qkv: tensor<32x192xbf16>, %mask: tensor<2x1x16x16xbf16>) -> tensor<32x64xbf16> {
+  // CHECK: %[[O:.*]] = graph.attention %arg0, %arg0, %arg0, %arg1
+  // CHECK-SAME: k_offset = 64 : i64, k_shape = array<i64: 2, 4, 16, 16>, k_strides = array<i64: 3072, 16, 1, 192>
+  // CHECK-SAME: nan_to_zero = true, perm = array<i64: 0, 2, 1, 3>
+  // CHECK-SAME: q_offset = 0 : i64, q_shape = array<i64: 2, 4, 16, 16>, q_strides = array<i64: 3072, 16, 192, 1>
+  // CHECK-SAME: scale = 2.500000e-01 : f64, shape = array<i64: 32, 64>
+  // CHECK-SAME: v_offset = 128 : i64, v_shape = array<i64: 2, 4, 16, 16>, v_strides = array<i64: 3072, 16, 192, 1>
+  // CHECK-NOT: graph.softmax
+  // CHECK-NOT: graph.strided_matmul
+  // CHECK: return %[[O]]
+  %s = graph.strided_matmul %qkv, %qkv {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 4, 16, 16>, lhs_strides = array<i64: 3072, 16, 192, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 64 : i64, rhs_shape = array<i64: 2, 4, 16, 16>, rhs_strides = array<i64: 3072, 16, 1, 192>, shape = array<i64: 2, 4, 16, 16>} : (tensor<32x192xbf16>, tensor<32x192xbf16>) -> tensor<2x4x16x16xbf16>
+  %p = graph.softmax %s, %mask {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<2x4x16x16xbf16>, tensor<2x1x16x16xbf16>) -> tensor<2x4x16x16xbf16>
+  %o = graph.strided_matmul %p, %qkv {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 4, 16, 16>, lhs_strides = array<i64: 1024, 256, 16, 1>, perm = array<i64: 0, 2, 1, 3>, rhs_offset = 128 : i64, rhs_shape = array<i64: 2, 4, 16, 16>, rhs_strides = array<i64: 3072, 16, 192, 1>, shape = array<i64: 32, 64>} : (tensor<2x4x16x16xbf16>, tensor<32x192xbf16>) -> tensor<32x64xbf16>
+  return %o : tensor<32x64xbf16>
+}
+
+// -----
+
+// Tests attention without a mask in f16 on separate q, k and v tensors,
+// the keys and values shared by the heads (grouped-query attention), and
+// that the fused op stays on its device.
+// CHECK-LABEL: func @shared_keys
+func.func @shared_keys(%q: tensor<1x4x8x32xf16>, %k: tensor<1x1x8x32xf16>, %v: tensor<1x1x8x32xf16>) -> tensor<1x4x8x32xf16> {
+  // CHECK: graph.attention %arg0, %arg1, %arg2 {
+  // CHECK-SAME: graph.device = 1 : i64
+  // CHECK-SAME: nan_to_zero = false
+  // CHECK-SAME: -> tensor<1x4x8x32xf16>
+  %s = graph.strided_matmul %q, %k {graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 4, 8, 32>, lhs_strides = array<i64: 1024, 256, 32, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 1, 32, 8>, rhs_strides = array<i64: 256, 256, 1, 32>, shape = array<i64: 1, 4, 8, 8>} : (tensor<1x4x8x32xf16>, tensor<1x1x8x32xf16>) -> tensor<1x4x8x8xf16>
+  %p = graph.softmax %s {axis = 3 : i64, graph.device = 1 : i64} : (tensor<1x4x8x8xf16>) -> tensor<1x4x8x8xf16>
+  %o = graph.strided_matmul %p, %v {graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 4, 8, 8>, lhs_strides = array<i64: 256, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 1, 8, 32>, rhs_strides = array<i64: 256, 256, 32, 1>, shape = array<i64: 1, 4, 8, 32>} : (tensor<1x4x8x8xf16>, tensor<1x1x8x32xf16>) -> tensor<1x4x8x32xf16>
+  return %o : tensor<1x4x8x32xf16>
+}
+
+// -----
+
+// Tests what stays unfused: f32 (no fused GPU kernel), a head size the GPU
+// kernel has no instance for, scores another op reads, a softmax on
+// another device, and probabilities scaled by the second product.
+// CHECK-LABEL: func @unfused
+func.func @unfused(%q32: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xbf16>, %q24: tensor<1x2x8x24xbf16>) -> (tensor<1x2x8x16xf32>, tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) {
+  // CHECK-NOT: graph.attention
+  // CHECK: return
+  %s0 = graph.strided_matmul %q32, %q32 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x8xf32>
+  %p0 = graph.softmax %s0 {axis = 3 : i64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
+  %o0 = graph.strided_matmul %p0, %q32 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  %s1 = graph.strided_matmul %q24, %q24 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 24>, lhs_strides = array<i64: 384, 192, 24, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 24, 8>, rhs_strides = array<i64: 384, 192, 1, 24>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x24xbf16>, tensor<1x2x8x24xbf16>) -> tensor<1x2x8x8xbf16>
+  %p1 = graph.softmax %s1 {axis = 3 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
+  %o1 = graph.strided_matmul %p1, %q24 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 24>, rhs_strides = array<i64: 384, 192, 24, 1>, shape = array<i64: 1, 2, 8, 24>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x24xbf16>) -> tensor<1x2x8x24xbf16>
+  %s2 = graph.strided_matmul %q, %q {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x8xbf16>
+  %p2 = graph.softmax %s2 {axis = 3 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
+  %o2 = graph.strided_matmul %p2, %q {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x16xbf16>
+  %s3 = graph.strided_matmul %q, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x8xbf16>
+  %p3 = graph.softmax %s3 {axis = 3 : i64, graph.device = 1 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
+  %o3 = graph.strided_matmul %p3, %q {graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x16xbf16>
+  %s4 = graph.strided_matmul %q, %q {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x8xbf16>
+  %p4 = graph.softmax %s4 {axis = 3 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
+  %o4 = graph.strided_matmul %p4, %q {alpha = 5.000000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x16xbf16>
+  return %o0, %o1, %o2, %p2, %o3, %o4 : tensor<1x2x8x16xf32>, tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+}
