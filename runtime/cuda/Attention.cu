@@ -272,32 +272,58 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
     }
     // Online softmax: a row's 4 lanes share its maximum; exp(x - max) as
     // 2^(x log2(e) - max log2(e)), one multiply-add and the hardware's
-    // base-2 exponential.
+    // base-2 exponential. Both rows at once and reductions as trees: the
+    // few warps per scheduler leave latency to hide.
     constexpr float kLog2e = 1.4426950408889634f;
+    float top[2][kKeys / 8];
+#pragma unroll
+    for (int t = 0; t < kKeys / 8; ++t)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        top[r][t] = fmaxf(s[t][2 * r], s[t][2 * r + 1]);
+#pragma unroll
+    for (int width = kKeys / 16; width > 0; width /= 2)
+#pragma unroll
+      for (int t = 0; t < width; ++t)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          top[r][t] = fmaxf(top[r][t], top[r][t + width]);
+    float base[2], rescale[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 1));
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float top = -INFINITY;
-#pragma unroll
-      for (int t = 0; t < kKeys / 8; ++t)
-        top = fmaxf(top, fmaxf(s[t][2 * r], s[t][2 * r + 1]));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 1));
-      top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, 2));
-      float grown = fmaxf(rowMax[r], top);
+      top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 2));
+      float grown = fmaxf(rowMax[r], top[r][0]);
       // A row masked so far has no maximum: its terms are all 0.
-      float base = grown == -INFINITY ? 0.f : grown * kLog2e;
-      float rescale = exp2Fast(fmaf(rowMax[r], kLog2e, -base));
+      base[r] = grown == -INFINITY ? 0.f : grown * kLog2e;
+      rescale[r] = exp2Fast(fmaf(rowMax[r], kLog2e, -base[r]));
       rowMax[r] = grown;
-      rowSum[r] *= rescale;
+    }
+    float part[2][kKeys / 8];
 #pragma unroll
-      for (int t = 0; t < D / 8; ++t) {
-        acc[t][2 * r] *= rescale;
-        acc[t][2 * r + 1] *= rescale;
+    for (int t = 0; t < kKeys / 8; ++t)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        s[t][2 * r] = exp2Fast(fmaf(s[t][2 * r], kLog2e, -base[r]));
+        s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base[r]));
+        part[r][t] = s[t][2 * r] + s[t][2 * r + 1];
       }
 #pragma unroll
-      for (int t = 0; t < kKeys / 8; ++t) {
-        s[t][2 * r] = exp2Fast(fmaf(s[t][2 * r], kLog2e, -base));
-        s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base));
-        rowSum[r] += s[t][2 * r] + s[t][2 * r + 1];
+    for (int width = kKeys / 16; width > 0; width /= 2)
+#pragma unroll
+      for (int t = 0; t < width; ++t)
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          part[r][t] += part[r][t + width];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rowSum[r] = fmaf(rowSum[r], rescale[r], part[r][0]);
+#pragma unroll
+      for (int t = 0; t < D / 8; ++t) {
+        acc[t][2 * r] *= rescale[r];
+        acc[t][2 * r + 1] *= rescale[r];
       }
     }
     // acc += p v: two score tiles make one 16 x 16 operand; the values,
