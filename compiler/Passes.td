@@ -49,7 +49,12 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     matmul's `bias`, as ONNX exporters write a linear layer; and a
     graph.add of a convolution's or a training batch norm's result (its
     only use) and another tensor of the same type becomes that op's
-    `addend`. Both keep the add's activation, so a linear layer's bias and
+    `addend`; a graph.gemm (no transposes, unit alpha and beta, a bias of
+    one value per column) whose only user is a reshape that keeps its
+    columns, added to another tensor of the reshape's type, becomes a
+    graph.matmul with that tensor (reshaped) as its `addend` between two
+    reshapes (GPT-2's Conv1D and its residual connection). All keep the
+    add's activation, so a linear layer's bias and
     a ResNet block's residual connection cost no pass over memory of their
     own, in inference and in training. In a training step, the
     graph.relu_grad of such a fused norm's output whose only user is the

@@ -39,7 +39,7 @@ struct FuseActivationsPass
     SmallVector<graph::AddOp> adds;
     getOperation().walk([&](graph::AddOp add) { adds.push_back(add); });
     for (graph::AddOp add : adds)
-      if (!fuseMatMulBias(add))
+      if (!fuseMatMulBias(add) && !fuseReshapedGemmResidual(add))
         fuseResidual(add);
     SmallVector<graph::ReluGradOp> reluGrads;
     getOperation().walk(
@@ -188,6 +188,68 @@ struct FuseActivationsPass
         continue;
       matmul.getEpilogueMutable().assign(bias);
       absorbAdd(matmul, add);
+      return true;
+    }
+    return false;
+  }
+
+  /// add(reshape(gemm(x, w, b)), z) -> reshape(matmul(x, w, bias = b,
+  /// addend = reshape(z))) for a plain Gemm (no transposes, unit alpha and
+  /// beta, a bias of one value per column) whose reshape keeps its columns
+  /// and only regroups its rows: a linear layer exported as Gemm between
+  /// reshapes (GPT-2's Conv1D) and its residual connection, one GEMM with
+  /// the add in its epilogue instead of a pass over memory of its own.
+  /// Reshapes are views, so the two new ones cost nothing.
+  static bool fuseReshapedGemmResidual(graph::AddOp add) {
+    for (unsigned k = 0; k < 2; ++k) {
+      auto reshape = add->getOperand(k).getDefiningOp<graph::ReshapeOp>();
+      Value other = add->getOperand(1 - k);
+      if (!reshape || !reshape->hasOneUse() ||
+          other.getType() != add.getType() ||
+          reshape.getType() != add.getType() ||
+          graph::getDevice(reshape) != graph::getDevice(add))
+        continue;
+      auto gemm = reshape.getInput().getDefiningOp<graph::GemmOp>();
+      if (!gemm || !gemm->hasOneUse() || gemm.getActivation() ||
+          gemm.getTransA() || gemm.getTransB() ||
+          gemm.getAlpha().convertToDouble() != 1.0 ||
+          gemm.getBeta().convertToDouble() != 1.0 ||
+          graph::getDevice(gemm) != graph::getDevice(add))
+        continue;
+      auto result = cast<RankedTensorType>(gemm.getType());
+      auto reshaped = cast<RankedTensorType>(reshape.getType());
+      int64_t columns = result.getDimSize(1);
+      if (reshaped.getRank() < 1 || reshaped.getShape().back() != columns)
+        continue;
+      Value bias = gemm.getC();
+      if (bias) {
+        ArrayRef<int64_t> shape =
+            cast<RankedTensorType>(bias.getType()).getShape();
+        if (shape.empty() || shape.back() != columns ||
+            llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
+          continue;
+      }
+      OpBuilder builder(add);
+      Location loc = FusedLoc::get(
+          add->getContext(), {gemm.getLoc(), reshape.getLoc(), add.getLoc()});
+      auto flatOther = graph::ReshapeOp::create(
+          builder, loc, result, other,
+          builder.getDenseI64ArrayAttr(result.getShape()));
+      SmallVector<Value> epilogue = {bias ? bias : zeroBias(add, columns),
+                                     flatOther};
+      auto matmul = graph::MatMulOp::create(builder, loc, result, gemm.getA(),
+                                            gemm.getB(), epilogue,
+                                            add.getActivationAttr());
+      auto back = graph::ReshapeOp::create(builder, loc, reshaped, matmul,
+                                           reshape.getShapeAttr());
+      for (Operation *op : {flatOther.getOperation(), matmul.getOperation(),
+                            back.getOperation()})
+        for (NamedAttribute a : add->getDiscardableAttrs())
+          op->setAttr(a.getName(), a.getValue());
+      add.getResult().replaceAllUsesWith(back.getResult());
+      add.erase();
+      reshape.erase();
+      gemm.erase();
       return true;
     }
     return false;

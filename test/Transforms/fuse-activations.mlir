@@ -290,3 +290,25 @@ func.func @training_relu_grad_kept(%x: tensor<2x4x3x3xf32>, %z: tensor<2x4x3x3xf
   %dx3, %ds3, %db3 = graph.batch_norm_grad %g3, %x, %s, %m, %v : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
   return %g, %dx2, %dx3, %r3 : tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>
 }
+
+// -----
+
+// Tests that a Gemm between reshapes (GPT-2's Conv1D) takes its residual
+// add into a matmul's epilogue, the residual and the result reshaped
+// around it, keeping the bias; a Gemm with a transposed weight does not.
+// CHECK-LABEL: func @reshaped_gemm
+func.func @reshaped_gemm(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>, %r: tensor<2x3x8xf32>, %wt: tensor<8x4xf32>) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+  // CHECK: %[[FLAT:.*]] = graph.reshape %arg3 {shape = array<i64: 6, 8>}
+  // CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1, %arg2, %[[FLAT]] : (tensor<6x4xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<6x8xf32>) -> tensor<6x8xf32>
+  // CHECK: %[[Y:.*]] = graph.reshape %[[M]] {shape = array<i64: 2, 3, 8>}
+  // CHECK: graph.gemm %arg0, %arg4, %arg2 {trans_b = 1 : i64}
+  // CHECK: graph.add
+  // CHECK: return %[[Y]]
+  %g = graph.gemm %x, %w, %b : (tensor<6x4xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %v = graph.reshape %g {shape = array<i64: 2, 3, 8>} : (tensor<6x8xf32>) -> tensor<2x3x8xf32>
+  %y = graph.add %v, %r : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %h = graph.gemm %x, %wt, %b {trans_b = 1 : i64} : (tensor<6x4xf32>, tensor<8x4xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %u = graph.reshape %h {shape = array<i64: 2, 3, 8>} : (tensor<6x8xf32>) -> tensor<2x3x8xf32>
+  %z = graph.add %u, %r : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  return %y, %z : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+}
