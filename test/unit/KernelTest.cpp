@@ -235,6 +235,57 @@ TEST(Kernels, PadReflect) {
   EXPECT_EQ(y, (std::vector<float>{3, 2, 1, 2, 3, 2}));
 }
 
+AttrMap attentionAttrs(bool nanToZero) {
+  // One head: q [2 queries, 1], k^T [1, 2 keys], v [2 keys, 1].
+  AttrMap a;
+  for (const char *name : {"q", "k", "v"}) {
+    std::string n = name;
+    bool keys = n == "k";
+    a.set(n + "_shape", AttrValue::ofInts({1, keys ? 1 : 2, keys ? 2 : 1}));
+    a.set(n + "_strides", AttrValue::ofInts({2, 1, 1}));
+    a.set(n + "_offset", AttrValue::ofInts({0}));
+  }
+  a.set("perm", AttrValue::ofInts({0, 1, 2}));
+  a.set("scale", AttrValue::ofFloats({2.0}));
+  a.set("nan_to_zero", AttrValue::ofInts({nanToZero}));
+  return a;
+}
+
+TEST(Kernels, AttentionWeighsValuesBySoftmaxOfScaledScores) {
+  // Query 0 scores the keys 2 * [0, 1]; query 1, masked off key 0, sees
+  // only key 1; with every key masked, nan_to_zero gives 0.
+  std::vector<float> q = {1, 0}, k = {0, 1}, v = {1, 3};
+  std::vector<float> mask = {0, 0, -INFINITY, 0};
+  auto y =
+      runF32("attention", attentionAttrs(false),
+             {{{1, 2, 1}, q}, {{1, 1, 2}, k}, {{1, 2, 1}, v}, {{2, 2}, mask}},
+             {1, 2, 1});
+  float e2 = std::exp(2.f);
+  EXPECT_NEAR(y[0], (1 + 3 * e2) / (1 + e2), 1e-5);
+  EXPECT_NEAR(y[1], 3, 1e-6);
+  std::vector<float> hidden = {0, 0, -INFINITY, -INFINITY};
+  auto z =
+      runF32("attention", attentionAttrs(true),
+             {{{1, 2, 1}, q}, {{1, 1, 2}, k}, {{1, 2, 1}, v}, {{2, 2}, hidden}},
+             {1, 2, 1});
+  EXPECT_NEAR(z[0], (1 + 3 * e2) / (1 + e2), 1e-5);
+  EXPECT_EQ(z[1], 0.f);
+}
+
+TEST(Kernels, AttentionRefusesAMaskThatDoesNotBroadcast) {
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("attention", attentionAttrs(false),
+                             {{DType::F32, {1, 2, 1}},
+                              {DType::F32, {1, 1, 2}},
+                              {DType::F32, {1, 2, 1}},
+                              {DType::F32, {3, 2}}},
+                             {{DType::F32, {1, 2, 1}}}, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bias f32[3,2] does not broadcast to the scores"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Kernels, SoftmaxRowsSumToOne) {
   AttrMap a;
   a.set("axis", AttrValue::ofInts({1}));
