@@ -329,6 +329,20 @@ INFER_SIGNATURE(FusedElementwiseOp) {
   return success();
 }
 
+/// A strided view from attributes `prefix`_shape, _strides and _offset
+/// (strided_matmul's operands, attention's q, k and v).
+static bool readView(DictionaryAttr attrs, StringRef prefix,
+                     ::partc::runtime::strided::View &v) {
+  auto shape = intsAttr(attrs, (prefix + "_shape").str());
+  auto strides = intsAttr(attrs, (prefix + "_strides").str());
+  if (!shape || !strides)
+    return false;
+  v.shape.assign(shape->begin(), shape->end());
+  v.strides.assign(strides->begin(), strides->end());
+  v.offset = intAttr(attrs, (prefix + "_offset").str(), 0);
+  return true;
+}
+
 INFER_SIGNATURE(StridedMatMulOp) {
   if (failed(requireOperands(loc, operands, 2, 2)))
     return failure();
@@ -339,14 +353,7 @@ INFER_SIGNATURE(StridedMatMulOp) {
     return fail(loc, "multiplies two f32, bf16 or f16 tensors only");
   namespace strided = ::partc::runtime::strided;
   auto view = [&](StringRef prefix, strided::View &v) {
-    auto shape = intsAttr(attrs, (prefix + "_shape").str());
-    auto strides = intsAttr(attrs, (prefix + "_strides").str());
-    if (!shape || !strides)
-      return false;
-    v.shape.assign(shape->begin(), shape->end());
-    v.strides.assign(strides->begin(), strides->end());
-    v.offset = intAttr(attrs, (prefix + "_offset").str(), 0);
-    return true;
+    return readView(attrs, prefix, v);
   };
   strided::View lhs, rhs;
   auto perm = intsAttr(attrs, "perm");
@@ -377,14 +384,7 @@ INFER_SIGNATURE(AttentionOp) {
                            typeStr(tensorOf(v)));
   namespace strided = ::partc::runtime::strided;
   auto view = [&](StringRef prefix, strided::View &v) {
-    auto shape = intsAttr(attrs, (prefix + "_shape").str());
-    auto strides = intsAttr(attrs, (prefix + "_strides").str());
-    if (!shape || !strides)
-      return false;
-    v.shape.assign(shape->begin(), shape->end());
-    v.strides.assign(strides->begin(), strides->end());
-    v.offset = intAttr(attrs, (prefix + "_offset").str(), 0);
-    return true;
+    return readView(attrs, prefix, v);
   };
   strided::View q, k, v;
   auto perm = intsAttr(attrs, "perm");

@@ -88,6 +88,19 @@ __device__ __forceinline__ unsigned load32(const u16 *p) {
   return *reinterpret_cast<const unsigned *>(p);
 }
 
+/// Combines each row's kKeys / 8 values into its first by `op` as a tree
+/// (log2 dependent steps instead of a chain), both rows at once.
+template <class Op>
+__device__ __forceinline__ void reduceTree(float (&v)[2][kKeys / 8], Op op) {
+#pragma unroll
+  for (int width = kKeys / 16; width > 0; width /= 2)
+#pragma unroll
+    for (int t = 0; t < width; ++t)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+        v[r][t] = op(v[r][t], v[r][t + width]);
+}
+
 /// Four 8 x 8 matrices from shared memory, lane l giving the address of
 /// row l % 8 of matrix l / 8; a lane receives, of each matrix, the two
 /// elements of row lane / 4 at column (lane % 4) * 2 (with `Transposed`,
@@ -281,13 +294,7 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
 #pragma unroll
       for (int r = 0; r < 2; ++r)
         top[r][t] = fmaxf(s[t][2 * r], s[t][2 * r + 1]);
-#pragma unroll
-    for (int width = kKeys / 16; width > 0; width /= 2)
-#pragma unroll
-      for (int t = 0; t < width; ++t)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-          top[r][t] = fmaxf(top[r][t], top[r][t + width]);
+    reduceTree(top, [](float a, float b) { return fmaxf(a, b); });
     float base[2], rescale[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r)
@@ -310,13 +317,7 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
         s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base[r]));
         part[r][t] = s[t][2 * r] + s[t][2 * r + 1];
       }
-#pragma unroll
-    for (int width = kKeys / 16; width > 0; width /= 2)
-#pragma unroll
-      for (int t = 0; t < width; ++t)
-#pragma unroll
-        for (int r = 0; r < 2; ++r)
-          part[r][t] += part[r][t + width];
+    reduceTree(part, [](float a, float b) { return a + b; });
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       rowSum[r] = fmaf(rowSum[r], rescale[r], part[r][0]);
