@@ -144,22 +144,32 @@ __global__ void poolKernel(const float *x, float *y, PoolParams p, int64_t n) {
   }
 }
 
-/// Channels last: consecutive threads take consecutive channels (or groups
-/// of four) of one output position, so reads and writes are coalesced.
-template <bool IsMax, typename I, typename V>
-__global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
-                               int64_t n) {
+/// Channels last: consecutive threads take consecutive units (a channel, or
+/// a group of four) of one output position, so reads and writes are
+/// coalesced. `widen` turns a unit as stored into the window's type Acc,
+/// `store(i, acc)` writes output unit i.
+template <bool IsMax, typename I, typename Acc, typename Unit, typename Widen,
+          typename Store>
+__device__ void poolLast(const Unit *x, PoolParams p, I units, int64_t n,
+                         Widen widen, Store store) {
   const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
        k += int64_t(gridDim.x) * blockDim.x) {
     I i = I(k);
-    I ch = i % groups, pos = i / groups;
+    I unit = i % units, pos = i / units;
     I ow = pos % outW, oh = (pos / outW) % outH,
       od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
-    const V *xp = x + b * I(p.in[0] * p.in[1] * p.in[2]) * groups + ch;
-    y[i] = poolWindow<IsMax, I, V>([xp](I j) { return xp[j]; }, groups, p, od,
-                                   oh, ow);
+    const Unit *xp = x + b * I(p.in[0] * p.in[1] * p.in[2]) * units + unit;
+    store(i, poolWindow<IsMax, I, Acc>([&](I j) { return widen(xp[j]); }, units,
+                                       p, od, oh, ow));
   }
+}
+
+template <bool IsMax, typename I, typename V>
+__global__ void poolLastKernel(const V *x, V *y, PoolParams p, I groups,
+                               int64_t n) {
+  poolLast<IsMax, I, V>(
+      x, p, groups, n, [](V v) { return v; }, [y](I i, V v) { y[i] = v; });
 }
 
 /// Channels last on bf16 or f16 values (`element`), four channels (8
@@ -168,31 +178,21 @@ template <bool IsMax, typename I>
 __global__ void poolLast16x4Kernel(const unsigned short *x, unsigned short *y,
                                    PoolParams p, I groups, int64_t n,
                                    unsigned char element) {
-  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x) {
-    I i = I(k);
-    I g = i % groups, pos = i / groups;
-    I ow = pos % outW, oh = (pos / outW) % outH,
-      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
-    const uint2 *xp = reinterpret_cast<const uint2 *>(x) +
-                      b * I(p.in[0] * p.in[1] * p.in[2]) * groups + g;
-    float4 v = poolWindow<IsMax, I, float4>(
-        [xp, element](I j) {
-          uint2 u = xp[j];
-          return make_float4(wideFrom16(u.x & 0xffff, element),
-                             wideFrom16(u.x >> 16, element),
-                             wideFrom16(u.y & 0xffff, element),
-                             wideFrom16(u.y >> 16, element));
-        },
-        groups, p, od, oh, ow);
-    uint2 out;
-    out.x =
-        narrowTo16(v.x, element) | (unsigned(narrowTo16(v.y, element)) << 16);
-    out.y =
-        narrowTo16(v.z, element) | (unsigned(narrowTo16(v.w, element)) << 16);
-    reinterpret_cast<uint2 *>(y)[i] = out;
-  }
+  poolLast<IsMax, I, float4>(
+      reinterpret_cast<const uint2 *>(x), p, groups, n,
+      [element](uint2 u) {
+        return make_float4(
+            wideFrom16(u.x & 0xffff, element), wideFrom16(u.x >> 16, element),
+            wideFrom16(u.y & 0xffff, element), wideFrom16(u.y >> 16, element));
+      },
+      [y, element](I i, float4 v) {
+        uint2 out;
+        out.x = narrowTo16(v.x, element) |
+                (unsigned(narrowTo16(v.y, element)) << 16);
+        out.y = narrowTo16(v.z, element) |
+                (unsigned(narrowTo16(v.w, element)) << 16);
+        reinterpret_cast<uint2 *>(y)[i] = out;
+      });
 }
 
 /// The same a channel per thread, for any channel count.
@@ -200,21 +200,10 @@ template <bool IsMax, typename I>
 __global__ void poolLast16Kernel(const unsigned short *x, unsigned short *y,
                                  PoolParams p, I channels, int64_t n,
                                  unsigned char element) {
-  const I outD = I(p.out[0]), outH = I(p.out[1]), outW = I(p.out[2]);
-  for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n;
-       k += int64_t(gridDim.x) * blockDim.x) {
-    I i = I(k);
-    I ch = i % channels, pos = i / channels;
-    I ow = pos % outW, oh = (pos / outW) % outH,
-      od = (pos / (outW * outH)) % outD, b = pos / (outW * outH * outD);
-    const unsigned short *xp =
-        x + b * I(p.in[0] * p.in[1] * p.in[2]) * channels + ch;
-    y[i] = narrowTo16(
-        poolWindow<IsMax, I, float>(
-            [xp, element](I j) { return wideFrom16(xp[j], element); }, channels,
-            p, od, oh, ow),
-        element);
-  }
+  poolLast<IsMax, I, float>(
+      x, p, channels, n,
+      [element](unsigned short h) { return wideFrom16(h, element); },
+      [y, element](I i, float v) { y[i] = narrowTo16(v, element); });
 }
 
 /// One block per plane; a shared-memory tree reduction.
