@@ -5,8 +5,10 @@ For each MODEL:BATCH[:SEQ], torch_peers.py (../shared/bench) times PyTorch
 eager, torch.compile (default and reduce-overhead), and bf16 both ways
 (autocast, and the model cast to bf16, under reduce-overhead), and exports
 the model with identical weights. partc compiles the export with each
---precision, runs it back to back on the GPU (--stream --keep-inputs, the
-way torch_peers times), and compares its output with PyTorch's fp32 CPU
+--precision, runs it back to back on the GPU (--stream --keep-inputs
+--keep-outputs: inputs and outputs stay on the GPU, the way torch_peers
+times; "ms_with_output_copy" is the same with each batch's outputs copied
+back to host memory), and compares its output with PyTorch's fp32 CPU
 output. Prints one JSON line per measurement and a markdown table; never a
 test.
 """
@@ -80,7 +82,7 @@ def main():
             name = os.path.basename(f)[:-4]
             if name != "reference":
                 inputs += ["--input", "%s=%s" % (name, f)]
-        partc_ms, errors = {}, {}
+        partc_ms, errors, with_copy = {}, {}, {}
         for precision in a.precisions.split(","):
             plan = os.path.join(work, precision + ".plan")
             flags = precision.split("+")
@@ -89,12 +91,16 @@ def main():
                     os.path.join(work, "model.onnx"), "-o", plan,
                     "--precision", flags[0], "--quiet"] +
                    ["--" + flag for flag in flags[1:]])
-                out = sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
-                          "cuda", "--iterations", str(a.iterations),
-                          "--warmup", "5", "--keep-inputs", "--stream",
-                          "--quiet"] + inputs)
-                m = re.search(r"([0-9.]+) ms per batch", out)
-                partc_ms[precision] = float(m.group(1)) if m else None
+                def timed(extra):
+                    out = sh([os.path.join(a.bin, "partc-run"), plan,
+                              "--backend", "cuda", "--iterations",
+                              str(a.iterations), "--warmup", "5",
+                              "--keep-inputs", "--stream", "--quiet"] +
+                             extra + inputs)
+                    m = re.search(r"([0-9.]+) ms per batch", out)
+                    return float(m.group(1)) if m else None
+                partc_ms[precision] = timed(["--keep-outputs"])
+                with_copy[precision] = timed([])
                 outdir = os.path.join(work, precision + "-out")
                 sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
                     "cuda", "--output-dir", outdir, "--quiet"] + inputs)
@@ -108,6 +114,7 @@ def main():
             print(json.dumps({"model": model, "batch": batch,
                               "mode": "partc-" + precision,
                               "ms": partc_ms[precision],
+                              "ms_with_output_copy": with_copy[precision],
                               "error_vs_fp32_torch": errors[precision]}),
                   flush=True)
         rows.append((spec, torch_ms, partc_ms, errors))

@@ -282,6 +282,16 @@ if [[ $what == *precision* ]]; then
       --profile $OUT/profile-${PREC_PROFILE:-bf16}-$m.json --quiet > /dev/null 2>&1
     echo "-- $m ${PREC_PROFILE:-bf16} kernels by op"
     profile_by_op $OUT/profile-${PREC_PROFILE:-bf16}-$m.json 12
+    # Nsight Compute on one launch of the kernels PREC_NCU names (a regex),
+    # e.g. PREC_NCU=attention: what limits them.
+    if [ -n "${PREC_NCU:-}" ] && command -v ncu > /dev/null; then
+      timeout 120 ncu --kernel-name regex:"$PREC_NCU" --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section Occupancy --section WarpStateStats \
+        --section SchedulerStats --section ComputeWorkloadAnalysis --section LaunchStats \
+        $B/partc-run $d/${PREC_PROFILE:-bf16}.plan --backend cuda $ins --iterations 1 --warmup 0 \
+        --quiet > $OUT/ncu-$m.txt 2>&1
+      grep -E "^  [a-zA-Z_<].*\(|Throughput|Duration|Registers|Achieved Occupancy|Theoretical Occupancy|Eligible|Issued Warp|No Eligible|Warp Cycles Per Issued|Block Limit|Shared Memory Config|Executed Ipc" $OUT/ncu-$m.txt | head -40
+    fi
     python3 - $OUT/profile-${PREC_PROFILE:-bf16}-$m.json <<'PY'
 import json, sys, collections
 k = json.load(open(sys.argv[1]))["kernels"]

@@ -19,7 +19,7 @@ void initialStateBytes(const Plan &plan, size_t index, void *data) {
 }
 
 Status Executor::runStream(const std::vector<TensorRef> &,
-                           const std::vector<TensorRef> &, size_t, bool) {
+                           const std::vector<TensorRef> &, size_t, bool, bool) {
   return Status::error("this backend runs one batch at a time; streaming "
                        "batches needs --backend cuda");
 }

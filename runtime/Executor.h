@@ -82,11 +82,15 @@ public:
                      bool reuseInputs = false) = 0;
 
   /// Runs `iterations` batches back to back, as a server would: pipeline
-  /// stages overlap consecutive batches. Outputs hold the last batch's.
+  /// stages overlap consecutive batches. Outputs hold the last batch's;
+  /// with `keepOutputs` they stay on the devices and `outputs` is not
+  /// written (for timing compute as a framework that returns device
+  /// tensors).
   virtual bool canStream() const { return false; }
   virtual Status runStream(const std::vector<TensorRef> &inputs,
                            const std::vector<TensorRef> &outputs,
-                           size_t iterations, bool reuseInputs = false);
+                           size_t iterations, bool reuseInputs = false,
+                           bool keepOutputs = false);
 
   /// Lets the backend prepare host buffers it will copy often (CUDA
   /// page-locks them).

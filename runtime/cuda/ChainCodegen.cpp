@@ -23,6 +23,7 @@ const char *const kEmbeddedHeaders[][2] = {
 
 constexpr const char *kOneName = "partc_chain";
 constexpr const char *kFourName = "partc_chain4";
+constexpr const char *kEightName = "partc_chain8";
 
 Status nvrtcStatus(nvrtcResult r, const char *what) {
   if (r == NVRTC_SUCCESS)
@@ -53,6 +54,16 @@ const char *modeName(unsigned char mode) {
     return "FusedParams::Broadcast";
   }
   return "FusedParams::Unused";
+}
+
+const char *elementName(unsigned char element) {
+  switch (element) {
+  case FusedParams::BF16:
+    return "FusedParams::BF16";
+  case FusedParams::F16:
+    return "FusedParams::F16";
+  }
+  return "FusedParams::F32";
 }
 
 struct CompiledChain {
@@ -106,6 +117,19 @@ std::string chainSource(const FusedParams &p) {
   s << "    }\n"
        "    return FusedParams::Unused;\n"
        "  }\n"
+       "  __device__ unsigned char element(const FusedParams &, int k) const "
+       "{\n"
+       "    switch (k) {\n";
+  for (int k = 0; k < p.inputs; ++k)
+    s << "    case " << k << ": return " << elementName(p.element[k]) << ";\n";
+  s << "    }\n"
+       "    return FusedParams::F32;\n"
+       "  }\n"
+       "  __device__ unsigned char outElement(const FusedParams &) const {\n"
+       "    return "
+    << elementName(p.outElement)
+    << ";\n"
+       "  }\n"
        "  __device__ float operator()(const FusedParams &,\n"
        "                              const float (&x)[kInputs]) const {\n";
   for (int i = 0; i < p.steps; ++i) {
@@ -125,7 +149,10 @@ std::string chainSource(const FusedParams &p) {
     << kOneName
     << "(FusedParams p) { runFusedChain(p, Chain()); }\n"
        "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
-    << kFourName << "(FusedParams p) { runFusedChain4(p, Chain()); }\n";
+    << kFourName
+    << "(FusedParams p) { runFusedChainWide<4>(p, Chain()); }\n"
+       "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
+    << kEightName << "(FusedParams p) { runFusedChainWide<8>(p, Chain()); }\n";
   return s.str();
 }
 
@@ -199,6 +226,11 @@ Status generateChain(const FusedParams &p, int gpu, GeneratedChain &chain) {
           cudaStatus(cudaLibraryGetKernel(&compiled.kernels.four,
                                           compiled.library, kFourName),
                      loading);
+    if (compiled.status.ok())
+      compiled.status =
+          cudaStatus(cudaLibraryGetKernel(&compiled.kernels.eight,
+                                          compiled.library, kEightName),
+                     loading);
     c.stats.seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count();
@@ -217,12 +249,15 @@ Status generateChain(const FusedParams &p, int gpu, GeneratedChain &chain) {
 
 cudaError_t launchGeneratedChain(const GeneratedChain &chain,
                                  const FusedParams &p, cudaStream_t s) {
-  bool vectorized = fusedVectorizable(p);
+  int width = fusedWidth(p);
   FusedParams params = p;
   void *args[] = {&params};
-  return cudaLaunchKernel(
-      reinterpret_cast<const void *>(vectorized ? chain.four : chain.one),
-      dim3(fusedBlocks(p, vectorized)), dim3(kFusedThreads), args, 0, s);
+  cudaKernel_t kernel = width == 8   ? chain.eight
+                        : width == 4 ? chain.four
+                                     : chain.one;
+  return cudaLaunchKernel(reinterpret_cast<const void *>(kernel),
+                          dim3(fusedBlocks(p, width)), dim3(kFusedThreads),
+                          args, 0, s);
 }
 
 ChainStats generatedChainStats() {

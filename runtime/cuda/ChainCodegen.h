@@ -21,9 +21,9 @@
 
 namespace partc::runtime::cuda {
 
-/// The kernels of one program: a thread per element, or per four.
+/// The kernels of one program: a thread per element, per four or per eight.
 struct GeneratedChain {
-  cudaKernel_t one = nullptr, four = nullptr;
+  cudaKernel_t one = nullptr, four = nullptr, eight = nullptr;
 };
 
 /// CUDA source for the program and input modes of `p` (not its shapes).

@@ -42,7 +42,8 @@ public:
   bool canStream() const override { return true; }
   Status runStream(const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs, size_t iterations,
-                   bool skipInputLoads = false) override;
+                   bool skipInputLoads = false,
+                   bool keepOutputs = false) override;
 
   Status readState(size_t index, void *data) const override;
   Status writeState(size_t index, const void *data) override;

@@ -338,10 +338,12 @@ cudaError_t launchPadF32(const float *x, float *y, int64_t n,
 
 /// The fused-chain interpreter (FusedChain.cuh), for any program.
 cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s);
-/// Whether `p` may run four elements per thread (runFusedChain4), and the
-/// blocks of 256 threads either way.
-bool fusedVectorizable(const FusedParams &p);
-unsigned fusedBlocks(const FusedParams &p, bool vectorized);
+/// How many elements per thread `p` may run through wide accesses
+/// (runFusedChainWide): 8 where the output is 16-bit, else 4, or 1 where
+/// its sizes or alignment do not allow it; and the blocks of 256 threads
+/// for that width.
+int fusedWidth(const FusedParams &p);
+unsigned fusedBlocks(const FusedParams &p, int width);
 
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,

@@ -471,7 +471,8 @@ Status CudaExecutor::Impl::enqueueStreamRecv(size_t d, size_t i, size_t batch) {
 
 Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
                                const std::vector<TensorRef> &outputs,
-                               size_t iterations, bool skipInputLoads) {
+                               size_t iterations, bool skipInputLoads,
+                               bool keepOutputs) {
   Impl &impl = *impl_;
   if (impl.profiling)
     return Status::error("streaming runs cannot be profiled or traced; "
@@ -486,7 +487,14 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
     PARTC_RETURN_IF_ERROR(run(inputs, outputs));
   }
   PARTC_RETURN_IF_ERROR(impl.prepareLandings());
-  Impl::StreamGraphs &sg = impl.streamGraphs[skipInputLoads ? 1 : 0];
+  Impl::StreamGraphs &sg =
+      impl.streamGraphs[(skipInputLoads ? 1 : 0) + (keepOutputs ? 2 : 0)];
+  // Capture and enqueueing below read the flag; every return resets it.
+  struct OutputStores {
+    bool &skip;
+    ~OutputStores() { skip = false; }
+  } outputStores{impl.skipOutputStores};
+  impl.skipOutputStores = keepOutputs;
   std::vector<void *> pointers = hostPointers(inputs, outputs);
   if (!sg.built || sg.pointers != pointers) {
     Status s = impl.buildSegments(sg, inputs, outputs, skipInputLoads);

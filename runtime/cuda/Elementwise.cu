@@ -80,6 +80,12 @@ struct InterpretedChain {
   __device__ unsigned char mode(const FusedParams &p, int k) const {
     return k < p.inputs ? p.mode[k] : FusedParams::Unused;
   }
+  __device__ unsigned char element(const FusedParams &p, int k) const {
+    return p.element[k];
+  }
+  __device__ unsigned char outElement(const FusedParams &p) const {
+    return p.outElement;
+  }
   __device__ float operator()(const FusedParams &p,
                               const float (&x)[kInputs]) const {
     float v[kFusedMaxSteps];
@@ -97,7 +103,7 @@ __global__ void fusedKernel(FusedParams p) {
   runFusedChain(p, InterpretedChain());
 }
 __global__ void fusedKernel4(FusedParams p) {
-  runFusedChain4(p, InterpretedChain());
+  runFusedChainWide<4>(p, InterpretedChain());
 }
 
 __global__ void logicalKernel(int op, const bool *a, const bool *b, bool *y,
@@ -238,8 +244,9 @@ cudaError_t launchUnaryF32(ew::Step op, const float *x, float *y, int64_t n,
   return cudaGetLastError();
 }
 
-bool fusedVectorizable(const FusedParams &p) {
-  if (p.n % 4 != 0 || !aligned16(p.out))
+namespace {
+bool fusedFitsWidth(const FusedParams &p, unsigned width) {
+  if (p.n % width != 0 || !aligned16(p.out))
     return false;
   for (int k = 0; k < p.inputs; ++k) {
     if (p.mode[k] == FusedParams::Same && !aligned16(p.in[k]))
@@ -247,16 +254,23 @@ bool fusedVectorizable(const FusedParams &p) {
     if (p.mode[k] != FusedParams::Broadcast)
       continue;
     unsigned innerStride = p.stride[k][p.rank - 1];
-    if (p.shape[p.rank - 1] % 4 != 0 || innerStride > 1 ||
+    if (p.shape[p.rank - 1] % width != 0 || innerStride > 1 ||
         (innerStride == 1 && !aligned16(p.in[k])))
       return false;
   }
   return true;
 }
+} // namespace
 
-unsigned fusedBlocks(const FusedParams &p, bool vectorized) {
+int fusedWidth(const FusedParams &p) {
+  if (p.outElement != FusedParams::F32 && fusedFitsWidth(p, 8))
+    return 8;
+  return fusedFitsWidth(p, 4) ? 4 : 1;
+}
+
+unsigned fusedBlocks(const FusedParams &p, int width) {
   static_assert(kFusedThreads == kThreads, "blocksFor counts blocks of these");
-  return static_cast<unsigned>(blocksFor(vectorized ? p.n / 4 : p.n));
+  return static_cast<unsigned>(blocksFor(p.n / width));
 }
 
 cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,
@@ -300,11 +314,13 @@ cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,
 }
 
 cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
-  bool vectorized = fusedVectorizable(p);
-  if (vectorized)
-    fusedKernel4<<<fusedBlocks(p, true), kFusedThreads, 0, s>>>(p);
+  // The interpreter keeps four elements a thread at most: eight would
+  // double its values in local memory.
+  int width = fusedWidth(p) >= 4 ? 4 : 1;
+  if (width == 4)
+    fusedKernel4<<<fusedBlocks(p, width), kFusedThreads, 0, s>>>(p);
   else
-    fusedKernel<<<fusedBlocks(p, false), kFusedThreads, 0, s>>>(p);
+    fusedKernel<<<fusedBlocks(p, width), kFusedThreads, 0, s>>>(p);
   return cudaGetLastError();
 }
 

@@ -233,7 +233,8 @@ struct CudaExecutor::Impl {
     std::vector<void *> pointers;
     bool built = false;
   };
-  StreamGraphs streamGraphs[2];
+  /// By skipInputLoads + 2 x keepOutputs.
+  StreamGraphs streamGraphs[4];
   /// Streaming receives land in one of two slots per channel (by batch
   /// parity) on the receiver's copy stream, so a transfer overlaps the
   /// receiver's work on the previous batch; the compute stream then copies
@@ -271,6 +272,9 @@ struct CudaExecutor::Impl {
   std::vector<std::vector<Redirect>> redirects; // per device
   /// The batch parity being enqueued or captured while streaming, else -1.
   int streamParity = -1;
+  /// While a streamed run keeps its outputs on the devices: output stores
+  /// enqueue nothing (nor are they captured).
+  bool skipOutputStores = false;
   bool directTransfers = true;
   void planRedirects();
   void *resolveAt(size_t d, size_t i, const BufferRef &b) {

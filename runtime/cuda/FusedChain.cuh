@@ -76,55 +76,102 @@ __device__ __forceinline__ unsigned short narrowTo16(float f,
   return h;
 }
 
-/// Element `i` of input k, as f32.
-__device__ __forceinline__ float fusedLoad(const FusedParams &p, int k,
-                                           unsigned i) {
-  if (p.element[k] == FusedParams::F32)
-    return static_cast<const float *>(p.in[k])[i];
-  return wideFrom16(static_cast<const unsigned short *>(p.in[k])[i],
-                    p.element[k]);
+/// Two floats rounded as narrowTo16 does, `lo` in the low half. One
+/// conversion instruction rounds both (cvt.rn.bf16x2/f16x2, sm_80 on);
+/// NaNs, which it would make canonical, take narrowTo16's way so that
+/// their bits match the CPU backend's.
+__device__ __forceinline__ unsigned narrowPairTo16(float lo, float hi,
+                                                   unsigned char element) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
+  if (lo == lo && hi == hi) {
+    unsigned u;
+    if (element == FusedParams::BF16)
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+    else
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+    return u;
+  }
+#endif
+  return narrowTo16(lo, element) |
+         (static_cast<unsigned>(narrowTo16(hi, element)) << 16);
 }
 
-/// Elements i..i+3 of input k (i a multiple of 4; 16 or 8 bytes).
-__device__ __forceinline__ float4 fusedLoad4(const FusedParams &p, int k,
-                                             unsigned i) {
-  if (p.element[k] == FusedParams::F32)
-    return *reinterpret_cast<const float4 *>(
+/// Element `i` of input k, of element type `e`, as f32.
+__device__ __forceinline__ float fusedLoad(const FusedParams &p, int k,
+                                           unsigned i, unsigned char e) {
+  if (e == FusedParams::F32)
+    return static_cast<const float *>(p.in[k])[i];
+  return wideFrom16(static_cast<const unsigned short *>(p.in[k])[i], e);
+}
+
+/// Elements i..i+W-1 of input k (i a multiple of W, W 4 or 8): 16-byte
+/// loads where W elements fill them, 8-byte ones for four 16-bit values.
+template <int W>
+__device__ __forceinline__ void fusedLoadWide(const FusedParams &p, int k,
+                                              unsigned i, unsigned char e,
+                                              float (&x)[W]) {
+  if (e == FusedParams::F32) {
+    const float4 *in = reinterpret_cast<const float4 *>(
         static_cast<const float *>(p.in[k]) + i);
-  uint2 u = *reinterpret_cast<const uint2 *>(
-      static_cast<const unsigned short *>(p.in[k]) + i);
-  unsigned char e = p.element[k];
-  return make_float4(wideFrom16(u.x & 0xffff, e), wideFrom16(u.x >> 16, e),
-                     wideFrom16(u.y & 0xffff, e), wideFrom16(u.y >> 16, e));
+#pragma unroll
+    for (int j = 0; j < W / 4; ++j) {
+      float4 f = in[j];
+      x[4 * j] = f.x, x[4 * j + 1] = f.y, x[4 * j + 2] = f.z,
+            x[4 * j + 3] = f.w;
+    }
+    return;
+  }
+  const unsigned short *in = static_cast<const unsigned short *>(p.in[k]) + i;
+  unsigned u[W / 2];
+  if constexpr (W == 8) {
+    uint4 v = *reinterpret_cast<const uint4 *>(in);
+    u[0] = v.x, u[1] = v.y, u[2] = v.z, u[3] = v.w;
+  } else {
+    uint2 v = *reinterpret_cast<const uint2 *>(in);
+    u[0] = v.x, u[1] = v.y;
+  }
+#pragma unroll
+  for (int j = 0; j < W / 2; ++j) {
+    x[2 * j] = wideFrom16(u[j] & 0xffff, e);
+    x[2 * j + 1] = wideFrom16(u[j] >> 16, e);
+  }
 }
 
 __device__ __forceinline__ void fusedStore(const FusedParams &p, unsigned i,
-                                           float v) {
-  if (p.outElement == FusedParams::F32)
+                                           float v, unsigned char e) {
+  if (e == FusedParams::F32)
     static_cast<float *>(p.out)[i] = v;
   else
-    static_cast<unsigned short *>(p.out)[i] = narrowTo16(v, p.outElement);
+    static_cast<unsigned short *>(p.out)[i] = narrowTo16(v, e);
 }
 
-__device__ __forceinline__ void fusedStore4(const FusedParams &p, unsigned i,
-                                            const float (&r)[4]) {
-  if (p.outElement == FusedParams::F32) {
-    *reinterpret_cast<float4 *>(static_cast<float *>(p.out) + i) =
-        make_float4(r[0], r[1], r[2], r[3]);
+template <int W>
+__device__ __forceinline__ void fusedStoreWide(const FusedParams &p, unsigned i,
+                                               unsigned char e,
+                                               const float (&r)[W]) {
+  if (e == FusedParams::F32) {
+    float4 *out = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + i);
+#pragma unroll
+    for (int j = 0; j < W / 4; ++j)
+      out[j] = make_float4(r[4 * j], r[4 * j + 1], r[4 * j + 2], r[4 * j + 3]);
     return;
   }
-  unsigned char e = p.outElement;
-  uint2 u;
-  u.x =
-      narrowTo16(r[0], e) | (static_cast<unsigned>(narrowTo16(r[1], e)) << 16);
-  u.y =
-      narrowTo16(r[2], e) | (static_cast<unsigned>(narrowTo16(r[3], e)) << 16);
-  *reinterpret_cast<uint2 *>(static_cast<unsigned short *>(p.out) + i) = u;
+  unsigned u[W / 2];
+#pragma unroll
+  for (int j = 0; j < W / 2; ++j)
+    u[j] = narrowPairTo16(r[2 * j], r[2 * j + 1], e);
+  unsigned short *out = static_cast<unsigned short *>(p.out) + i;
+  if constexpr (W == 8)
+    *reinterpret_cast<uint4 *>(out) = make_uint4(u[0], u[1], u[2], u[3]);
+  else
+    *reinterpret_cast<uint2 *>(out) = make_uint2(u[0], u[1]);
 }
 
 // The loops below take a Chain: kInputs, mode(p, k) (FusedParams::Mode,
-// Unused past the inputs) and operator()(p, x), the program on one
-// element's inputs. Generated chains answer with constants.
+// Unused past the inputs), element(p, k) and outElement(p) (the operands'
+// FusedParams::Element) and operator()(p, x), the program on one element's
+// inputs. Generated chains answer with constants, so that their loops
+// convert each type without testing it per element.
 
 /// Offsets into the broadcast inputs of output element `i`, the index
 /// decomposed once for all of them.
@@ -161,58 +208,57 @@ __device__ void runFusedChain(const FusedParams &p, const Chain &chain) {
 #pragma unroll
     for (int k = 0; k < Chain::kInputs; ++k) {
       unsigned char m = chain.mode(p, k);
-      x[k] = m == FusedParams::Same        ? fusedLoad(p, k, i)
-             : m == FusedParams::Scalar    ? fusedLoad(p, k, 0)
-             : m == FusedParams::Broadcast ? fusedLoad(p, k, off[k])
+      unsigned char e = chain.element(p, k);
+      x[k] = m == FusedParams::Same        ? fusedLoad(p, k, i, e)
+             : m == FusedParams::Scalar    ? fusedLoad(p, k, 0, e)
+             : m == FusedParams::Broadcast ? fusedLoad(p, k, off[k], e)
                                            : 0.f;
     }
-    fusedStore(p, i, chain(p, x));
+    fusedStore(p, i, chain(p, x), chain.outElement(p));
   }
 }
 
-__device__ __forceinline__ float4 splat4(float v) {
-  return make_float4(v, v, v, v);
-}
-__device__ __forceinline__ float lane4(const float4 &v, int lane) {
-  return lane == 0 ? v.x : lane == 1 ? v.y : lane == 2 ? v.z : v.w;
-}
-
-/// Four consecutive elements per thread through 16-byte accesses. The
-/// launcher checks that this reads right: n and the innermost extent are
-/// multiples of 4, the pointers 16-byte aligned, and every broadcast input
-/// walks the innermost dimension with stride 0 or 1.
-template <class Chain>
-__device__ void runFusedChain4(const FusedParams &p, const Chain &chain) {
+/// W (4 or 8) consecutive elements per thread through wide accesses
+/// (fusedLoadWide). The launcher checks that this reads right
+/// (fusedWidth): n and the innermost extent are multiples of W, the
+/// pointers 16-byte aligned, and every broadcast input walks the innermost
+/// dimension with stride 0 or 1. Eight 16-bit elements fill a 16-byte
+/// access, which memory-bound chains need to keep enough bytes in flight.
+template <int W, class Chain>
+__device__ void runFusedChainWide(const FusedParams &p, const Chain &chain) {
   constexpr int kInputs = Chain::kInputs;
-  unsigned n4 = p.n / 4;
-  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+  unsigned nW = p.n / W;
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < nW;
        i += gridDim.x * blockDim.x) {
     unsigned off[kInputs];
-    fusedOffsets(p, chain, 4 * i, off);
-    float4 x[kInputs];
+    fusedOffsets(p, chain, W * i, off);
+    float x[kInputs][W];
 #pragma unroll
     for (int k = 0; k < kInputs; ++k) {
-      unsigned char m = chain.mode(p, k);
-      if (m == FusedParams::Same)
-        x[k] = fusedLoad4(p, k, 4 * i);
-      else if (m == FusedParams::Scalar)
-        x[k] = splat4(fusedLoad(p, k, 0));
-      else if (m == FusedParams::Broadcast)
-        x[k] = p.stride[k][p.rank - 1] != 0 ? fusedLoad4(p, k, off[k])
-                                            : splat4(fusedLoad(p, k, off[k]));
-      else
-        x[k] = splat4(0.f);
-    }
-    float r[4];
+      unsigned char m = chain.mode(p, k), e = chain.element(p, k);
+      if (m == FusedParams::Same) {
+        fusedLoadWide<W>(p, k, W * i, e, x[k]);
+      } else if (m == FusedParams::Broadcast && p.stride[k][p.rank - 1] != 0) {
+        fusedLoadWide<W>(p, k, off[k], e, x[k]);
+      } else {
+        float v = m == FusedParams::Scalar      ? fusedLoad(p, k, 0, e)
+                  : m == FusedParams::Broadcast ? fusedLoad(p, k, off[k], e)
+                                                : 0.f;
 #pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
+        for (int j = 0; j < W; ++j)
+          x[k][j] = v;
+      }
+    }
+    float r[W];
+#pragma unroll
+    for (int j = 0; j < W; ++j) {
       float xs[kInputs];
 #pragma unroll
       for (int k = 0; k < kInputs; ++k)
-        xs[k] = lane4(x[k], lane);
-      r[lane] = chain(p, xs);
+        xs[k] = x[k][j];
+      r[j] = chain(p, xs);
     }
-    fusedStore4(p, 4 * i, r);
+    fusedStoreWide<W>(p, W * i, chain.outElement(p), r);
   }
 }
 

@@ -27,8 +27,8 @@ __device__ inline float4 load4(const u16 *p, unsigned char e) {
 
 __device__ inline void store4(u16 *p, float4 v, unsigned char e) {
   uint2 u;
-  u.x = narrowTo16(v.x, e) | (unsigned(narrowTo16(v.y, e)) << 16);
-  u.y = narrowTo16(v.z, e) | (unsigned(narrowTo16(v.w, e)) << 16);
+  u.x = narrowPairTo16(v.x, v.y, e);
+  u.y = narrowPairTo16(v.z, v.w, e);
   *reinterpret_cast<uint2 *>(p) = u;
 }
 
@@ -47,8 +47,7 @@ __device__ inline void store8(u16 *p, const float (&v)[8], unsigned char e) {
   unsigned words[4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
-    words[i] =
-        narrowTo16(v[2 * i], e) | (unsigned(narrowTo16(v[2 * i + 1], e)) << 16);
+    words[i] = narrowPairTo16(v[2 * i], v[2 * i + 1], e);
   *reinterpret_cast<uint4 *>(p) =
       make_uint4(words[0], words[1], words[2], words[3]);
 }
@@ -170,11 +169,16 @@ __global__ void softmax16Kernel(const u16 *x, u16 *y, int64_t outer,
 }
 
 /// Layer norm over rows of at most 32 x 4 x Chunks elements, a multiple of
-/// 128: a warp per row in registers (Nn.cu's layerNormRowsKernel).
+/// 128: a warp per row in registers (Nn.cu's layerNormRowsKernel). The
+/// element type is a constant (tested per element it cost instructions),
+/// and 40 registers let 6 blocks share an SM: BERT-large's 6144 rows of a
+/// batch then run in one wave instead of two.
 constexpr int kRowChunks = 8;
-__global__ void layerNorm16Rows(const u16 *x, const u16 *scale, const u16 *bias,
-                                u16 *y, int64_t rows, int64_t cols, float eps,
-                                unsigned char e) {
+template <unsigned char E>
+__global__ void __launch_bounds__(kThreads, 6)
+    layerNorm16Rows(const u16 *x, const u16 *scale, const u16 *bias, u16 *y,
+                    int64_t rows, int64_t cols, float eps) {
+  constexpr unsigned char e = E;
   int lane = threadIdx.x % 32;
   int chunks = static_cast<int>(cols / 128);
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -182,24 +186,51 @@ __global__ void layerNorm16Rows(const u16 *x, const u16 *scale, const u16 *bias,
        r < rows; r += warps) {
     const u16 *xr = x + r * cols;
     u16 *yr = y + r * cols;
-    float4 v[kRowChunks];
+    // The row stays in registers as loaded, 16 bits an element, and is
+    // widened at each use: float4s took 60 registers a thread.
+    uint2 raw[kRowChunks];
 #pragma unroll
     for (int j = 0; j < kRowChunks; ++j)
       if (j < chunks)
-        v[j] = load4(xr + 4 * (j * 32 + lane), e);
-    float mean, inv;
-    warpRowStatistics(v, chunks, cols, eps, mean, inv);
+        raw[j] = *reinterpret_cast<const uint2 *>(xr + 4 * (j * 32 + lane));
+    auto widen = [](uint2 u) {
+      return make_float4(wideFrom16(u.x & 0xffff, e), wideFrom16(u.x >> 16, e),
+                         wideFrom16(u.y & 0xffff, e), wideFrom16(u.y >> 16, e));
+    };
+    // warpRowStatistics' sums, in its order.
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j)
+      if (j < chunks) {
+        float4 v = widen(raw[j]);
+        sum += v.x + v.y + v.z + v.w;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols);
+    float sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kRowChunks; ++j)
+      if (j < chunks) {
+        float4 v = widen(raw[j]);
+        float a = v.x - mean, b = v.y - mean, c = v.z - mean, d = v.w - mean;
+        sq += a * a + b * b + c * c + d * d;
+      }
+    for (int o = 16; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
 #pragma unroll
     for (int j = 0; j < kRowChunks; ++j)
       if (j < chunks) {
         int c = 4 * (j * 32 + lane);
+        float4 v = widen(raw[j]);
         float4 g = load4(scale + c, e);
         float4 o = bias ? load4(bias + c, e) : make_float4(0.f, 0.f, 0.f, 0.f);
         store4(yr + c,
-               make_float4((v[j].x - mean) * inv * g.x + o.x,
-                           (v[j].y - mean) * inv * g.y + o.y,
-                           (v[j].z - mean) * inv * g.z + o.z,
-                           (v[j].w - mean) * inv * g.w + o.w),
+               make_float4((v.x - mean) * inv * g.x + o.x,
+                           (v.y - mean) * inv * g.y + o.y,
+                           (v.z - mean) * inv * g.z + o.z,
+                           (v.w - mean) * inv * g.w + o.w),
                e);
       }
   }
@@ -295,8 +326,14 @@ cudaError_t launchLayerNorm16(const void *x, const void *scale,
   if (cols % 128 == 0 && cols <= 128 * kRowChunks && scaleMod == cols &&
       (!bias || biasMod == cols) && aligned8(x) && aligned8(y) &&
       aligned8(scale) && (!bias || aligned8(bias))) {
-    layerNorm16Rows<<<blocksFor(rows * 32), kThreads, 0, s>>>(
-        in, g, b, out, rows, cols, eps, element);
+    if (element == FusedParams::BF16)
+      layerNorm16Rows<FusedParams::BF16>
+          <<<blocksFor(rows * 32), kThreads, 0, s>>>(in, g, b, out, rows, cols,
+                                                     eps);
+    else
+      layerNorm16Rows<FusedParams::F16>
+          <<<blocksFor(rows * 32), kThreads, 0, s>>>(in, g, b, out, rows, cols,
+                                                     eps);
     return cudaGetLastError();
   }
   layerNorm16Kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(

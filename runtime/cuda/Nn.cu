@@ -187,10 +187,8 @@ __global__ void poolLast16x4Kernel(const unsigned short *x, unsigned short *y,
       },
       [y, element](I i, float4 v) {
         uint2 out;
-        out.x = narrowTo16(v.x, element) |
-                (unsigned(narrowTo16(v.y, element)) << 16);
-        out.y = narrowTo16(v.z, element) |
-                (unsigned(narrowTo16(v.w, element)) << 16);
+        out.x = narrowPairTo16(v.x, v.y, element);
+        out.y = narrowPairTo16(v.z, v.w, element);
         reinterpret_cast<uint2 *>(y)[i] = out;
       });
 }

@@ -1220,9 +1220,12 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
         expectSixteenBitMatchesCpu(isMax ? "max_pool" : "avg_pool", pool, t,
                                    {{2, 9, 9, c}}, {2, 5, 5, c}, 1e-2f);
     }
-    // Element-wise: a fused chain with broadcasts, lone steps.
+    // Element-wise: a fused chain with broadcasts at eight elements a
+    // thread, at four (rows of 12), at one; lone steps.
     expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
                                {{8, 64}, {1, 64}, {8, 1}}, {8, 64}, 1e-2f);
+    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
+                               {{3, 12}, {1, 12}, {3, 1}}, {3, 12}, 1e-2f);
     expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
                                {{7, 9}, {7, 9}, {7, 9}}, {7, 9}, 1e-2f);
     expectSixteenBitMatchesCpu("add", none, t, {{6, 10}, {10}}, {6, 10}, 1e-2f);

@@ -44,7 +44,7 @@ struct Options {
   /// --seed given: it also seeds a training plan's dropout (rng.seed).
   bool seedGiven = false;
   bool summary = false, quiet = false;
-  bool keepInputs = false;
+  bool keepInputs = false, keepOutputs = false;
   bool stream = false;
   int iterations = 1, warmup = 0;
   /// Training: optimizer steps to run (0: not training), where the state
@@ -73,6 +73,11 @@ void usage() {
       "default tf32)\n"
       "                 [--keep-inputs] (cuda: time with inputs left on the "
       "GPU after the first run)\n"
+      "                 [--keep-outputs] (with --stream: the timed batches "
+      "leave their outputs on the\n"
+      "                  GPU, as a PyTorch model returns them; the outputs "
+      "printed and checked\n"
+      "                  are the earlier, untimed runs')\n"
       "                 [--no-graphs] (cuda: launch kernels one by one instead "
       "of replaying a CUDA graph)\n"
       "                 [--no-fused-epilogues] (cuda: always run bias, "
@@ -244,6 +249,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       o.quiet = true;
     } else if (a == "--keep-inputs") {
       o.keepInputs = true;
+    } else if (a == "--keep-outputs") {
+      o.keepOutputs = true;
     } else if (a == "--no-graphs") {
       cuda.graphs = false;
     } else if (a == "--no-fused-epilogues") {
@@ -567,10 +574,11 @@ Status runStreamed(const Options &opts, const Plan &plan, Executor &exec,
                    const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
   size_t n = static_cast<size_t>(opts.iterations);
-  PARTC_RETURN_IF_ERROR(
-      exec.runStream(in, out, std::min<size_t>(n, 4), opts.keepInputs));
+  PARTC_RETURN_IF_ERROR(exec.runStream(in, out, std::min<size_t>(n, 4),
+                                       opts.keepInputs, opts.keepOutputs));
   auto t0 = std::chrono::steady_clock::now();
-  PARTC_RETURN_IF_ERROR(exec.runStream(in, out, n, opts.keepInputs));
+  PARTC_RETURN_IF_ERROR(
+      exec.runStream(in, out, n, opts.keepInputs, opts.keepOutputs));
   double ms = std::chrono::duration<double, std::milli>(
                   std::chrono::steady_clock::now() - t0)
                   .count();
@@ -589,7 +597,8 @@ Status runStreamed(const Options &opts, const Plan &plan, Executor &exec,
     // A separate run, so that the timing events do not touch the figure
     // above.
     exec.enableStreamTracing();
-    PARTC_RETURN_IF_ERROR(exec.runStream(in, out, n, opts.keepInputs));
+    PARTC_RETURN_IF_ERROR(
+        exec.runStream(in, out, n, opts.keepInputs, opts.keepOutputs));
   }
   return Status();
 }
@@ -604,6 +613,8 @@ int main(int argc, char **argv) {
   if (opts.stream && opts.executor.backend != "cuda")
     return fail("--stream needs --backend cuda (the CPU reference runs one "
                 "batch at a time)");
+  if (opts.keepOutputs && !opts.stream)
+    return fail("--keep-outputs times streamed batches; add --stream");
   if (opts.stream && !opts.profilePath.empty())
     return fail("--stream cannot be combined with --profile (profile one "
                 "batch at a time; --trace shows a streamed run)");
