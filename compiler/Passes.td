@@ -61,6 +61,10 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     same norm's graph.batch_norm_grad goes into that op
     (`activation = "relu"`, with the norm's bias to compute the output's
     sign again).
+    A graph.gelu of the tanh form (partc-match-gelu) whose input is a
+    graph.matmul's or graph.gemm's result (its only use), directly or
+    through a reshape, becomes that product's `activation = "gelu_tanh"`
+    (cuBLASLt's GELU epilogue); the exact Gelu stays an op.
     Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
     `nan_to_zero`, as PyTorch's exported attention writes it, and the
     softmax of a graph.add (its only use) of x and a tensor that broadcasts
@@ -155,14 +159,29 @@ def FuseNormalizations
   }];
 }
 
+def MatchGelu : Pass<"partc-match-gelu", "mlir::ModuleOp"> {
+  let summary = "Recognizes exported Gelu formulas as graph.gelu";
+  let description = [{
+    Exporters write Gelu as element-wise ops: the exact form as
+    mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5) before ONNX opset 20, the
+    tanh form (GPT-2's gelu_new) as
+    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) with the cube as a
+    pow or two products. Where every intermediate value has no other user,
+    the formula becomes one graph.gelu (approximate "none" or "tanh"): one
+    step instead of five to nine, and partc-fuse-activations, which runs
+    next, can then put a tanh Gelu into the epilogue of the product before
+    it. Constants match within 1e-6 relative.
+  }];
+}
+
 def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {
   let summary = "Runs chains of f32 element-wise ops as one kernel";
   let description = [{
     Groups connected element-wise ops (unary ops, add, sub, mul, div, pow,
     min, max) whose results share one f32 type and whose intermediate
     results are used only inside the group into a graph.fused_elementwise,
-    so that, for example, an exported Gelu (div, erf, add, mul, mul) reads
-    and writes memory once instead of five times. Runs after
+    so that, for example, a softmax's scaling and masking read and write
+    memory once instead of several times. Runs after
     partc-fuse-activations, which folds what it can into convolutions and
     GEMMs first. Groups stay within the limits the runtime's kernels take
     (FusedElementwise.h) and on one device.

@@ -10,8 +10,8 @@
 // transpose and reshape into the layout it writes.
 //
 //===----------------------------------------------------------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"

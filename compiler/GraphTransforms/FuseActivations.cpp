@@ -41,6 +41,11 @@ struct FuseActivationsPass
     for (graph::AddOp add : adds)
       if (!fuseMatMulBias(add) && !fuseReshapedGemmResidual(add))
         fuseResidual(add);
+    // After the biases: a linear layer's Gelu follows its bias.
+    SmallVector<graph::GeluOp> gelus;
+    getOperation().walk([&](graph::GeluOp gelu) { gelus.push_back(gelu); });
+    for (graph::GeluOp gelu : gelus)
+      fuseGeluTanh(gelu);
     SmallVector<graph::ReluGradOp> reluGrads;
     getOperation().walk(
         [&](graph::ReluGradOp grad) { reluGrads.push_back(grad); });
@@ -55,6 +60,35 @@ struct FuseActivationsPass
         [&](graph::SoftmaxOp softmax) { softmaxes.push_back(softmax); });
     for (graph::SoftmaxOp softmax : softmaxes)
       fuseSoftmaxBias(softmax);
+  }
+
+  /// gelu(p) {approximate = "tanh"} -> p {activation = "gelu_tanh"} for a
+  /// graph.matmul or graph.gemm p whose only use it is, seen through a
+  /// reshape (GPT-2's Conv1D: a Gemm between reshapes), on one device:
+  /// cuBLASLt's GELU epilogue computes that form, so the Gelu costs no pass
+  /// over memory of its own. An element-wise op commutes with a reshape.
+  static void fuseGeluTanh(graph::GeluOp gelu) {
+    if (gelu.getApproximate() != "tanh")
+      return;
+    Value input = gelu.getInput();
+    Operation *reshape = input.getDefiningOp<graph::ReshapeOp>();
+    if (reshape) {
+      if (!input.hasOneUse() ||
+          graph::getDevice(reshape) != graph::getDevice(gelu))
+        return;
+      input = reshape->getOperand(0);
+    }
+    Operation *producer = input.getDefiningOp();
+    if (!producer || !isa<graph::MatMulOp, graph::GemmOp>(producer) ||
+        !input.hasOneUse() || producer->hasAttr("activation") ||
+        graph::getDevice(producer) != graph::getDevice(gelu))
+      return;
+    producer->setAttr("activation",
+                      StringAttr::get(producer->getContext(), "gelu_tanh"));
+    producer->setLoc(FusedLoc::get(producer->getContext(),
+                                   {producer->getLoc(), gelu.getLoc()}));
+    gelu.getResult().replaceAllUsesWith(gelu.getInput());
+    gelu.erase();
   }
 
   /// softmax(x + m) -> softmax(x, bias = m) for an add whose only use is

@@ -1,6 +1,6 @@
 //===- FuseElementwise.cpp - partc-fuse-elementwise -----------------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "dialects/Graph/RuntimeBridge.h"
@@ -53,70 +53,9 @@ SmallVector<ChainStep, 2> stepsOf(Operation *op) {
   return steps;
 }
 
-bool near(std::optional<double> value, double expected) {
-  return value && std::abs(*value - expected) <= 1e-6 * std::abs(expected);
-}
-
-/// If `op` is an Op with a constant of about `expected` on one side,
-/// returns its other operand.
-template <typename Op>
-Value binaryWithConstant(Operation *op, double expected) {
-  auto binary = dyn_cast_or_null<Op>(op);
-  if (!binary)
-    return {};
-  for (unsigned k = 0; k < 2; ++k)
-    if (near(scalarF32Constant(binary->getOperand(1 - k)), expected))
-      return binary->getOperand(k);
-  return {};
-}
-
-/// mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5), as exporters write ONNX's
-/// exact Gelu before opset 20, becomes graph.gelu: one pass with the
-/// unary kernel instead of an interpreted chain of five steps.
-bool matchExactGelu(graph::MulOp outer) {
-  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5);
-  auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
-  if (!inner || !product.hasOneUse())
-    return false;
-  for (unsigned k = 0; k < 2; ++k) {
-    Value x = inner->getOperand(k), sum = inner->getOperand(1 - k);
-    auto add = sum.getDefiningOp<graph::AddOp>();
-    if (!add || !sum.hasOneUse() || add.getActivation())
-      continue;
-    Value erfValue = binaryWithConstant<graph::AddOp>(add, 1.0);
-    auto erf = erfValue ? erfValue.getDefiningOp<graph::ErfOp>() : nullptr;
-    if (!erf || !erfValue.hasOneUse())
-      continue;
-    Operation *scale = erf.getInput().getDefiningOp();
-    Value scaled = binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0));
-    if (!scaled)
-      scaled = binaryWithConstant<graph::MulOp>(scale, std::sqrt(0.5));
-    if (scaled != x || !erf.getInput().hasOneUse() ||
-        outer.getType() != cast<RankedTensorType>(x.getType()))
-      continue;
-    OpBuilder builder(outer);
-    SmallVector<Location> locs = {outer.getLoc(), inner.getLoc(), add.getLoc(),
-                                  erf.getLoc(), scale->getLoc()};
-    auto gelu =
-        graph::GeluOp::create(builder, FusedLoc::get(outer.getContext(), locs),
-                              x, builder.getStringAttr("none"));
-    for (NamedAttribute a : outer->getDiscardableAttrs())
-      gelu->setAttr(a.getName(), a.getValue());
-    outer.getResult().replaceAllUsesWith(gelu.getResult());
-    eraseWithTheirConstants({outer, inner, add, erf, scale});
-    return true;
-  }
-  return false;
-}
-
 struct FuseElementwisePass
     : public impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
-    SmallVector<graph::MulOp> muls;
-    getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
-    // A match erases only ops before the outer mul, which were visited.
-    for (graph::MulOp mul : muls)
-      matchExactGelu(mul);
     SmallVector<Block *> blocks;
     getOperation().walk([&](func::FuncOp f) {
       if (!f.getBody().empty())

@@ -1,6 +1,6 @@
 //===- FuseNormalizations.cpp - partc-fuse-normalizations -----------------===//
-#include "compiler/Utils/PassUtils.h"
 #include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
 
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"

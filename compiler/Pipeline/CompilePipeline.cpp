@@ -244,6 +244,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // After differentiation: the gradient rules are written channels first.
   if (o.layout == "nhwc")
     pm.addPass(createConvertLayout());
+  // Before partc-fuse-activations, which puts a tanh Gelu into the
+  // product before it.
+  if (o.fuseElementwise)
+    pm.addPass(createMatchGelu());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseNormalizations());
   if (o.foldMatMulViews)

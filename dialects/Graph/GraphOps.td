@@ -47,6 +47,13 @@ def Graph_Tensor : StaticShapeTensorOf<[AnyType]>;
 def Graph_ActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
     CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"relu\"">,
     "a fused activation (relu)">]>;
+/// A product's epilogue also takes Gelu's tanh form (cuBLASLt's GELU
+/// epilogue).
+def Graph_ProductActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"relu\" || "
+          "::llvm::cast<::mlir::StringAttr>($_self).getValue() == "
+          "\"gelu_tanh\"">,
+    "a fused activation (relu or gelu_tanh)">]>;
 
 //===----------------------------------------------------------------------===//
 // Constants, placement and views
@@ -370,13 +377,13 @@ def Graph_MatMulOp : Graph_Op<"matmul", [ConstantEvaluable, Graph_Differentiable
     `epilogue` holds an optional `bias` of the result's last extent (rank
     1, or leading extents of 1), added to every row, and after it an
     optional `addend` of the result's type (a residual connection); the
-    optional activation comes last. partc-fuse-activations moves them here
-    from `add` and `relu` ops so that GEMM libraries run them in their
-    epilogue.
+    optional activation (relu, or gelu_tanh: Gelu's tanh form) comes last.
+    partc-fuse-activations moves them here from `add`, `relu` and `gelu`
+    ops so that GEMM libraries run them in their epilogue.
   }];
   let arguments = (ins Graph_Tensor:$lhs, Graph_Tensor:$rhs,
                        Variadic<Graph_Tensor>:$epilogue,
-                       OptionalAttr<Graph_ActivationAttr>:$activation);
+                       OptionalAttr<Graph_ProductActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
   let extraClassDeclaration = [{
     ::mlir::Value getBias() {
@@ -479,13 +486,17 @@ def Graph_GemmOp : Graph_Op<"gemm", [ConstantEvaluable, Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>,
     DeclareOpInterfaceMethods<Graph_CostOpInterface, ["estimateFlops"]>]> {
   let summary = "alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    The optional activation (relu, or gelu_tanh: Gelu's tanh form) applies
+    to the whole result; partc-fuse-activations moves it here.
+  }];
   let arguments = (ins Graph_Tensor:$a, Graph_Tensor:$b,
                        Optional<Graph_Tensor>:$c,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha,
                        DefaultValuedAttr<F64Attr, "1.0">:$beta,
                        DefaultValuedAttr<I64Attr, "0">:$trans_a,
                        DefaultValuedAttr<I64Attr, "0">:$trans_b,
-                       OptionalAttr<Graph_ActivationAttr>:$activation);
+                       OptionalAttr<Graph_ProductActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
 }
 

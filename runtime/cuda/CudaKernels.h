@@ -206,6 +206,9 @@ cudaError_t launchBatchNorm(const float *x, const float *scale,
 cudaError_t launchEpilogue(float *y, const float *bias, const float *z,
                            int64_t n, int64_t c, int64_t inner, bool relu,
                            cudaStream_t s);
+/// y = op(y) in place on n bf16 or f16 values, as a one-step fused chain.
+cudaError_t launchUnary16(ew::Step op, void *y, int64_t n,
+                          unsigned char element, cudaStream_t s);
 /// The same on bf16 or f16 values (`element`: FusedParams::BF16 or F16),
 /// as a fused chain: the sum in f32, rounded once.
 cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,

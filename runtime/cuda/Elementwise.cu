@@ -313,6 +313,24 @@ cudaError_t launchEpilogue16(void *y, const void *bias, const void *z,
   return launchFusedElementwise(p, s);
 }
 
+cudaError_t launchUnary16(ew::Step op, void *y, int64_t n,
+                          unsigned char element, cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  if (n > INT32_MAX)
+    return cudaErrorInvalidValue; // FusedParams counts in 32 bits
+  FusedParams p;
+  p.steps = p.inputs = p.rank = 1;
+  p.step[0] = static_cast<unsigned char>(op);
+  p.shape[0] = static_cast<unsigned>(n);
+  p.n = static_cast<unsigned>(n);
+  p.in[0] = y;
+  p.element[0] = p.outElement = element;
+  p.mode[0] = FusedParams::Same;
+  p.out = y;
+  return launchFusedElementwise(p, s);
+}
+
 cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s) {
   // The interpreter keeps four elements a thread at most: eight would
   // double its values in local memory.

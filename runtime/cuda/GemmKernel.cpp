@@ -97,11 +97,13 @@ bool uniformGemmElement(const KernelArgs &a, GemmElement &e) {
 class LinearKernel : public GpuKernel {
 public:
   LinearKernel(GemmShape g, float alpha, float beta, Addend addend,
-               Strides cStrides, bool relu, std::vector<int64_t> aOffsets,
-               std::vector<int64_t> bOffsets, GemmElement element)
+               Strides cStrides, FusedActivation activation,
+               std::vector<int64_t> aOffsets, std::vector<int64_t> bOffsets,
+               GemmElement element)
       : g_(g), alpha_(alpha), beta_(beta), addend_(addend), cStrides_(cStrides),
-        relu_(relu), aOffsets_(std::move(aOffsets)),
-        bOffsets_(std::move(bOffsets)), e_(element) {
+        activation_(activation), relu_(activation == FusedActivation::Relu),
+        aOffsets_(std::move(aOffsets)), bOffsets_(std::move(bOffsets)),
+        e_(element) {
     strided_ = strided::evenStride(aOffsets_, aStride_) &&
                strided::evenStride(bOffsets_, bStride_);
   }
@@ -138,6 +140,8 @@ private:
   }
   Status runSeparate(DeviceContext &ctx, const GemmOperands &ops);
   Status runEpilogue16(DeviceContext &ctx, const GemmOperands &ops);
+  /// The separate path's Gelu, after the bias and residual.
+  Status runGelu(DeviceContext &ctx, const GemmOperands &ops);
   unsigned char fusedElement() const {
     return e_.type == CUDA_R_16BF  ? FusedParams::BF16
            : e_.type == CUDA_R_16F ? FusedParams::F16
@@ -150,6 +154,7 @@ private:
   float alpha_, beta_;
   Addend addend_;
   Strides cStrides_;
+  FusedActivation activation_;
   bool relu_;
   std::vector<int64_t> aOffsets_, bOffsets_;
   GemmElement e_;
@@ -209,13 +214,28 @@ Status LinearKernel::runSeparate(DeviceContext &ctx, const GemmOperands &ops) {
                        static_cast<int>(g_.n), compute, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx"));
   if (e_.sixteen())
-    return runEpilogue16(ctx, ops);
-  return cudaStatus(
-      launchEpilogue(
-          static_cast<float *>(ops.y), static_cast<const float *>(ops.bias),
-          addend_.residual ? static_cast<const float *>(ops.c) : nullptr,
-          elements(), g_.n, 1, relu_, ctx.stream),
-      "gemm epilogue");
+    PARTC_RETURN_IF_ERROR(runEpilogue16(ctx, ops));
+  else
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchEpilogue(
+            static_cast<float *>(ops.y), static_cast<const float *>(ops.bias),
+            addend_.residual ? static_cast<const float *>(ops.c) : nullptr,
+            elements(), g_.n, 1, relu_, ctx.stream),
+        "gemm epilogue"));
+  return runGelu(ctx, ops);
+}
+
+Status LinearKernel::runGelu(DeviceContext &ctx, const GemmOperands &ops) {
+  if (activation_ != FusedActivation::GeluTanh)
+    return Status();
+  cudaError_t err =
+      e_.sixteen()
+          ? launchUnary16(ew::Step::GeluTanh, ops.y, elements(), fusedElement(),
+                          ctx.stream)
+          : launchUnaryF32(ew::Step::GeluTanh, static_cast<float *>(ops.y),
+                           static_cast<float *>(ops.y), elements(), 0.f, 0.f,
+                           ctx.stream);
+  return cudaStatus(err, "gemm gelu");
 }
 
 Status LinearKernel::runEpilogue16(DeviceContext &ctx,
@@ -241,7 +261,7 @@ Status LinearKernel::initLt(DeviceContext &ctx) {
   // has one value per row of D^T, that is per column of the result.
   cublasOperation_t opB = g_.transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t opA = g_.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasLtEpilogue_t epilogue = ltEpilogue(addend_.bias, relu_);
+  cublasLtEpilogue_t epilogue = ltEpilogue(addend_.bias, activation_);
   for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_DESC_TRANSA, &opB},
                              std::pair{CUBLASLT_MATMUL_DESC_TRANSB, &opA}})
     PARTC_RETURN_IF_ERROR(
@@ -421,8 +441,19 @@ Addend gemmAddend(const Shape &c, int64_t m, int64_t n, float beta) {
 } // namespace
 
 cublasLtEpilogue_t ltEpilogue(bool bias, bool relu) {
-  return bias ? (relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-              : (relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+  return ltEpilogue(bias, relu ? FusedActivation::Relu : FusedActivation::None);
+}
+
+cublasLtEpilogue_t ltEpilogue(bool bias, FusedActivation activation) {
+  switch (activation) {
+  case FusedActivation::Relu:
+    return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+  case FusedActivation::GeluTanh:
+    return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+  case FusedActivation::None:
+    break;
+  }
+  return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
 }
 
 std::vector<cublasLtMatmulAlgo_t>
@@ -470,13 +501,13 @@ Status createGemmKernel(const KernelArgs &a, DeviceContext &ctx,
     addend = gemmAddend(a.inputs[2].shape, g.m, g.n, beta);
     cStrides = makeStrides({g.m, g.n}, {a.inputs[2].shape});
   }
-  bool relu;
-  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  FusedActivation activation;
+  PARTC_RETURN_IF_ERROR(fusedActivation(a.attrs, activation));
   GemmElement element;
   if (!uniformGemmElement(a, element))
     return Status(); // the CPU kernel runs it
   auto kernel = std::make_unique<LinearKernel>(
-      g, alpha, beta, addend, cStrides, relu, std::vector<int64_t>{0},
+      g, alpha, beta, addend, cStrides, activation, std::vector<int64_t>{0},
       std::vector<int64_t>{0}, element);
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);
@@ -530,8 +561,8 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
       bOffsets.push_back(idx[1] * g.k * g.n);
     });
   }
-  bool relu;
-  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+  FusedActivation activation;
+  PARTC_RETURN_IF_ERROR(fusedActivation(a.attrs, activation));
   Addend addend;
   addend.bias = a.inputs.size() >= 3;
   addend.residual = a.inputs.size() == 4;
@@ -540,7 +571,7 @@ Status createMatMulKernel(const KernelArgs &a, DeviceContext &ctx,
   if (!uniformGemmElement(a, element))
     return Status(); // the CPU kernel runs it
   auto kernel = std::make_unique<LinearKernel>(g, 1.f, 1.f, addend, Strides(),
-                                               relu, std::move(aOffsets),
+                                               activation, std::move(aOffsets),
                                                std::move(bOffsets), element);
   PARTC_RETURN_IF_ERROR(kernel->initLt(ctx));
   result = std::move(kernel);

@@ -12,6 +12,10 @@
 #include <cstddef>
 #include <vector>
 
+namespace partc::runtime {
+enum class FusedActivation; // KernelRegistry.h
+} // namespace partc::runtime
+
 namespace partc::runtime::cuda {
 
 /// cuBLASLt's recommended workspace on Hopper.
@@ -19,6 +23,8 @@ constexpr size_t kLtWorkspace = size_t(32) << 20;
 
 /// The epilogue that adds a bias (one value per row of D) and applies ReLU.
 cublasLtEpilogue_t ltEpilogue(bool bias, bool relu);
+/// cuBLASLt's GELU epilogue is Gelu's tanh form.
+cublasLtEpilogue_t ltEpilogue(bool bias, FusedActivation activation);
 
 /// Up to `most` algorithms cuBLASLt's heuristic offers for D = A * B (+ C,
 /// laid out as D), in its order, that fit kLtWorkspace and need operands

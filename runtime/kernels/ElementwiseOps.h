@@ -404,16 +404,18 @@ struct GeluTanhGrad {
   X(Tanh)                                                                      \
   X(Erf)                                                                       \
   X(Sqrt)                                                                      \
-  X(Neg) X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos)     \
-      X(Gelu) X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Clip)     \
-          X(Softplus) X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu)          \
-              X(Softsign) X(ThresholdedRelu) X(Shrink) X(Tan) X(Asin)      \
-                  X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh)
+  X(Neg)                                                                       \
+  X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos) X(Gelu)    \
+      X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Clip) X(Softplus) \
+          X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu) X(Softsign)          \
+              X(ThresholdedRelu) X(Shrink) X(Tan) X(Asin) X(Acos) X(Atan)      \
+                  X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh)
 /// Every binary op, after the unary ones in Step.
 #define PARTC_BINARY_OPS(X)                                                    \
   X(Add)                                                                       \
-  X(Sub) X(Mul) X(Div) X(Pow) X(Min) X(Max) X(ReluGrad) X(SigmoidGrad)         \
-      X(TanhGrad) X(GeluGrad) X(GeluTanhGrad)
+  X(Sub)                                                                       \
+  X(Mul) X(Div) X(Pow) X(Min) X(Max) X(ReluGrad) X(SigmoidGrad) X(TanhGrad)    \
+      X(GeluGrad) X(GeluTanhGrad)
 
 /// An op of a fused chain, or of a unary or binary kernel.
 enum class Step : unsigned char {

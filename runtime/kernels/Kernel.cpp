@@ -197,6 +197,19 @@ std::string kernelSignature(const std::string &name, const AttrMap &attrs,
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
+Status fusedActivation(const AttrMap &attrs, FusedActivation &activation) {
+  std::string act = attrs.getString("activation", "");
+  if (act.empty())
+    activation = FusedActivation::None;
+  else if (act == "relu")
+    activation = FusedActivation::Relu;
+  else if (act == "gelu_tanh")
+    activation = FusedActivation::GeluTanh;
+  else
+    return Status::error("unsupported fused activation '" + act + "'");
+  return Status();
+}
+
 Status fusedRelu(const AttrMap &attrs, bool &relu) {
   std::string act = attrs.getString("activation", "");
   relu = act == "relu";

@@ -40,12 +40,32 @@ void gemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k, T alpha,
   }
 }
 
+/// A product's fused activation on its `n` results.
+template <class T>
+void applyActivation(FusedActivation activation, T *y, int64_t n) {
+  if (activation == FusedActivation::Relu)
+    for (int64_t i = 0; i < n; ++i)
+      y[i] = ew::Relu::apply(y[i], T(), T());
+  if constexpr (std::is_floating_point_v<T>)
+    if (activation == FusedActivation::GeluTanh)
+      for (int64_t i = 0; i < n; ++i)
+        y[i] = ew::GeluTanh::apply(y[i], T(), T());
+}
+
+/// gelu_tanh computes in floating point only.
+Status checkActivation(FusedActivation activation, DType type) {
+  if (activation == FusedActivation::GeluTanh && !isFloatType(type))
+    return Status::error("a fused gelu_tanh needs a floating-point result");
+  return Status();
+}
+
 /// numpy.matmul: 1-D operands are promoted, batch dimensions broadcast.
 class MatMulKernel : public Kernel {
 public:
   MatMulKernel(const Shape &a, const Shape &b, const Shape &out, bool hasBias,
-               bool relu, bool hasAddend = false)
-      : out_(out), hasBias_(hasBias), hasAddend_(hasAddend), relu_(relu) {
+               FusedActivation activation, bool hasAddend = false)
+      : out_(out), hasBias_(hasBias), hasAddend_(hasAddend),
+        activation_(activation) {
     Shape aa = a, bb = b;
     if (aa.size() == 1)
       aa.insert(aa.begin(), 1);
@@ -90,9 +110,7 @@ public:
           for (int64_t i = 0; i < total; ++i)
             c[i] += addend[i];
         }
-        if (relu_)
-          for (int64_t i = 0; i < total; ++i)
-            c[i] = ew::Relu::apply(c[i], T(), T());
+        applyActivation(activation_, c, total);
       }
     });
     return Status();
@@ -100,7 +118,8 @@ public:
 
 private:
   Shape out_, batch_;
-  bool hasBias_, hasAddend_, relu_;
+  bool hasBias_, hasAddend_;
+  FusedActivation activation_;
   int64_t m_, n_, k_;
   std::array<std::vector<int64_t>, 2> strides_;
 };
@@ -109,9 +128,9 @@ private:
 class GemmKernel : public Kernel {
 public:
   GemmKernel(bool ta, bool tb, double alpha, double beta, int64_t m, int64_t n,
-             int64_t k, const Shape *cShape, bool relu)
+             int64_t k, const Shape *cShape, FusedActivation activation)
       : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), m_(m), n_(n), k_(k),
-        relu_(relu) {
+        activation_(activation) {
     if (cShape) {
       hasC_ = true;
       cStrides_[0] = broadcastStrides(*cShape, {m, n});
@@ -133,9 +152,7 @@ public:
         }
         gemm<T>(ta_, tb_, m_, n_, k_, static_cast<T>(alpha_), in[0].as<T>(),
                 ta_ ? m_ : k_, in[1].as<T>(), tb_ ? k_ : n_, beta, y, n_);
-        if (relu_)
-          for (int64_t i = 0; i < m_ * n_; ++i)
-            y[i] = ew::Relu::apply(y[i], T(), T());
+        applyActivation(activation_, y, m_ * n_);
       }
     });
     return Status();
@@ -147,7 +164,7 @@ private:
   int64_t m_, n_, k_;
   bool hasC_ = false;
   std::array<std::vector<int64_t>, 1> cStrides_;
-  bool relu_;
+  FusedActivation activation_;
 };
 
 /// strided_matmul, kept simple as the reference: the operand views are
@@ -158,8 +175,8 @@ public:
   StridedMatMulKernel(strided::View lhs, strided::View rhs,
                       strided::View result, float alpha)
       : lhs_(std::move(lhs)), rhs_(std::move(rhs)), result_(std::move(result)),
-        alpha_(alpha),
-        product_(lhs_.shape, rhs_.shape, result_.shape, false, false) {}
+        alpha_(alpha), product_(lhs_.shape, rhs_.shape, result_.shape, false,
+                                FusedActivation::None) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     std::vector<float> a = gather(lhs_, in[0].as<float>());
@@ -363,10 +380,11 @@ void registerLinearAlgebraKernels(KernelTable &t) {
                     a.inputs[2].numElements() != bb.back()))
       return Status::error("bias " + a.inputs[2].str() +
                            " must hold one value per result column");
-    bool relu;
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
-    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias, relu,
-                                       hasAddend);
+    FusedActivation activation;
+    PARTC_RETURN_IF_ERROR(fusedActivation(a.attrs, activation));
+    PARTC_RETURN_IF_ERROR(checkActivation(activation, z.dtype));
+    k = std::make_unique<MatMulKernel>(x.shape, y.shape, z.shape, hasBias,
+                                       activation, hasAddend);
     return Status();
   };
   t["gemm"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
@@ -394,11 +412,12 @@ void registerLinearAlgebraKernels(KernelTable &t) {
                              " does not broadcast to the result");
       c = &a.inputs[2].shape;
     }
-    bool relu;
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    FusedActivation activation;
+    PARTC_RETURN_IF_ERROR(fusedActivation(a.attrs, activation));
+    PARTC_RETURN_IF_ERROR(checkActivation(activation, z.dtype));
     k = std::make_unique<GemmKernel>(ta, tb, a.attrs.getFloat("alpha"),
                                      a.attrs.getFloat("beta"), m, n, kk, c,
-                                     relu);
+                                     activation);
     return Status();
   };
 }

@@ -46,8 +46,8 @@ PARTC_PHILOX_FN Words philox4x32(uint32_t c0, uint32_t c1, uint32_t c2,
 
 /// Dropout's draw for elements 4g..4g+3: counter (g, stream, step), key
 /// the seed.
-PARTC_PHILOX_FN Words dropoutWords(uint64_t group, int64_t stream,
-                                   int64_t step, int64_t seed) {
+PARTC_PHILOX_FN Words dropoutWords(uint64_t group, int64_t stream, int64_t step,
+                                   int64_t seed) {
   uint64_t st = uint64_t(step), sd = uint64_t(seed);
   return philox4x32(uint32_t(group), uint32_t(stream), uint32_t(st),
                     uint32_t(st >> 32), uint32_t(sd), uint32_t(sd >> 32));

@@ -39,3 +39,21 @@ func.func @norm_grad_relu(%x: tensor<2x4x3x3xf32>, %s: tensor<4xf32>) -> tensor<
   %dx, %ds, %db = graph.batch_norm_grad %x, %x, %s, %s, %s {activation = "relu"} : (tensor<2x4x3x3xf32>, tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
   return %dx : tensor<2x4x3x3xf32>
 }
+
+// -----
+
+// Tests that a product takes a tanh Gelu but no other Gelu as its
+// activation, and an add not even the tanh one.
+func.func @gelu(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error@+1 {{attribute 'activation' failed to satisfy constraint: string attribute a fused activation (relu or gelu_tanh)}}
+  %m = graph.matmul %x, %x {activation = "gelu"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  return %m : tensor<4x4xf32>
+}
+
+// -----
+
+func.func @add_gelu(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error@+1 {{attribute 'activation' failed to satisfy constraint: string attribute a fused activation (relu)}}
+  %a = graph.add %x, %x {activation = "gelu_tanh"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

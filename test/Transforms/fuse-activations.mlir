@@ -312,3 +312,31 @@ func.func @reshaped_gemm(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8x
   %z = graph.add %u, %r : (tensor<2x3x8xf32>, tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
   return %y, %z : tensor<2x3x8xf32>, tensor<2x3x8xf32>
 }
+
+// -----
+
+// Tests that a tanh Gelu goes into the epilogue of the product before it:
+// a matmul after its bias add, a Gemm through the reshape after it (GPT-2's
+// Conv1D); an exact Gelu, and a tanh Gelu of a product read twice, stay.
+// CHECK-LABEL: func @gelu_tanh
+func.func @gelu_tanh(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<6x8xf32>, tensor<2x3x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) {
+  // CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1, %arg2 {activation = "gelu_tanh"}
+  // CHECK: %[[G:.*]] = graph.gemm %arg0, %arg1, %arg2 {activation = "gelu_tanh"}
+  // CHECK: %[[R:.*]] = graph.reshape %[[G]]
+  // CHECK: %[[E:.*]] = graph.matmul %arg0, %arg1 :
+  // CHECK: %[[EG:.*]] = graph.gelu %[[E]] :
+  // CHECK: %[[T:.*]] = graph.matmul %arg0, %arg1 :
+  // CHECK: %[[TG:.*]] = graph.gelu %[[T]] {approximate = "tanh"}
+  // CHECK: return %[[M]], %[[R]], %[[EG]], %[[TG]], %[[T]]
+  %m = graph.matmul %x, %w : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %mb = graph.add %m, %b : (tensor<6x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %mg = graph.gelu %mb {approximate = "tanh"} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  %g = graph.gemm %x, %w, %b : (tensor<6x4xf32>, tensor<4x8xf32>, tensor<8xf32>) -> tensor<6x8xf32>
+  %v = graph.reshape %g {shape = array<i64: 2, 3, 8>} : (tensor<6x8xf32>) -> tensor<2x3x8xf32>
+  %vg = graph.gelu %v {approximate = "tanh"} : (tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  %e = graph.matmul %x, %w : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %eg = graph.gelu %e : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  %t = graph.matmul %x, %w : (tensor<6x4xf32>, tensor<4x8xf32>) -> tensor<6x8xf32>
+  %tg = graph.gelu %t {approximate = "tanh"} : (tensor<6x8xf32>) -> tensor<6x8xf32>
+  return %mg, %vg, %eg, %tg, %t : tensor<6x8xf32>, tensor<2x3x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>
+}

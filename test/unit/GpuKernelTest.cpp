@@ -1010,8 +1010,10 @@ namespace {
 void expectSixteenBitMatchesCpu(
     const std::string &name, const AttrMap &attrs, DType dtype,
     const std::vector<Shape> &inputs, const Shape &output, float rtol,
-    const std::function<void(size_t, std::vector<float> &)> &edit = {}) {
-  SCOPED_TRACE(name + " in " + dtypeName(dtype));
+    const std::function<void(size_t, std::vector<float> &)> &edit = {},
+    bool fuseEpilogues = true) {
+  SCOPED_TRACE(name + " in " + dtypeName(dtype) +
+               (fuseEpilogues ? "" : ", epilogue apart"));
   bool bf16 = dtype == DType::BF16;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-2.f, 2.f);
@@ -1054,6 +1056,7 @@ void expectSixteenBitMatchesCpu(
   ASSERT_EQ(cudnnCreate(&ctx.cudnn), CUDNN_STATUS_SUCCESS);
   ASSERT_EQ(cudaMalloc(&ctx.workspace, 64 << 20), cudaSuccess);
   ctx.workspaceBytes = 64 << 20;
+  ctx.options.fuseEpilogues = fuseEpilogues;
   std::unique_ptr<GpuKernel> k;
   Status s = createGpuKernel(name, attrs, inTypes, {outType}, ctx, k);
   // A host fallback would hide a missing 16-bit GPU kernel.
@@ -1167,6 +1170,96 @@ TEST(GpuKernels, AttentionMatchesCpu) {
   }
 }
 
+// f32 products with Gelu's tanh form after the bias (strict fp32): through
+// cuBLASLt's GELU epilogue where tuning picks it, and with the epilogue as
+// separate passes (bias, then Gelu).
+TEST(GpuKernels, ProductsWithTanhGeluMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  AttrMap matmul, gemm;
+  matmul.set("activation", AttrValue::ofString("gelu_tanh"));
+  gemm = matmul;
+  gemm.set("trans_a", AttrValue::ofInts({0}));
+  gemm.set("trans_b", AttrValue::ofInts({1}));
+  gemm.set("alpha", AttrValue::ofFloats({1.0}));
+  gemm.set("beta", AttrValue::ofFloats({1.0}));
+  struct Case {
+    const char *name;
+    const AttrMap *attrs;
+    std::vector<Shape> inputs;
+    Shape output;
+  } cases[] = {{"matmul", &matmul, {{64, 96}, {96, 80}, {80}}, {64, 80}},
+               {"gemm", &gemm, {{8, 40}, {24, 40}, {24}}, {8, 24}}};
+  for (const Case &c : cases)
+    for (bool fused : {true, false}) {
+      SCOPED_TRACE(std::string(c.name) + (fused ? "" : ", epilogue apart"));
+      std::mt19937 rng(5);
+      std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+      std::vector<TensorType> types;
+      std::vector<std::vector<float>> host;
+      for (const Shape &shape : c.inputs) {
+        types.push_back({DType::F32, shape});
+        host.emplace_back(numElements(shape));
+        for (float &v : host.back())
+          v = uniform(rng);
+      }
+      TensorType outType{DType::F32, c.output};
+      int64_t n = outType.numElements();
+      std::unique_ptr<Kernel> cpu;
+      ASSERT_TRUE(
+          createCpuKernel(c.name, *c.attrs, types, {outType}, cpu).ok());
+      std::vector<TensorRef> cpuIn, gpuIn;
+      for (size_t i = 0; i < host.size(); ++i)
+        cpuIn.push_back({host[i].data(), types[i]});
+      std::vector<float> expected(n), got(n);
+      ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
+      DeviceContext ctx;
+      ctx.options.tf32 = false;
+      ctx.options.fuseEpilogues = fused;
+      ASSERT_EQ(cublasCreate(&ctx.cublas), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(cublasLtCreate(&ctx.cublasLt), CUBLAS_STATUS_SUCCESS);
+      ASSERT_EQ(cudaMalloc(&ctx.workspace, 64 << 20), cudaSuccess);
+      ctx.workspaceBytes = 64 << 20;
+      for (size_t i = 0; i < host.size(); ++i) {
+        void *d = nullptr;
+        ASSERT_EQ(cudaMalloc(&d, types[i].byteSize()), cudaSuccess);
+        cudaMemcpy(d, host[i].data(), types[i].byteSize(),
+                   cudaMemcpyHostToDevice);
+        gpuIn.push_back({d, types[i]});
+      }
+      void *y = nullptr;
+      ASSERT_EQ(cudaMalloc(&y, outType.byteSize()), cudaSuccess);
+      std::unique_ptr<GpuKernel> k;
+      Status made = createGpuKernel(c.name, *c.attrs, types, {outType}, ctx, k);
+      ASSERT_TRUE(made.ok() && k) << made.message();
+      TuneScratch scratch;
+      ASSERT_TRUE(k->tune(ctx, gpuIn, {{y, outType}}, scratch).ok());
+      ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
+      ASSERT_EQ(
+          cudaMemcpy(got.data(), y, outType.byteSize(), cudaMemcpyDeviceToHost),
+          cudaSuccess);
+      // cuBLASLt does not say how it computes tanh: allow 1e-4, and print
+      // what it reached.
+      float worst = 0.f;
+      for (int64_t i = 0; i < n; ++i) {
+        float diff = std::fabs(got[i] - expected[i]) /
+                     std::max(1.f, std::fabs(expected[i]));
+        worst = std::max(worst, diff);
+        ASSERT_LE(diff, 1e-4f)
+            << "element " << i << ": " << got[i] << " against " << expected[i];
+      }
+      std::printf("  %s%s: largest difference %.2e (%s)\n", c.name,
+                  fused ? "" : " apart", worst,
+                  k->variant() ? k->variant() : "");
+      for (TensorRef &r : gpuIn)
+        cudaFree(r.data);
+      cudaFree(y);
+      cudaFree(ctx.workspace);
+      cublasLtDestroy(ctx.cublasLt);
+      cublasDestroy(ctx.cublas);
+    }
+}
+
 TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -1185,6 +1278,9 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   chain.set("steps", AttrValue::ofString("mul,tanh,div,add"));
   chain.set("args", AttrValue::ofInts({0, 1, 2, -2, 0, -1, -3}));
   gelu.set("approximate", AttrValue::ofString("none"));
+  AttrMap geluTanh, gemmGelu = gemm;
+  geluTanh.set("activation", AttrValue::ofString("gelu_tanh"));
+  gemmGelu.set("activation", AttrValue::ofString("gelu_tanh"));
   for (DType t : {DType::BF16, DType::F16}) {
     // Products: cuBLASLt with its bias and ReLU epilogue, a batch of
     // matrices, Gemm's transposed weight and bias.
@@ -1194,6 +1290,15 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
                                {4, 16, 24}, 2e-2f);
     expectSixteenBitMatchesCpu("gemm", gemm, t, {{8, 40}, {24, 40}, {24}},
                                {8, 24}, 2e-2f);
+    // Gelu's tanh form after the bias: cuBLASLt's GELU epilogue (when
+    // tuning picks it), and the GEMM with the bias and Gelu passes apart.
+    for (bool fused : {true, false}) {
+      expectSixteenBitMatchesCpu("matmul", geluTanh, t,
+                                 {{64, 96}, {96, 80}, {80}}, {64, 80}, 2e-2f,
+                                 {}, fused);
+      expectSixteenBitMatchesCpu("gemm", gemmGelu, t, {{8, 40}, {24, 40}, {24}},
+                                 {8, 24}, 2e-2f, {}, fused);
+    }
     // Convolutions, channels last: a 3x3 stride-2 one with its bias and
     // ReLU fused (a cuDNN graph), a 1x1 one with a residual.
     AttrMap conv = windowAttrs({2, 2}, {1, 1, 1, 1});

@@ -91,6 +91,45 @@ TEST(Kernels, MatMulAddsBiasThenResidualThenRelu) {
   EXPECT_EQ(y, (std::vector<float>{0, 0, 0, 14, 3.5f, 0}));
 }
 
+// Gelu's tanh form, 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))),
+// after the bias, for a matmul and a Gemm; worked out by hand for x = 1
+// (0.841192) and x = -2 (-0.045402), 0 for x = 0.
+TEST(Kernels, ProductsApplyTanhGeluAfterTheBias) {
+  AttrMap attrs;
+  attrs.set("activation", AttrValue::ofString("gelu_tanh"));
+  std::vector<float> a = {1, 2, -3, 0}; // 2x2
+  std::vector<float> b = {1, 0, 0, 1};  // identity
+  std::vector<float> bias = {0, -2};
+  std::vector<float> expected = {0.841192f, 0.f, -0.0036373f, -0.045402f};
+  auto y =
+      runF32("matmul", attrs, {{{2, 2}, a}, {{2, 2}, b}, {{2}, bias}}, {2, 2});
+  attrs.set("trans_a", AttrValue::ofInts({0}));
+  attrs.set("trans_b", AttrValue::ofInts({0}));
+  attrs.set("alpha", AttrValue::ofFloats({1.0}));
+  attrs.set("beta", AttrValue::ofFloats({1.0}));
+  auto g =
+      runF32("gemm", attrs, {{{2, 2}, a}, {{2, 2}, b}, {{2}, bias}}, {2, 2});
+  ASSERT_EQ(y.size(), 4u);
+  ASSERT_EQ(g.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NEAR(y[i], expected[i], 2e-6f) << "matmul element " << i;
+    EXPECT_NEAR(g[i], expected[i], 2e-6f) << "gemm element " << i;
+  }
+}
+
+TEST(Kernels, ProductsRefuseOtherActivations) {
+  AttrMap attrs;
+  attrs.set("activation", AttrValue::ofString("gelu"));
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel("matmul", attrs,
+                             {{DType::F32, {2, 2}}, {DType::F32, {2, 2}}},
+                             {{DType::F32, {2, 2}}}, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unsupported fused activation 'gelu'"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST(Kernels, MatMulRejectsAResidualOfAnotherShape) {
   std::unique_ptr<Kernel> k;
   Status s = createCpuKernel("matmul", {},

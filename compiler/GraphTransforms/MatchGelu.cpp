@@ -1,0 +1,159 @@
+//===- MatchGelu.cpp - partc-match-gelu
+//------------------------------------===//
+#include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_MATCHGELU
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+bool near(std::optional<double> value, double expected) {
+  return value && std::abs(*value - expected) <= 1e-6 * std::abs(expected);
+}
+
+/// If `op` is an Op with a constant of about `expected` on one side,
+/// returns its other operand.
+template <typename Op>
+Value binaryWithConstant(Operation *op, double expected) {
+  auto binary = dyn_cast_or_null<Op>(op);
+  if (!binary)
+    return {};
+  for (unsigned k = 0; k < 2; ++k)
+    if (near(scalarF32Constant(binary->getOperand(1 - k)), expected))
+      return binary->getOperand(k);
+  return {};
+}
+
+/// Replaces `outer` by graph.gelu(x) with `approximate`, erasing `ops` (the
+/// pattern, users first) and the scalars only they read.
+void replaceByGelu(Operation *outer, Value x, StringRef approximate,
+                   ArrayRef<Operation *> ops) {
+  OpBuilder builder(outer);
+  SmallVector<Location> locs;
+  for (Operation *op : ops)
+    locs.push_back(op->getLoc());
+  auto gelu =
+      graph::GeluOp::create(builder, FusedLoc::get(outer->getContext(), locs),
+                            x, builder.getStringAttr(approximate));
+  for (NamedAttribute a : outer->getDiscardableAttrs())
+    gelu->setAttr(a.getName(), a.getValue());
+  outer->getResult(0).replaceAllUsesWith(gelu.getResult());
+  eraseWithTheirConstants(ops);
+}
+
+/// mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5), as exporters write ONNX's
+/// exact Gelu before opset 20.
+bool matchExactGelu(graph::MulOp outer) {
+  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5);
+  auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
+  if (!inner || !product.hasOneUse())
+    return false;
+  for (unsigned k = 0; k < 2; ++k) {
+    Value x = inner->getOperand(k), sum = inner->getOperand(1 - k);
+    auto add = sum.getDefiningOp<graph::AddOp>();
+    if (!add || !sum.hasOneUse() || add.getActivation())
+      continue;
+    Value erfValue = binaryWithConstant<graph::AddOp>(add, 1.0);
+    auto erf = erfValue ? erfValue.getDefiningOp<graph::ErfOp>() : nullptr;
+    if (!erf || !erfValue.hasOneUse())
+      continue;
+    Operation *scale = erf.getInput().getDefiningOp();
+    Value scaled = binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0));
+    if (!scaled)
+      scaled = binaryWithConstant<graph::MulOp>(scale, std::sqrt(0.5));
+    if (scaled != x || !erf.getInput().hasOneUse() ||
+        outer.getType() != cast<RankedTensorType>(x.getType()))
+      continue;
+    replaceByGelu(outer, x, "none", {outer, inner, add, erf, scale});
+    return true;
+  }
+  return false;
+}
+
+/// The ops computing x^3 from `cube` (pow(x, 3), or x * x * x in either
+/// grouping), users first, or none. Sets `x`.
+SmallVector<Operation *, 2> cubeOf(Value cube, Value &x) {
+  if (Value base = binaryWithConstant<graph::PowOp>(cube.getDefiningOp(), 3.0);
+      base && cube.getDefiningOp()->getOperand(0) == base) {
+    x = base;
+    return {cube.getDefiningOp()};
+  }
+  auto outer = cube.getDefiningOp<graph::MulOp>();
+  if (!outer)
+    return {};
+  for (unsigned k = 0; k < 2; ++k) {
+    Value single = outer->getOperand(k), square = outer->getOperand(1 - k);
+    auto inner = square.getDefiningOp<graph::MulOp>();
+    if (inner && square.hasOneUse() && inner.getLhs() == single &&
+        inner.getRhs() == single) {
+      x = single;
+      return {outer, inner};
+    }
+  }
+  return {};
+}
+
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as exporters write
+/// Gelu's tanh form (GPT-2's gelu_new): mul(mul(x, 0.5), add(tanh(...), 1))
+/// with the factors in either order.
+bool matchTanhGelu(graph::MulOp outer) {
+  const double kScale = std::sqrt(2.0 / M_PI), kCubic = 0.044715;
+  for (unsigned k = 0; k < 2; ++k) {
+    Value half = outer->getOperand(k), rest = outer->getOperand(1 - k);
+    Value x = binaryWithConstant<graph::MulOp>(half.getDefiningOp(), 0.5);
+    auto one = rest.getDefiningOp<graph::AddOp>();
+    if (!x || !half.hasOneUse() || !one || !rest.hasOneUse() ||
+        one.getActivation() || outer.getType() != x.getType())
+      continue;
+    Value tanhValue = binaryWithConstant<graph::AddOp>(one, 1.0);
+    auto tanh = tanhValue ? tanhValue.getDefiningOp<graph::TanhOp>() : nullptr;
+    if (!tanh || !tanhValue.hasOneUse() || !tanh.getInput().hasOneUse())
+      continue;
+    Operation *scale = tanh.getInput().getDefiningOp();
+    Value sum = binaryWithConstant<graph::MulOp>(scale, kScale);
+    auto add = sum ? sum.getDefiningOp<graph::AddOp>() : nullptr;
+    if (!add || !sum.hasOneUse() || add.getActivation())
+      continue;
+    for (unsigned j = 0; j < 2; ++j) {
+      Value term = add->getOperand(1 - j);
+      if (add->getOperand(j) != x || !term.hasOneUse())
+        continue;
+      Value cube =
+          binaryWithConstant<graph::MulOp>(term.getDefiningOp(), kCubic);
+      Value base;
+      SmallVector<Operation *, 2> cubeOps = cube && cube.hasOneUse()
+                                                ? cubeOf(cube, base)
+                                                : SmallVector<Operation *, 2>();
+      if (cubeOps.empty() || base != x)
+        continue;
+      SmallVector<Operation *> ops = {
+          outer, half.getDefiningOp(), one, tanh, scale,
+          add,   term.getDefiningOp()};
+      ops.append(cubeOps.begin(), cubeOps.end());
+      replaceByGelu(outer, x, "tanh", ops);
+      return true;
+    }
+  }
+  return false;
+}
+
+struct MatchGeluPass : public impl::MatchGeluBase<MatchGeluPass> {
+  void runOnOperation() override {
+    SmallVector<graph::MulOp> muls;
+    getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
+    // A match erases only ops before the outer mul, which were visited.
+    for (graph::MulOp mul : muls)
+      if (!matchExactGelu(mul))
+        matchTanhGelu(mul);
+  }
+};
+
+} // namespace
+} // namespace mlir::partc
