@@ -30,17 +30,21 @@ using partc::runtime::ew::Step;
 
 namespace {
 
-// What ChainCodegen.cpp writes for graph.gelu alone.
-struct GeluErfChain {
-  static constexpr int kInputs = 1;
-  __device__ unsigned char mode(const FusedParams &, int k) const {
-    return k == 0 ? FusedParams::Same : FusedParams::Unused;
-  }
+// Every operand bf16, as generated code states it.
+struct Bf16Operands {
   __device__ unsigned char element(const FusedParams &, int) const {
     return FusedParams::BF16;
   }
   __device__ unsigned char outElement(const FusedParams &) const {
     return FusedParams::BF16;
+  }
+};
+
+// What ChainCodegen.cpp writes for graph.gelu alone.
+struct GeluErfChain : Bf16Operands {
+  static constexpr int kInputs = 1;
+  __device__ unsigned char mode(const FusedParams &, int k) const {
+    return k == 0 ? FusedParams::Same : FusedParams::Unused;
   }
   __device__ float operator()(const FusedParams &,
                               const float (&x)[kInputs]) const {
@@ -49,16 +53,10 @@ struct GeluErfChain {
 };
 
 // GPT-2's gelu_new as exported: x, 0.5, 0.044715, 0.79788, 1 (scalars).
-struct GeluTanhChain {
+struct GeluTanhChain : Bf16Operands {
   static constexpr int kInputs = 5;
   __device__ unsigned char mode(const FusedParams &, int k) const {
     return k == 0 ? FusedParams::Same : FusedParams::Scalar;
-  }
-  __device__ unsigned char element(const FusedParams &, int) const {
-    return FusedParams::BF16;
-  }
-  __device__ unsigned char outElement(const FusedParams &) const {
-    return FusedParams::BF16;
   }
   __device__ float operator()(const FusedParams &,
                               const float (&x)[kInputs]) const {
