@@ -108,24 +108,25 @@ std::string chainSource(const FusedParams &p) {
        "namespace {\n"
        "struct Chain {\n"
        "  static constexpr int kInputs = "
-    << p.inputs
-    << ";\n"
-       "  __device__ unsigned char mode(const FusedParams &, int k) const {\n"
-       "    switch (k) {\n";
-  for (int k = 0; k < p.inputs; ++k)
-    s << "    case " << k << ": return " << modeName(p.mode[k]) << ";\n";
-  s << "    }\n"
-       "    return FusedParams::Unused;\n"
-       "  }\n"
-       "  __device__ unsigned char element(const FusedParams &, int k) const "
-       "{\n"
-       "    switch (k) {\n";
-  for (int k = 0; k < p.inputs; ++k)
-    s << "    case " << k << ": return " << elementName(p.element[k]) << ";\n";
-  s << "    }\n"
-       "    return FusedParams::F32;\n"
-       "  }\n"
-       "  __device__ unsigned char outElement(const FusedParams &) const {\n"
+    << p.inputs << ";\n";
+  // Each input's mode and element type as constants.
+  auto perInput = [&](const char *method, auto name, const char *otherwise) {
+    s << "  __device__ unsigned char " << method
+      << "(const FusedParams &, int k) const {\n"
+         "    switch (k) {\n";
+    for (int k = 0; k < p.inputs; ++k)
+      s << "    case " << k << ": return " << name(k) << ";\n";
+    s << "    }\n"
+         "    return "
+      << otherwise << ";\n  }\n";
+  };
+  perInput(
+      "mode", [&](int k) { return modeName(p.mode[k]); },
+      "FusedParams::Unused");
+  perInput(
+      "element", [&](int k) { return elementName(p.element[k]); },
+      "FusedParams::F32");
+  s << "  __device__ unsigned char outElement(const FusedParams &) const {\n"
        "    return "
     << elementName(p.outElement)
     << ";\n"
