@@ -132,6 +132,22 @@ def FuseAttention : Pass<"partc-fuse-attention", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseConcat : Pass<"partc-fuse-concat", "mlir::ModuleOp"> {
+  let summary = "Lets element-wise chains read a concatenation's parts in place";
+  let description = [{
+    A graph.concat along its last axis whose only user is a
+    graph.fused_elementwise reading it at the result's shape becomes that
+    chain's `concat_parts`: the chain reads each part where it lies and the
+    concatenation is never written. DenseNet concatenates all of a block's
+    earlier features before each layer's batch norm and ReLU (one chain in
+    channels-last inference), so its copies grow with the square of the
+    block's depth; after this pass none are left. Up to
+    fused::kMaxConcatParts parts, on one device. Inference only: a
+    training step keeps the concatenation for its gradient. Runs after
+    placement, which splits and assigns the unfused ops.
+  }];
+}
+
 def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   let summary = "Reads slices and transposes in place in batched MatMuls";
   let description = [{

@@ -178,7 +178,8 @@ struct FuseElementwisePass
         inputs.getArrayRef(), builder.getArrayAttr(steps),
         builder.getDenseI64ArrayAttr(args),
         params.empty() ? DenseF64ArrayAttr()
-                       : builder.getDenseF64ArrayAttr(params));
+                       : builder.getDenseF64ArrayAttr(params),
+        IntegerAttr());
     for (NamedAttribute a : root->getDiscardableAttrs())
       fusedOp->setAttr(a.getName(), a.getValue());
     root->getResult(0).replaceAllUsesWith(fusedOp.getResult());

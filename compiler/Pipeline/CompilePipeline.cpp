@@ -324,6 +324,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // After placement, which splits the batch of the unfused ops.
   if (o.precision != "fp32" && o.fuseAttention)
     pm.addPass(createFuseAttention());
+  // After placement too: a concatenation cut from its chain by a transfer
+  // stays.
+  if (!o.train && o.fuseElementwise && o.fuseConcat)
+    pm.addPass(createFuseConcat());
   pm.addPass(createVerifyPlacement());
 
   // The plan dialect.

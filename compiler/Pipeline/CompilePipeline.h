@@ -87,6 +87,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Fuse attention's products and softmax into one kernel "
                      "(16-bit plans)"),
       llvm::cl::init(true)};
+  Option<bool> fuseConcat{
+      *this, "fuse-concat",
+      llvm::cl::desc("Let element-wise chains read a concatenation's parts "
+                     "in place (inference)"),
+      llvm::cl::init(true)};
   Option<bool> padMatMulColumns{
       *this, "pad-matmul-columns",
       llvm::cl::desc("Pad wide products' unaligned column counts"),

@@ -53,6 +53,13 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   return {};
 }
 
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  if (getInput().getType() == getType() &&
+      llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))
+    return getInput();
+  return {};
+}
+
 OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
   if (getInput().getType() == getType())
     return getInput();
@@ -113,9 +120,18 @@ LogicalResult FusedElementwiseOp::verify() {
   std::vector<double> params;
   if (auto p = getParams())
     params.assign(p->begin(), p->end());
+  int64_t parts = getNumConcatParts();
+  if (parts < 1 || parts > fused::kMaxConcatParts ||
+      parts > static_cast<int64_t>(getInputs().size()))
+    return emitOpError() << "has concat_parts = " << parts << " with "
+                         << getInputs().size()
+                         << " operands; it counts the leading operands "
+                            "concatenated into the program's input 0, from 1 "
+                            "to "
+                         << fused::kMaxConcatParts;
   ::partc::runtime::Status s =
       fused::parseProgram(steps, {getArgs().begin(), getArgs().end()}, params,
-                          static_cast<int>(getInputs().size()), program);
+                          static_cast<int>(getNumProgramInputs()), program);
   if (!s.ok())
     return emitOpError() << "has an invalid program: " << s.message()
                          << "; args lists each step's operands (k >= 0: "

@@ -329,6 +329,12 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
     op's. Operands broadcast numpy-style to the result's shape, so one pass
     over memory replaces one per step.
 
+    With `concat_parts = m` (made by partc-fuse-concat), the program's
+    input 0 is the concatenation of the first m operands along the last
+    axis, of the result's shape, and program input k > 0 is operand
+    m - 1 + k: the chain reads the parts where they lie, and the
+    concatenation is never written.
+
     ```mlir
     // 0.5 * x * (1 + erf(x / sqrt(2)))
     %y = graph.fused_elementwise %x, %sqrt2, %one, %half
@@ -340,9 +346,22 @@ def Graph_FusedElementwiseOp : Graph_Op<"fused_elementwise", [ConstantEvaluable,
   }];
   let arguments = (ins Variadic<Graph_Tensor>:$inputs, StrArrayAttr:$steps,
                        DenseI64ArrayAttr:$args,
-                       OptionalAttr<DenseF64ArrayAttr>:$params);
+                       OptionalAttr<DenseF64ArrayAttr>:$params,
+                       OptionalAttr<I64Attr>:$concat_parts);
   let results = (outs Graph_Tensor:$output);
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Operands concatenated into the program's input 0 (1 without
+    /// concat_parts).
+    int64_t getNumConcatParts() {
+      std::optional<uint64_t> parts = getConcatParts();
+      return parts ? static_cast<int64_t>(*parts) : 1;
+    }
+    /// The program's inputs: the operands, the parts counted once.
+    int64_t getNumProgramInputs() {
+      return static_cast<int64_t>(getInputs().size()) - getNumConcatParts() + 1;
+    }
+  }];
 }
 
 def Graph_WhereOp : Graph_ElementwiseOp<"where", "Where",
@@ -841,6 +860,9 @@ def Graph_PadOp : Graph_ComputeOp<"pad", [Graph_Differentiable,
                        DefaultValuedStrAttr<StrAttr, "constant">:$mode,
                        DefaultValuedAttr<F64Attr, "0.0">:$value);
   let results = (outs Graph_Tensor:$output);
+  // Padding by nothing is the input (PyTorch 1.x exports one before
+  // DenseNet's average pools).
+  let hasFolder = 1;
 }
 
 include "dialects/Graph/TrainingOps.td"

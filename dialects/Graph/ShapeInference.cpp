@@ -304,12 +304,37 @@ INFER_SIGNATURE(WhereOp) {
 }
 
 INFER_SIGNATURE(FusedElementwiseOp) {
-  if (failed(requireOperands(loc, operands, 1,
-                             ::partc::runtime::fused::kMaxInputs)))
+  namespace fused = ::partc::runtime::fused;
+  // concat_parts: the leading operands, concatenated along their last axis,
+  // are the program's input 0, which has the result's shape.
+  int64_t parts = intAttr(attrs, "concat_parts", 1);
+  if (parts < 1 || parts > fused::kMaxConcatParts)
+    return fail(loc, "concat_parts = " + Twine(parts) + " is not in [1, " +
+                         Twine(fused::kMaxConcatParts) + "]");
+  if (failed(
+          requireOperands(loc, operands, parts, fused::kMaxInputs + parts - 1)))
     return failure();
   SmallVector<int64_t> shape;
   Type element = tensorOf(operands[0]).getElementType();
-  for (Value v : operands) {
+  SmallVector<int64_t> concatShape;
+  if (parts > 1) {
+    auto first = tensorOf(operands[0]);
+    if (first.getRank() == 0)
+      return fail(loc, "concatenates scalars; parts need an axis");
+    concatShape.assign(first.getShape().begin(), first.getShape().end());
+    concatShape.back() = 0;
+    for (Value v : operands.take_front(parts)) {
+      auto t = tensorOf(v);
+      if (t.getRank() != first.getRank() ||
+          t.getShape().drop_back() != first.getShape().drop_back())
+        return fail(loc, "concatenated part " + shapeStr(t.getShape()) +
+                             " differs from " + shapeStr(first.getShape()) +
+                             " outside the last axis");
+      concatShape.back() += t.getShape().back();
+    }
+    shape = concatShape;
+  }
+  for (auto [index, v] : llvm::enumerate(operands)) {
     auto t = tensorOf(v);
     // Steps compute in f32; 16-bit operands (--precision) are widened as
     // they are read.
@@ -318,12 +343,18 @@ INFER_SIGNATURE(FusedElementwiseOp) {
       return fail(loc, "fuses f32 (or all bf16, or all f16) tensors only, "
                        "got " +
                            shapeStr(t.getShape()) + " of another type");
+    if (parts > 1 && static_cast<int64_t>(index) < parts)
+      continue; // the parts stand for their concatenation, checked above
     SmallVector<int64_t> next;
     if (!broadcast(shape, t.getShape(), next))
       return fail(loc, "operand shapes " + shapeStr(shape) + " and " +
                            shapeStr(t.getShape()) + " do not broadcast");
     shape = next;
   }
+  if (parts > 1 && ArrayRef<int64_t>(shape) != ArrayRef<int64_t>(concatShape))
+    return fail(loc, "the other operands broadcast the concatenation " +
+                         shapeStr(concatShape) + " to " + shapeStr(shape) +
+                         "; it must have the result's shape");
   types.push_back(
       RankedTensorType::get(shape, tensorOf(operands[0]).getElementType()));
   return success();

@@ -52,6 +52,8 @@ const char *modeName(unsigned char mode) {
     return "FusedParams::Scalar";
   case FusedParams::Broadcast:
     return "FusedParams::Broadcast";
+  case FusedParams::Parts:
+    return "FusedParams::Parts";
   }
   return "FusedParams::Unused";
 }
@@ -145,15 +147,16 @@ std::string chainSource(const FusedParams &p) {
     << ";\n"
        "  }\n"
        "};\n"
-       "} // namespace\n"
-       "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
-    << kOneName
-    << "(FusedParams p) { runFusedChain(p, Chain()); }\n"
-       "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
-    << kFourName
-    << "(FusedParams p) { runFusedChainWide<4>(p, Chain()); }\n"
-       "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
-    << kEightName << "(FusedParams p) { runFusedChainWide<8>(p, Chain()); }\n";
+       "} // namespace\n";
+  // A chain reading concatenated parts walks them part by part.
+  bool parts = p.inputs > 0 && p.mode[0] == FusedParams::Parts;
+  auto kernel = [&](const char *name, const char *loop) {
+    s << "extern \"C\" __global__ void __launch_bounds__(kFusedThreads)\n"
+      << name << "(FusedParams p) { " << loop << "(p, Chain()); }\n";
+  };
+  kernel(kOneName, parts ? "runFusedChainParts<1>" : "runFusedChain");
+  kernel(kFourName, parts ? "runFusedChainParts<4>" : "runFusedChainWide<4>");
+  kernel(kEightName, parts ? "runFusedChainParts<8>" : "runFusedChainWide<8>");
   return s.str();
 }
 

@@ -100,10 +100,16 @@ struct InterpretedChain {
 };
 
 __global__ void fusedKernel(FusedParams p) {
-  runFusedChain(p, InterpretedChain());
+  if (p.parts)
+    runFusedChainParts<1>(p, InterpretedChain());
+  else
+    runFusedChain(p, InterpretedChain());
 }
 __global__ void fusedKernel4(FusedParams p) {
-  runFusedChainWide<4>(p, InterpretedChain());
+  if (p.parts)
+    runFusedChainParts<4>(p, InterpretedChain());
+  else
+    runFusedChainWide<4>(p, InterpretedChain());
 }
 
 __global__ void logicalKernel(int op, const bool *a, const bool *b, bool *y,
@@ -248,6 +254,10 @@ namespace {
 bool fusedFitsWidth(const FusedParams &p, unsigned width) {
   if (p.n % width != 0 || !aligned16(p.out))
     return false;
+  for (int q = 0; q < p.parts; ++q)
+    if ((p.partStart[q + 1] - p.partStart[q]) % width != 0 ||
+        !aligned16(p.part[q]))
+      return false;
   for (int k = 0; k < p.inputs; ++k) {
     if (p.mode[k] == FusedParams::Same && !aligned16(p.in[k]))
       return false;

@@ -49,8 +49,14 @@ public:
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     FusedParams p = params_;
-    for (size_t k = 0; k < in.size(); ++k)
-      p.in[k] = in[k].data;
+    // The operands: input 0's parts (if it has any), then the inputs.
+    size_t first = p.parts ? static_cast<size_t>(p.parts) - 1 : 0;
+    for (int q = 0; q < p.parts; ++q)
+      p.part[q] = in[q].data;
+    for (size_t k = first; k < in.size(); ++k)
+      p.in[k - first] = in[k].data;
+    if (p.parts)
+      p.in[0] = nullptr;
     p.out = out[0].data;
     return cudaStatus(generated_
                           ? launchGeneratedChain(*generated_, p, ctx.stream)
@@ -136,15 +142,34 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
   if (!allFloat32Or16(a) || n > std::numeric_limits<int32_t>::max() || n == 0 ||
       out.size() > static_cast<size_t>(kFusedMaxRank))
     return Status();
+  int parts = 1;
+  std::vector<TensorType> inputs;
+  PARTC_RETURN_IF_ERROR(fused::programInputs(a.attrs, a.inputs, parts, inputs));
+  if (inputs.size() > static_cast<size_t>(kFusedMaxInputs) ||
+      (parts > 1 && inputs[0].shape != out))
+    return Status::error("fused chain of " + std::to_string(inputs.size()) +
+                         " inputs whose concatenation is " + inputs[0].str() +
+                         " for a result of " + a.outputs[0].str());
   FusedParams p;
-  for (size_t i = 0; i < a.inputs.size(); ++i)
-    p.element[i] = fusedElement(a.inputs[i].dtype);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    p.element[i] = fusedElement(inputs[i].dtype);
   p.outElement = fusedElement(a.outputs[0].dtype);
   p.steps = static_cast<int>(program.steps.size());
-  p.inputs = static_cast<int>(a.inputs.size());
+  p.inputs = static_cast<int>(inputs.size());
   p.n = static_cast<uint32_t>(n);
+  if (parts > 1) {
+    // Where each part starts along the innermost axis, and in the parts'
+    // order (FusedChain.cuh: runFusedChainParts).
+    p.parts = parts;
+    int64_t rows = n / out.back();
+    for (int q = 0; q < parts; ++q) {
+      p.partStart[q + 1] =
+          p.partStart[q] + static_cast<uint32_t>(a.inputs[q].shape.back());
+      p.partBegin[q + 1] = static_cast<uint32_t>(rows * p.partStart[q + 1]);
+    }
+  }
   std::vector<Shape> inShapes;
-  for (const TensorType &t : a.inputs)
+  for (const TensorType &t : inputs)
     inShapes.push_back(t.shape);
   Shape collapsed;
   std::vector<std::vector<int64_t>> strides;
@@ -162,8 +187,9 @@ Status createFusedKernel(const KernelArgs &a, const fused::Program &program,
   for (int d = 0; d < p.rank; ++d)
     p.shape[d] = static_cast<uint32_t>(collapsed[d]);
   for (int i = 0; i < p.inputs; ++i) {
-    const Shape &in = a.inputs[i].shape;
-    p.mode[i] = in == out              ? FusedParams::Same
+    const Shape &in = inputs[i].shape;
+    p.mode[i] = i == 0 && parts > 1    ? FusedParams::Parts
+                : in == out            ? FusedParams::Same
                 : numElements(in) == 1 ? FusedParams::Scalar
                                        : FusedParams::Broadcast;
     for (int d = 0; d < p.rank; ++d)
@@ -309,9 +335,13 @@ void registerElementwiseGpuKernels(GpuKernelTable &t) {
 
   t["fused_elementwise"] = [](const KernelArgs &a, DeviceContext &ctx,
                               std::unique_ptr<GpuKernel> &k) -> Status {
+    int parts = 1;
+    std::vector<TensorType> inputs;
+    PARTC_RETURN_IF_ERROR(
+        fused::programInputs(a.attrs, a.inputs, parts, inputs));
     fused::Program program;
-    PARTC_RETURN_IF_ERROR(fused::parseProgram(
-        a.attrs, static_cast<int>(a.inputs.size()), program));
+    PARTC_RETURN_IF_ERROR(
+        fused::parseProgram(a.attrs, static_cast<int>(inputs.size()), program));
     return createFusedKernel(a, program, ctx, k);
   };
   t["is_nan"] = floatTest(true);

@@ -18,14 +18,17 @@ namespace partc::runtime::cuda {
 constexpr int kFusedMaxSteps = fused::kMaxSteps;
 constexpr int kFusedMaxInputs = fused::kMaxInputs;
 constexpr int kFusedMaxRank = fused::kMaxRank;
+constexpr int kFusedMaxParts = fused::kMaxConcatParts;
 /// Threads per block of every fused-chain kernel.
 constexpr int kFusedThreads = 256;
 
 /// A fused element-wise chain over fewer than 2^31 elements, passed to the
 /// kernel by value. Each input is read at the output's index (Same), at 0
-/// (Scalar) or through `stride` over the collapsed `shape` (Broadcast).
+/// (Scalar), through `stride` over the collapsed `shape` (Broadcast), or,
+/// input 0 only, from the `parts` concatenated along the innermost axis
+/// (Parts).
 struct FusedParams {
-  enum Mode : unsigned char { Same, Scalar, Broadcast, Unused };
+  enum Mode : unsigned char { Same, Scalar, Broadcast, Unused, Parts };
   /// Element type of an operand in memory; every step computes in f32.
   enum Element : unsigned char { F32, BF16, F16 };
   int steps = 0, inputs = 0, rank = 0;
@@ -41,6 +44,13 @@ struct FusedParams {
   const void *in[kFusedMaxInputs] = {};
   void *out = nullptr;
   unsigned n = 0;
+  /// Parts of input 0 (mode Parts), each [rows, width of part q]: the
+  /// column where part q starts (partStart[parts]: the innermost extent),
+  /// and the element where it starts in the parts' order (rows x start).
+  int parts = 0;
+  const void *part[kFusedMaxParts] = {};
+  unsigned partStart[kFusedMaxParts + 1] = {};
+  unsigned partBegin[kFusedMaxParts + 1] = {};
 };
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -96,23 +106,28 @@ __device__ __forceinline__ unsigned narrowPairTo16(float lo, float hi,
          (static_cast<unsigned>(narrowTo16(hi, element)) << 16);
 }
 
-/// Element `i` of input k, of element type `e`, as f32.
+/// Element `i` of `base`, of element type `e`, as f32.
+__device__ __forceinline__ float fusedLoadFrom(const void *base, unsigned i,
+                                               unsigned char e) {
+  if (e == FusedParams::F32)
+    return static_cast<const float *>(base)[i];
+  return wideFrom16(static_cast<const unsigned short *>(base)[i], e);
+}
+/// Element `i` of input k.
 __device__ __forceinline__ float fusedLoad(const FusedParams &p, int k,
                                            unsigned i, unsigned char e) {
-  if (e == FusedParams::F32)
-    return static_cast<const float *>(p.in[k])[i];
-  return wideFrom16(static_cast<const unsigned short *>(p.in[k])[i], e);
+  return fusedLoadFrom(p.in[k], i, e);
 }
 
-/// Elements i..i+W-1 of input k (i a multiple of W, W 4 or 8): 16-byte
+/// Elements i..i+W-1 of `base` (i a multiple of W, W 4 or 8): 16-byte
 /// loads where W elements fill them, 8-byte ones for four 16-bit values.
 template <int W>
-__device__ __forceinline__ void fusedLoadWide(const FusedParams &p, int k,
-                                              unsigned i, unsigned char e,
-                                              float (&x)[W]) {
+__device__ __forceinline__ void fusedLoadWideFrom(const void *base, unsigned i,
+                                                  unsigned char e,
+                                                  float (&x)[W]) {
   if (e == FusedParams::F32) {
-    const float4 *in = reinterpret_cast<const float4 *>(
-        static_cast<const float *>(p.in[k]) + i);
+    const float4 *in =
+        reinterpret_cast<const float4 *>(static_cast<const float *>(base) + i);
 #pragma unroll
     for (int j = 0; j < W / 4; ++j) {
       float4 f = in[j];
@@ -121,7 +136,7 @@ __device__ __forceinline__ void fusedLoadWide(const FusedParams &p, int k,
     }
     return;
   }
-  const unsigned short *in = static_cast<const unsigned short *>(p.in[k]) + i;
+  const unsigned short *in = static_cast<const unsigned short *>(base) + i;
   unsigned u[W / 2];
   if constexpr (W == 8) {
     uint4 v = *reinterpret_cast<const uint4 *>(in);
@@ -135,6 +150,13 @@ __device__ __forceinline__ void fusedLoadWide(const FusedParams &p, int k,
     x[2 * j] = wideFrom16(u[j] & 0xffff, e);
     x[2 * j + 1] = wideFrom16(u[j] >> 16, e);
   }
+}
+/// Elements i..i+W-1 of input k.
+template <int W>
+__device__ __forceinline__ void fusedLoadWide(const FusedParams &p, int k,
+                                              unsigned i, unsigned char e,
+                                              float (&x)[W]) {
+  fusedLoadWideFrom<W>(p.in[k], i, e, x);
 }
 
 __device__ __forceinline__ void fusedStore(const FusedParams &p, unsigned i,
@@ -259,6 +281,78 @@ __device__ void runFusedChainWide(const FusedParams &p, const Chain &chain) {
       r[j] = chain(p, xs);
     }
     fusedStoreWide<W>(p, W * i, chain.outElement(p), r);
+  }
+}
+
+/// Input 0 in mode Parts, the rest as runFusedChainWide reads them, W
+/// (1, 4 or 8) elements a thread. The threads walk the parts one after the
+/// other, each part's elements in memory order, so that every part is read
+/// contiguously; the output and the other inputs are addressed at the
+/// element's place in the concatenation. For W > 1 the launcher checks
+/// (fusedWidth) that every part's width is a multiple of W and its pointer
+/// 16-byte aligned, as runFusedChainWide's conditions for the rest.
+template <int W, class Chain>
+__device__ void runFusedChainParts(const FusedParams &p, const Chain &chain) {
+  constexpr int kInputs = Chain::kInputs;
+  unsigned width = p.partStart[p.parts], nW = p.n / W;
+  for (unsigned g = blockIdx.x * blockDim.x + threadIdx.x; g < nW;
+       g += gridDim.x * blockDim.x) {
+    unsigned j = W * g;
+    // The part holding element j: the last that begins at or before it.
+    int lo = 0, hi = p.parts - 1;
+    while (lo < hi) {
+      int mid = (lo + hi + 1) >> 1;
+      if (p.partBegin[mid] <= j)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    unsigned local = j - p.partBegin[lo];
+    unsigned partWidth = p.partStart[lo + 1] - p.partStart[lo];
+    unsigned row = local / partWidth;
+    unsigned o = row * width + p.partStart[lo] + (local - row * partWidth);
+    unsigned off[kInputs];
+    fusedOffsets(p, chain, o, off);
+    float x[kInputs][W];
+#pragma unroll
+    for (int k = 0; k < kInputs; ++k) {
+      unsigned char m = chain.mode(p, k), e = chain.element(p, k);
+      if constexpr (W > 1) {
+        if (m == FusedParams::Parts) {
+          fusedLoadWideFrom<W>(p.part[lo], local, e, x[k]);
+          continue;
+        }
+        if (m == FusedParams::Same) {
+          fusedLoadWide<W>(p, k, o, e, x[k]);
+          continue;
+        }
+        if (m == FusedParams::Broadcast && p.stride[k][p.rank - 1] != 0) {
+          fusedLoadWide<W>(p, k, off[k], e, x[k]);
+          continue;
+        }
+      }
+      float v = m == FusedParams::Parts    ? fusedLoadFrom(p.part[lo], local, e)
+                : m == FusedParams::Same   ? fusedLoad(p, k, o, e)
+                : m == FusedParams::Scalar ? fusedLoad(p, k, 0, e)
+                : m == FusedParams::Broadcast ? fusedLoad(p, k, off[k], e)
+                                              : 0.f;
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        x[k][i] = v;
+    }
+    float r[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i) {
+      float xs[kInputs];
+#pragma unroll
+      for (int k = 0; k < kInputs; ++k)
+        xs[k] = x[k][i];
+      r[i] = chain(p, xs);
+    }
+    if constexpr (W > 1)
+      fusedStoreWide<W>(p, o, chain.outElement(p), r);
+    else
+      fusedStore(p, o, r[0], chain.outElement(p));
   }
 }
 

@@ -2,6 +2,7 @@
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/FusedElementwise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -424,10 +425,15 @@ static_assert(static_cast<int>(ew::Step::GeluTanhGrad) -
 
 class FusedElementwiseKernel : public Kernel {
 public:
+  /// `parts` leading operands (`partWidths` along their last axis) are
+  /// concatenated into the program's input 0, of `inputs`.
   FusedElementwiseKernel(fused::Program program,
                          const std::vector<TensorType> &inputs,
-                         const Shape &out)
-      : program_(std::move(program)), out_(out) {
+                         const Shape &out, std::vector<int64_t> partWidths)
+      : program_(std::move(program)), out_(out),
+        partWidths_(std::move(partWidths)) {
+    if (partWidths_.size() > 1)
+      concatenated_.resize(numElements(out));
     for (size_t s = 0; s < program_.steps.size(); ++s)
       for (int i = 0; i < 2; ++i)
         params_[s][i] = static_cast<float>(program_.params[s][i]);
@@ -438,8 +444,21 @@ public:
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     const float *x[fused::kMaxInputs] = {};
-    for (size_t k = 0; k < in.size(); ++k)
-      x[k] = in[k].as<float>();
+    size_t parts = std::max<size_t>(1, partWidths_.size());
+    for (size_t k = parts; k < in.size(); ++k)
+      x[k - parts + 1] = in[k].as<float>();
+    x[0] = in[0].as<float>();
+    if (parts > 1) {
+      // The reference concatenates; the GPU reads the parts in place.
+      int64_t width = out_.back(), rows = numElements(out_) / width;
+      float *to = concatenated_.data();
+      for (int64_t r = 0; r < rows; ++r)
+        for (size_t q = 0; q < parts; ++q) {
+          const float *from = in[q].as<float>() + r * partWidths_[q];
+          to = std::copy(from, from + partWidths_[q], to);
+        }
+      x[0] = concatenated_.data();
+    }
     float *y = out[0].as<float>();
     size_t steps = program_.steps.size();
     float value[fused::kMaxSteps];
@@ -466,6 +485,8 @@ private:
   float params_[fused::kMaxSteps][2] = {};
   Shape out_;
   std::array<std::vector<int64_t>, fused::kMaxInputs> strides_;
+  std::vector<int64_t> partWidths_;
+  std::vector<float> concatenated_;
 };
 
 /// IsNaN and IsInf: a float test per element, i1 results.
@@ -552,14 +573,29 @@ void registerElementwiseKernels(KernelTable &t) {
 
   t["fused_elementwise"] = [](const KernelArgs &a,
                               std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 1, fused::kMaxInputs, 1));
+    PARTC_RETURN_IF_ERROR(
+        checkArity(a, 1, fused::kMaxInputs + fused::kMaxConcatParts - 1, 1));
     const TensorType &out = a.outputs[0];
     if (out.dtype != DType::F32 || out.shape.size() > fused::kMaxRank)
       return Status::error("fused chains compute f32 tensors of rank <= " +
                            std::to_string(fused::kMaxRank) + ", got " +
                            out.str());
+    int parts = 1;
+    std::vector<TensorType> inputs;
+    PARTC_RETURN_IF_ERROR(
+        fused::programInputs(a.attrs, a.inputs, parts, inputs));
+    if (inputs.size() > static_cast<size_t>(fused::kMaxInputs))
+      return Status::error("fused chains read at most " +
+                           std::to_string(fused::kMaxInputs) + " inputs, got " +
+                           std::to_string(inputs.size()));
+    if (parts > 1 && inputs[0].shape != out.shape)
+      return Status::error("the concatenation " + inputs[0].str() +
+                           " does not have the result's shape " + out.str());
+    std::vector<int64_t> partWidths;
+    for (int q = 0; q < parts && parts > 1; ++q)
+      partWidths.push_back(a.inputs[q].shape.back());
     Shape shape;
-    for (const TensorType &in : a.inputs) {
+    for (const TensorType &in : inputs) {
       Shape next;
       if (in.dtype != DType::F32 || !broadcastShapes(in.shape, shape, next))
         return Status::error("input " + in.str() +
@@ -572,10 +608,10 @@ void registerElementwiseKernels(KernelTable &t) {
       return Status::error("inputs broadcast to a shape other than " +
                            out.str());
     fused::Program program;
-    PARTC_RETURN_IF_ERROR(fused::parseProgram(
-        a.attrs, static_cast<int>(a.inputs.size()), program));
-    k = std::make_unique<FusedElementwiseKernel>(std::move(program), a.inputs,
-                                                 out.shape);
+    PARTC_RETURN_IF_ERROR(
+        fused::parseProgram(a.attrs, static_cast<int>(inputs.size()), program));
+    k = std::make_unique<FusedElementwiseKernel>(
+        std::move(program), inputs, out.shape, std::move(partWidths));
     return Status();
   };
   t["where"] = [](const KernelArgs &a, std::unique_ptr<Kernel> &k) -> Status {
@@ -732,6 +768,40 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
 Status parseProgram(const AttrMap &attrs, int numInputs, Program &program) {
   return parseProgram(attrs.getString("steps"), attrs.getInts("args"),
                       attrs.getFloats("params"), numInputs, program);
+}
+
+Status programInputs(const AttrMap &attrs,
+                     const std::vector<TensorType> &operands, int &parts,
+                     std::vector<TensorType> &inputs) {
+  int64_t count = attrs.getInt("concat_parts", 1);
+  if (count < 1 || count > kMaxConcatParts ||
+      count > static_cast<int64_t>(operands.size()))
+    return Status::error("concat_parts = " + std::to_string(count) + " with " +
+                         std::to_string(operands.size()) +
+                         " operands; it must be in [1, " +
+                         std::to_string(kMaxConcatParts) + "]");
+  parts = static_cast<int>(count);
+  TensorType whole = operands[0];
+  if (parts > 1) {
+    if (whole.shape.empty())
+      return Status::error("concatenated parts need an axis, got " +
+                           whole.str());
+    whole.shape.back() = 0;
+    for (int q = 0; q < parts; ++q) {
+      const TensorType &part = operands[q];
+      if (part.dtype != whole.dtype ||
+          part.shape.size() != whole.shape.size() ||
+          !std::equal(part.shape.begin(), part.shape.end() - 1,
+                      whole.shape.begin()))
+        return Status::error("concatenated part " + part.str() +
+                             " differs from " + operands[0].str() +
+                             " outside the last axis");
+      whole.shape.back() += part.shape.back();
+    }
+  }
+  inputs.assign(1, whole);
+  inputs.insert(inputs.end(), operands.begin() + parts, operands.end());
+  return Status();
 }
 
 } // namespace fused

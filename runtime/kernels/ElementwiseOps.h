@@ -405,7 +405,8 @@ struct GeluTanhGrad {
   X(Erf)                                                                       \
   X(Sqrt)                                                                      \
   X(Neg)                                                                       \
-  X(Exp) X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos) X(Gelu)    \
+  X(Exp)                                                                       \
+  X(Log) X(Abs) X(Reciprocal) X(Floor) X(Ceil) X(Sin) X(Cos) X(Gelu)           \
       X(GeluTanh) X(LeakyRelu) X(HardSigmoid) X(HardSwish) X(Clip) X(Softplus) \
           X(Elu) X(Sign) X(Round) X(Mish) X(Selu) X(Celu) X(Softsign)          \
               X(ThresholdedRelu) X(Shrink) X(Tan) X(Asin) X(Acos) X(Atan)      \
@@ -414,7 +415,8 @@ struct GeluTanhGrad {
 #define PARTC_BINARY_OPS(X)                                                    \
   X(Add)                                                                       \
   X(Sub)                                                                       \
-  X(Mul) X(Div) X(Pow) X(Min) X(Max) X(ReluGrad) X(SigmoidGrad) X(TanhGrad)    \
+  X(Mul)                                                                       \
+  X(Div) X(Pow) X(Min) X(Max) X(ReluGrad) X(SigmoidGrad) X(TanhGrad)           \
       X(GeluGrad) X(GeluTanhGrad)
 
 /// An op of a fused chain, or of a unary or binary kernel.
@@ -527,6 +529,9 @@ namespace partc::runtime::fused {
 constexpr int kMaxSteps = 16;
 constexpr int kMaxInputs = 8;
 constexpr int kMaxRank = 6;
+/// Most operands concatenated into a program's input 0 (concat_parts):
+/// DenseNet-201's widest concatenation has 49.
+constexpr int kMaxConcatParts = 64;
 } // namespace partc::runtime::fused
 
 #endif // PARTC_RUNTIME_KERNELS_ELEMENTWISEOPS_H

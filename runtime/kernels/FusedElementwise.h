@@ -53,6 +53,14 @@ Status parseProgram(const std::string &steps, const std::vector<int64_t> &args,
 /// The same from a kernel's attributes.
 Status parseProgram(const AttrMap &attrs, int numInputs, Program &program);
 
+/// The program's inputs of a fused_elementwise kernel with `operands`: its
+/// `concat_parts` attribute (default 1) counts the leading operands that
+/// are concatenated along their last axis into input 0 (`parts`); the
+/// others follow. An error where the parts do not concatenate.
+Status programInputs(const AttrMap &attrs,
+                     const std::vector<TensorType> &operands, int &parts,
+                     std::vector<TensorType> &inputs);
+
 } // namespace partc::runtime::fused
 
 #endif // PARTC_RUNTIME_KERNELS_FUSEDELEMENTWISE_H

@@ -141,3 +141,16 @@ func.func @main(%x: tensor<2x3xf32>, %s: tensor<f32>) -> (tensor<2x3xf32>, tenso
   %d = graph.pow %s, %wide : (tensor<f32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   return %a, %b, %c, %d : tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>, tensor<2x3xf32>
 }
+
+// -----
+
+// Tests that a pad by nothing (PyTorch 1.x exports one before DenseNet's
+// average pools) is its input, and that a real pad stays.
+// CHECK-LABEL: func @empty_pad
+func.func @empty_pad(%x: tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x6x4x8xf32>) {
+  // CHECK: %[[P:.*]] = graph.pad %arg0
+  // CHECK: return %arg0, %[[P]]
+  %same = graph.pad %x {pads = array<i64: 0, 0, 0, 0, 0, 0, 0, 0>} : (tensor<1x4x4x8xf32>) -> tensor<1x4x4x8xf32>
+  %rows = graph.pad %x {pads = array<i64: 0, 1, 0, 0, 0, 1, 0, 0>} : (tensor<1x4x4x8xf32>) -> tensor<1x6x4x8xf32>
+  return %same, %rows : tensor<1x4x4x8xf32>, tensor<1x6x4x8xf32>
+}

@@ -72,9 +72,13 @@ TEST(ChainCodegen, EveryStepCompilesForHopperWithoutAGpu) {
   for (const FusedParams &p :
        {paramsFor(unary[0], uLhs[0], uLhs[0], {FusedParams::Same}),
         paramsFor(unary[1], uLhs[1], uLhs[1], {FusedParams::Same}),
-        paramsFor(binary, bLhs, bRhs,
-                  {FusedParams::Broadcast, FusedParams::Scalar,
-                   FusedParams::Same})}) {
+        paramsFor(
+            binary, bLhs, bRhs,
+            {FusedParams::Broadcast, FusedParams::Scalar, FusedParams::Same}),
+        // Input 0 read from concatenated parts (its own loops).
+        paramsFor(
+            binary, bLhs, bRhs,
+            {FusedParams::Parts, FusedParams::Broadcast, FusedParams::Same})}) {
     std::string source = chainSource(p);
     std::vector<char> cubin;
     Status s = compileChainSource(source, "sm_90", cubin);
@@ -204,6 +208,42 @@ TEST(ChainCodegen, GeneratedKernelsMatchInterpreterAndCpu) {
   expectSameOnGpu("mul,pow,mul,add,mul,tanh,add,mul",
                   {0, 1, 0, 2, -2, 3, 0, -3, -4, 4, -5, -6, 5, -1, -7},
                   {"scalars", {{16, 32}, {}, {}, {}, {}, {}}, {16, 32}});
+}
+
+TEST(ChainCodegen, ConcatenatedPartsMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU: only compilation is checked here";
+  // A DenseNet layer's batch norm and ReLU, channels last, on the parts of
+  // its concatenation (partc-fuse-concat).
+  auto check = [](int64_t parts, const Layout &layout) {
+    AttrMap attrs;
+    attrs.set("steps", AttrValue::ofString("mul,add,relu"));
+    attrs.set("args", AttrValue::ofInts({0, 1, -1, 2, -2}));
+    attrs.set("concat_parts", AttrValue::ofInts({parts}));
+    DeviceContext generated, interpreted;
+    interpreted.options.generatedChains = false;
+    expectGpuMatchesCpu(
+        "fused_elementwise", attrs, layout,
+        {{"generated", generated}, {"interpreted", interpreted}}, -2.f, 2.f);
+    EXPECT_EQ(generatedChainStats().failed, 0)
+        << generatedChainStats().firstFailure;
+  };
+  check(3, {"DenseNet's widths, 4 a thread",
+            {{2, 4, 4, 64}, {2, 4, 4, 32}, {2, 4, 4, 32}, {128}, {128}},
+            {2, 4, 4, 128}});
+  // Odd widths: one element a thread; the shift read at the result's
+  // shape.
+  check(3, {"odd widths",
+            {{3, 5, 3}, {3, 5, 5}, {3, 5, 1}, {9}, {3, 5, 9}},
+            {3, 5, 9}});
+  // DenseNet-121's widest: 64 channels then 24 parts of 32 (the search
+  // over 25 part starts).
+  Layout wide{"25 parts", {{2, 3, 64}}, {2, 3, 64 + 24 * 32}};
+  for (int q = 0; q < 24; ++q)
+    wide.inputs.push_back({2, 3, 32});
+  wide.inputs.push_back({64 + 24 * 32});
+  wide.inputs.push_back({64 + 24 * 32});
+  check(25, wide);
 }
 
 } // namespace
@@ -1333,6 +1373,16 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
                                {{3, 12}, {1, 12}, {3, 1}}, {3, 12}, 1e-2f);
     expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
                                {{7, 9}, {7, 9}, {7, 9}}, {7, 9}, 1e-2f);
+    // The same chain on concatenated parts (input 0): eight elements a
+    // thread, then one (a part of odd width).
+    AttrMap parts = chain;
+    parts.set("concat_parts", AttrValue::ofInts({3}));
+    expectSixteenBitMatchesCpu("fused_elementwise", parts, t,
+                               {{4, 16}, {4, 8}, {4, 40}, {1, 64}, {4, 1}},
+                               {4, 64}, 1e-2f);
+    expectSixteenBitMatchesCpu("fused_elementwise", parts, t,
+                               {{4, 16}, {4, 3}, {4, 5}, {1, 24}, {4, 24}},
+                               {4, 24}, 1e-2f);
     expectSixteenBitMatchesCpu("add", none, t, {{6, 10}, {10}}, {6, 10}, 1e-2f);
     expectSixteenBitMatchesCpu("gelu", gelu, t, {{8, 64}}, {8, 64}, 1e-2f);
     // Softmax in registers (and past 1024), by rows of any length, along

@@ -155,6 +155,42 @@ TEST(Kernels, FusedChainEqualsItsStepsWithBroadcasting) {
   EXPECT_EQ(y, (std::vector<float>{0, 1, 0, 1.5f, 1.6f, 0}));
 }
 
+TEST(Kernels, FusedChainReadsConcatenatedParts) {
+  // The parts [2,1] and [2,2] are input 0, [2,3]; a per-column input after.
+  AttrMap attrs;
+  attrs.set("steps", AttrValue::ofString("add"));
+  attrs.set("args", AttrValue::ofInts({0, 1}));
+  attrs.set("concat_parts", AttrValue::ofInts({2}));
+  auto y = runF32(
+      "fused_elementwise", attrs,
+      {{{2, 1}, {1, 2}}, {{2, 2}, {3, 4, 5, 6}}, {{3}, {10, 20, 30}}}, {2, 3});
+  EXPECT_EQ(y, (std::vector<float>{11, 23, 34, 12, 25, 36}));
+}
+
+TEST(Kernels, FusedChainRefusesPartsThatDoNotConcatenate) {
+  auto create = [](int64_t parts, std::vector<TensorType> ins,
+                   const Shape &out) {
+    AttrMap attrs;
+    attrs.set("steps", AttrValue::ofString("relu"));
+    attrs.set("args", AttrValue::ofInts({0}));
+    attrs.set("concat_parts", AttrValue::ofInts({parts}));
+    std::unique_ptr<Kernel> k;
+    return createCpuKernel("fused_elementwise", attrs, ins, {{DType::F32, out}},
+                           k);
+  };
+  EXPECT_TRUE(
+      create(2, {{DType::F32, {2, 1}}, {DType::F32, {2, 2}}}, {2, 3}).ok());
+  Status rows = create(2, {{DType::F32, {2, 1}}, {DType::F32, {3, 2}}}, {2, 3});
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.message().find("differs from f32[2,1] outside the last axis"),
+            std::string::npos)
+      << rows.message();
+  EXPECT_FALSE(create(3, {{DType::F32, {2, 1}}, {DType::F32, {2, 2}}}, {2, 3})
+                   .ok()); // more parts than operands
+  EXPECT_FALSE(
+      create(2, {{DType::F32, {2, 1}}, {DType::F32, {2, 2}}}, {2, 4}).ok());
+}
+
 TEST(Kernels, FusedChainRefusesBadPrograms) {
   auto create = [](const std::string &steps, std::vector<int64_t> args) {
     AttrMap attrs;

@@ -140,6 +140,12 @@ static cl::opt<bool> noFuseAttention(
     cl::desc("Run attention's products and softmax as three kernels in "
              "16-bit plans instead of one (for comparison)"),
     cl::init(false));
+static cl::opt<bool> noFuseConcat(
+    "no-fuse-concat",
+    cl::desc("Write each concatenation out before the element-wise chain "
+             "that reads it instead of reading its parts in place (for "
+             "comparison)"),
+    cl::init(false));
 static cl::opt<bool> noFuseElementwise(
     "no-fuse-elementwise",
     cl::desc("Run each element-wise op as its own kernel instead of fusing "
@@ -564,6 +570,7 @@ int compile() {
   options.layout = layout;
   options.fuseElementwise = !noFuseElementwise;
   options.fuseAttention = !noFuseAttention;
+  options.fuseConcat = !noFuseConcat;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;
   options.precision = precisionOpt;

@@ -1,0 +1,80 @@
+//===- FuseConcat.cpp - partc-fuse-concat ---------------------------------===//
+#include "compiler/Passes.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "runtime/kernels/ElementwiseOps.h"
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_FUSECONCAT
+#include "compiler/Passes.h.inc"
+
+namespace {
+
+namespace fused = ::partc::runtime::fused;
+
+struct FuseConcatPass : public impl::FuseConcatBase<FuseConcatPass> {
+  void runOnOperation() override {
+    SmallVector<graph::ConcatOp> concats;
+    getOperation().walk([&](graph::ConcatOp op) { concats.push_back(op); });
+    for (graph::ConcatOp concat : concats)
+      fuse(concat);
+  }
+
+  /// Moves `concat` into the chain that alone reads it, if it can.
+  static void fuse(graph::ConcatOp concat) {
+    auto type = cast<RankedTensorType>(concat.getType());
+    int64_t rank = type.getRank();
+    int64_t parts = static_cast<int64_t>(concat.getInputs().size());
+    int64_t axis = concat.getAxis();
+    if (axis < 0)
+      axis += rank;
+    if (rank == 0 || axis != rank - 1 || parts < 2 ||
+        parts > fused::kMaxConcatParts || concat->use_empty())
+      return;
+    auto chain = dyn_cast<graph::FusedElementwiseOp>(*concat->user_begin());
+    if (!chain || chain.getNumConcatParts() != 1 ||
+        chain.getType().getShape() != type.getShape() ||
+        graph::getDevice(chain) != graph::getDevice(concat) ||
+        !llvm::all_of(concat->getUsers(),
+                      [&](Operation *user) { return user == chain; }))
+      return;
+
+    // Program input 0 is the concatenation; the chain's other operands
+    // follow in their order.
+    SmallVector<Value> operands(concat.getInputs().begin(),
+                                concat.getInputs().end());
+    SmallVector<int64_t> programInput;
+    for (Value v : chain.getInputs()) {
+      if (v == concat.getResult()) {
+        programInput.push_back(0);
+        continue;
+      }
+      programInput.push_back(static_cast<int64_t>(operands.size()) - parts + 1);
+      operands.push_back(v);
+    }
+    if (static_cast<int64_t>(operands.size()) - parts + 1 > fused::kMaxInputs)
+      return;
+    SmallVector<int64_t> args;
+    for (int64_t a : chain.getArgs())
+      args.push_back(a >= 0 ? programInput[a] : a);
+
+    OpBuilder builder(chain);
+    auto merged = graph::FusedElementwiseOp::create(
+        builder,
+        FusedLoc::get(chain.getContext(), {concat.getLoc(), chain.getLoc()}),
+        chain.getType(), operands, chain.getStepsAttr(),
+        builder.getDenseI64ArrayAttr(args), chain.getParamsAttr(),
+        builder.getI64IntegerAttr(parts));
+    // Placement's attributes (device, micro-batch) are the chain's.
+    for (NamedAttribute a : chain->getDiscardableAttrs())
+      merged->setAttr(a.getName(), a.getValue());
+    chain.getResult().replaceAllUsesWith(merged.getResult());
+    chain.erase();
+    concat.erase();
+  }
+};
+
+} // namespace
+} // namespace mlir::partc
