@@ -263,7 +263,7 @@ if [[ $what == *precision* ]]; then
   # CPU's rounding, the zoo's transformers on the GPU against PyTorch's
   # fp32 outputs, then fp32, bf16 and fp16 plans beside PyTorch's peers.
   echo "== precision"
-  t $B/partc-cuda-unittests --gtest_filter='*SixteenBit*:*Bf16*:*GeneratedKernels*:*EveryUnary*:*Softmax*:*Attention*:*Products*'
+  t $B/partc-cuda-unittests --gtest_filter='*SixteenBit*:*Bf16*:*GeneratedKernels*:*ConcatenatedParts*:*EveryUnary*:*Softmax*:*Attention*:*Products*'
   if [ "${PREC_ZOO:-1}" = 1 ]; then
     timeout 240 python3 test/models/precision_check.py --bin $B --work $W/zoo16 \
       --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" > $OUT/precision-zoo.txt 2>&1
