@@ -51,6 +51,9 @@ def main():
                     help="each a --precision value, optionally with partc "
                     "compile flags after '+' (bf16+no-fuse-attention)")
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--devices", default="1",
+                    help="partc compile --devices: the GPU's preset for the "
+                         "cost model's prediction (1xh100, 1xh200)")
     ap.add_argument("--no-torch", action="store_true",
                     help="export only (torch_peers --no-compile --no-bf16)")
     a = ap.parse_args()
@@ -82,15 +85,20 @@ def main():
             name = os.path.basename(f)[:-4]
             if name != "reference":
                 inputs += ["--input", "%s=%s" % (name, f)]
-        partc_ms, errors, with_copy = {}, {}, {}
+        partc_ms, errors, with_copy, predicted = {}, {}, {}, {}
         for precision in a.precisions.split(","):
             plan = os.path.join(work, precision + ".plan")
             flags = precision.split("+")
             try:
-                sh([os.path.join(a.bin, "partc"), "compile",
-                    os.path.join(work, "model.onnx"), "-o", plan,
-                    "--precision", flags[0], "--quiet"] +
-                   ["--" + flag for flag in flags[1:]])
+                # --explain: the cost model's predicted step, beside the
+                # measurement (docs/cost-model.md, error per family).
+                explained = sh([os.path.join(a.bin, "partc"), "compile",
+                                os.path.join(work, "model.onnx"), "-o", plan,
+                                "--precision", flags[0], "--devices",
+                                a.devices, "--explain"] +
+                               ["--" + flag for flag in flags[1:]])
+                m = re.search(r"predicted step ([0-9.]+) ms", explained)
+                predicted[precision] = float(m.group(1)) if m else None
                 def timed(extra):
                     out = sh([os.path.join(a.bin, "partc-run"), plan,
                               "--backend", "cuda", "--iterations",
@@ -115,6 +123,7 @@ def main():
                               "mode": "partc-" + precision,
                               "ms": partc_ms[precision],
                               "ms_with_output_copy": with_copy[precision],
+                              "predicted_ms": predicted[precision],
                               "error_vs_fp32_torch": errors[precision]}),
                   flush=True)
         rows.append((spec, torch_ms, partc_ms, errors))

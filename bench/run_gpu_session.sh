@@ -269,8 +269,10 @@ if [[ $what == *precision* ]]; then
       --run-args "--backend cuda --precision fp32 --devices-per-gpu 2" > $OUT/precision-zoo.txt 2>&1
     tail -14 $OUT/precision-zoo.txt
   fi
+  # The cost model's prediction uses this GPU's preset.
+  preset=1xh200; nvidia-smi -L | grep -q H100 && preset=1xh100
   timeout ${PREC_TIMEOUT:-500} python3 -u bench/bench_precision.py --bin $B --work $W/prec \
-    --peers .device/torch_peers.py ${PREC_MODELS:+--models $PREC_MODELS} \
+    --peers .device/torch_peers.py ${PREC_MODELS:+--models $PREC_MODELS} --devices $preset \
     ${PREC_ARGS:-} 2>&1 | grep -v -i warn > $OUT/precision.txt
   tail -12 $OUT/precision.txt
   # Where a 16-bit plan's kernel time goes.

@@ -25,7 +25,11 @@ static double bytesOf(Type t) {
 OpWork analyzeOp(Operation *op, bool batched) {
   OpWork w;
   w.batched = batched;
-  if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
+  // A concatenation read in place by its chain (partc-fuse-concat) moves
+  // nothing: the chain is charged its parts' bytes.
+  auto concat = dyn_cast<graph::ConcatOp>(op);
+  if (isa<graph::ReshapeOp, graph::IdentityOp>(op) ||
+      (concat && graph::concatReader(concat))) {
     w.cls = OpClass::View;
     return w;
   }

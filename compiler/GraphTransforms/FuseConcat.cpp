@@ -4,15 +4,12 @@
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
-#include "runtime/kernels/ElementwiseOps.h"
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_FUSECONCAT
 #include "compiler/Passes.h.inc"
 
 namespace {
-
-namespace fused = ::partc::runtime::fused;
 
 struct FuseConcatPass : public impl::FuseConcatBase<FuseConcatPass> {
   void runOnOperation() override {
@@ -24,22 +21,10 @@ struct FuseConcatPass : public impl::FuseConcatBase<FuseConcatPass> {
 
   /// Moves `concat` into the chain that alone reads it, if it can.
   static void fuse(graph::ConcatOp concat) {
-    auto type = cast<RankedTensorType>(concat.getType());
-    int64_t rank = type.getRank();
+    graph::FusedElementwiseOp chain = graph::concatReader(concat);
+    if (!chain)
+      return;
     int64_t parts = static_cast<int64_t>(concat.getInputs().size());
-    int64_t axis = concat.getAxis();
-    if (axis < 0)
-      axis += rank;
-    if (rank == 0 || axis != rank - 1 || parts < 2 ||
-        parts > fused::kMaxConcatParts || concat->use_empty())
-      return;
-    auto chain = dyn_cast<graph::FusedElementwiseOp>(*concat->user_begin());
-    if (!chain || chain.getNumConcatParts() != 1 ||
-        chain.getType().getShape() != type.getShape() ||
-        graph::getDevice(chain) != graph::getDevice(concat) ||
-        !llvm::all_of(concat->getUsers(),
-                      [&](Operation *user) { return user == chain; }))
-      return;
 
     // Program input 0 is the concatenation; the chain's other operands
     // follow in their order.
@@ -54,8 +39,6 @@ struct FuseConcatPass : public impl::FuseConcatBase<FuseConcatPass> {
       programInput.push_back(static_cast<int64_t>(operands.size()) - parts + 1);
       operands.push_back(v);
     }
-    if (static_cast<int64_t>(operands.size()) - parts + 1 > fused::kMaxInputs)
-      return;
     SmallVector<int64_t> args;
     for (int64_t a : chain.getArgs())
       args.push_back(a >= 0 ? programInput[a] : a);

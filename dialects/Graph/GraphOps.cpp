@@ -53,6 +53,31 @@ OpFoldResult ConcatOp::fold(FoldAdaptor) {
   return {};
 }
 
+FusedElementwiseOp mlir::partc::graph::concatReader(ConcatOp concat) {
+  auto type = cast<RankedTensorType>(concat.getType());
+  int64_t rank = type.getRank(), axis = concat.getAxis();
+  int64_t parts = static_cast<int64_t>(concat.getInputs().size());
+  if (axis < 0)
+    axis += rank;
+  if (rank == 0 || axis != rank - 1 || parts < 2 ||
+      parts > ::partc::runtime::fused::kMaxConcatParts || concat->use_empty())
+    return {};
+  auto chain = dyn_cast<FusedElementwiseOp>(*concat->user_begin());
+  if (!chain || chain.getNumConcatParts() != 1 ||
+      chain.getType().getShape() != type.getShape() ||
+      getDevice(chain) != getDevice(concat) ||
+      !llvm::all_of(concat->getUsers(),
+                    [&](Operation *user) { return user == chain; }))
+    return {};
+  // The chain's other inputs and the concatenation's place must fit.
+  int64_t others = 0;
+  for (Value v : chain.getInputs())
+    others += v != concat.getResult();
+  if (others + 1 > ::partc::runtime::fused::kMaxInputs)
+    return {};
+  return chain;
+}
+
 OpFoldResult PadOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType() &&
       llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))

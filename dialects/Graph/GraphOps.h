@@ -69,4 +69,13 @@ constexpr int64_t kHostDevice = -1;
 #define GET_OP_CLASSES
 #include "dialects/Graph/GraphOps.h.inc"
 
+namespace mlir::partc::graph {
+/// The fused chain that reads `concat`'s parts in place after
+/// partc-fuse-concat: its only user, a chain without parts of its own,
+/// reading it at the chain's shape, on its device; null where there is
+/// none (the concatenation is then written). The cost model charges such
+/// a concatenation nothing.
+FusedElementwiseOp concatReader(ConcatOp concat);
+} // namespace mlir::partc::graph
+
 #endif // PARTC_DIALECTS_GRAPH_GRAPHOPS_H
