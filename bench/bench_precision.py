@@ -51,6 +51,10 @@ def main():
                     help="each a --precision value, optionally with partc "
                     "compile flags after '+' (bf16+no-fuse-attention)")
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--calibrate", action="store_true",
+                    help="also profile each plan (partc-run --profile) and "
+                         "predict again from that cost table "
+                         "(calibrated_ms)")
     ap.add_argument("--devices", default="1",
                     help="partc compile --devices: the GPU's preset for the "
                          "cost model's prediction (1xh100, 1xh200)")
@@ -85,7 +89,7 @@ def main():
             name = os.path.basename(f)[:-4]
             if name != "reference":
                 inputs += ["--input", "%s=%s" % (name, f)]
-        partc_ms, errors, with_copy, predicted = {}, {}, {}, {}
+        partc_ms, errors, with_copy, predicted, calibrated = {}, {}, {}, {}, {}
         for precision in a.precisions.split(","):
             plan = os.path.join(work, precision + ".plan")
             flags = precision.split("+")
@@ -112,6 +116,19 @@ def main():
                 outdir = os.path.join(work, precision + "-out")
                 sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
                     "cuda", "--output-dir", outdir, "--quiet"] + inputs)
+                if a.calibrate:
+                    table = os.path.join(work, precision + "-profile.json")
+                    sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
+                        "cuda", "--iterations", "10", "--warmup", "3",
+                        "--profile", table, "--quiet"] + inputs)
+                    again = sh([os.path.join(a.bin, "partc"), "compile",
+                                os.path.join(work, "model.onnx"), "-o",
+                                plan + ".calibrated", "--precision", flags[0],
+                                "--devices", a.devices, "--cost-table", table,
+                                "--explain"] +
+                               ["--" + flag for flag in flags[1:]])
+                    m = re.search(r"predicted step ([0-9.]+) ms", again)
+                    calibrated[precision] = float(m.group(1)) if m else None
                 y = read_output(outdir)
                 errors[precision] = float(np.max(np.abs(y - reference)) /
                                           max(np.max(np.abs(reference)), 1e-30))
@@ -124,6 +141,7 @@ def main():
                               "ms": partc_ms[precision],
                               "ms_with_output_copy": with_copy[precision],
                               "predicted_ms": predicted[precision],
+                              "calibrated_ms": calibrated.get(precision),
                               "error_vs_fp32_torch": errors[precision]}),
                   flush=True)
         rows.append((spec, torch_ms, partc_ms, errors))

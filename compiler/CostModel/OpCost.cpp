@@ -156,9 +156,10 @@ llvm::Error CostTable::load(const std::string &path) {
           "cost table '" + path +
           "': each kernel needs \"signature\" and non-negative \"seconds\"");
     // Several instances of one signature: keep the mean of their times.
-    auto [it, inserted] = seconds_.emplace(sig->str(), *sec);
-    if (!inserted)
-      it->second = (it->second + *sec) / 2;
+    int &count = counts_[sig->str()];
+    double &mean = seconds_[sig->str()];
+    mean = (mean * count + *sec) / (count + 1);
+    ++count;
   }
   return llvm::Error::success();
 }

@@ -58,6 +58,8 @@ public:
 
 private:
   std::map<std::string, double> seconds_;
+  /// Instances averaged into each signature's time.
+  std::map<std::string, int> counts_;
 };
 
 /// Roofline time of `work` scaled to `fraction` of the batch, plus the
