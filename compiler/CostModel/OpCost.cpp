@@ -84,6 +84,29 @@ OpWork analyzeOp(Operation *op, bool batched) {
     outs.push_back(toTensorType(cast<ShapedType>(t)));
   w.kernel = kernelNameFor(op);
   w.attrs = toKernelAttrs(op);
+  // A chain that will read a concatenation's parts (partc-fuse-concat,
+  // after placement) is profiled under that kernel's signature.
+  if (auto chain = dyn_cast<graph::FusedElementwiseOp>(op))
+    for (Value v : chain.getInputs())
+      if (auto source = v.getDefiningOp<graph::ConcatOp>();
+          source && graph::concatReader(source) == chain) {
+        SmallVector<Value> operands;
+        SmallVector<int64_t> args;
+        graph::concatPartsOperands(source, chain, operands, args);
+        ins.clear();
+        w.inputIsWeight.clear();
+        for (Value operand : operands) {
+          ins.push_back(toTensorType(cast<ShapedType>(operand.getType())));
+          w.inputIsWeight.push_back(
+              operand.getDefiningOp<graph::ConstantOp>() != nullptr);
+        }
+        w.attrs.set("args", ::partc::runtime::AttrValue::ofInts(
+                                {args.begin(), args.end()}));
+        w.attrs.set("concat_parts",
+                    ::partc::runtime::AttrValue::ofInts(
+                        {static_cast<int64_t>(source.getInputs().size())}));
+        break;
+      }
   w.signature = ::partc::runtime::kernelSignature(w.kernel, w.attrs, ins, outs);
   w.inputs = std::move(ins);
   w.outputs = std::move(outs);

@@ -26,22 +26,9 @@ struct FuseConcatPass : public impl::FuseConcatBase<FuseConcatPass> {
       return;
     int64_t parts = static_cast<int64_t>(concat.getInputs().size());
 
-    // Program input 0 is the concatenation; the chain's other operands
-    // follow in their order.
-    SmallVector<Value> operands(concat.getInputs().begin(),
-                                concat.getInputs().end());
-    SmallVector<int64_t> programInput;
-    for (Value v : chain.getInputs()) {
-      if (v == concat.getResult()) {
-        programInput.push_back(0);
-        continue;
-      }
-      programInput.push_back(static_cast<int64_t>(operands.size()) - parts + 1);
-      operands.push_back(v);
-    }
+    SmallVector<Value> operands;
     SmallVector<int64_t> args;
-    for (int64_t a : chain.getArgs())
-      args.push_back(a >= 0 ? programInput[a] : a);
+    graph::concatPartsOperands(concat, chain, operands, args);
 
     OpBuilder builder(chain);
     auto merged = graph::FusedElementwiseOp::create(

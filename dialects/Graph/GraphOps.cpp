@@ -78,6 +78,26 @@ FusedElementwiseOp mlir::partc::graph::concatReader(ConcatOp concat) {
   return chain;
 }
 
+void mlir::partc::graph::concatPartsOperands(ConcatOp concat,
+                                             FusedElementwiseOp chain,
+                                             SmallVectorImpl<Value> &operands,
+                                             SmallVectorImpl<int64_t> &args) {
+  int64_t parts = static_cast<int64_t>(concat.getInputs().size());
+  operands.assign(concat.getInputs().begin(), concat.getInputs().end());
+  SmallVector<int64_t> programInput;
+  for (Value v : chain.getInputs()) {
+    if (v == concat.getResult()) {
+      programInput.push_back(0);
+      continue;
+    }
+    programInput.push_back(static_cast<int64_t>(operands.size()) - parts + 1);
+    operands.push_back(v);
+  }
+  args.clear();
+  for (int64_t a : chain.getArgs())
+    args.push_back(a >= 0 ? programInput[a] : a);
+}
+
 OpFoldResult PadOp::fold(FoldAdaptor) {
   if (getInput().getType() == getType() &&
       llvm::all_of(getPads(), [](int64_t p) { return p == 0; }))

@@ -76,6 +76,12 @@ namespace mlir::partc::graph {
 /// none (the concatenation is then written). The cost model charges such
 /// a concatenation nothing.
 FusedElementwiseOp concatReader(ConcatOp concat);
+/// `chain`'s operands and `args` once it reads `concat`'s parts in place
+/// (concat_parts = the parts' count): the parts, then its other operands
+/// in order; program input 0 is the concatenation.
+void concatPartsOperands(ConcatOp concat, FusedElementwiseOp chain,
+                         SmallVectorImpl<Value> &operands,
+                         SmallVectorImpl<int64_t> &args);
 } // namespace mlir::partc::graph
 
 #endif // PARTC_DIALECTS_GRAPH_GRAPHOPS_H

@@ -515,6 +515,20 @@ single_node("conv_stride0.onnx",
             [1, 1, 4, 4], [1, 1, 4, 4],
             [numpy_helper.from_array(np.ones((1, 1, 3, 3), np.float32), "cw")])
 
+# concat_chain.onnx: a concatenation along the last axis read only by an
+# element-wise chain (relu(concat(a, b) * s)), which partc-fuse-concat
+# gives the chain's parts.
+graph = helper.make_graph(
+    [helper.make_node("Concat", ["a", "b"], ["ab"], name="join", axis=1),
+     helper.make_node("Mul", ["ab", "s"], ["scaled"], name="scale"),
+     helper.make_node("Relu", ["scaled"], ["y"], name="relu")],
+    "concat_chain",
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4, 3]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 5])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])],
+    [numpy_helper.from_array(np.linspace(-1, 1, 8).astype(np.float32), "s")])
+save(graph, "concat_chain.onnx")
+
 # external.onnx: weights in a separate file, as for models over 2 GiB.
 w = rng.standard_normal((8, 8)).astype(np.float32)
 graph = helper.make_graph(
