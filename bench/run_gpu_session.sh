@@ -258,6 +258,33 @@ if [[ $what == *sweep* ]]; then
     2>&1 | grep -v -i warn | grep '^{' | cut -c1-400 > $OUT/sweep-$be.jsonl
   tail -3 $OUT/sweep-$be.md
 fi
+if [[ $what == *quarter* ]]; then
+  # Issue 20's small batches: a quarter batch's time against a quarter of
+  # the full batch's (goal: at most 1.1x), partc only, fp32 and bf16; then
+  # ResNet-50's latency row (batch 1) beside PyTorch.
+  echo "== quarter batches"
+  timeout ${QUARTER_TIMEOUT:-300} python3 -u bench/bench_precision.py --bin $B --work $W/quarter \
+    --peers .device/torch_peers.py --no-torch --precisions fp32,bf16 \
+    --models ${QUARTER_MODELS:-resnet50:64,resnet50:16,bert-large:16:384,bert-large:4:384} \
+    2>&1 | grep '^{' > $OUT/quarter.jsonl
+  python3 - $OUT/quarter.jsonl <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ms = {(r["model"], int(r["batch"]), r["mode"]): r["ms"] for r in rows
+      if r["mode"].startswith("partc-")}
+for (model, batch, mode), t in sorted(ms.items()):
+    full = ms.get((model, batch * 4, mode))
+    if full:
+        print("%s %s batch %d: %.3f ms, a quarter of batch %d: %.3f ms, ratio %.2fx"
+              % (model, mode, batch, t, batch * 4, full / 4, t / (full / 4)))
+PY
+  if [ -n "${LATENCY_MODELS-resnet50:1}" ]; then
+    timeout ${LATENCY_TIMEOUT:-240} python3 -u bench/bench_precision.py --bin $B --work $W/latency \
+      --peers .device/torch_peers.py --precisions fp32,bf16 --models ${LATENCY_MODELS-resnet50:1} \
+      2>&1 | grep -v -i warn > $OUT/latency.txt
+    tail -4 $OUT/latency.txt
+  fi
+fi
 if [[ $what == *precision* ]]; then
   # --precision bf16 and fp16 (issue 20): the 16-bit kernels against the
   # CPU's rounding, the zoo's transformers on the GPU against PyTorch's
