@@ -219,6 +219,21 @@ __device__ __forceinline__ void fusedOffsets(const FusedParams &p,
   }
 }
 
+/// The chain on each of W elements, element j's inputs x[k][j].
+template <int W, class Chain>
+__device__ __forceinline__ void
+fusedApplyWide(const FusedParams &p, const Chain &chain,
+               const float (&x)[Chain::kInputs][W], float (&r)[W]) {
+#pragma unroll
+  for (int j = 0; j < W; ++j) {
+    float xs[Chain::kInputs];
+#pragma unroll
+    for (int k = 0; k < Chain::kInputs; ++k)
+      xs[k] = x[k][j];
+    r[j] = chain(p, xs);
+  }
+}
+
 /// One element per thread and step.
 template <class Chain>
 __device__ void runFusedChain(const FusedParams &p, const Chain &chain) {
@@ -272,14 +287,7 @@ __device__ void runFusedChainWide(const FusedParams &p, const Chain &chain) {
       }
     }
     float r[W];
-#pragma unroll
-    for (int j = 0; j < W; ++j) {
-      float xs[kInputs];
-#pragma unroll
-      for (int k = 0; k < kInputs; ++k)
-        xs[k] = x[k][j];
-      r[j] = chain(p, xs);
-    }
+    fusedApplyWide(p, chain, x, r);
     fusedStoreWide<W>(p, W * i, chain.outElement(p), r);
   }
 }
@@ -341,14 +349,7 @@ __device__ void runFusedChainParts(const FusedParams &p, const Chain &chain) {
         x[k][i] = v;
     }
     float r[W];
-#pragma unroll
-    for (int i = 0; i < W; ++i) {
-      float xs[kInputs];
-#pragma unroll
-      for (int k = 0; k < kInputs; ++k)
-        xs[k] = x[k][i];
-      r[i] = chain(p, xs);
-    }
+    fusedApplyWide(p, chain, x, r);
     if constexpr (W > 1)
       fusedStoreWide<W>(p, o, chain.outElement(p), r);
     else
