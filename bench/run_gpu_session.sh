@@ -790,22 +790,33 @@ if [[ $what == *decoderdp* ]]; then
   # chosen from the link, 1: one all-reduce per gradient).
   [[ ${GPT2DP_BENCH:-1} == 1 ]] && for n in $(printf '%s\n' ${GPT2DP_GPUS:-1 $NGPU} | sort -un); do
    for bb in $( (( n > 1 )) && echo ${GPT2DP_BUCKETS:-0} || echo 0); do
-   # GPT2DP_VARIANTS: base, and nopad (--no-pad-matmul-columns).
+   # GPT2DP_VARIANTS: base, nopad (--no-pad-matmul-columns), and weak:
+   # the batch grows with the GPUs (batch x n, so each replica keeps one
+   # GPU's batch, as DDP is usually run): the same weights exported at
+   # that batch (the export fixes it).
    for v in ${GPT2DP_VARIANTS:-base}; do
     X=""; [[ $v == nopad ]] && X="--no-pad-matmul-columns"
+    bt=$4; M=$D/model.onnx; VIN=$IN
+    if [[ $v == weak ]]; then
+      (( n > 1 )) || continue
+      bt=$(( $4 * n )); DW=$D-w$n; M=$DW/model.onnx
+      timeout 200 python3 bench/train_gpt2.py $DW --layers $1 --width $2 --heads $3 --batch $bt --length $5 --dropout 0.1 --export-only 2>&1 | grep exported
+      VIN="--input input=$DW/x.npy --input labels=$DW/labels.npy"
+    fi
     s=$(date +%s.%N)
-    $B/partc compile $D/model.onnx -o $D/train$n.plan --batch $4 --devices $n $TF --bucket-bytes $bb $X || continue
+    $B/partc compile $M -o $D/train$n.plan --batch $bt --devices $n $TF --bucket-bytes $bb $X || continue
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))") devices $n bucket_bytes $bb $v" | tee -a $OUT/train-$tag-partc.txt
-    $B/partc-run $D/train$n.plan --summary 2>&1 | grep "all-reduces" | head -1 | tee -a $OUT/train-$tag-partc.txt
-    out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 21 2>&1)
+    # (--summary also runs the plan: one step on the GPU, not the CPU.)
+    timeout 120 $B/partc-run $D/train$n.plan --summary --backend cuda $VIN --steps 1 2>&1 | grep "all-reduces" | head -1 | tee -a $OUT/train-$tag-partc.txt
+    out=$(timeout 240 $B/partc-run $D/train$n.plan --backend cuda $VIN --steps 21 2>&1)
     echo "$out" | grep -v "^step [2-9] \|^step [1-9][0-9] " | tail -5 | tee -a $OUT/train-$tag-partc.txt
     # Steady: after the second step, which captures the graphs.
     ms=$(echo "$out" | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
-    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"bucket_bytes\": $bb, \"variant\": \"$v\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $4*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"gpus\": $n, \"batch\": $bt, \"bucket_bytes\": $bb, \"variant\": \"$v\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $bt*$5*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
     [[ ${GPT2DP_PROFILES:-1} == 1 ]] || continue
-    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 3 --profile $OUT/train-$tag-$n-$bb$v-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
+    timeout 120 $B/partc-run $D/train$n.plan --backend cuda $VIN --steps 3 --profile $OUT/train-$tag-$n-$bb$v-profile.json 2>&1 | grep "predicted\|measured" | tee -a $OUT/train-$tag-partc.txt
     profile_by_op $OUT/train-$tag-$n-$bb$v-profile.json 8 | tee -a $OUT/train-$tag-partc.txt
-    (( n > 1 )) && [[ ${GPT2DP_TRACE:-1} == 1 ]] && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 2 --trace $OUT/train-$tag-$n-$bb$v-trace.json > /dev/null 2>&1
+    (( n > 1 )) && [[ ${GPT2DP_TRACE:-1} == 1 ]] && timeout 120 $B/partc-run $D/train$n.plan --backend cuda $VIN --steps 2 --trace $OUT/train-$tag-$n-$bb$v-trace.json > /dev/null 2>&1
    done
    done
   done

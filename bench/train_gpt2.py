@@ -38,6 +38,8 @@ ap.add_argument("--dropout", type=float, default=0.1)
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--timed", type=int, default=10)
 ap.add_argument("--no-compile", action="store_true")
+ap.add_argument("--export-only", action="store_true",
+                help="write the model and the batch, time nothing")
 args = ap.parse_args()
 os.makedirs(args.out, exist_ok=True)
 
@@ -81,6 +83,8 @@ torch.onnx.export(net, (x,), path, dynamo=False, opset_version=17,
 print(f"exported in {time.perf_counter() - t0:.1f} s", flush=True)
 np.save(os.path.join(args.out, "x.npy"), x.numpy().astype(np.int64))
 np.save(os.path.join(args.out, "labels.npy"), labels.numpy().astype(np.int64))
+if args.export_only:
+    raise SystemExit(0)
 # The weights partc starts from: the file's (names as exported).
 exported = {t.name: numpy_helper.to_array(t)
             for t in onnx.load(path).graph.initializer}

@@ -142,11 +142,37 @@ Value meanOfAll(OpBuilder &b, Location loc, Value x) {
   return graph::ReduceMeanOp::create(b, loc, x, axes, /*keepdims=*/0);
 }
 
+/// Whether `slice` keeps the leading entries of its input's last axis and
+/// all of every other axis.
+bool isLeadingColumnsSlice(graph::SliceOp slice) {
+  auto input = cast<RankedTensorType>(slice.getInput().getType());
+  ArrayRef<int64_t> starts = slice.getStarts(), ends = slice.getEnds(),
+                    steps = slice.getSteps();
+  int64_t rank = input.getRank();
+  if (rank < 1 || static_cast<int64_t>(starts.size()) != rank)
+    return false;
+  for (int64_t d = 0; d < rank; ++d)
+    if (starts[d] != 0 || steps[d] != 1 ||
+        (d + 1 < rank && ends[d] != input.getDimSize(d)))
+      return false;
+  return ends.back() >= 1 && ends.back() <= input.getShape().back();
+}
+
 FailureOr<Value> Differentiator::buildLoss(Value output, Value labels) {
   Location loc = NameLoc::get(builder_.getStringAttr("loss"), func_.getLoc());
   OpBuilder &b = builder_;
-  if (lossKind_ == "cross-entropy")
-    return Value(graph::SoftmaxCrossEntropyOp::create(b, loc, output, labels));
+  if (lossKind_ == "cross-entropy") {
+    // Logits sliced from a product of padded columns are read in place:
+    // neither the slice nor its gradient's pad is ever written.
+    if (auto slice = output.getDefiningOp<graph::SliceOp>();
+        slice && isLeadingColumnsSlice(slice))
+      return Value(graph::SoftmaxCrossEntropyOp::create(
+          b, loc, slice.getInput(), labels,
+          b.getI64IntegerAttr(
+              cast<RankedTensorType>(output.getType()).getShape().back())));
+    return Value(
+        graph::SoftmaxCrossEntropyOp::create(b, loc, output, labels, nullptr));
+  }
   if (lossKind_ == "mse") {
     Value diff = graph::SubOp::create(b, loc, output, labels);
     return meanOfAll(b, loc, graph::MulOp::create(b, loc, diff, diff));

@@ -506,8 +506,8 @@ LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b,
                                                    ArrayRef<Value> dy,
                                                    ArrayRef<bool>,
                                                    MutableArrayRef<Value> dx) {
-  dx[0] = SoftmaxCrossEntropyGradOp::create(b, getLoc(), getLogits(),
-                                            getLabels(), dy[0]);
+  dx[0] = SoftmaxCrossEntropyGradOp::create(
+      b, getLoc(), getLogits(), getLabels(), dy[0], getClassesAttr());
   return success();
 }
 

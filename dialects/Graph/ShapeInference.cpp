@@ -1124,10 +1124,17 @@ namespace {
 /// Logits [..., C] of a float type and int64 labels of the logits' shape
 /// without its last dimension.
 LogicalResult checkCrossEntropyOperands(Loc loc, RankedTensorType logits,
-                                        RankedTensorType labels) {
+                                        RankedTensorType labels,
+                                        DictionaryAttr attrs) {
   if (!isa<FloatType>(logits.getElementType()) || logits.getRank() < 1)
     return fail(loc, "logits " + typeStr(logits) +
                          " must be floats with a class dimension last");
+  int64_t classes = intAttr(attrs, "classes", logits.getShape().back());
+  if (classes < 1 || classes > logits.getShape().back())
+    return fail(
+        loc, "classes = " + std::to_string(classes) + " must be in [1, " +
+                 std::to_string(logits.getShape().back()) + "] (the logits " +
+                 typeStr(logits) + " hold the classes first in each row)");
   if (!labels.getElementType().isInteger(64) ||
       labels.getShape() != logits.getShape().drop_back())
     return fail(loc, "labels " + typeStr(labels) + " must be int64 of shape " +
@@ -1142,7 +1149,8 @@ INFER_SIGNATURE(SoftmaxCrossEntropyOp) {
   if (failed(requireOperands(loc, operands, 2, 2)))
     return failure();
   auto logits = tensorOf(operands[0]);
-  if (failed(checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]))))
+  if (failed(
+          checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]), attrs)))
     return failure();
   types.push_back(RankedTensorType::get({}, logits.getElementType()));
   return success();
@@ -1152,7 +1160,8 @@ INFER_SIGNATURE(SoftmaxCrossEntropyGradOp) {
   if (failed(requireOperands(loc, operands, 3, 3)))
     return failure();
   auto logits = tensorOf(operands[0]);
-  if (failed(checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]))))
+  if (failed(
+          checkCrossEntropyOperands(loc, logits, tensorOf(operands[1]), attrs)))
     return failure();
   auto dloss = tensorOf(operands[2]);
   if (dloss != RankedTensorType::get({}, logits.getElementType()))

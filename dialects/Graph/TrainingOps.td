@@ -44,9 +44,13 @@ def Graph_SoftmaxCrossEntropyOp : Graph_ComputeOp<"softmax_cross_entropy", [
     `logits` [..., C] and int64 `labels` [...] (every dimension but the
     last): mean over the rows of -log_softmax(logits)[label], PyTorch's
     CrossEntropyLoss with its defaults. A label outside [0, C) is an error
-    at run time.
+    at run time. With `classes` = K < C, only the first K entries of each
+    row are classes and the rest is padding, never read: the logits of a
+    product whose columns were padded (partc-pad-matmul-columns), read
+    without slicing them.
   }];
-  let arguments = (ins Graph_Tensor:$logits, Graph_Tensor:$labels);
+  let arguments = (ins Graph_Tensor:$logits, Graph_Tensor:$labels,
+                       OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_Tensor:$loss);
 }
 
@@ -55,10 +59,11 @@ def Graph_SoftmaxCrossEntropyGradOp : Graph_ComputeOp<
   let summary = "Gradient of softmax_cross_entropy with respect to logits";
   let description = [{
     (softmax(logits) - onehot(labels)) * dloss / rows, in one pass over
-    the logits.
+    the logits. With `classes` (as softmax_cross_entropy's), the entries
+    past the classes get a zero gradient.
   }];
   let arguments = (ins Graph_Tensor:$logits, Graph_Tensor:$labels,
-                       Graph_Tensor:$dloss);
+                       Graph_Tensor:$dloss, OptionalAttr<I64Attr>:$classes);
   let results = (outs Graph_Tensor:$output);
 }
 

@@ -719,6 +719,27 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
     argTypes.push_back(*type);
     argNames.push_back(in.name());
   }
+  // A --batch the model cannot take would otherwise be ignored silently.
+  if (options_.batchGiven && !leadingDim_) {
+    auto leading = [](Type type) {
+      auto ranked = cast<RankedTensorType>(type);
+      return ranked.getRank() > 0 ? ranked.getDimSize(0) : int64_t{-1};
+    };
+    auto first =
+        llvm::find_if(argTypes, [&](Type t) { return leading(t) >= 0; });
+    if (first != argTypes.end() && llvm::none_of(argTypes, [&](Type t) {
+          return leading(t) == options_.batch;
+        }))
+      return emitError(fileLoc())
+                 << "--batch " << options_.batch
+                 << " cannot apply: the model fixes every input's leading "
+                    "dimension (input '"
+                 << argNames[first - argTypes.begin()] << "' has "
+                 << leading(*first)
+                 << "); export it with a dynamic batch axis or compile "
+                    "without --batch",
+             nullptr;
+  }
 
   auto func = func::FuncOp::create(builder_, fileLoc(), "main",
                                    builder_.getFunctionType(argTypes, {}));

@@ -14,6 +14,9 @@ namespace mlir::partc::onnx_import {
 struct ImportOptions {
   /// Value for a dynamic leading (batch) dimension of the graph inputs.
   int64_t batch = 1;
+  /// Whether the user set `batch`: then a model that fixes every input's
+  /// leading dimension at another size is an error, not a silent no-op.
+  bool batchGiven = false;
   /// Values of symbolic dimensions by name (ONNX dim_param), any position;
   /// a named leading dimension bound here overrides `batch`.
   std::map<std::string, int64_t> dims;

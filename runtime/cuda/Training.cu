@@ -586,47 +586,104 @@ __global__ void runningStatsKernel(float *runningMean, float *runningVar,
 }
 
 //===----------------------------------------------------------------------===//
-// Softmax cross-entropy: one block per row.
+// Softmax cross-entropy: one block per row, each thread keeping a running
+// maximum and the sum of exponentials below it, so that a row is read once
+// for its log-sum-exp (16 bytes a load where the rows allow). The row's
+// loss is finished in double, as the CPU reference's.
 //===----------------------------------------------------------------------===//
 
-/// log(sum(exp(row))) of one row, in every thread.
-__device__ double rowLogSumExp(const float *row, int64_t classes) {
-  __shared__ double shared;
-  double max = -INFINITY;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    max = fmax(max, double(row[c]));
+constexpr int kLossMaxThreads = 512;
+
+/// Adds logit x to a running (max, sum of exp(logit - max)).
+__device__ inline void addLogit(float x, float &max, float &sum) {
+  if (x > max) {
+    sum = sum * expf(max - x) + 1.f;
+    max = x;
+  } else {
+    sum += expf(x - max);
+  }
+}
+
+/// Merges another thread's running pair into (max, sum).
+__device__ inline void mergeLogits(float otherMax, float otherSum, float &max,
+                                   float &sum) {
+  float m = fmaxf(max, otherMax);
+  if (m == -INFINITY)
+    return; // both empty (or all -inf): nothing to scale
+  sum = sum * expf(max - m) + otherSum * expf(otherMax - m);
+  max = m;
+}
+
+/// Elements of `row` before its first 16-byte boundary, or all of them
+/// when the row (or `other`, read or written alongside) cannot be walked
+/// 16 bytes at a time.
+__device__ inline int64_t unalignedHead(const float *row, const void *other,
+                                        int64_t classes) {
+  auto address = reinterpret_cast<uintptr_t>(row);
+  auto otherAddress = reinterpret_cast<uintptr_t>(other);
+  if ((address - otherAddress) % 16 != 0 || address % 4 != 0)
+    return classes;
+  int64_t head = int64_t((16 - address % 16) % 16) / 4;
+  return head < classes ? head : classes;
+}
+
+/// Calls visit(c, x) for every element of the row: the head, whole
+/// 16-byte units, the tail.
+template <typename Visit>
+__device__ inline void forEachLogit(const float *row, int64_t classes,
+                                    int64_t head, Visit visit) {
+  for (int64_t c = threadIdx.x; c < head; c += blockDim.x)
+    visit(c, row[c]);
+  int64_t units = (classes - head) / 4;
+  auto body = reinterpret_cast<const float4 *>(row + head);
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    float4 v = body[u];
+    int64_t c = head + 4 * u;
+    visit(c, v.x);
+    visit(c + 1, v.y);
+    visit(c + 2, v.z);
+    visit(c + 3, v.w);
+  }
+  for (int64_t c = head + 4 * units + threadIdx.x; c < classes; c += blockDim.x)
+    visit(c, row[c]);
+}
+
+/// log(sum(exp(row))) of one row, in every thread of the block, as the
+/// row's maximum and the log of the sum below it (kept apart so that
+/// x - max stays exact for the logits near the maximum).
+__device__ float2 rowLogSumExp(const float *row, int64_t classes,
+                               int64_t head) {
+  float max = -INFINITY, sum = 0.f;
+  forEachLogit(row, classes, head,
+               [&](int64_t, float x) { addLogit(x, max, sum); });
   for (int offset = 16; offset > 0; offset /= 2)
-    max = fmax(max, __shfl_down_sync(0xffffffffu, max, offset));
-  __shared__ double maxes[kReduceThreads / 32];
-  __syncthreads();
-  if (threadIdx.x % 32 == 0)
+    mergeLogits(__shfl_down_sync(0xffffffffu, max, offset),
+                __shfl_down_sync(0xffffffffu, sum, offset), max, sum);
+  __shared__ float maxes[kLossMaxThreads / 32], sums[kLossMaxThreads / 32];
+  __shared__ float2 result;
+  if (threadIdx.x % 32 == 0) {
     maxes[threadIdx.x / 32] = max;
+    sums[threadIdx.x / 32] = sum;
+  }
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < blockDim.x / 32; ++w)
-      maxes[0] = fmax(maxes[0], maxes[w]);
-    shared = maxes[0];
+      mergeLogits(maxes[w], sums[w], max, sum);
+    // NaN anywhere in the row leaves a NaN sum: the row's loss is NaN.
+    result = float2{max, logf(sum)};
   }
   __syncthreads();
-  max = shared;
-  double sum = 0;
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    sum += exp(double(row[c]) - max);
-  sum = blockSum(sum);
-  __syncthreads();
-  if (threadIdx.x == 0)
-    shared = max + log(sum);
-  __syncthreads();
-  return shared;
+  return result;
 }
 
 __global__ void crossEntropyRowsKernel(const float *logits,
                                        const int64_t *labels, double *rowLoss,
-                                       int64_t classes, int *bad) {
+                                       int64_t pitch, int64_t classes,
+                                       int *bad) {
   int64_t r = blockIdx.x;
   int64_t label = labels[r];
-  const float *row = logits + r * classes;
-  double lse = rowLogSumExp(row, classes);
+  const float *row = logits + r * pitch;
+  float2 lse = rowLogSumExp(row, classes, unalignedHead(row, row, classes));
   if (threadIdx.x != 0)
     return;
   if (label < 0 || label >= classes) {
@@ -634,7 +691,7 @@ __global__ void crossEntropyRowsKernel(const float *logits,
     rowLoss[r] = NAN;
     return;
   }
-  rowLoss[r] = lse - row[label];
+  rowLoss[r] = double(lse.x) + double(lse.y) - double(row[label]);
 }
 
 __global__ void meanKernel(const double *values, int64_t n, float *result) {
@@ -649,21 +706,46 @@ __global__ void meanKernel(const double *values, int64_t n, float *result) {
 __global__ void crossEntropyGradKernel(const float *logits,
                                        const int64_t *labels,
                                        const float *dloss, float *grad,
-                                       int64_t rows, int64_t classes,
-                                       int *bad) {
+                                       int64_t rows, int64_t pitch,
+                                       int64_t classes, int *bad) {
   int64_t r = blockIdx.x;
   int64_t label = labels[r];
-  const float *row = logits + r * classes;
-  double lse = rowLogSumExp(row, classes);
+  const float *row = logits + r * pitch;
+  float *out = grad + r * pitch;
+  int64_t head = unalignedHead(row, out, classes);
+  float2 lse = rowLogSumExp(row, classes, head);
   if (label < 0 || label >= classes) {
     if (threadIdx.x == 0)
       atomicExch(bad, 1);
     return;
   }
-  double scale = double(dloss[0]) / double(rows);
-  for (int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-    grad[r * classes + c] =
-        float((exp(double(row[c]) - lse) - (c == label ? 1.0 : 0.0)) * scale);
+  float scale = float(double(dloss[0]) / double(rows));
+  auto value = [&](int64_t c, float x) {
+    return (expf((x - lse.x) - lse.y) - (c == label ? 1.f : 0.f)) * scale;
+  };
+  for (int64_t c = threadIdx.x; c < head; c += blockDim.x)
+    out[c] = value(c, row[c]);
+  int64_t units = (classes - head) / 4;
+  auto in4 = reinterpret_cast<const float4 *>(row + head);
+  auto out4 = reinterpret_cast<float4 *>(out + head);
+  for (int64_t u = threadIdx.x; u < units; u += blockDim.x) {
+    float4 v = in4[u];
+    int64_t c = head + 4 * u;
+    out4[u] = float4{value(c, v.x), value(c + 1, v.y), value(c + 2, v.z),
+                     value(c + 3, v.w)};
+  }
+  for (int64_t c = head + 4 * units + threadIdx.x; c < classes; c += blockDim.x)
+    out[c] = value(c, row[c]);
+  for (int64_t c = classes + threadIdx.x; c < pitch; c += blockDim.x)
+    out[c] = 0.f;
+}
+
+/// Threads per row: enough that each walks a few 16-byte units.
+int lossThreads(int64_t classes) {
+  int threads = 32;
+  while (threads < kLossMaxThreads && threads * 16 < classes)
+    threads *= 2;
+  return threads;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1100,23 +1182,24 @@ cudaError_t launchRunningStats(float *runningMean, float *runningVar,
 
 cudaError_t launchCrossEntropy(const float *logits, const int64_t *labels,
                                double *rowLoss, float *loss, int64_t rows,
-                               int64_t classes, int *bad, cudaStream_t s) {
+                               int64_t pitch, int64_t classes, int *bad,
+                               cudaStream_t s) {
   if (rows == 0)
     return cudaSuccess;
-  crossEntropyRowsKernel<<<rows, kReduceThreads, 0, s>>>(logits, labels,
-                                                         rowLoss, classes, bad);
+  crossEntropyRowsKernel<<<rows, lossThreads(classes), 0, s>>>(
+      logits, labels, rowLoss, pitch, classes, bad);
   meanKernel<<<1, kReduceThreads, 0, s>>>(rowLoss, rows, loss);
   return cudaGetLastError();
 }
 
 cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
                                    const float *dloss, float *grad,
-                                   int64_t rows, int64_t classes, int *bad,
-                                   cudaStream_t s) {
+                                   int64_t rows, int64_t pitch, int64_t classes,
+                                   int *bad, cudaStream_t s) {
   if (rows == 0)
     return cudaSuccess;
-  crossEntropyGradKernel<<<rows, kReduceThreads, 0, s>>>(
-      logits, labels, dloss, grad, rows, classes, bad);
+  crossEntropyGradKernel<<<rows, lossThreads(classes), 0, s>>>(
+      logits, labels, dloss, grad, rows, pitch, classes, bad);
   return cudaGetLastError();
 }
 

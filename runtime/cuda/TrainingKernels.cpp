@@ -337,8 +337,9 @@ private:
 
 class CrossEntropyGpuKernel : public IndexCheckedKernel {
 public:
-  CrossEntropyGpuKernel(int64_t rows, int64_t classes, bool gradient)
-      : rows_(rows), classes_(classes), gradient_(gradient) {}
+  CrossEntropyGpuKernel(int64_t rows, int64_t pitch, int64_t classes,
+                        bool gradient)
+      : rows_(rows), pitch_(pitch), classes_(classes), gradient_(gradient) {}
   ~CrossEntropyGpuKernel() override { cudaFree(rowLoss_); }
 
   Status init() {
@@ -357,11 +358,11 @@ public:
       return cudaStatus(
           launchCrossEntropyGrad(in[0].as<float>(), in[1].as<int64_t>(),
                                  in[2].as<float>(), out[0].as<float>(), rows_,
-                                 classes_, bad_, ctx.stream),
+                                 pitch_, classes_, bad_, ctx.stream),
           "cross-entropy gradient");
     return cudaStatus(launchCrossEntropy(in[0].as<float>(), in[1].as<int64_t>(),
                                          rowLoss_, out[0].as<float>(), rows_,
-                                         classes_, bad_, ctx.stream),
+                                         pitch_, classes_, bad_, ctx.stream),
                       "cross-entropy");
   }
 
@@ -371,7 +372,7 @@ private:
            " classes [0, " + std::to_string(classes_) + ")";
   }
 
-  int64_t rows_, classes_;
+  int64_t rows_, pitch_, classes_;
   bool gradient_;
   double *rowLoss_ = nullptr;
 };
@@ -383,9 +384,13 @@ GpuFactory crossEntropyFactory(bool gradient) {
     if (logits.dtype != DType::F32 || logits.shape.empty() ||
         a.inputs[1].dtype != DType::I64)
       return Status();
-    int64_t classes = logits.shape.back();
+    int64_t pitch = logits.shape.back();
+    int64_t classes = a.attrs.getInt("classes", pitch);
+    if (classes < 1 || classes > pitch)
+      return Status::error("classes = " + std::to_string(classes) +
+                           " must be in [1, " + std::to_string(pitch) + "]");
     auto kernel = std::make_unique<CrossEntropyGpuKernel>(
-        classes ? logits.numElements() / classes : 0, classes, gradient);
+        logits.numElements() / pitch, pitch, classes, gradient);
     PARTC_RETURN_IF_ERROR(kernel->init());
     k = std::move(kernel);
     return Status();

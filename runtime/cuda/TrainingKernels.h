@@ -57,15 +57,18 @@ cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,
                                int64_t channels, double momentum, int64_t count,
                                cudaStream_t s);
-/// The mean loss over `rows`, through `rowLoss` (rows doubles of scratch);
-/// sets *bad to 1 where a label is outside [0, classes).
+/// The mean loss over `rows` of `pitch` floats whose first `classes` are
+/// the classes, through `rowLoss` (rows doubles of scratch); sets *bad to 1
+/// where a label is outside [0, classes).
 cudaError_t launchCrossEntropy(const float *logits, const int64_t *labels,
                                double *rowLoss, float *loss, int64_t rows,
-                               int64_t classes, int *bad, cudaStream_t s);
+                               int64_t pitch, int64_t classes, int *bad,
+                               cudaStream_t s);
+/// The loss's gradient, zero past the classes of each row.
 cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
                                    const float *dloss, float *grad,
-                                   int64_t rows, int64_t classes, int *bad,
-                                   cudaStream_t s);
+                                   int64_t rows, int64_t pitch, int64_t classes,
+                                   int *bad, cudaStream_t s);
 /// In place: `param` and `buf` (null without momentum) are state.
 cudaError_t launchSgd(float *param, const float *grad, float *buf, int64_t n,
                       double lr, double momentum, double decay, cudaStream_t s);

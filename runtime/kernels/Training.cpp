@@ -11,6 +11,7 @@
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/Philox.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -18,9 +19,10 @@ namespace partc::runtime {
 
 namespace {
 
-/// Rows of the logits [..., C] and their class count.
+/// Rows of the logits [..., C], their length (C) and their class count
+/// (the attribute `classes`, C by default; the entries past it pad the row).
 struct CrossEntropyShape {
-  int64_t rows = 0, classes = 0;
+  int64_t rows = 0, pitch = 0, classes = 0;
 };
 
 Status checkCrossEntropy(const KernelArgs &a, size_t numInputs,
@@ -34,7 +36,12 @@ Status checkCrossEntropy(const KernelArgs &a, size_t numInputs,
   if (labels.dtype != DType::I64 || labels.shape != rowShape)
     return Status::error("labels " + labels.str() + " must be int64 of shape " +
                          shapeToString(rowShape));
-  shape.classes = logits.shape.back();
+  shape.pitch = logits.shape.back();
+  shape.classes = a.attrs.getInt("classes", shape.pitch);
+  if (shape.classes < 1 || shape.classes > shape.pitch)
+    return Status::error("classes = " + std::to_string(shape.classes) +
+                         " must be in [1, " + std::to_string(shape.pitch) +
+                         "], the length of the rows of " + logits.str());
   shape.rows = numElements(rowShape);
   return Status();
 }
@@ -83,17 +90,18 @@ public:
       double scale =
           gradient_ ? static_cast<double>(in[2].as<T>()[0]) / rows : 0.0;
       status = forEachLabel(in[1], s_, [&](int64_t r, int64_t label) {
-        const T *row = logits + r * s_.classes;
+        const T *row = logits + r * s_.pitch;
         double lse = logSumExp(row, s_.classes);
         if (!gradient_) {
           total += lse - static_cast<double>(row[label]);
           return;
         }
-        T *g = result + r * s_.classes;
+        T *g = result + r * s_.pitch;
         for (int64_t c = 0; c < s_.classes; ++c) {
           double p = std::exp(static_cast<double>(row[c]) - lse);
           g[c] = static_cast<T>((p - (c == label ? 1.0 : 0.0)) * scale);
         }
+        std::fill(g + s_.classes, g + s_.pitch, T(0));
       });
       // The mean over no rows is NaN, as PyTorch's.
       if (!gradient_)

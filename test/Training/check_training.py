@@ -373,6 +373,17 @@ def training_cases():
         "l1", dict(kind="adamw", lr=0.005, weight_decay=0.1,
                    betas=(0.8, 0.99), eps=1e-6))
 
+    # A tied output head of 1,030 classes (GPT-2's is 50,257): partc pads
+    # the product to 1,056 columns and the loss reads the padded logits in
+    # place (its gradient zero in the padding).
+    yield ("tied_head_cross_entropy", [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"]),
+        helper.make_node("Relu", ["h"], ["a"]),
+        helper.make_node("Transpose", ["e"], ["et"], perm=[1, 0]),
+        helper.make_node("MatMul", ["a", "et"], ["y"])],
+        {"x": randn(8, 12)}, (8, 1030),
+        {"w1": w(12, 16), "b1": randn(16, scale=0.1), "e": w(1030, 16)},
+        "cross-entropy", dict(kind="adamw", lr=0.01))
 
     # Dropout draws a new mask each step from the step counter that AdamW
     # also reads.

@@ -213,3 +213,21 @@ func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {gra
   %y = graph.pad %h {pads = array<i64: 0, 1, 0, 2>} : (tensor<2x3xf32>) -> tensor<2x6xf32>
   return %y : tensor<2x6xf32>
 }
+
+// -----
+
+// Tests that cross-entropy reads logits sliced from a product of padded
+// columns in place: the loss and its gradient take the padded product
+// with `classes`, and the gradient flows to the weight with no pad of it.
+// CE-LABEL: func @main
+// CE: %[[P:.*]] = graph.matmul %{{.*}}, %[[W:.*]] : (tensor<4x3xf32>, tensor<3x8xf32>) -> tensor<4x8xf32>
+// CE: graph.softmax_cross_entropy %[[P]], %{{.*}} {classes = 5 : i64} : (tensor<4x8xf32>, tensor<4xi64>)
+// CE: %[[DP:.*]] = graph.softmax_cross_entropy_grad %[[P]], %{{.*}}, %{{.*}} {classes = 5 : i64} : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<4x8xf32>
+// CE-NOT: graph.pad
+// CE: graph.matmul {{.*}}%[[DP]]
+func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x5xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<3x8xf32>} : () -> tensor<3x8xf32>
+  %p = graph.matmul %x, %w : (tensor<4x3xf32>, tensor<3x8xf32>) -> tensor<4x8xf32>
+  %y = graph.slice %p {ends = array<i64: 4, 5>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<4x8xf32>) -> tensor<4x5xf32>
+  return %y : tensor<4x5xf32>
+}

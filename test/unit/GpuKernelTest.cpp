@@ -478,6 +478,134 @@ TEST(GpuKernels, GatherElementsMatchesCpuAndReportsBadIndices) {
   cudaFree(dy);
 }
 
+// Softmax cross-entropy and its gradient against the CPU's (double) sums:
+// rows of a few classes, rows whose starts fall anywhere in a 16-byte
+// unit (GPT-2's 50,257 classes), logits far from 0 on some rows, and a
+// label out of range reported after the run; rows padded past their
+// classes (a padded LM head's logits), whose gradient is zero there.
+TEST(GpuKernels, CrossEntropyMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    int64_t rows, classes, pitch;
+  };
+  for (Case c :
+       {Case{5, 10, 10}, Case{7, 1000, 1000}, Case{6, 4099, 4099},
+        Case{9, 50257, 50257}, Case{9, 50257, 50272}, Case{4, 1030, 1033}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + " x " + std::to_string(c.classes) +
+                 " of " + std::to_string(c.pitch));
+    TensorType logitsType{DType::F32, {c.rows, c.pitch}};
+    TensorType labelsType{DType::I64, {c.rows}}, scalar{DType::F32, {}};
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uniform(-8.f, 8.f);
+    std::vector<float> logits(c.rows * c.pitch);
+    for (size_t i = 0; i < logits.size(); ++i)
+      logits[i] = uniform(rng) + (i / c.pitch % 3 == 1 ? 60.f : 0.f);
+    std::vector<int64_t> labels(c.rows);
+    for (int64_t r = 0; r < c.rows; ++r)
+      labels[r] = (r * 7919 + 3) % c.classes;
+    float dloss = 0.75f;
+    AttrMap attrs;
+    if (c.pitch != c.classes)
+      attrs.set("classes", AttrValue::ofInts({c.classes}));
+    std::unique_ptr<Kernel> cpuLoss, cpuGrad;
+    ASSERT_TRUE(createCpuKernel("softmax_cross_entropy", attrs,
+                                {logitsType, labelsType}, {scalar}, cpuLoss)
+                    .ok());
+    ASSERT_TRUE(createCpuKernel("softmax_cross_entropy_grad", attrs,
+                                {logitsType, labelsType, scalar}, {logitsType},
+                                cpuGrad)
+                    .ok());
+    float expectedLoss = 0;
+    // NaN wherever the CPU does not write (it must write the padding too).
+    std::vector<float> expectedGrad(logits.size(), NAN);
+    ASSERT_TRUE(
+        cpuLoss
+            ->run({{logits.data(), logitsType}, {labels.data(), labelsType}},
+                  {{&expectedLoss, scalar}})
+            .ok());
+    ASSERT_TRUE(cpuGrad
+                    ->run({{logits.data(), logitsType},
+                           {labels.data(), labelsType},
+                           {&dloss, scalar}},
+                          {{expectedGrad.data(), logitsType}})
+                    .ok());
+
+    float *dLogits, *dLoss, *dDloss, *dGrad;
+    int64_t *dLabels;
+    ASSERT_EQ(cudaMalloc(&dLogits, logitsType.byteSize()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dGrad, logitsType.byteSize()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dLabels, labelsType.byteSize()), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dLoss, 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dDloss, 4), cudaSuccess);
+    cudaMemcpy(dLogits, logits.data(), logitsType.byteSize(),
+               cudaMemcpyHostToDevice);
+    cudaMemcpy(dLabels, labels.data(), labelsType.byteSize(),
+               cudaMemcpyHostToDevice);
+    cudaMemcpy(dDloss, &dloss, 4, cudaMemcpyHostToDevice);
+    cudaMemset(dGrad, 0xff, logitsType.byteSize()); // NaN until written
+    DeviceContext ctx;
+    std::unique_ptr<GpuKernel> loss, grad;
+    ASSERT_TRUE(createGpuKernel("softmax_cross_entropy", attrs,
+                                {logitsType, labelsType}, {scalar}, ctx, loss)
+                    .ok() &&
+                loss);
+    ASSERT_TRUE(createGpuKernel("softmax_cross_entropy_grad", attrs,
+                                {logitsType, labelsType, scalar}, {logitsType},
+                                ctx, grad)
+                    .ok() &&
+                grad);
+    ASSERT_TRUE(loss->run(ctx, {{dLogits, logitsType}, {dLabels, labelsType}},
+                          {{dLoss, scalar}})
+                    .ok());
+    ASSERT_TRUE(grad->run(ctx,
+                          {{dLogits, logitsType},
+                           {dLabels, labelsType},
+                           {dDloss, scalar}},
+                          {{dGrad, logitsType}})
+                    .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_TRUE(loss->checkAfterRun().ok());
+    EXPECT_TRUE(grad->checkAfterRun().ok());
+    float gotLoss = 0;
+    std::vector<float> gotGrad(logits.size());
+    cudaMemcpy(&gotLoss, dLoss, 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(gotGrad.data(), dGrad, logitsType.byteSize(),
+               cudaMemcpyDeviceToHost);
+    EXPECT_NEAR(gotLoss, expectedLoss, 2e-6 * std::fabs(expectedLoss));
+    // Each gradient is p * scale with p < 1: compare against the scale.
+    double scale = dloss / static_cast<double>(c.rows);
+    size_t worst = 0;
+    for (size_t i = 0; i < gotGrad.size(); ++i) {
+      ASSERT_FALSE(std::isnan(expectedGrad[i]) || std::isnan(gotGrad[i]))
+          << "element " << i << " left unwritten";
+      if (i % c.pitch >= static_cast<size_t>(c.classes))
+        ASSERT_EQ(gotGrad[i], 0.f) << "padding at " << i;
+      if (std::fabs(gotGrad[i] - expectedGrad[i]) >
+          std::fabs(gotGrad[worst] - expectedGrad[worst]))
+        worst = i;
+    }
+    EXPECT_NEAR(gotGrad[worst], expectedGrad[worst],
+                2e-6 * scale + 2e-6 * std::fabs(expectedGrad[worst]))
+        << "at " << worst;
+
+    labels[c.rows - 1] = c.classes; // one past the last class (padding)
+    cudaMemcpy(dLabels, labels.data(), labelsType.byteSize(),
+               cudaMemcpyHostToDevice);
+    ASSERT_TRUE(loss->run(ctx, {{dLogits, logitsType}, {dLabels, labelsType}},
+                          {{dLoss, scalar}})
+                    .ok());
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    Status bad = loss->checkAfterRun();
+    EXPECT_NE(bad.message().find("outside the"), std::string::npos)
+        << bad.message();
+    for (void *p : {static_cast<void *>(dLogits), static_cast<void *>(dGrad),
+                    static_cast<void *>(dLabels), static_cast<void *>(dLoss),
+                    static_cast<void *>(dDloss)})
+      cudaFree(p);
+  }
+}
+
 class DropoutOffsets : public ::testing::TestWithParam<int64_t> {};
 
 // Offsets: a slice of the batch that starts anywhere in a group of four.

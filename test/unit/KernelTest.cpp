@@ -413,6 +413,62 @@ TEST(Kernels, GatherElementsReportsIndexOutOfRange) {
       << s.message();
 }
 
+// Rows padded past their classes (`classes`): the padding is never read
+// (NaN there changes nothing), the loss is the unpadded rows', the
+// gradient is theirs with zeros in the padding, and a label in the
+// padding is outside the classes.
+TEST(Kernels, CrossEntropyReadsOnlyTheClassesOfPaddedRows) {
+  TensorType plain{DType::F32, {2, 3}}, padded{DType::F32, {2, 5}};
+  TensorType labelsType{DType::I64, {2}}, scalar{DType::F32, {}};
+  AttrMap none, classes;
+  classes.set("classes", AttrValue::ofInts({3}));
+  std::vector<float> x = {0.5f, -1.f, 2.f, 3.f, 0.f, 1.f};
+  std::vector<float> xPadded = {0.5f, -1.f, 2.f, NAN, 40.f,
+                                3.f,  0.f,  1.f, NAN, -7.f};
+  std::vector<int64_t> labels = {2, 0};
+  float dloss = 2.f;
+  auto run = [&](const AttrMap &attrs, TensorType logits,
+                 std::vector<float> &in, float &loss,
+                 std::vector<float> &grad) {
+    std::unique_ptr<Kernel> l, g;
+    ASSERT_TRUE(createCpuKernel("softmax_cross_entropy", attrs,
+                                {logits, labelsType}, {scalar}, l)
+                    .ok());
+    ASSERT_TRUE(createCpuKernel("softmax_cross_entropy_grad", attrs,
+                                {logits, labelsType, scalar}, {logits}, g)
+                    .ok());
+    ASSERT_TRUE(l->run({{in.data(), logits}, {labels.data(), labelsType}},
+                       {{&loss, scalar}})
+                    .ok());
+    grad.assign(logits.numElements(), 99.f);
+    ASSERT_TRUE(g->run({{in.data(), logits},
+                        {labels.data(), labelsType},
+                        {&dloss, scalar}},
+                       {{grad.data(), logits}})
+                    .ok());
+  };
+  float loss = 0, lossPadded = 0;
+  std::vector<float> grad, gradPadded;
+  run(none, plain, x, loss, grad);
+  run(classes, padded, xPadded, lossPadded, gradPadded);
+  EXPECT_EQ(loss, lossPadded);
+  EXPECT_EQ(gradPadded, (std::vector<float>{grad[0], grad[1], grad[2], 0, 0,
+                                            grad[3], grad[4], grad[5], 0, 0}));
+  labels[1] = 3;
+  std::unique_ptr<Kernel> l;
+  ASSERT_TRUE(createCpuKernel("softmax_cross_entropy", classes,
+                              {padded, labelsType}, {scalar}, l)
+                  .ok());
+  Status s = l->run({{xPadded.data(), padded}, {labels.data(), labelsType}},
+                    {{&lossPadded, scalar}});
+  EXPECT_NE(s.message().find("outside the 3 classes"), std::string::npos)
+      << s.message();
+  classes.set("classes", AttrValue::ofInts({6}));
+  EXPECT_FALSE(createCpuKernel("softmax_cross_entropy", classes,
+                               {padded, labelsType}, {scalar}, l)
+                   .ok());
+}
+
 TEST(Kernels, ResizeNeedsEveryAttribute) {
   TensorType in{DType::F32, {1, 1, 2, 2}}, out{DType::F32, {1, 1, 4, 4}};
   AttrMap attrs;

@@ -627,6 +627,7 @@ int compile() {
   auto start = std::chrono::steady_clock::now();
   mlir::partc::onnx_import::ImportOptions importOptions;
   importOptions.batch = batch;
+  importOptions.batchGiven = batch.getNumOccurrences() > 0;
   importOptions.keepParameters = train;
   for (const std::string &entry : constInputs) {
     size_t eq = entry.find('=');

@@ -370,3 +370,13 @@ func.func @gather_nd_batch_dims_huge(%x: tensor<2x2xf32>, %i: tensor<2x2xi64>) {
   %0 = graph.gather_nd %x, %i {batch_dims = 9223372036854775807 : i64} : (tensor<2x2xf32>, tensor<2x2xi64>) -> tensor<2xf32>
   return
 }
+
+// -----
+
+// Tests that cross-entropy's classes fit in the rows of its logits.
+func.func @cross_entropy_classes_past_rows(%x: tensor<4x8xf32>, %l: tensor<4xi64>) {
+  // expected-error@+2 {{classes = 9 must be in [1, 8] (the logits tensor<4x8xf32> hold the classes first in each row)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %0 = graph.softmax_cross_entropy %x, %l {classes = 9 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> tensor<f32>
+  return
+}
