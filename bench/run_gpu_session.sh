@@ -620,10 +620,20 @@ if [[ $what == *gpt2* ]]; then
     echo "compile_s $(python3 -c "print(round($(date +%s.%N)-$s,2))")" | tee -a $OUT/train-$tag-partc.txt
     IN="--input input=$D/x.npy --input labels=$D/labels.npy"
     timeout 200 $B/partc-run $D/train.plan --backend cuda --precision fp32 $IN --steps 3 2>&1 | tail -12 | tee -a $OUT/train-$tag-partc.txt
-    # ms per step after the first (which chooses algorithms and captures
-    # the CUDA graph), as partc-run reports it; the loss is read each step.
-    ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 21 2>&1 | grep -o '[0-9.]* after the first' | grep -o '^[0-9.]*')
+    # ms per step after the second (the first chooses algorithms, the
+    # second captures the CUDA graph), as partc-run reports it; the loss
+    # is read each step. (Sessions 16-28 reported "after the first",
+    # which averages the capture step in.)
+    ms=$(timeout 200 $B/partc-run $D/train.plan --backend cuda $IN --steps 22 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
     python3 -c "ms=float('${ms:-0}'); print('{\"peer\": \"partc-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": %.2f, \"tokens_per_s\": %d}' % (ms, $2*$3*1e3/ms if ms else 0))" | tee -a $OUT/train-$tag-partc.txt
+    # GPT2_OLD=1: the same step with the build in .device/partc-old.tar.xz
+    # (pack_device.sh with OLD_BIN_DIR), in the same call.
+    if [[ ${GPT2_OLD:-0} == 1 && -f .device/partc-old.tar.xz ]]; then
+      mkdir -p $W/old && tar -C $W/old -xJf .device/partc-old.tar.xz
+      $W/old/bin/partc compile $D/model.onnx -o $D/train-old.plan --batch $2 $TF --quiet
+      ms=$(timeout 200 $W/old/bin/partc-run $D/train-old.plan --backend cuda $IN --steps 22 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
+      echo "{\"peer\": \"partc-old-tf32\", \"model\": \"gpt2\", \"spec\": \"$spec\", \"ms_per_step\": ${ms:-0}}" | tee -a $OUT/train-$tag-partc.txt
+    fi
     if [[ ${TRAIN_RECOMPUTE:-0} == 1 ]]; then
       $B/partc compile $D/model.onnx -o $D/train-all.plan --batch $2 $TF --recompute all --explain 2>&1 | grep -E "arena|kept|   total|recomputed" | tee -a $OUT/train-$tag-partc.txt
       $B/partc compile $D/model.onnx -o $D/train-none.plan --batch $2 $TF --recompute none --explain 2>&1 | grep -E "arena|kept|   total" | tee -a $OUT/train-$tag-partc.txt

@@ -159,6 +159,9 @@ def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
     head split, score scaling and head merge then move no data. Operand
     views must stay GEMM operands (rows or columns contiguous); a chain is
     followed only as far as that holds. Ops left without uses are erased.
+    A 2-D graph.gemm whose only user transposes it computes the transposed
+    product instead, operands swapped (op(B)^T op(A)^T): a tied LM head's
+    weight gradient is then written in the embedding's layout.
   }];
 }
 
@@ -186,8 +189,16 @@ def MatchGelu : Pass<"partc-match-gelu", "mlir::ModuleOp"> {
     the formula becomes one graph.gelu (approximate "none" or "tanh"): one
     step instead of five to nine, and partc-fuse-activations, which runs
     next, can then put a tanh Gelu into the epilogue of the product before
-    it. Constants match within 1e-6 relative.
+    it. Constants match within 1e-6 relative. Training runs it before
+    differentiation too, with `skip-initializers`: the backward pass then
+    gets one gelu_grad or gelu_tanh_grad step instead of the formula's
+    gradients op by op, and an initializer (a parameter to train) is never
+    taken for one of the formula's constants.
   }];
+  let options = [
+    Option<"skipInitializers", "skip-initializers", "bool", "false",
+           "Constants that are initializers are not the formula's">,
+  ];
 }
 
 def FuseElementwise : Pass<"partc-fuse-elementwise", "mlir::ModuleOp"> {

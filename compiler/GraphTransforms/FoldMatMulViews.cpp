@@ -207,6 +207,11 @@ class FoldMatMulViewsPass
     : public impl::FoldMatMulViewsBase<FoldMatMulViewsPass> {
 public:
   void runOnOperation() override {
+    SmallVector<graph::TransposeOp> transposes;
+    getOperation().walk(
+        [&](graph::TransposeOp op) { transposes.push_back(op); });
+    for (graph::TransposeOp op : transposes)
+      foldTransposedGemm(op);
     SmallVector<graph::MatMulOp> matmuls;
     getOperation().walk([&](graph::MatMulOp op) { matmuls.push_back(op); });
     for (graph::MatMulOp op : matmuls)
@@ -214,6 +219,32 @@ public:
   }
 
 private:
+  /// transpose(op(A) op(B)) = op(B)^T op(A)^T: a 2-D gemm whose only user
+  /// transposes its result computes the transposed product instead (a
+  /// tied LM head's weight gradient, [768, 50272] turned [50272, 768]).
+  static void foldTransposedGemm(graph::TransposeOp transpose) {
+    auto gemm = transpose.getInput().getDefiningOp<graph::GemmOp>();
+    // Both where the same device (or pipeline stage) runs them: the
+    // product then takes the transpose's place in every schedule.
+    if (!gemm || !gemm->hasOneUse() || gemm.getC() || gemm.getActivation() ||
+        transpose.getPerm() != ArrayRef<int64_t>{1, 0} ||
+        gemm->getDiscardableAttrDictionary() !=
+            transpose->getDiscardableAttrDictionary())
+      return;
+    OpBuilder b(transpose);
+    auto swapped = graph::GemmOp::create(
+        b, gemm.getLoc(), transpose.getType(), gemm.getB(), gemm.getA(),
+        Value(), gemm.getAlphaAttr(), gemm.getBetaAttr(),
+        b.getI64IntegerAttr(gemm.getTransB() ? 0 : 1),
+        b.getI64IntegerAttr(gemm.getTransA() ? 0 : 1), nullptr);
+    // The product's placement and schedule.
+    for (NamedAttribute attr : gemm->getDiscardableAttrs())
+      swapped->setAttr(attr.getName(), attr.getValue());
+    transpose.getResult().replaceAllUsesWith(swapped.getResult());
+    transpose.erase();
+    gemm.erase();
+  }
+
   static void fold(graph::MatMulOp op) {
     auto lhsType = cast<RankedTensorType>(op.getLhs().getType());
     auto rhsType = cast<RankedTensorType>(op.getRhs().getType());

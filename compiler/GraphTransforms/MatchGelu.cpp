@@ -19,15 +19,24 @@ bool near(std::optional<double> value, double expected) {
 }
 
 /// If `op` is an Op with a constant of about `expected` on one side,
-/// returns its other operand.
+/// returns its other operand. With `skipInitializers` (before training's
+/// differentiation), a constant that is an initializer is a parameter to
+/// train, not part of a formula.
 template <typename Op>
-Value binaryWithConstant(Operation *op, double expected) {
+Value binaryWithConstant(Operation *op, double expected,
+                         bool skipInitializers) {
   auto binary = dyn_cast_or_null<Op>(op);
   if (!binary)
     return {};
-  for (unsigned k = 0; k < 2; ++k)
-    if (near(scalarF32Constant(binary->getOperand(1 - k)), expected))
+  for (unsigned k = 0; k < 2; ++k) {
+    Value constant = binary->getOperand(1 - k);
+    Operation *def = constant.getDefiningOp();
+    if (skipInitializers && def &&
+        def->hasAttr(graph::GraphDialect::kInitializerAttrName))
+      continue;
+    if (near(scalarF32Constant(constant), expected))
       return binary->getOperand(k);
+  }
   return {};
 }
 
@@ -50,8 +59,8 @@ void replaceByGelu(Operation *outer, Value x, StringRef approximate,
 
 /// mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5), as exporters write ONNX's
 /// exact Gelu before opset 20.
-bool matchExactGelu(graph::MulOp outer) {
-  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5);
+bool matchExactGelu(graph::MulOp outer, bool skip) {
+  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5, skip);
   auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
   if (!inner || !product.hasOneUse())
     return false;
@@ -60,14 +69,15 @@ bool matchExactGelu(graph::MulOp outer) {
     auto add = sum.getDefiningOp<graph::AddOp>();
     if (!add || !sum.hasOneUse() || add.getActivation())
       continue;
-    Value erfValue = binaryWithConstant<graph::AddOp>(add, 1.0);
+    Value erfValue = binaryWithConstant<graph::AddOp>(add, 1.0, skip);
     auto erf = erfValue ? erfValue.getDefiningOp<graph::ErfOp>() : nullptr;
     if (!erf || !erfValue.hasOneUse())
       continue;
     Operation *scale = erf.getInput().getDefiningOp();
-    Value scaled = binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0));
+    Value scaled =
+        binaryWithConstant<graph::DivOp>(scale, std::sqrt(2.0), skip);
     if (!scaled)
-      scaled = binaryWithConstant<graph::MulOp>(scale, std::sqrt(0.5));
+      scaled = binaryWithConstant<graph::MulOp>(scale, std::sqrt(0.5), skip);
     if (scaled != x || !erf.getInput().hasOneUse() ||
         outer.getType() != cast<RankedTensorType>(x.getType()))
       continue;
@@ -79,8 +89,9 @@ bool matchExactGelu(graph::MulOp outer) {
 
 /// The ops computing x^3 from `cube` (pow(x, 3), or x * x * x in either
 /// grouping), users first, or none. Sets `x`.
-SmallVector<Operation *, 2> cubeOf(Value cube, Value &x) {
-  if (Value base = binaryWithConstant<graph::PowOp>(cube.getDefiningOp(), 3.0);
+SmallVector<Operation *, 2> cubeOf(Value cube, Value &x, bool skip) {
+  if (Value base =
+          binaryWithConstant<graph::PowOp>(cube.getDefiningOp(), 3.0, skip);
       base && cube.getDefiningOp()->getOperand(0) == base) {
     x = base;
     return {cube.getDefiningOp()};
@@ -103,21 +114,21 @@ SmallVector<Operation *, 2> cubeOf(Value cube, Value &x) {
 /// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as exporters write
 /// Gelu's tanh form (GPT-2's gelu_new): mul(mul(x, 0.5), add(tanh(...), 1))
 /// with the factors in either order.
-bool matchTanhGelu(graph::MulOp outer) {
+bool matchTanhGelu(graph::MulOp outer, bool skip) {
   const double kScale = std::sqrt(2.0 / M_PI), kCubic = 0.044715;
   for (unsigned k = 0; k < 2; ++k) {
     Value half = outer->getOperand(k), rest = outer->getOperand(1 - k);
-    Value x = binaryWithConstant<graph::MulOp>(half.getDefiningOp(), 0.5);
+    Value x = binaryWithConstant<graph::MulOp>(half.getDefiningOp(), 0.5, skip);
     auto one = rest.getDefiningOp<graph::AddOp>();
     if (!x || !half.hasOneUse() || !one || !rest.hasOneUse() ||
         one.getActivation() || outer.getType() != x.getType())
       continue;
-    Value tanhValue = binaryWithConstant<graph::AddOp>(one, 1.0);
+    Value tanhValue = binaryWithConstant<graph::AddOp>(one, 1.0, skip);
     auto tanh = tanhValue ? tanhValue.getDefiningOp<graph::TanhOp>() : nullptr;
     if (!tanh || !tanhValue.hasOneUse() || !tanh.getInput().hasOneUse())
       continue;
     Operation *scale = tanh.getInput().getDefiningOp();
-    Value sum = binaryWithConstant<graph::MulOp>(scale, kScale);
+    Value sum = binaryWithConstant<graph::MulOp>(scale, kScale, skip);
     auto add = sum ? sum.getDefiningOp<graph::AddOp>() : nullptr;
     if (!add || !sum.hasOneUse() || add.getActivation())
       continue;
@@ -126,10 +137,10 @@ bool matchTanhGelu(graph::MulOp outer) {
       if (add->getOperand(j) != x || !term.hasOneUse())
         continue;
       Value cube =
-          binaryWithConstant<graph::MulOp>(term.getDefiningOp(), kCubic);
+          binaryWithConstant<graph::MulOp>(term.getDefiningOp(), kCubic, skip);
       Value base;
       SmallVector<Operation *, 2> cubeOps = cube && cube.hasOneUse()
-                                                ? cubeOf(cube, base)
+                                                ? cubeOf(cube, base, skip)
                                                 : SmallVector<Operation *, 2>();
       if (cubeOps.empty() || base != x)
         continue;
@@ -145,13 +156,15 @@ bool matchTanhGelu(graph::MulOp outer) {
 }
 
 struct MatchGeluPass : public impl::MatchGeluBase<MatchGeluPass> {
+  using MatchGeluBase::MatchGeluBase;
+
   void runOnOperation() override {
     SmallVector<graph::MulOp> muls;
     getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
     // A match erases only ops before the outer mul, which were visited.
     for (graph::MulOp mul : muls)
-      if (!matchExactGelu(mul))
-        matchTanhGelu(mul);
+      if (!matchExactGelu(mul, skipInitializers))
+        matchTanhGelu(mul, skipInitializers);
   }
 };
 

@@ -206,7 +206,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // are aligned too.
   if (o.padMatMulColumns)
     pm.addPass(createPadMatMulColumns());
-  // Training differentiates the graph as imported, before any fusion.
+  // Training differentiates the graph as imported, before any fusion but
+  // Gelu's: its formula's gradient is one step rather than a dozen ops.
+  if (o.train && o.fuseElementwise)
+    pm.addPass(createMatchGelu({/*skipInitializers=*/true}));
   if (o.train) {
     PrepareTrainingOptions prepare;
     prepare.batchNormMomentum = o.batchNormMomentum;

@@ -269,7 +269,8 @@ for opset in (13, 17):
                          lambda p: torch.optim.AdamW(p, lr=1e-3),
                          ["--optimizer", "adamw", "--lr", "0.001"], opset))
 # An LM head of an unaligned width over 1024: partc pads the head's
-# weight to 1056 columns for its products and slices the logits back; the
+# weight to 1056 columns for its products and the loss reads the padded
+# logits in place (their gradient zero in the padding); the
 # training must not see the difference. (Untied: this exporter folds a
 # tied head's transposed embedding into an initializer of its own, so the
 # file would train two matrices where PyTorch trains one.)

@@ -173,6 +173,33 @@ def gradient_cases():
         {"table": randn(5, 4), "pos": randn(3, 4, scale=0.1),
          "g": 1 + randn(4, scale=0.1), "b": randn(4, scale=0.1),
          "w": randn(4, 4, scale=0.5)}, "mse")
+    # Gelu as exporters write it out, exact (opset 13's Erf) and tanh
+    # (GPT-2's gelu_new, the cube a Pow): partc recognizes both before
+    # differentiating (float32 formulas only), so gelu_grad and
+    # gelu_tanh_grad are what is checked.
+    f32 = lambda v: np.array(v, np.float32)  # noqa: E731
+    yield ("gelu_formulas", [
+        const("sqrt2", f32(np.sqrt(2.0))), const("one", f32(1.0)),
+        const("half", f32(0.5)), const("three", f32(3.0)),
+        const("cubic", f32(0.044715)), const("scale", f32(np.sqrt(2 / np.pi))),
+        helper.make_node("Gemm", ["x", "w", "b"], ["h"]),
+        helper.make_node("Div", ["h", "sqrt2"], ["hd"]),
+        helper.make_node("Erf", ["hd"], ["he"]),
+        helper.make_node("Add", ["he", "one"], ["h1"]),
+        helper.make_node("Mul", ["h", "h1"], ["hm"]),
+        helper.make_node("Mul", ["hm", "half"], ["g"]),
+        helper.make_node("MatMul", ["g", "v"], ["k"]),
+        helper.make_node("Mul", ["k", "half"], ["kh"]),
+        helper.make_node("Pow", ["k", "three"], ["k3"]),
+        helper.make_node("Mul", ["k3", "cubic"], ["kc"]),
+        helper.make_node("Add", ["k", "kc"], ["ks"]),
+        helper.make_node("Mul", ["ks", "scale"], ["kt"]),
+        helper.make_node("Tanh", ["kt"], ["t"]),
+        helper.make_node("Add", ["t", "one"], ["t1"]),
+        helper.make_node("Mul", ["kh", "t1"], ["y"])],
+        {"x": randn(4, 3)}, (4, 5),
+        {"w": randn(3, 6), "b": randn(6, scale=0.3), "v": randn(6, 5)},
+        "mse")
     # Window ops and batch norm run in float32 only; their cases compare
     # partc with the float64 reference's backward pass at float32's
     # precision (the reference itself still meets finite differences).
@@ -251,7 +278,7 @@ def labels_for(loss, shape, dtype):
 
 
 FLOAT32_CASES = {"conv_bn_pool", "residual_concat_slice",
-                 "embedding_layer_norm"}
+                 "embedding_layer_norm", "gelu_formulas"}
 
 
 def check_gradients():

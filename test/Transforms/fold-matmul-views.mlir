@@ -193,3 +193,46 @@ func.func @runtimeindex(%qkv: tensor<3x2x16x64xf32>, %i: tensor<i64>) -> tensor<
   %s = graph.matmul %q, %kt : (tensor<2x16x64xf32>, tensor<2x64x16xf32>) -> tensor<2x16x16xf32>
   return %s : tensor<2x16x16xf32>
 }
+
+// -----
+
+// Tests that a gemm whose only user transposes it on the same device
+// computes the transposed product (operands swapped, transpositions
+// flipped), and that a gemm read elsewhere too, with an addend or
+// transposed on another device (pipeline stage) is left alone.
+// CHECK-LABEL: func @transposed_gemm
+// CHECK: %[[G:.*]] = graph.gemm %arg1, %arg0 {beta = 0.000000e+00 : f64, graph.device = 1 : i64, trans_a = 1 : i64} : (tensor<4x6xf32>, tensor<4x3xf32>) -> tensor<6x3xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: return %[[G]]
+func.func @transposed_gemm(%a: tensor<4x3xf32>, %b: tensor<4x6xf32>) -> tensor<6x3xf32> {
+  %g = graph.gemm %a, %b {beta = 0.0 : f64, trans_a = 1 : i64, graph.device = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>) -> tensor<3x6xf32>
+  %t = graph.transpose %g {perm = array<i64: 1, 0>, graph.device = 1 : i64} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+  return %t : tensor<6x3xf32>
+}
+
+// CHECK-LABEL: func @gemm_on_another_stage
+// CHECK: graph.gemm %arg0, %arg1
+// CHECK: graph.transpose
+func.func @gemm_on_another_stage(%a: tensor<4x3xf32>, %b: tensor<4x6xf32>) -> tensor<6x3xf32> {
+  %g = graph.gemm %a, %b {trans_a = 1 : i64, graph.device = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>) -> tensor<3x6xf32>
+  %t = graph.transpose %g {perm = array<i64: 1, 0>, graph.device = 0 : i64} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+  return %t : tensor<6x3xf32>
+}
+
+// CHECK-LABEL: func @gemm_read_twice
+// CHECK: graph.gemm %arg0, %arg1
+// CHECK: graph.transpose
+func.func @gemm_read_twice(%a: tensor<4x3xf32>, %b: tensor<4x6xf32>) -> (tensor<6x3xf32>, tensor<3x6xf32>) {
+  %g = graph.gemm %a, %b {trans_a = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>) -> tensor<3x6xf32>
+  %t = graph.transpose %g {perm = array<i64: 1, 0>} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+  return %t, %g : tensor<6x3xf32>, tensor<3x6xf32>
+}
+
+// CHECK-LABEL: func @gemm_with_addend
+// CHECK: graph.gemm %arg0, %arg1, %arg2
+// CHECK: graph.transpose
+func.func @gemm_with_addend(%a: tensor<4x3xf32>, %b: tensor<4x6xf32>, %c: tensor<3x6xf32>) -> tensor<6x3xf32> {
+  %g = graph.gemm %a, %b, %c {trans_a = 1 : i64} : (tensor<4x3xf32>, tensor<4x6xf32>, tensor<3x6xf32>) -> tensor<3x6xf32>
+  %t = graph.transpose %g {perm = array<i64: 1, 0>} : (tensor<3x6xf32>) -> tensor<6x3xf32>
+  return %t : tensor<6x3xf32>
+}

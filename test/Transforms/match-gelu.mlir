@@ -1,4 +1,5 @@
 // RUN: partc-opt %s --partc-match-gelu --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-match-gelu="skip-initializers=true" --split-input-file | FileCheck %s --check-prefix=TRAIN
 
 // Tests that an exported exact Gelu (div, erf, add, mul, mul), in either
 // operand order, becomes graph.gelu and its scalars go.
@@ -102,4 +103,26 @@ func.func @not_tanh(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>, tensor<
   %a2 = graph.add %t2, %c1 : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
   %y2 = graph.mul %h2, %a2 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %y, %t, %y2 : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Tests that with skip-initializers (training, before differentiation) a
+// formula whose constant is an initializer, a parameter to train, stays
+// as it is; without it the value is taken as the formula's.
+// CHECK-LABEL: func @initializer_half
+// CHECK: graph.gelu
+// TRAIN-LABEL: func @initializer_half
+// TRAIN-NOT: graph.gelu
+// TRAIN: graph.erf
+func.func @initializer_half(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %c2 = graph.constant {value = dense<1.41421354> : tensor<f32>} : () -> tensor<f32>
+  %c1 = graph.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  %ch = graph.constant {graph.initializer = "half", value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %d = graph.div %x, %c2 : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = graph.erf %d : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  %a = graph.add %c1, %e : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %m = graph.mul %a, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = graph.mul %ch, %m : (tensor<f32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
 }
