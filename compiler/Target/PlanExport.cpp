@@ -58,6 +58,7 @@ FailureOr<rt::BufferRef> Exporter::resolve(Value v) {
     if (failed(base))
       return failure();
     base->type = ref.type;
+    base->offset += static_cast<uint64_t>(view.getByteOffset());
     return base;
   }
   return emitError(v.getLoc()) << "buffer has no known storage", failure();

@@ -76,10 +76,13 @@ static int64_t memrefBytes(MemRefType t) {
 LogicalResult ViewOp::verify() {
   auto from = cast<MemRefType>(getSource().getType());
   auto to = cast<MemRefType>(getType());
-  if (from.getElementType() != to.getElementType() ||
-      memrefBytes(from) != memrefBytes(to))
+  int64_t offset = getByteOffset();
+  if (from.getElementType() != to.getElementType() || offset < 0 ||
+      offset % 64 != 0 || offset + memrefBytes(to) > memrefBytes(from))
     return emitOpError() << "cannot view " << from << " as " << to
-                         << "; element type and size must match";
+                         << " at byte " << offset
+                         << "; the element type must match and the view lie "
+                            "in the source at a multiple of 64 bytes";
   return success();
 }
 

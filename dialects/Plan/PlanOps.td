@@ -111,8 +111,16 @@ def Plan_StateRefOp : Plan_Op<"state_ref", [HasParent<"DeviceOp">]> {
 }
 
 def Plan_ViewOp : Plan_Op<"view", [HasParent<"DeviceOp">]> {
-  let summary = "Reinterprets a buffer with another shape (same bytes)";
-  let arguments = (ins Plan_Buffer:$source);
+  let summary = "Reinterprets a buffer, or a contiguous part of it";
+  let description = [{
+    The result is the source's bytes from `byte_offset` on, as many as its
+    type holds: a reshape (offset 0, same size) or a contiguous slice (a
+    range of leading rows), which then moves no data. The offset is a
+    multiple of the arena's 64-byte alignment, so a view is as aligned as
+    any buffer.
+  }];
+  let arguments = (ins Plan_Buffer:$source,
+                       DefaultValuedAttr<I64Attr, "0">:$byte_offset);
   let results = (outs Plan_Buffer:$buffer);
   let assemblyFormat = "$source attr-dict `:` type($source) `to` type($buffer)";
   let hasVerifier = 1;

@@ -126,3 +126,30 @@ module attributes {graph.num_devices = 2 : i64} {
     return %y : tensor<4xf32>
   }
 }
+
+// -----
+
+// Tests that a slice of whole rows at a multiple of 64 bytes is a view at
+// that offset (a prefix, and rows 4 to 7 of 16 floats each), while a slice
+// of part of each row, a strided slice and rows at an unaligned offset (row
+// 1 of 4 floats: byte 16) stay kernels.
+// CHECK-LABEL: plan.program
+// CHECK: plan.kernel "relu"(%{{[0-9]+}}) -> (%[[A:[0-9]+]])
+// CHECK: plan.view %[[A]] : memref<8x16xf32> to memref<2x16xf32>
+// CHECK: plan.view %[[A]] {byte_offset = 256 : i64} : memref<8x16xf32> to memref<4x16xf32>
+// CHECK: plan.kernel "slice"(%[[A]]) {{.*}}memref<4x15xf32>
+// CHECK: plan.kernel "slice"(%[[A]]) {{.*}}memref<4x16xf32>
+// CHECK: plan.kernel "slice"({{.*}}memref<2x4xf32>
+// CHECK-NOT: plan.view
+module attributes {graph.num_devices = 1 : i64} {
+  func.func @main(%x: tensor<8x16xf32> {graph.name = "x"}, %y: tensor<8x4xf32> {graph.name = "y"}) -> (tensor<2x16xf32> {graph.name = "p"}, tensor<4x16xf32> {graph.name = "r"}, tensor<4x15xf32> {graph.name = "c"}, tensor<4x16xf32> {graph.name = "s"}, tensor<2x4xf32> {graph.name = "u"}) {
+    %a = graph.relu %x {graph.device = 0 : i64} : (tensor<8x16xf32>) -> tensor<8x16xf32>
+    %p = graph.slice %a {graph.device = 0 : i64, starts = array<i64: 0, 0>, ends = array<i64: 2, 16>, steps = array<i64: 1, 1>} : (tensor<8x16xf32>) -> tensor<2x16xf32>
+    %r = graph.slice %a {graph.device = 0 : i64, starts = array<i64: 4, 0>, ends = array<i64: 8, 16>, steps = array<i64: 1, 1>} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+    %c = graph.slice %a {graph.device = 0 : i64, starts = array<i64: 0, 1>, ends = array<i64: 4, 16>, steps = array<i64: 1, 1>} : (tensor<8x16xf32>) -> tensor<4x15xf32>
+    %s = graph.slice %a {graph.device = 0 : i64, starts = array<i64: 0, 0>, ends = array<i64: 8, 16>, steps = array<i64: 2, 1>} : (tensor<8x16xf32>) -> tensor<4x16xf32>
+    %b = graph.relu %y {graph.device = 0 : i64} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+    %u = graph.slice %b {graph.device = 0 : i64, starts = array<i64: 1, 0>, ends = array<i64: 3, 4>, steps = array<i64: 1, 1>} : (tensor<8x4xf32>) -> tensor<2x4xf32>
+    return %p, %r, %c, %s, %u : tensor<2x16xf32>, tensor<4x16xf32>, tensor<4x15xf32>, tensor<4x16xf32>, tensor<2x4xf32>
+  }
+}

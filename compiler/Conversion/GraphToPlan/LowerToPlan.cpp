@@ -18,6 +18,10 @@ namespace mlir::partc {
 
 namespace {
 
+/// Views start at multiples of the arena's alignment, so that a view is as
+/// aligned as any buffer the kernels are given.
+constexpr int64_t kViewAlignment = 64;
+
 MemRefType bufferType(Type t) {
   auto tensor = cast<RankedTensorType>(t);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -25,6 +29,37 @@ MemRefType bufferType(Type t) {
 
 int64_t byteSize(Type t) {
   return static_cast<int64_t>(toTensorType(cast<ShapedType>(t)).byteSize());
+}
+
+/// Where a slice that is one contiguous run of its input's elements (a
+/// range of leading rows, say) starts, in bytes; none for other slices.
+std::optional<int64_t> contiguousSliceByteOffset(graph::SliceOp slice) {
+  auto in = cast<RankedTensorType>(slice.getInput().getType());
+  auto out = cast<RankedTensorType>(slice.getType());
+  ArrayRef<int64_t> starts = slice.getStarts(), steps = slice.getSteps();
+  int64_t rank = in.getRank();
+  if (rank == 0 || out.getNumElements() == 0 ||
+      static_cast<int64_t>(starts.size()) != rank)
+    return std::nullopt;
+  // The last dimension not taken whole: every one after it is whole, every
+  // one before it a single index.
+  int64_t partial = -1;
+  for (int64_t d = rank - 1; d >= 0 && partial < 0; --d)
+    if (starts[d] != 0 || steps[d] != 1 ||
+        out.getDimSize(d) != in.getDimSize(d))
+      partial = d;
+  if (partial >= 0 && steps[partial] != 1 && out.getDimSize(partial) != 1)
+    return std::nullopt;
+  for (int64_t d = 0; d < partial; ++d)
+    if (out.getDimSize(d) != 1)
+      return std::nullopt;
+  int64_t element = byteSize(in) / in.getNumElements();
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    offset += starts[d] * stride;
+    stride *= in.getDimSize(d);
+  }
+  return offset * element;
 }
 
 /// Kernel parameters: the op's inherent attributes.
@@ -205,6 +240,18 @@ LogicalResult Lowering::lowerOp(Device &dev, Operation &op) {
     if (failed(b))
       return failure();
     ins.push_back(*b);
+  }
+  // A contiguous slice at an aligned offset is a view: no data moves.
+  if (auto slice = dyn_cast<graph::SliceOp>(op)) {
+    std::optional<int64_t> offset = contiguousSliceByteOffset(slice);
+    if (offset && *offset % kViewAlignment == 0) {
+      Value view = plan::ViewOp::create(builder_, op.getLoc(),
+                                        bufferType(slice.getType()), ins[0],
+                                        builder_.getI64IntegerAttr(*offset));
+      dev.buffers[slice.getResult()] = view;
+      emitStores(slice.getResult(), view, op.getLoc());
+      return success();
+    }
   }
   if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
     Value view = ins[0];
