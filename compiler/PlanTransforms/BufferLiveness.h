@@ -16,7 +16,7 @@
 namespace mlir::partc {
 
 /// Arena buffers are rounded up to this many bytes.
-constexpr int64_t kArenaAlignment = 64;
+constexpr int64_t kArenaAlignment = plan::kBufferAlignment;
 
 struct BufferInterval {
   plan::AllocOp alloc;

@@ -78,11 +78,13 @@ LogicalResult ViewOp::verify() {
   auto to = cast<MemRefType>(getType());
   int64_t offset = getByteOffset();
   if (from.getElementType() != to.getElementType() || offset < 0 ||
-      offset % 64 != 0 || offset + memrefBytes(to) > memrefBytes(from))
+      offset % kBufferAlignment != 0 ||
+      offset + memrefBytes(to) > memrefBytes(from))
     return emitOpError() << "cannot view " << from << " as " << to
                          << " at byte " << offset
                          << "; the element type must match and the view lie "
-                            "in the source at a multiple of 64 bytes";
+                            "in the source at a multiple of "
+                         << kBufferAlignment << " bytes";
   return success();
 }
 

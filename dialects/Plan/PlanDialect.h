@@ -10,6 +10,12 @@
 
 #include "dialects/Plan/PlanDialect.h.inc"
 
+namespace mlir::partc::plan {
+/// Every buffer a kernel is given starts at a multiple of this many bytes:
+/// arena offsets and a view's offset into its source.
+constexpr int64_t kBufferAlignment = 64;
+} // namespace mlir::partc::plan
+
 #define GET_OP_CLASSES
 #include "dialects/Plan/PlanOps.h.inc"
 

@@ -18,10 +18,6 @@ namespace mlir::partc {
 
 namespace {
 
-/// Views start at multiples of the arena's alignment, so that a view is as
-/// aligned as any buffer the kernels are given.
-constexpr int64_t kViewAlignment = 64;
-
 MemRefType bufferType(Type t) {
   auto tensor = cast<RankedTensorType>(t);
   return MemRefType::get(tensor.getShape(), tensor.getElementType());
@@ -241,25 +237,23 @@ LogicalResult Lowering::lowerOp(Device &dev, Operation &op) {
       return failure();
     ins.push_back(*b);
   }
-  // A contiguous slice at an aligned offset is a view: no data moves.
-  if (auto slice = dyn_cast<graph::SliceOp>(op)) {
-    std::optional<int64_t> offset = contiguousSliceByteOffset(slice);
-    if (offset && *offset % kViewAlignment == 0) {
-      Value view = plan::ViewOp::create(builder_, op.getLoc(),
-                                        bufferType(slice.getType()), ins[0],
-                                        builder_.getI64IntegerAttr(*offset));
-      dev.buffers[slice.getResult()] = view;
-      emitStores(slice.getResult(), view, op.getLoc());
-      return success();
-    }
-  }
-  if (isa<graph::ReshapeOp, graph::IdentityOp>(op)) {
-    Value view = ins[0];
-    if (view.getType() != bufferType(op.getResult(0).getType()))
-      view = plan::ViewOp::create(
-          builder_, op.getLoc(), bufferType(op.getResult(0).getType()), ins[0]);
-    dev.buffers[op.getResult(0)] = view;
-    emitStores(op.getResult(0), view, op.getLoc());
+  // Reshapes, and contiguous slices at an aligned offset, are views: no
+  // data moves.
+  std::optional<int64_t> viewOffset;
+  if (isa<graph::ReshapeOp, graph::IdentityOp>(op))
+    viewOffset = 0;
+  else if (auto slice = dyn_cast<graph::SliceOp>(op))
+    if ((viewOffset = contiguousSliceByteOffset(slice)) &&
+        *viewOffset % plan::kBufferAlignment != 0)
+      viewOffset.reset();
+  if (viewOffset) {
+    Value result = op.getResult(0), view = ins[0];
+    if (view.getType() != bufferType(result.getType()) || *viewOffset != 0)
+      view = plan::ViewOp::create(builder_, op.getLoc(),
+                                  bufferType(result.getType()), ins[0],
+                                  builder_.getI64IntegerAttr(*viewOffset));
+    dev.buffers[result] = view;
+    emitStores(result, view, op.getLoc());
     return success();
   }
   if (auto reduce = dyn_cast<graph::AllReduceOp>(op)) {
