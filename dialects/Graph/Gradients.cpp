@@ -386,16 +386,10 @@ LogicalResult MatMulOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                        ArrayRef<bool> needed,
                                        MutableArrayRef<Value> dx) {
-  // dx = y * (dy - sum(dy * y, axis)); a bias added before the softmax gets
-  // the same, summed to its shape.
+  // dx = y * (dy - sum(dy * y, axis)) in one op; a bias added before the
+  // softmax gets the same, summed to its shape.
   Location loc = getLoc();
-  Value y = getResult();
-  Value prod = MulOp::create(b, loc, dy[0], y);
-  Value sum = ReduceSumOp::create(
-      b, loc, prod, ArrayRef<int64_t>{static_cast<int64_t>(getAxis())},
-      /*keepdims=*/1);
-  Value diff = SubOp::create(b, loc, dy[0], sum);
-  Value grad = MulOp::create(b, loc, y, diff);
+  Value grad = SoftmaxGradOp::create(b, loc, dy[0], getResult(), getAxis());
   // With nan_to_zero, a row that was all -inf has y = 0, hence dx = 0.
   if (needed[0])
     dx[0] = grad;

@@ -682,6 +682,18 @@ INFER_SIGNATURE(LayerNormOp) {
   return inferNormalization(loc, operands, attrs, types);
 }
 
+INFER_SIGNATURE(SoftmaxGradOp) {
+  if (failed(requireOperands(loc, operands, 2, 2)))
+    return failure();
+  auto grad = tensorOf(operands[0]), y = tensorOf(operands[1]);
+  if (grad != y || !isa<FloatType>(y.getElementType()))
+    return fail(loc, "gradient " + typeStr(grad) +
+                         " must have the softmax output's type " + typeStr(y) +
+                         " (floats)");
+  types.push_back(y);
+  return normalizedAxis(loc, intAttr(attrs, "axis", -1), y.getRank());
+}
+
 INFER_SIGNATURE(LayerNormGradOp) {
   if (failed(requireOperands(loc, operands, 3, 3)))
     return failure();

@@ -205,6 +205,20 @@ def Graph_BatchNormGradOp : Graph_ComputeOp<"batch_norm_grad"> {
                       Graph_Tensor:$grad_bias);
 }
 
+def Graph_SoftmaxGradOp : Graph_ComputeOp<"softmax_grad"> {
+  let summary = "Gradient of softmax with respect to its input";
+  let description = [{
+    (grad, output) -> output * (grad - sum(grad * output, axis)), with
+    `output` the softmax's result: one pass over each row where the same
+    rule in graph ops took three kernels and wrote two intermediates the
+    size of attention's scores. A row the softmax zeroed (nan_to_zero)
+    gets zeros.
+  }];
+  let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$output,
+                       I64Attr:$axis);
+  let results = (outs Graph_Tensor:$grad_input);
+}
+
 def Graph_LayerNormGradOp : Graph_ComputeOp<"layer_norm_grad"> {
   let summary = "Gradients of layer_norm's input, scale and bias";
   let description = [{

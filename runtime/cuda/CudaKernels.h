@@ -351,11 +351,21 @@ unsigned fusedBlocks(const FusedParams &p, int width);
 cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
                             const Strides &keep, const Strides &reduced,
                             int64_t reduceCount, int op, cudaStream_t s);
-/// The same over a contiguous [rows, cols] view, reducing the rows per
-/// column (`leading`) or the columns per row; both dimensions non-empty.
-cudaError_t launchReduceRowsF32(const float *x, float *y, int64_t rows,
-                                int64_t cols, bool leading, int op,
-                                cudaStream_t s);
+/// The same over a contiguous [rows, cols] view, reducing the columns of
+/// each row; both dimensions non-empty.
+cudaError_t launchReduceTrailingF32(const float *x, float *y, int64_t rows,
+                                    int64_t cols, int op, cudaStream_t s);
+
+/// The leading reduction in row chunks, combined in a fixed order by the
+/// last chunk to finish: fills the GPU where the columns are few (bias
+/// gradients). `partials` holds reduceLeadingChunks(rows, cols) * cols
+/// floats; `arrivals`, reduceLeadingColumnBlocks(cols) zeroed counters that
+/// each launch leaves zeroed.
+int64_t reduceLeadingChunks(int64_t rows, int64_t cols);
+int64_t reduceLeadingColumnBlocks(int64_t cols);
+cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
+                                   unsigned *arrivals, int64_t rows,
+                                   int64_t cols, int op, cudaStream_t s);
 
 /// Holds the stream until the mapped host word `word` reaches `value` (or
 /// `timeoutNs` pass).

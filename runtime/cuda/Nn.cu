@@ -8,6 +8,7 @@
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/kernels/ElementwiseOps.h"
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -584,25 +585,90 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
   y[o] = op == 1 ? acc / float(reduceCount) : acc;
 }
 
-/// A reduction over the leading dimensions of a contiguous [rows, cols]
-/// view (bias gradients: a sum over batch and sequence per feature): a block
-/// per 32 columns whose 32 x 32 threads read whole 128-byte lines of a row
-/// and combine in shared memory, always in the same order.
-__global__ void reduceLeadingKernel(const float *x, float *y, int64_t rows,
-                                    int64_t cols, int op) {
-  __shared__ float partial[32][33];
-  int64_t c = blockIdx.x * int64_t(32) + threadIdx.x;
-  float acc = reduceInit(op);
-  if (c < cols)
-    for (int64_t r = threadIdx.y; r < rows; r += 32)
-      acc = reduceStep(op, acc, x[r * cols + c]);
-  partial[threadIdx.y][threadIdx.x] = acc;
+/// The leading reduction for narrow matrices (a bias of 768 features has 24
+/// column blocks of 32, a fifth of an H200's SMs), in row chunks: block
+/// (x, y) reduces rows [y * rowsPerChunk, ...) of 32 * Width columns,
+/// Width consecutive columns a thread, into row y of `partials`; the last
+/// block of each column group to finish (counted in `arrivals`, which it
+/// resets) combines the chunks in order, so the result never depends on
+/// timing. One chunk writes y directly.
+constexpr int kChunkRows = 16;
+
+template <int Width>
+__global__ void reduceLeadingChunkKernel(const float *x, float *partials,
+                                         unsigned *arrivals, float *y,
+                                         int64_t rows, int64_t cols,
+                                         int64_t rowsPerChunk, int op) {
+  __shared__ float partial[kChunkRows][32 * Width + 1];
+  __shared__ bool lastToArrive;
+  int64_t c = (blockIdx.x * int64_t(32) + threadIdx.x) * Width;
+  int64_t begin = blockIdx.y * rowsPerChunk;
+  int64_t end = min(rows, begin + rowsPerChunk);
+  float acc[Width];
+  for (int i = 0; i < Width; ++i)
+    acc[i] = reduceInit(op);
+  if (c < cols) {
+#pragma unroll 4
+    for (int64_t r = begin + threadIdx.y; r < end; r += kChunkRows) {
+      if constexpr (Width == 4) {
+        float4 v = *reinterpret_cast<const float4 *>(x + r * cols + c);
+        acc[0] = reduceStep(op, acc[0], v.x);
+        acc[1] = reduceStep(op, acc[1], v.y);
+        acc[2] = reduceStep(op, acc[2], v.z);
+        acc[3] = reduceStep(op, acc[3], v.w);
+      } else {
+        acc[0] = reduceStep(op, acc[0], x[r * cols + c]);
+      }
+    }
+  }
+  for (int i = 0; i < Width; ++i)
+    partial[threadIdx.y][threadIdx.x * Width + i] = acc[i];
   __syncthreads();
-  if (threadIdx.y != 0 || c >= cols)
+  bool writer = threadIdx.y == 0 && c < cols;
+  if (writer)
+    for (int k = 1; k < kChunkRows; ++k)
+      for (int i = 0; i < Width; ++i)
+        acc[i] = reduceStep(op, acc[i], partial[k][threadIdx.x * Width + i]);
+  if (gridDim.y == 1) {
+    if (writer)
+      for (int i = 0; i < Width; ++i)
+        y[c + i] = op == 1 ? acc[i] / float(rows) : acc[i];
     return;
-  for (int k = 1; k < 32; ++k)
-    acc = reduceStep(op, acc, partial[k][threadIdx.x]);
-  y[c] = op == 1 ? acc / float(rows) : acc;
+  }
+  if (writer)
+    for (int i = 0; i < Width; ++i)
+      partials[blockIdx.y * cols + c + i] = acc[i];
+  // Publish the partials before counting this block in.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    unsigned before = atomicAdd(arrivals + blockIdx.x, 1u);
+    lastToArrive = before == gridDim.y - 1;
+    if (lastToArrive)
+      arrivals[blockIdx.x] = 0;
+  }
+  __syncthreads();
+  if (!lastToArrive)
+    return;
+  // The whole block combines: thread row ty takes chunks ty, ty + 16, ...
+  // (one chain of L2 reads per thread would leave this block waiting on
+  // latency), then the rows meet in shared memory in order.
+  for (int i = 0; i < Width; ++i)
+    acc[i] = reduceInit(op);
+  if (c < cols)
+    for (unsigned k = threadIdx.y; k < gridDim.y; k += kChunkRows)
+      for (int i = 0; i < Width; ++i)
+        acc[i] = reduceStep(op, acc[i], __ldcg(partials + k * cols + c + i));
+  for (int i = 0; i < Width; ++i)
+    partial[threadIdx.y][threadIdx.x * Width + i] = acc[i];
+  __syncthreads();
+  if (!writer)
+    return;
+  for (int k = 1; k < kChunkRows; ++k)
+    for (int i = 0; i < Width; ++i)
+      acc[i] = reduceStep(op, acc[i], partial[k][threadIdx.x * Width + i]);
+  for (int i = 0; i < Width; ++i)
+    y[c + i] = op == 1 ? acc[i] / float(rows) : acc[i];
 }
 
 /// A reduction over the trailing dimensions of a contiguous [rows, cols]
@@ -627,16 +693,50 @@ __global__ void reduceTrailingKernel(const float *x, float *y, int64_t rows,
 
 } // namespace
 
-cudaError_t launchReduceRowsF32(const float *x, float *y, int64_t rows,
-                                int64_t cols, bool leading, int op,
-                                cudaStream_t s) {
-  if (leading) {
-    reduceLeadingKernel<<<static_cast<unsigned>((cols + 31) / 32), dim3(32, 32),
-                          0, s>>>(x, y, rows, cols, op);
-  } else {
-    reduceTrailingKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(x, y, rows,
-                                                                   cols, op);
+int64_t reduceLeadingColumnBlocks(int64_t cols) {
+  int64_t width = cols % 4 == 0 ? 4 : 1;
+  return (cols + 32 * width - 1) / (32 * width);
+}
+
+int64_t reduceLeadingChunks(int64_t rows, int64_t cols) {
+  // Enough blocks to fill a GPU of ~130 SMs four times over, and at least
+  // 128 rows a chunk (8 a thread) so that combining the chunks stays cheap.
+  int64_t columnBlocks = reduceLeadingColumnBlocks(cols);
+  int64_t chunks =
+      std::min((512 + columnBlocks - 1) / columnBlocks, (rows + 127) / 128);
+  int64_t rowsPerChunk =
+      (rows + std::max<int64_t>(chunks, 1) - 1) / std::max<int64_t>(chunks, 1);
+  return std::max<int64_t>((rows + rowsPerChunk - 1) / rowsPerChunk, 1);
+}
+
+cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
+                                   unsigned *arrivals, int64_t rows,
+                                   int64_t cols, int op, cudaStream_t s) {
+  int64_t chunks = reduceLeadingChunks(rows, cols);
+  int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+  // A misaligned view takes one column a thread: more column blocks than
+  // `arrivals` counts for the wide layout, so it runs unchunked.
+  bool wide = cols % 4 == 0 && aligned16(x);
+  if (cols % 4 == 0 && !wide) {
+    chunks = 1;
+    rowsPerChunk = rows;
   }
+  int64_t width = wide ? 4 : 1;
+  dim3 grid(static_cast<unsigned>((cols + 32 * width - 1) / (32 * width)),
+            static_cast<unsigned>(chunks));
+  if (wide)
+    reduceLeadingChunkKernel<4><<<grid, dim3(32, kChunkRows), 0, s>>>(
+        x, partials, arrivals, y, rows, cols, rowsPerChunk, op);
+  else
+    reduceLeadingChunkKernel<1><<<grid, dim3(32, kChunkRows), 0, s>>>(
+        x, partials, arrivals, y, rows, cols, rowsPerChunk, op);
+  return cudaGetLastError();
+}
+
+cudaError_t launchReduceTrailingF32(const float *x, float *y, int64_t rows,
+                                    int64_t cols, int op, cudaStream_t s) {
+  reduceTrailingKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(x, y, rows,
+                                                                 cols, op);
   return cudaGetLastError();
 }
 

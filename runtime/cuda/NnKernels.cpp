@@ -145,6 +145,41 @@ Factory softmaxFactory(bool log) {
   };
 }
 
+/// A reduction over leading axes (bias gradients), in row chunks whose
+/// partial results wait in the shared workspace.
+class ReduceLeadingKernel : public GpuKernel {
+public:
+  ReduceLeadingKernel(int64_t rows, int64_t cols, int op)
+      : rows_(rows), cols_(cols), op_(op) {}
+  ~ReduceLeadingKernel() override {
+    if (arrivals_)
+      cudaFree(arrivals_);
+  }
+  Status init() {
+    size_t bytes = reduceLeadingColumnBlocks(cols_) * sizeof(unsigned);
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMalloc(&arrivals_, bytes), "reduction counters"));
+    return cudaStatus(cudaMemset(arrivals_, 0, bytes), "reduction counters");
+  }
+  size_t workspaceBytes() const override {
+    int64_t chunks = reduceLeadingChunks(rows_, cols_);
+    return chunks > 1 ? static_cast<size_t>(chunks * cols_) * sizeof(float) : 0;
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(
+        launchReduceLeadingF32(in[0].as<float>(), out[0].as<float>(),
+                               static_cast<float *>(ctx.workspace), arrivals_,
+                               rows_, cols_, op_, ctx.stream),
+        "reduce");
+  }
+
+private:
+  int64_t rows_, cols_;
+  int op_;
+  unsigned *arrivals_ = nullptr;
+};
+
 Factory reduceFactory(int op) {
   return [op](const KernelArgs &a, DeviceContext &,
               std::unique_ptr<GpuKernel> &k) -> Status {
@@ -168,8 +203,9 @@ Factory reduceFactory(int op) {
       (red[d] ? count : outCount) *= x[d];
     }
     // Reduced axes that are all leading or all trailing make the input a
-    // [rows, cols] matrix reduced along one side; enough outputs to fill
-    // the GPU take the coalesced kernels (the general one strides).
+    // [rows, cols] matrix reduced along one side, which the coalesced
+    // kernels take (the general one strides): leading ones from a warp's
+    // width of columns, trailing ones where the rows fill the GPU.
     size_t firstReduced = 0, lastReduced = 0;
     for (size_t d = 0; d < x.size(); ++d)
       if (red[d])
@@ -180,16 +216,20 @@ Factory reduceFactory(int op) {
         lastReduced > firstReduced &&
         std::all_of(red.begin() + firstReduced, red.begin() + lastReduced,
                     [](bool b) { return b; });
-    bool leading = contiguous && firstReduced == 0 && outCount >= 128;
+    bool leading = contiguous && firstReduced == 0 && outCount >= 32;
     bool trailing = contiguous && lastReduced == x.size() && outCount >= 512;
-    if (count > 0 && outCount > 0 && (leading || trailing)) {
-      int64_t rows = leading ? count : outCount;
-      int64_t cols = leading ? outCount : count;
+    if (count > 0 && outCount > 0 && leading) {
+      auto kernel = std::make_unique<ReduceLeadingKernel>(count, outCount, op);
+      PARTC_RETURN_IF_ERROR(kernel->init());
+      k = std::move(kernel);
+      return Status();
+    }
+    if (count > 0 && outCount > 0 && trailing) {
       k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                      const std::vector<TensorRef> &out) {
-        return cudaStatus(launchReduceRowsF32(in[0].as<float>(),
-                                              out[0].as<float>(), rows, cols,
-                                              leading, op, ctx.stream),
+        return cudaStatus(launchReduceTrailingF32(in[0].as<float>(),
+                                                  out[0].as<float>(), outCount,
+                                                  count, op, ctx.stream),
                           "reduce");
       });
       return Status();

@@ -1204,6 +1204,85 @@ cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
 }
 
 namespace {
+/// softmax_grad along the last axis: a warp per row reads the row's dot
+/// product of dy and y, then (from L1, the row just read) writes
+/// y * (dy - dot); 16 bytes a load where the rows allow.
+template <bool Wide>
+__global__ void softmaxGradLastKernel(const float *dy, const float *y,
+                                      float *dx, int64_t rows, int64_t cols) {
+  int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  int lane = threadIdx.x & 31;
+  // A warp's lanes share their row, so they leave together.
+  if (row >= rows)
+    return;
+  int64_t base = row * cols;
+  float dot = 0.f;
+  if constexpr (Wide) {
+    auto *dy4 = reinterpret_cast<const float4 *>(dy + base);
+    auto *y4 = reinterpret_cast<const float4 *>(y + base);
+    for (int64_t i = lane; i < cols / 4; i += 32) {
+      float4 g = dy4[i], p = y4[i];
+      dot += g.x * p.x + g.y * p.y + g.z * p.z + g.w * p.w;
+    }
+  } else {
+    for (int64_t i = lane; i < cols; i += 32)
+      dot += dy[base + i] * y[base + i];
+  }
+  for (int offset = 16; offset > 0; offset /= 2)
+    dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+  if constexpr (Wide) {
+    auto *dy4 = reinterpret_cast<const float4 *>(dy + base);
+    auto *y4 = reinterpret_cast<const float4 *>(y + base);
+    auto *dx4 = reinterpret_cast<float4 *>(dx + base);
+    for (int64_t i = lane; i < cols / 4; i += 32) {
+      float4 g = dy4[i], p = y4[i];
+      dx4[i] = make_float4(p.x * (g.x - dot), p.y * (g.y - dot),
+                           p.z * (g.z - dot), p.w * (g.w - dot));
+    }
+  } else {
+    for (int64_t i = lane; i < cols; i += 32)
+      dx[base + i] = y[base + i] * (dy[base + i] - dot);
+  }
+}
+
+/// softmax_grad along another axis: a thread per (outer, inner) pair walks
+/// the axis, neighbouring threads reading neighbouring addresses.
+__global__ void softmaxGradStridedKernel(const float *dy, const float *y,
+                                         float *dx, int64_t outer,
+                                         int64_t count, int64_t inner) {
+  int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (t >= outer * inner)
+    return;
+  int64_t base = (t / inner) * count * inner + t % inner;
+  float dot = 0.f;
+  for (int64_t k = 0; k < count; ++k)
+    dot += dy[base + k * inner] * y[base + k * inner];
+  for (int64_t k = 0; k < count; ++k) {
+    int64_t e = base + k * inner;
+    dx[e] = y[e] * (dy[e] - dot);
+  }
+}
+} // namespace
+
+cudaError_t launchSoftmaxGrad(const float *dy, const float *y, float *dx,
+                              int64_t outer, int64_t count, int64_t inner,
+                              cudaStream_t s) {
+  if (outer * count * inner == 0)
+    return cudaSuccess;
+  if (inner != 1) {
+    softmaxGradStridedKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
+        dy, y, dx, outer, count, inner);
+  } else if (count % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx)) {
+    softmaxGradLastKernel<true>
+        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count);
+  } else {
+    softmaxGradLastKernel<false>
+        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count);
+  }
+  return cudaGetLastError();
+}
+
+namespace {
 /// An update's grid: a thread per 16 bytes, at most a few blocks per SM's
 /// worth (each block first computes the step's constants).
 int updateBlocks(int64_t n) { return std::min(blocksFor((n + 3) / 4), 2048); }

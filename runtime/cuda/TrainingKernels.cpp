@@ -425,6 +425,26 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
     });
     return Status();
   };
+  t["softmax_grad"] = [](const KernelArgs &a, DeviceContext &,
+                         std::unique_ptr<GpuKernel> &k) -> Status {
+    if (!allF32(a))
+      return Status();
+    const Shape &y = a.inputs[1].shape;
+    int64_t axis = a.attrs.getInt("axis");
+    if (axis < 0 || axis >= static_cast<int64_t>(y.size()))
+      return Status::error("axis " + std::to_string(axis) + " out of range");
+    size_t at = static_cast<size_t>(axis);
+    int64_t outer = product(y, 0, at), count = y[at],
+            inner = product(y, at + 1, y.size());
+    k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                   const std::vector<TensorRef> &out) {
+      return cudaStatus(launchSoftmaxGrad(in[0].as<float>(), in[1].as<float>(),
+                                          out[0].as<float>(), outer, count,
+                                          inner, ctx.stream),
+                        "softmax gradient");
+    });
+    return Status();
+  };
   t["layer_norm_grad"] = [](const KernelArgs &a, DeviceContext &,
                             std::unique_ptr<GpuKernel> &k) -> Status {
     if (!allF32(a))

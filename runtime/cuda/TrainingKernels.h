@@ -53,6 +53,11 @@ cudaError_t launchLayerNormGrad(const float *dy, const float *x,
                                 const float *scale, float *dx, float *dscale,
                                 float *dbias, int64_t rows, int64_t cols,
                                 double eps, void *scratch, cudaStream_t s);
+/// softmax_grad: y * (dy - sum(dy * y)) along an axis of `count` elements
+/// `inner` apart, for `outer` rows.
+cudaError_t launchSoftmaxGrad(const float *dy, const float *y, float *dx,
+                              int64_t outer, int64_t count, int64_t inner,
+                              cudaStream_t s);
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,
                                int64_t channels, double momentum, int64_t count,

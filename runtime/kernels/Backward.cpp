@@ -422,6 +422,43 @@ private:
   int64_t count_;
 };
 
+/// softmax_grad (dy, y) -> y * (dy - sum(dy * y)) along an axis of `count`
+/// elements, `inner` apart, for `outer` such rows; the sum in double.
+class SoftmaxGradKernel : public Kernel {
+public:
+  SoftmaxGradKernel(int64_t outer, int64_t count, int64_t inner)
+      : outer_(outer), count_(count), inner_(inner) {}
+
+  Status run(const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    bool ok = dispatchType(in[1].type.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      if constexpr (std::is_floating_point_v<T>)
+        compute(in[0].as<T>(), in[1].as<T>(), out[0].as<T>());
+    });
+    return ok ? Status() : Status::error("softmax_grad: unsupported type");
+  }
+
+private:
+  template <class T> void compute(const T *dy, const T *y, T *dx) const {
+    for (int64_t o = 0; o < outer_; ++o)
+      for (int64_t i = 0; i < inner_; ++i) {
+        int64_t base = o * count_ * inner_ + i;
+        double dot = 0;
+        for (int64_t k = 0; k < count_; ++k)
+          dot += static_cast<double>(dy[base + k * inner_]) *
+                 static_cast<double>(y[base + k * inner_]);
+        for (int64_t k = 0; k < count_; ++k) {
+          int64_t e = base + k * inner_;
+          dx[e] = static_cast<T>(static_cast<double>(y[e]) *
+                                 (static_cast<double>(dy[e]) - dot));
+        }
+      }
+  }
+
+  int64_t outer_, count_, inner_;
+};
+
 /// layer_norm_grad (dy, x, scale) -> (dx, dscale, dbias) over rows of
 /// `cols` elements, in double: the statistics as the layer_norm kernel
 /// computes them, then the three gradients.
@@ -597,6 +634,27 @@ void registerBackwardKernels(KernelTable &t) {
             l, a.attrs.getFloat("epsilon"), relu);
         return Status();
       });
+  t["softmax_grad"] = [](const KernelArgs &a,
+                         std::unique_ptr<Kernel> &k) -> Status {
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    const TensorType &y = a.inputs[1];
+    if (!isFloatType(y.dtype) || a.inputs[0] != y || a.outputs[0] != y)
+      return Status::error(
+          "gradients " + a.inputs[0].str() + " and " + a.outputs[0].str() +
+          " must have the softmax output's type " + y.str() + " (floats)");
+    int64_t axis = a.attrs.getInt("axis");
+    int64_t rank = static_cast<int64_t>(y.shape.size());
+    if (axis < 0 || axis >= rank)
+      return Status::error("axis " + std::to_string(axis) +
+                           " out of range for rank " + std::to_string(rank));
+    int64_t outer = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d)
+      outer *= y.shape[d];
+    for (int64_t d = axis + 1; d < rank; ++d)
+      inner *= y.shape[d];
+    k = std::make_unique<SoftmaxGradKernel>(outer, y.shape[axis], inner);
+    return Status();
+  };
   t["layer_norm_grad"] = [](const KernelArgs &a,
                             std::unique_ptr<Kernel> &k) -> Status {
     PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));

@@ -151,6 +151,14 @@ def gradient_cases():
         {"w": randn(3, 5), "v": randn(5), "shape": np.array([4, 1], np.int64),
          "axes": np.array([1], np.int64)},
         "mse")
+    # Softmax along a middle axis (softmax_grad's strided kernel).
+    yield ("softmax_middle_axis", [
+        helper.make_node("Mul", ["x", "w"], ["h"]),
+        helper.make_node("Softmax", ["h"], ["p"], axis=1),
+        helper.make_node("Mul", ["p", "v"], ["y"])],
+        {"x": randn(2, 3, 4)}, (2, 3, 4),
+        {"w": randn(3, 4), "v": randn(3, 4)},
+        "mse")
     # A transformer's pieces: an embedding (rows picked twice), layer
     # norm, the Pow and Erf that opset 13 writes layer norm and Gelu with,
     # and a mask's Where.

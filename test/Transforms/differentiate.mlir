@@ -132,6 +132,26 @@ func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> 
 
 // -----
 
+// Tests a masked softmax's gradient: one graph.softmax_grad of the
+// softmax's result, and the mask (a bias parameter here) gets it summed to
+// its shape.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x3x4xf32>
+func.func @main(%x: tensor<2x3x4xf32> {graph.name = "x"}) -> (tensor<2x3x4xf32> {graph.name = "y"}) {
+  %m = graph.constant {graph.initializer = "m", value = dense<0.5> : tensor<1x1x4xf32>} : () -> tensor<1x1x4xf32>
+  %k = graph.constant {graph.initializer = "k", value = dense<2.0> : tensor<2x3x4xf32>} : () -> tensor<2x3x4xf32>
+  %s = graph.mul %x, %k : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  %y = graph.softmax %s, %m {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<1x1x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: %[[Y:.*]] = graph.softmax
+  // CHECK-NOT: graph.reduce_sum %{{.*}} {axes = array<i64: 2>
+  // CHECK: %[[DS:.*]] = graph.softmax_grad %{{.*}}, %[[Y]] {axis = 2 : i64} : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // CHECK: %[[DM:.*]] = graph.reduce_sum %[[DS]] {axes = array<i64: 0, 1>
+  // CHECK: %[[DK:.*]] = graph.mul %[[DS]], %arg0
+  // CHECK: return %{{.*}}, %[[DM]], %[[DK]] :
+  return %y : tensor<2x3x4xf32>
+}
+
+// -----
+
 // Tests layer norm's gradient in graph ops where the scale only broadcasts
 // to the normalized dimensions: scale and bias summed over the leading
 // dimensions, the input's through the normalized values.

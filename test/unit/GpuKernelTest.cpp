@@ -145,8 +145,16 @@ void expectGpuMatchesCpu(
     std::unique_ptr<GpuKernel> k;
     Status s = createGpuKernel(name, attrs, inTypes, {outType}, ctx, k);
     ASSERT_TRUE(s.ok() && k) << s.message();
+    // The executor lends each device's kernels one shared workspace.
+    void *workspace = nullptr;
+    if (!ctx.workspace && k->workspaceBytes() > 0) {
+      ASSERT_EQ(cudaMalloc(&workspace, k->workspaceBytes()), cudaSuccess);
+      ctx.workspace = workspace;
+      ctx.workspaceBytes = k->workspaceBytes();
+    }
     cudaMemset(y, 0, n * sizeof(float));
     ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
+    cudaFree(workspace);
     std::vector<float> got(n);
     ASSERT_EQ(
         cudaMemcpy(got.data(), y, n * sizeof(float), cudaMemcpyDeviceToHost),
@@ -579,8 +587,9 @@ TEST(GpuKernels, CrossEntropyMatchesCpu) {
     for (size_t i = 0; i < gotGrad.size(); ++i) {
       ASSERT_FALSE(std::isnan(expectedGrad[i]) || std::isnan(gotGrad[i]))
           << "element " << i << " left unwritten";
-      if (i % c.pitch >= static_cast<size_t>(c.classes))
+      if (i % c.pitch >= static_cast<size_t>(c.classes)) {
         ASSERT_EQ(gotGrad[i], 0.f) << "padding at " << i;
+      }
       if (std::fabs(gotGrad[i] - expectedGrad[i]) >
           std::fabs(gotGrad[worst] - expectedGrad[worst]))
         worst = i;
@@ -665,7 +674,8 @@ TEST_P(DropoutOffsets, DropoutDrawsTheCpuMask) {
 } // namespace
 
 // Reductions over leading or trailing axes take the coalesced kernels
-// (bias gradients, layer norm's statistics); others the general one.
+// (bias gradients in row chunks, layer norm's statistics); others the
+// general one.
 TEST(GpuKernels, ReductionsMatchCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -676,6 +686,7 @@ TEST(GpuKernels, ReductionsMatchCpu) {
   };
   const Case cases[] = {
       {"reduce_sum", {"leading, bias gradient", {{512, 200}}, {1, 200}}, {0}},
+      {"reduce_max", {"leading, row chunks", {{3001, 64}}, {1, 64}}, {0}},
       {"reduce_sum", {"two leading", {{4, 100, 136}}, {1, 1, 136}}, {0, 1}},
       {"reduce_mean", {"trailing, layer norm", {{600, 77}}, {600, 1}}, {1}},
       {"reduce_max", {"two trailing", {{520, 3, 9}}, {520, 1, 1}}, {1, 2}},
@@ -689,6 +700,90 @@ TEST(GpuKernels, ReductionsMatchCpu) {
     expectGpuMatchesCpu(c.kernel, attrs, c.layout,
                         {{c.kernel, DeviceContext()}}, -2.f, 2.f, 1e-4f);
   }
+  // Sums of thousands of rows, in row chunks: positive values, so that the
+  // order of float additions stays within the relative bound (signed ones
+  // cancel to near zero).
+  const Case chunked[] = {
+      {"reduce_sum", {"leading, GPT-2's bias", {{4096, 768}}, {1, 768}}, {0}},
+      {"reduce_mean", {"leading, odd columns", {{2000, 37}}, {1, 37}}, {0}},
+      {"reduce_sum", {"leading, wide", {{1500, 3072}}, {1, 3072}}, {0}},
+  };
+  for (const Case &c : chunked) {
+    AttrMap attrs;
+    attrs.set("axes", AttrValue::ofInts(c.axes));
+    attrs.set("keepdims", AttrValue::ofInts({1}));
+    expectGpuMatchesCpu(c.kernel, attrs, c.layout,
+                        {{c.kernel, DeviceContext()}}, 0.25f, 2.f, 1e-5f);
+  }
+}
+
+// Softmax's gradient in one pass: attention's rows (16 bytes a load), rows
+// whose width is not a multiple of four, and an axis that is not the last.
+TEST(GpuKernels, SoftmaxGradMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    Layout layout;
+    int64_t axis;
+  };
+  const Case cases[] = {
+      {{"attention rows", {{2, 3, 16, 256}, {2, 3, 16, 256}}, {2, 3, 16, 256}},
+       3},
+      {{"odd rows", {{40, 77}, {40, 77}}, {40, 77}}, 1},
+      {{"middle axis", {{4, 33, 5}, {4, 33, 5}}, {4, 33, 5}}, 1},
+  };
+  for (const Case &c : cases) {
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({c.axis}));
+    expectGpuMatchesCpu("softmax_grad", attrs, c.layout,
+                        {{"softmax_grad", DeviceContext()}}, 0.25f, 2.f, 1e-5f);
+  }
+}
+
+// A bias gradient over many rows is summed in row chunks that the last
+// block to finish combines: runs after the first (a captured graph's
+// replays) must find the arrival counters reset and give the same bits.
+TEST(GpuKernels, ChunkedBiasGradientIsTheSameEveryRun) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  TensorType in{DType::F32, {4096, 768}}, out{DType::F32, {1, 768}};
+  std::vector<float> x(4096 * 768);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>(i % 97) * 0.01f - 0.4f;
+  AttrMap attrs;
+  attrs.set("axes", AttrValue::ofInts({0}));
+  attrs.set("keepdims", AttrValue::ofInts({1}));
+  DeviceContext ctx;
+  std::unique_ptr<GpuKernel> k;
+  ASSERT_TRUE(createGpuKernel("reduce_sum", attrs, {in}, {out}, ctx, k).ok());
+  ASSERT_TRUE(k);
+  ASSERT_GT(k->workspaceBytes(), 0u) << "expected the chunked kernel";
+  void *dx, *dy;
+  ASSERT_EQ(cudaMalloc(&dx, x.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dy, 768 * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ctx.workspace, k->workspaceBytes()), cudaSuccess);
+  cudaMemcpy(dx, x.data(), x.size() * 4, cudaMemcpyHostToDevice);
+  std::vector<float> first(768), again(768);
+  for (int run = 0; run < 4; ++run) {
+    cudaMemset(dy, 0xff, 768 * 4);
+    ASSERT_TRUE(k->run(ctx, {{dx, in}}, {{dy, out}}).ok());
+    std::vector<float> &got = run == 0 ? first : again;
+    ASSERT_EQ(cudaMemcpy(got.data(), dy, 768 * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    if (run > 0) {
+      ASSERT_EQ(0, std::memcmp(first.data(), again.data(), 768 * 4))
+          << "run " << run;
+    }
+  }
+  for (int c = 0; c < 768; ++c) {
+    double sum = 0;
+    for (int r = 0; r < 4096; ++r)
+      sum += x[static_cast<size_t>(r) * 768 + c];
+    ASSERT_NEAR(first[c], sum, 1e-4 * std::fabs(sum) + 1e-3) << "column " << c;
+  }
+  cudaFree(dx);
+  cudaFree(dy);
+  cudaFree(ctx.workspace);
 }
 
 // An embedding's gradient: many rows added into few, repeated rows

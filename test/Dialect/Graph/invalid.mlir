@@ -351,6 +351,26 @@ func.func @cum_sum_negative_axis(%x: tensor<2x3xf32>) -> tensor<2x3xf32> {
 
 // -----
 
+// Tests that softmax's gradient needs the output's type and an axis in
+// range.
+func.func @softmax_grad_types(%dy: tensor<2x4xf32>, %y: tensor<2x5xf32>) {
+  // expected-error@+2 {{gradient tensor<2x4xf32> must have the softmax output's type tensor<2x5xf32> (floats)}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx = graph.softmax_grad %dy, %y {axis = 1 : i64} : (tensor<2x4xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  return
+}
+
+// -----
+
+func.func @softmax_grad_axis(%dy: tensor<2x4xf32>, %y: tensor<2x4xf32>) {
+  // expected-error@+2 {{axis 2 is out of range for rank 2}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx = graph.softmax_grad %dy, %y {axis = 2 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return
+}
+
+// -----
+
 // Tests that layer norm's gradient needs a scale of the normalized shape
 // (the gradient rule falls back to graph ops for other scales).
 func.func @layer_norm_grad_scale(%dy: tensor<2x3x4xf32>, %x: tensor<2x3x4xf32>, %s: tensor<1x4xf32>) {
