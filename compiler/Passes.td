@@ -132,6 +132,20 @@ def FuseAttention : Pass<"partc-fuse-attention", "mlir::ModuleOp"> {
   }];
 }
 
+def FuseDropout : Pass<"partc-fuse-dropout", "mlir::ModuleOp"> {
+  let summary = "Folds a dropout's gradient into the softmax gradient that reads it";
+  let description = [{
+    Attention drops its probabilities out after the softmax, so the
+    backward pass draws the dropout's mask over the gradient (a
+    graph.dropout) and hands the result to graph.softmax_grad alone: a
+    tensor the size of the scores written and read once more per layer.
+    Where a graph.dropout's only user is a softmax_grad's gradient operand,
+    with the same placement attributes, the softmax_grad takes the
+    dropout's input, step, seed, ratio, stream and offset, and draws the
+    mask itself. Training only, after differentiation.
+  }];
+}
+
 def FuseConcat : Pass<"partc-fuse-concat", "mlir::ModuleOp"> {
   let summary = "Lets element-wise chains read a concatenation's parts in place";
   let description = [{

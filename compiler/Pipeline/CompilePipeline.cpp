@@ -253,6 +253,8 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     pm.addPass(createMatchGelu());
   pm.addPass(createFuseActivations());
   pm.addPass(createFuseNormalizations());
+  if (o.train)
+    pm.addPass(createFuseDropout());
   if (o.foldMatMulViews)
     pm.addPass(createFoldMatMulViews());
   if (o.fuseElementwise)

@@ -191,10 +191,10 @@ cloneSlice(OpBuilder &builder, ArrayRef<Operation *> ops, const BatchInfo &info,
       if (failed(reinferTypes(clone)))
         return failure();
       // The slice's mask continues the whole batch's numbering.
-      if (auto dropout = dyn_cast<graph::DropoutOp>(clone)) {
+      if (isa<graph::DropoutOp, graph::SoftmaxGradOp>(clone)) {
         auto whole = cast<RankedTensorType>(op->getOperand(0).getType());
-        dropout.setOffset(dropout.getOffset() +
-                          whole.getNumElements() / batch * offset);
+        graph::shiftDropoutOffset(clone,
+                                  whole.getNumElements() / batch * offset);
       }
     }
     place(op, clone);

@@ -365,11 +365,10 @@ LogicalResult Replicator::cloneReplica(int64_t r) {
       place(clone, deviceOf(r, stage),
             schedule_.slot(stage, forward_.contains(op), k));
       // This part's rows continue the whole batch's mask numbering.
-      if (auto dropout = dyn_cast<graph::DropoutOp>(clone))
-        dropout.setOffset(
-            dropout.getOffset() +
-            part * cast<RankedTensorType>(dropout.getInput().getType())
-                       .getNumElements());
+      if (clone->getNumOperands())
+        graph::shiftDropoutOffset(
+            clone, part * cast<RankedTensorType>(clone->getOperand(0).getType())
+                              .getNumElements());
     }
   }
   SmallVector<Operation *> blended;

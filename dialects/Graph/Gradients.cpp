@@ -389,7 +389,9 @@ LogicalResult SoftmaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   // dx = y * (dy - sum(dy * y, axis)) in one op; a bias added before the
   // softmax gets the same, summed to its shape.
   Location loc = getLoc();
-  Value grad = SoftmaxGradOp::create(b, loc, dy[0], getResult(), getAxis());
+  Value grad = SoftmaxGradOp::create(
+      b, loc, dy[0], getResult(), ValueRange(), getAxisAttr(), FloatAttr(),
+      b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
   // With nan_to_zero, a row that was all -inf has y = 0, hence dx = 0.
   if (needed[0])
     dx[0] = grad;

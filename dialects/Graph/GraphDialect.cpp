@@ -88,4 +88,12 @@ void setDevice(Operation *op, int64_t device) {
               IntegerAttr::get(IntegerType::get(op->getContext(), 64), device));
 }
 
+void shiftDropoutOffset(Operation *op, int64_t elements) {
+  if (auto dropout = dyn_cast<DropoutOp>(op))
+    dropout.setOffset(dropout.getOffset() + elements);
+  else if (auto gradient = dyn_cast<SoftmaxGradOp>(op);
+           gradient && gradient.getDropoutRatioAttr())
+    gradient.setDropoutOffset(gradient.getDropoutOffset() + elements);
+}
+
 } // namespace mlir::partc::graph

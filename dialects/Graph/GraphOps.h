@@ -82,6 +82,11 @@ FusedElementwiseOp concatReader(ConcatOp concat);
 void concatPartsOperands(ConcatOp concat, FusedElementwiseOp chain,
                          SmallVectorImpl<Value> &operands,
                          SmallVectorImpl<int64_t> &args);
+/// Moves the mask numbering of a dropout (graph.dropout's `offset`, or a
+/// softmax_grad's folded `dropout_offset`) on by `elements`: the clone for
+/// a slice of the batch continues the whole batch's mask. Other ops are
+/// left alone.
+void shiftDropoutOffset(Operation *op, int64_t elements);
 } // namespace mlir::partc::graph
 
 #endif // PARTC_DIALECTS_GRAPH_GRAPHOPS_H

@@ -683,13 +683,27 @@ INFER_SIGNATURE(LayerNormOp) {
 }
 
 INFER_SIGNATURE(SoftmaxGradOp) {
-  if (failed(requireOperands(loc, operands, 2, 2)))
+  if (failed(requireOperands(loc, operands, 2, 4)))
     return failure();
   auto grad = tensorOf(operands[0]), y = tensorOf(operands[1]);
   if (grad != y || !isa<FloatType>(y.getElementType()))
     return fail(loc, "gradient " + typeStr(grad) +
                          " must have the softmax output's type " + typeStr(y) +
                          " (floats)");
+  // A folded dropout brings its step and seed, int64 scalars, and its
+  // ratio; neither comes alone.
+  bool ratio = static_cast<bool>(attrs.get("dropout_ratio"));
+  if (operands.size() == 3 || (operands.size() == 4) != ratio)
+    return fail(loc, "has " + Twine(operands.size() - 2) +
+                         " dropout operands and " + (ratio ? "a" : "no") +
+                         " dropout_ratio; hint: a folded dropout takes its "
+                         "step and seed and its ratio");
+  for (Value counter : operands.drop_front(2)) {
+    auto t = tensorOf(counter);
+    if (t.getRank() != 0 || !t.getElementType().isInteger(64))
+      return fail(loc, "dropout counter " + typeStr(t) +
+                           " must be an int64 scalar (the step or the seed)");
+  }
   types.push_back(y);
   return normalizedAxis(loc, intAttr(attrs, "axis", -1), y.getRank());
 }

@@ -213,9 +213,18 @@ def Graph_SoftmaxGradOp : Graph_ComputeOp<"softmax_grad"> {
     rule in graph ops took three kernels and wrote two intermediates the
     size of attention's scores. A row the softmax zeroed (nan_to_zero)
     gets zeros.
+
+    With `dropout_ratio` and two more operands, a dropout's `step` and
+    `seed`, `grad` is the gradient of that dropout's result (its input was
+    the softmax's): the kernel draws the dropout's mask as graph.dropout
+    does (its `dropout_stream` and `dropout_offset`) and reads grad through
+    it, so the dropped gradient is never written (partc-fuse-dropout).
   }];
   let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$output,
-                       I64Attr:$axis);
+                       Variadic<Graph_Tensor>:$dropout_counters,
+                       I64Attr:$axis, OptionalAttr<F64Attr>:$dropout_ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_stream,
+                       DefaultValuedAttr<I64Attr, "0">:$dropout_offset);
   let results = (outs Graph_Tensor:$grad_input);
 }
 

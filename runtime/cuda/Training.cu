@@ -1204,29 +1204,101 @@ cudaError_t launchCrossEntropyGrad(const float *logits, const int64_t *labels,
 }
 
 namespace {
+/// A dropout folded into softmax_grad: the gradient is read through the
+/// dropout's mask, drawn as dropoutKernel draws it.
+struct DropoutDraw {
+  const int64_t *step = nullptr, *seed = nullptr;
+  int64_t stream = 0, offset = 0;
+  uint32_t threshold = 0;
+  float scale = 1.f;
+};
+
+/// The dropped gradient of element e alone.
+__device__ inline float droppedGrad(const DropoutDraw &d, int64_t st,
+                                    int64_t sd, int64_t e, float g) {
+  int64_t k = d.offset + e;
+  philox::Words r = philox::dropoutWords(uint64_t(k / 4), d.stream, st, sd);
+  return philox::dropoutKeeps(r.w[k % 4], d.threshold) ? g * d.scale : 0.0f;
+}
+
+/// The same for four elements from element e, a multiple of four past a
+/// multiple-of-four offset: one draw.
+__device__ inline float4 droppedGrad4(const DropoutDraw &d, int64_t st,
+                                      int64_t sd, int64_t e, float4 g) {
+  philox::Words r =
+      philox::dropoutWords(uint64_t((d.offset + e) / 4), d.stream, st, sd);
+  g.x = philox::dropoutKeeps(r.w[0], d.threshold) ? g.x * d.scale : 0.0f;
+  g.y = philox::dropoutKeeps(r.w[1], d.threshold) ? g.y * d.scale : 0.0f;
+  g.z = philox::dropoutKeeps(r.w[2], d.threshold) ? g.z * d.scale : 0.0f;
+  g.w = philox::dropoutKeeps(r.w[3], d.threshold) ? g.w * d.scale : 0.0f;
+  return g;
+}
+
 /// softmax_grad along the last axis: a warp per row reads the row's dot
 /// product of dy and y, then (from L1, the row just read) writes
-/// y * (dy - dot); 16 bytes a load where the rows allow.
-template <bool Wide>
+/// y * (dy - dot); 16 bytes a load where the rows allow. With Dropped, dy
+/// is read through the folded dropout (its mask drawn twice, which costs
+/// less than writing and reading the dropped gradient).
+template <bool Wide, bool Dropped>
 __global__ void softmaxGradLastKernel(const float *dy, const float *y,
-                                      float *dx, int64_t rows, int64_t cols) {
+                                      float *dx, int64_t rows, int64_t cols,
+                                      DropoutDraw drop) {
   int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   int lane = threadIdx.x & 31;
   // A warp's lanes share their row, so they leave together.
   if (row >= rows)
     return;
   int64_t base = row * cols;
+  int64_t st = Dropped ? *drop.step : 0, sd = Dropped ? *drop.seed : 0;
   float dot = 0.f;
+  // Rows up to 1024 wide (attention's) keep their gradient in registers
+  // between the passes: read, and its mask drawn, once.
+  constexpr int kUnits = 8;
+  if (Wide && cols / 4 <= 32 * kUnits) {
+    auto *dy4 = reinterpret_cast<const float4 *>(dy + base);
+    auto *y4 = reinterpret_cast<const float4 *>(y + base);
+    auto *dx4 = reinterpret_cast<float4 *>(dx + base);
+    float4 kept[kUnits];
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      int64_t i = lane + 32 * u;
+      if (i < cols / 4) {
+        float4 g = dy4[i], p = y4[i];
+        if constexpr (Dropped)
+          g = droppedGrad4(drop, st, sd, base + 4 * i, g);
+        kept[u] = g;
+        dot += g.x * p.x + g.y * p.y + g.z * p.z + g.w * p.w;
+      }
+    }
+    for (int offset = 16; offset > 0; offset /= 2)
+      dot += __shfl_xor_sync(0xffffffffu, dot, offset);
+#pragma unroll
+    for (int u = 0; u < kUnits; ++u) {
+      int64_t i = lane + 32 * u;
+      if (i < cols / 4) {
+        float4 g = kept[u], p = y4[i];
+        dx4[i] = make_float4(p.x * (g.x - dot), p.y * (g.y - dot),
+                             p.z * (g.z - dot), p.w * (g.w - dot));
+      }
+    }
+    return;
+  }
   if constexpr (Wide) {
     auto *dy4 = reinterpret_cast<const float4 *>(dy + base);
     auto *y4 = reinterpret_cast<const float4 *>(y + base);
     for (int64_t i = lane; i < cols / 4; i += 32) {
       float4 g = dy4[i], p = y4[i];
+      if constexpr (Dropped)
+        g = droppedGrad4(drop, st, sd, base + 4 * i, g);
       dot += g.x * p.x + g.y * p.y + g.z * p.z + g.w * p.w;
     }
   } else {
-    for (int64_t i = lane; i < cols; i += 32)
-      dot += dy[base + i] * y[base + i];
+    for (int64_t i = lane; i < cols; i += 32) {
+      float g = dy[base + i];
+      if constexpr (Dropped)
+        g = droppedGrad(drop, st, sd, base + i, g);
+      dot += g * y[base + i];
+    }
   }
   for (int offset = 16; offset > 0; offset /= 2)
     dot += __shfl_xor_sync(0xffffffffu, dot, offset);
@@ -1236,48 +1308,87 @@ __global__ void softmaxGradLastKernel(const float *dy, const float *y,
     auto *dx4 = reinterpret_cast<float4 *>(dx + base);
     for (int64_t i = lane; i < cols / 4; i += 32) {
       float4 g = dy4[i], p = y4[i];
+      if constexpr (Dropped)
+        g = droppedGrad4(drop, st, sd, base + 4 * i, g);
       dx4[i] = make_float4(p.x * (g.x - dot), p.y * (g.y - dot),
                            p.z * (g.z - dot), p.w * (g.w - dot));
     }
   } else {
-    for (int64_t i = lane; i < cols; i += 32)
-      dx[base + i] = y[base + i] * (dy[base + i] - dot);
+    for (int64_t i = lane; i < cols; i += 32) {
+      float g = dy[base + i];
+      if constexpr (Dropped)
+        g = droppedGrad(drop, st, sd, base + i, g);
+      dx[base + i] = y[base + i] * (g - dot);
+    }
   }
 }
 
 /// softmax_grad along another axis: a thread per (outer, inner) pair walks
 /// the axis, neighbouring threads reading neighbouring addresses.
+template <bool Dropped>
 __global__ void softmaxGradStridedKernel(const float *dy, const float *y,
                                          float *dx, int64_t outer,
-                                         int64_t count, int64_t inner) {
+                                         int64_t count, int64_t inner,
+                                         DropoutDraw drop) {
   int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (t >= outer * inner)
     return;
+  int64_t st = Dropped ? *drop.step : 0, sd = Dropped ? *drop.seed : 0;
   int64_t base = (t / inner) * count * inner + t % inner;
+  auto grad = [&](int64_t e) {
+    float g = dy[e];
+    if constexpr (Dropped)
+      g = droppedGrad(drop, st, sd, e, g);
+    return g;
+  };
   float dot = 0.f;
   for (int64_t k = 0; k < count; ++k)
-    dot += dy[base + k * inner] * y[base + k * inner];
+    dot += grad(base + k * inner) * y[base + k * inner];
   for (int64_t k = 0; k < count; ++k) {
     int64_t e = base + k * inner;
-    dx[e] = y[e] * (dy[e] - dot);
+    dx[e] = y[e] * (grad(e) - dot);
+  }
+}
+
+template <bool Dropped>
+void launchSoftmaxGradAs(const float *dy, const float *y, float *dx,
+                         int64_t outer, int64_t count, int64_t inner,
+                         const DropoutDraw &drop, cudaStream_t s) {
+  if (inner != 1) {
+    softmaxGradStridedKernel<Dropped>
+        <<<blocksFor(outer * inner), kThreads, 0, s>>>(dy, y, dx, outer, count,
+                                                       inner, drop);
+  } else if (count % 4 == 0 && drop.offset % 4 == 0 && aligned16(dy) &&
+             aligned16(y) && aligned16(dx)) {
+    softmaxGradLastKernel<true, Dropped>
+        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count,
+                                                    drop);
+  } else {
+    softmaxGradLastKernel<false, Dropped>
+        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count,
+                                                    drop);
   }
 }
 } // namespace
 
 cudaError_t launchSoftmaxGrad(const float *dy, const float *y, float *dx,
                               int64_t outer, int64_t count, int64_t inner,
+                              const SoftmaxGradDropout *dropout,
                               cudaStream_t s) {
   if (outer * count * inner == 0)
     return cudaSuccess;
-  if (inner != 1) {
-    softmaxGradStridedKernel<<<blocksFor(outer * inner), kThreads, 0, s>>>(
-        dy, y, dx, outer, count, inner);
-  } else if (count % 4 == 0 && aligned16(dy) && aligned16(y) && aligned16(dx)) {
-    softmaxGradLastKernel<true>
-        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count);
+  if (!dropout) {
+    launchSoftmaxGradAs<false>(dy, y, dx, outer, count, inner, DropoutDraw(),
+                               s);
   } else {
-    softmaxGradLastKernel<false>
-        <<<blocksFor(outer * 32), kThreads, 0, s>>>(dy, y, dx, outer, count);
+    DropoutDraw drop;
+    drop.step = dropout->step;
+    drop.seed = dropout->seed;
+    drop.stream = dropout->stream;
+    drop.offset = dropout->offset;
+    drop.threshold = philox::dropoutThreshold(dropout->ratio);
+    drop.scale = float(1.0 / (1.0 - dropout->ratio));
+    launchSoftmaxGradAs<true>(dy, y, dx, outer, count, inner, drop, s);
   }
   return cudaGetLastError();
 }

@@ -427,7 +427,9 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
   };
   t["softmax_grad"] = [](const KernelArgs &a, DeviceContext &,
                          std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    // A folded dropout's step and seed are int64; the tensors f32.
+    if (a.inputs[0].dtype != DType::F32 || a.inputs[1].dtype != DType::F32 ||
+        a.outputs[0].dtype != DType::F32)
       return Status();
     const Shape &y = a.inputs[1].shape;
     int64_t axis = a.attrs.getInt("axis");
@@ -436,11 +438,21 @@ void registerTrainingGpuKernels(GpuKernelTable &t) {
     size_t at = static_cast<size_t>(axis);
     int64_t outer = product(y, 0, at), count = y[at],
             inner = product(y, at + 1, y.size());
+    bool dropped = a.inputs.size() == 4;
+    double ratio = dropped ? a.attrs.getFloat("dropout_ratio") : 0.0;
+    int64_t stream = a.attrs.getInt("dropout_stream", 0),
+            offset = a.attrs.getInt("dropout_offset", 0);
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
+      SoftmaxGradDropout dropout{nullptr, nullptr, ratio, stream, offset};
+      if (dropped) {
+        dropout.step = in[2].as<int64_t>();
+        dropout.seed = in[3].as<int64_t>();
+      }
       return cudaStatus(launchSoftmaxGrad(in[0].as<float>(), in[1].as<float>(),
                                           out[0].as<float>(), outer, count,
-                                          inner, ctx.stream),
+                                          inner, dropped ? &dropout : nullptr,
+                                          ctx.stream),
                         "softmax gradient");
     });
     return Status();

@@ -53,10 +53,18 @@ cudaError_t launchLayerNormGrad(const float *dy, const float *x,
                                 const float *scale, float *dx, float *dscale,
                                 float *dbias, int64_t rows, int64_t cols,
                                 double eps, void *scratch, cudaStream_t s);
+/// A dropout folded into softmax_grad (graph.dropout's attributes, and
+/// its step and seed on the device).
+struct SoftmaxGradDropout {
+  const int64_t *step, *seed;
+  double ratio;
+  int64_t stream, offset;
+};
 /// softmax_grad: y * (dy - sum(dy * y)) along an axis of `count` elements
-/// `inner` apart, for `outer` rows.
+/// `inner` apart, for `outer` rows; dy read through `dropout` if given.
 cudaError_t launchSoftmaxGrad(const float *dy, const float *y, float *dx,
                               int64_t outer, int64_t count, int64_t inner,
+                              const SoftmaxGradDropout *dropout,
                               cudaStream_t s);
 cudaError_t launchRunningStats(float *runningMean, float *runningVar,
                                const float *mean, const float *var,

@@ -9,6 +9,7 @@
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/Im2Col.h"
 #include "runtime/kernels/KernelRegistry.h"
+#include "runtime/kernels/Philox.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -422,25 +423,60 @@ private:
   int64_t count_;
 };
 
-/// softmax_grad (dy, y) -> y * (dy - sum(dy * y)) along an axis of `count`
-/// elements, `inner` apart, for `outer` such rows; the sum in double.
+/// Where softmax_grad reads its gradient through a dropout: the dropout's
+/// draw (runtime/kernels/Philox.h) for the softmax's elements.
+struct FoldedDropout {
+  bool present = false;
+  double ratio = 0;
+  int64_t stream = 0, offset = 0;
+};
+
+/// softmax_grad (dy, y[, step, seed]) -> y * (dy - sum(dy * y)) along an
+/// axis of `count` elements, `inner` apart, for `outer` such rows; the sum
+/// in double. With a folded dropout, dy is first masked and scaled as
+/// graph.dropout would have.
 class SoftmaxGradKernel : public Kernel {
 public:
-  SoftmaxGradKernel(int64_t outer, int64_t count, int64_t inner)
-      : outer_(outer), count_(count), inner_(inner) {}
+  SoftmaxGradKernel(int64_t outer, int64_t count, int64_t inner,
+                    FoldedDropout dropout)
+      : outer_(outer), count_(count), inner_(inner), dropout_(dropout) {}
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
+    int64_t step = 0, seed = 0;
+    if (dropout_.present) {
+      step = in[2].as<int64_t>()[0];
+      seed = in[3].as<int64_t>()[0];
+    }
     bool ok = dispatchType(in[1].type.dtype, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (std::is_floating_point_v<T>)
-        compute(in[0].as<T>(), in[1].as<T>(), out[0].as<T>());
+        compute(in[0].as<T>(), in[1].as<T>(), out[0].as<T>(), step, seed);
     });
     return ok ? Status() : Status::error("softmax_grad: unsupported type");
   }
 
 private:
-  template <class T> void compute(const T *dy, const T *y, T *dx) const {
+  template <class T>
+  void compute(const T *dy, const T *y, T *dx, int64_t step,
+               int64_t seed) const {
+    int64_t n = outer_ * count_ * inner_;
+    std::vector<T> masked;
+    if (dropout_.present) {
+      // The dropped gradient, element for element as the dropout kernel
+      // writes it.
+      masked.resize(n);
+      uint32_t threshold = philox::dropoutThreshold(dropout_.ratio);
+      T scale = static_cast<T>(1.0 / (1.0 - dropout_.ratio));
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t k = dropout_.offset + i;
+        philox::Words r =
+            philox::dropoutWords(uint64_t(k / 4), dropout_.stream, step, seed);
+        masked[i] =
+            philox::dropoutKeeps(r.w[k % 4], threshold) ? dy[i] * scale : T(0);
+      }
+      dy = masked.data();
+    }
     for (int64_t o = 0; o < outer_; ++o)
       for (int64_t i = 0; i < inner_; ++i) {
         int64_t base = o * count_ * inner_ + i;
@@ -457,6 +493,7 @@ private:
   }
 
   int64_t outer_, count_, inner_;
+  FoldedDropout dropout_;
 };
 
 /// layer_norm_grad (dy, x, scale) -> (dx, dscale, dbias) over rows of
@@ -636,7 +673,33 @@ void registerBackwardKernels(KernelTable &t) {
       });
   t["softmax_grad"] = [](const KernelArgs &a,
                          std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 2, 1));
+    PARTC_RETURN_IF_ERROR(checkArity(a, 2, 4, 1));
+    FoldedDropout dropout;
+    if (a.inputs.size() != 2) {
+      if (a.inputs.size() != 4)
+        return Status::error("takes 2 operands, or 4 with a dropout's step "
+                             "and seed");
+      for (size_t i : {2, 3})
+        if (a.inputs[i] != TensorType{DType::I64, {}})
+          return Status::error(std::string(i == 2 ? "step " : "seed ") +
+                               a.inputs[i].str() + " must be an int64 scalar");
+      dropout.present = true;
+      PARTC_RETURN_IF_ERROR(
+          a.attrs.requireFloat("dropout_ratio", dropout.ratio));
+      PARTC_RETURN_IF_ERROR(
+          a.attrs.requireInt("dropout_stream", dropout.stream));
+      PARTC_RETURN_IF_ERROR(
+          a.attrs.requireInt("dropout_offset", dropout.offset));
+      if (!(dropout.ratio >= 0 && dropout.ratio < 1))
+        return Status::error("dropout_ratio " + std::to_string(dropout.ratio) +
+                             " must be in [0, 1)");
+      if (dropout.offset < 0 ||
+          a.inputs[1].numElements() > (int64_t(1) << 34) - dropout.offset)
+        return Status::error("dropout_offset " +
+                             std::to_string(dropout.offset) + " and " +
+                             std::to_string(a.inputs[1].numElements()) +
+                             " elements reach past the generator's 2^34");
+    }
     const TensorType &y = a.inputs[1];
     if (!isFloatType(y.dtype) || a.inputs[0] != y || a.outputs[0] != y)
       return Status::error(
@@ -652,7 +715,8 @@ void registerBackwardKernels(KernelTable &t) {
       outer *= y.shape[d];
     for (int64_t d = axis + 1; d < rank; ++d)
       inner *= y.shape[d];
-    k = std::make_unique<SoftmaxGradKernel>(outer, y.shape[axis], inner);
+    k = std::make_unique<SoftmaxGradKernel>(outer, y.shape[axis], inner,
+                                            dropout);
     return Status();
   };
   t["layer_norm_grad"] = [](const KernelArgs &a,

@@ -8,8 +8,9 @@ for 1 device and the data-parallel plans for 2 and 4 devices train it for
 and optimizer state of the N-device plan must be the 1-device plan's
 within 1e-5 (relative; of the tensor's largest value), since the replicas
 average gradients of equal shares of the batch. On a GPU the states are
-compared within 1e-4: the libraries choose other algorithms for a share's
-shapes, and AdamW's update divides tiny gradients by their own size. Dropout draws the same
+compared within 1e-4 (2e-4 under AdamW): the libraries choose other
+algorithms for a share's shapes, and AdamW's update divides tiny
+gradients by their own size. Dropout draws the same
 mask on N devices as on one (each replica numbers its rows' elements from
 their place in the batch).
 
@@ -62,6 +63,11 @@ except ImportError:
 BIN, WORK = sys.argv[1], sys.argv[2]
 RUN_OPTIONS = sys.argv[3:]
 STATE_TOLERANCE = 1e-4 if "cuda" in RUN_OPTIONS else 1e-5
+# AdamW on the GPU: an element whose gradient is near zero moves by about
+# lr whatever its size, so the order of a sum's float additions (a bias
+# gradient summed in row chunks, session 29: 1.0e-4 on one weight of the
+# tiny GPT with 2 replicas on one H200) shows in the weights.
+ADAMW_GPU_TOLERANCE = 2e-4
 STEPS = 10
 DEFAULT_CONFIGS = ("2x1,4x1,1x2,1x4,2x2,pipe2x4,gpipe2x4,pipe4x4,gpipe4x2,"
                    "pipe2x1,hybrid2x2x2")
@@ -203,8 +209,9 @@ def check_against_one_device(name, net, batches, options, adamw=False,
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, one)), default=1.0)
         err, worst = compare_states(state, want, skip_key_bias=adamw)
-        ok = (len(losses) == STEPS and loss_err <= 1e-5
-              and err <= STATE_TOLERANCE)
+        tolerance = (ADAMW_GPU_TOLERANCE if adamw and "cuda" in RUN_OPTIONS
+                     else STATE_TOLERANCE)
+        ok = (len(losses) == STEPS and loss_err <= 1e-5 and err <= tolerance)
         report(f"{name} {label}", ok,
                f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "
                f"within {loss_err:.1e} of 1 device's, {len(want)} state "

@@ -271,6 +271,19 @@ def gradient_cases():
         {"x": randn(6, 5)}, (6, 3),
         {"w1": randn(5, 12, scale=0.5), "b1": randn(12, scale=0.1),
          "w2": randn(12, 3, scale=0.5)}, "mse")
+    # Attention's dropout of its probabilities: the softmax's gradient
+    # reads the dropout's gradient through its mask (partc-fuse-dropout).
+    yield ("softmax_dropout", [
+        helper.make_node("Gemm", ["x", "w1"], ["h"]),
+        helper.make_node("Softmax", ["h"], ["p"], axis=1),
+        helper.make_node("Constant", [], ["ratio"], value=helper.make_tensor(
+            "ratio", TensorProto.FLOAT, [], [0.3])),
+        helper.make_node("Constant", [], ["train"], value=helper.make_tensor(
+            "train", TensorProto.BOOL, [], [True])),
+        helper.make_node("Dropout", ["p", "ratio", "train"], ["d"]),
+        helper.make_node("Gemm", ["d", "w2"], ["y"])],
+        {"x": randn(6, 5)}, (6, 3),
+        {"w1": randn(5, 12, scale=0.5), "w2": randn(12, 3, scale=0.5)}, "mse")
     for loss in ("cross-entropy", "bce-with-logits"):
         yield ("loss_" + loss, [
             helper.make_node("Gemm", ["x", "w", "b"], ["y"])],

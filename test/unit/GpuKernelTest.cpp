@@ -730,6 +730,7 @@ TEST(GpuKernels, SoftmaxGradMatchesCpu) {
       {{"attention rows", {{2, 3, 16, 256}, {2, 3, 16, 256}}, {2, 3, 16, 256}},
        3},
       {{"odd rows", {{40, 77}, {40, 77}}, {40, 77}}, 1},
+      {{"rows past registers", {{8, 2048}, {8, 2048}}, {8, 2048}}, 1},
       {{"middle axis", {{4, 33, 5}, {4, 33, 5}}, {4, 33, 5}}, 1},
   };
   for (const Case &c : cases) {
@@ -737,6 +738,81 @@ TEST(GpuKernels, SoftmaxGradMatchesCpu) {
     attrs.set("axis", AttrValue::ofInts({c.axis}));
     expectGpuMatchesCpu("softmax_grad", attrs, c.layout,
                         {{"softmax_grad", DeviceContext()}}, 0.25f, 2.f, 1e-5f);
+  }
+}
+
+// softmax_grad reading its gradient through a folded dropout draws the
+// CPU's mask: attention's rows four elements a draw (kept in registers),
+// odd rows and offsets inside a group of four one element a draw, rows
+// too wide for registers, and a middle axis.
+TEST(GpuKernels, SoftmaxGradWithFoldedDropoutMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    Shape shape;
+    int64_t axis, offset;
+  };
+  const Case cases[] = {{{2, 3, 16, 256}, 3, 0},
+                        {{2, 3, 16, 256}, 3, 98304 + 6},
+                        {{40, 77}, 1, 4},
+                        {{8, 2048}, 1, 0},
+                        {{4, 33, 5}, 1, 8}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE("axis " + std::to_string(c.axis) + ", offset " +
+                 std::to_string(c.offset));
+    TensorType x{DType::F32, c.shape}, scalar{DType::I64, {}};
+    int64_t n = x.numElements(), step = 77, seed = 31337;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> uniform(0.25f, 2.f);
+    std::vector<float> dz(n), p(n);
+    for (int64_t i = 0; i < n; ++i) {
+      dz[i] = uniform(rng);
+      p[i] = uniform(rng);
+    }
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({c.axis}));
+    attrs.set("dropout_ratio", AttrValue::ofFloats({0.1}));
+    attrs.set("dropout_stream", AttrValue::ofInts({12}));
+    attrs.set("dropout_offset", AttrValue::ofInts({c.offset}));
+    std::unique_ptr<Kernel> cpu;
+    ASSERT_TRUE(
+        createCpuKernel("softmax_grad", attrs, {x, x, scalar, scalar}, {x}, cpu)
+            .ok());
+    std::vector<float> expected(n);
+    ASSERT_TRUE(cpu->run({{dz.data(), x},
+                          {p.data(), x},
+                          {&step, scalar},
+                          {&seed, scalar}},
+                         {{expected.data(), x}})
+                    .ok());
+    void *ddz, *dp, *dx, *dstep, *dseed;
+    ASSERT_EQ(cudaMalloc(&ddz, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dp, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dx, n * 4), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dstep, 8), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dseed, 8), cudaSuccess);
+    cudaMemcpy(ddz, dz.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dp, p.data(), n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(dstep, &step, 8, cudaMemcpyHostToDevice);
+    cudaMemcpy(dseed, &seed, 8, cudaMemcpyHostToDevice);
+    DeviceContext ctx;
+    std::unique_ptr<GpuKernel> k;
+    ASSERT_TRUE(createGpuKernel("softmax_grad", attrs, {x, x, scalar, scalar},
+                                {x}, ctx, k)
+                    .ok() &&
+                k);
+    ASSERT_TRUE(k->run(ctx,
+                       {{ddz, x}, {dp, x}, {dstep, scalar}, {dseed, scalar}},
+                       {{dx, x}})
+                    .ok());
+    std::vector<float> got(n);
+    ASSERT_EQ(cudaMemcpy(got.data(), dx, n * 4, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_NEAR(got[i], expected[i], 1e-5f * std::fabs(expected[i]) + 1e-6f)
+          << "element " << i;
+    for (void *d : {ddz, dp, dx, dstep, dseed})
+      cudaFree(d);
   }
 }
 

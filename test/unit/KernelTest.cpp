@@ -290,6 +290,60 @@ TEST(Kernels, DropoutSlicesDrawTheWholeBatchsMask) {
   }
 }
 
+// A dropout folded into softmax_grad (partc-fuse-dropout) gives what the
+// dropout then softmax_grad give, bit for bit, at offsets inside a group
+// of four and along a middle axis.
+TEST(Kernels, SoftmaxGradWithFoldedDropoutEqualsTheTwoOps) {
+  for (int64_t offset : {0, 6}) {
+    for (int64_t axis : {1, 2}) {
+      Shape shape{3, 5, 8};
+      TensorType x{DType::F32, shape}, scalar{DType::I64, {}};
+      int64_t n = x.numElements(), step = 9, seed = 1234;
+      std::vector<float> dz(n), p(n);
+      for (int64_t i = 0; i < n; ++i) {
+        dz[i] = static_cast<float>(i % 11) * 0.3f - 1.4f;
+        p[i] = static_cast<float>(i % 7 + 1) * 0.05f;
+      }
+      AttrMap drop;
+      drop.set("ratio", AttrValue::ofFloats({0.25}));
+      drop.set("stream", AttrValue::ofInts({3}));
+      drop.set("offset", AttrValue::ofInts({offset}));
+      std::unique_ptr<Kernel> dropout, unfused, fused;
+      ASSERT_TRUE(
+          createCpuKernel("dropout", drop, {x, scalar, scalar}, {x}, dropout)
+              .ok());
+      AttrMap plain;
+      plain.set("axis", AttrValue::ofInts({axis}));
+      ASSERT_TRUE(
+          createCpuKernel("softmax_grad", plain, {x, x}, {x}, unfused).ok());
+      AttrMap folded = plain;
+      folded.set("dropout_ratio", AttrValue::ofFloats({0.25}));
+      folded.set("dropout_stream", AttrValue::ofInts({3}));
+      folded.set("dropout_offset", AttrValue::ofInts({offset}));
+      Status s = createCpuKernel("softmax_grad", folded, {x, x, scalar, scalar},
+                                 {x}, fused);
+      ASSERT_TRUE(s.ok()) << s.message();
+      std::vector<float> dropped(n), expected(n), got(n);
+      ASSERT_TRUE(dropout
+                      ->run({{dz.data(), x}, {&step, scalar}, {&seed, scalar}},
+                            {{dropped.data(), x}})
+                      .ok());
+      ASSERT_TRUE(unfused
+                      ->run({{dropped.data(), x}, {p.data(), x}},
+                            {{expected.data(), x}})
+                      .ok());
+      ASSERT_TRUE(fused
+                      ->run({{dz.data(), x},
+                             {p.data(), x},
+                             {&step, scalar},
+                             {&seed, scalar}},
+                            {{got.data(), x}})
+                      .ok());
+      EXPECT_EQ(got, expected) << "offset " << offset << ", axis " << axis;
+    }
+  }
+}
+
 TEST(Kernels, DropoutRefusesRatioOfOne) {
   AttrMap a;
   a.set("ratio", AttrValue::ofFloats({1.0}));
