@@ -60,7 +60,9 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     graph.relu_grad of such a fused norm's output whose only user is the
     same norm's graph.batch_norm_grad goes into that op
     (`activation = "relu"`, with the norm's bias to compute the output's
-    sign again).
+    sign again), and a graph.add of a graph.layer_norm_grad's input
+    gradient (its only use) and a tensor computed before that op becomes
+    the op's `addend` (a pre-norm transformer's residual gradient).
     A graph.gelu of the tanh form (partc-match-gelu) whose input is a
     graph.matmul's or graph.gemm's result (its only use), directly or
     through a reshape, becomes that product's `activation = "gelu_tanh"`

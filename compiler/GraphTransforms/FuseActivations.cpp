@@ -39,7 +39,8 @@ struct FuseActivationsPass
     SmallVector<graph::AddOp> adds;
     getOperation().walk([&](graph::AddOp add) { adds.push_back(add); });
     for (graph::AddOp add : adds)
-      if (!fuseMatMulBias(add) && !fuseReshapedGemmResidual(add))
+      if (!fuseMatMulBias(add) && !fuseReshapedGemmResidual(add) &&
+          !fuseLayerNormGradResidual(add))
         fuseResidual(add);
     // After the biases: a linear layer's Gelu follows its bias.
     SmallVector<graph::GeluOp> gelus;
@@ -299,6 +300,36 @@ struct FuseActivationsPass
     return graph::ConstantOp::create(
         builder, op->getLoc(), type,
         DenseElementsAttr::get(type, builder.getZeroAttr(element)));
+  }
+
+  /// add(layer_norm_grad(...).grad_input, z) -> layer_norm_grad(...,
+  /// addend = z): a pre-norm transformer block's residual gradient. The
+  /// gradient op stays where it is (its scale and bias gradients may be
+  /// read before the add), so z must be computed before it, as the
+  /// gradient arriving from the block above is.
+  static bool fuseLayerNormGradResidual(graph::AddOp add) {
+    if (add.getActivationAttr())
+      return false;
+    for (unsigned k = 0; k < 2; ++k) {
+      auto grad = add->getOperand(k).getDefiningOp<graph::LayerNormGradOp>();
+      Value other = add->getOperand(1 - k);
+      if (!grad || grad.getAddend() || !grad.getGradInput().hasOneUse() ||
+          grad.getGradInput().getType() != add.getType() ||
+          other.getType() != add.getType() ||
+          graph::getDevice(grad) != graph::getDevice(add))
+        continue;
+      Operation *source = other.getDefiningOp();
+      if (source && (source->getBlock() != grad->getBlock() ||
+                     !source->isBeforeInBlock(grad)))
+        continue;
+      grad.getAddendMutable().assign(other);
+      grad->setLoc(
+          FusedLoc::get(grad->getContext(), {grad->getLoc(), add.getLoc()}));
+      add.getResult().replaceAllUsesWith(grad.getGradInput());
+      add.erase();
+      return true;
+    }
+    return false;
   }
 
   /// add(conv(x), z) -> conv(x, addend = z) and add(matmul(x, w), z) ->

@@ -452,8 +452,9 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   };
   if (normalizedShape(getScale()) &&
       (!getBias() || tensorType(getBias()) == tensorType(getScale()))) {
-    auto grads = LayerNormGradOp::create(b, loc, dy[0], getInput(), getScale(),
-                                         getAxis(), getEpsilon());
+    auto grads =
+        LayerNormGradOp::create(b, loc, dy[0], getInput(), getScale(),
+                                /*addend=*/Value(), getAxis(), getEpsilon());
     if (needed[0])
       dx[0] = grads.getGradInput();
     if (needed[1])

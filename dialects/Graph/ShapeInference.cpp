@@ -709,13 +709,17 @@ INFER_SIGNATURE(SoftmaxGradOp) {
 }
 
 INFER_SIGNATURE(LayerNormGradOp) {
-  if (failed(requireOperands(loc, operands, 3, 3)))
+  if (failed(requireOperands(loc, operands, 3, 4)))
     return failure();
   auto grad = tensorOf(operands[0]), x = tensorOf(operands[1]),
        scale = tensorOf(operands[2]);
   if (grad != x)
     return fail(loc, "gradient " + typeStr(grad) +
                          " must have the input's type " + typeStr(x));
+  if (operands.size() == 4 && tensorOf(operands[3]) != x)
+    return fail(loc, "addend " + typeStr(tensorOf(operands[3])) +
+                         " must have the input's type " + typeStr(x) +
+                         "; hint: it is added to the input's gradient");
   int64_t axis = intAttr(attrs, "axis", -1);
   if (failed(normalizedAxis(loc, axis, x.getRank())))
     return failure();

@@ -239,10 +239,14 @@ def Graph_LayerNormGradOp : Graph_ComputeOp<"layer_norm_grad"> {
     + epsilon) and g = grad * scale per row: grad_input = r (g - mean(g) -
     x^ mean(g x^)), grad_scale = sum of grad x^, grad_bias = sum of grad.
     One pass over the rows and one over the columns, where the same rule in
-    graph ops took about fifteen kernels.
+    graph ops took about fifteen kernels. With `addend` (the input's type),
+    grad_input is that much more: the gradient a residual connection adds
+    to the normalized input's (partc-fuse-activations), with no separate
+    add.
   }];
   let arguments = (ins Graph_Tensor:$grad, Graph_Tensor:$input,
-                       Graph_Tensor:$scale, I64Attr:$axis,
+                       Graph_Tensor:$scale, Optional<Graph_Tensor>:$addend,
+                       I64Attr:$axis,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon);
   let results = (outs Graph_Tensor:$grad_input, Graph_Tensor:$grad_scale,
                       Graph_Tensor:$grad_bias);

@@ -899,9 +899,9 @@ __global__ void dropoutKernel(const float *x, float *y, int64_t n,
 /// statistics as layerNormRowsKernel computes them.
 constexpr int kLayerNormGradChunks = 8;
 __global__ void layerNormGradRowsKernel(const float *dy, const float *x,
-                                        const float *scale, float *dx,
-                                        float2 *rowStats, int64_t rows,
-                                        int64_t cols, float eps) {
+                                        const float *scale, const float *addend,
+                                        float *dx, float2 *rowStats,
+                                        int64_t rows, int64_t cols, float eps) {
   int lane = threadIdx.x % 32;
   int chunks = static_cast<int>(cols / 128);
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -937,14 +937,20 @@ __global__ void layerNormGradRowsKernel(const float *dy, const float *x,
     }
     float meanG = sumG / float(cols), meanGx = sumGx / float(cols);
     float4 *dxr = reinterpret_cast<float4 *>(dx + r * cols);
+    const float4 *ar = reinterpret_cast<const float4 *>(addend + r * cols);
 #pragma unroll
     for (int j = 0; j < kLayerNormGradChunks; ++j)
-      if (j < chunks)
-        dxr[j * 32 + lane] =
-            make_float4(inv * (g[j].x - meanG - v[j].x * meanGx),
-                        inv * (g[j].y - meanG - v[j].y * meanGx),
-                        inv * (g[j].z - meanG - v[j].z * meanGx),
-                        inv * (g[j].w - meanG - v[j].w * meanGx));
+      if (j < chunks) {
+        float4 d = make_float4(inv * (g[j].x - meanG - v[j].x * meanGx),
+                               inv * (g[j].y - meanG - v[j].y * meanGx),
+                               inv * (g[j].z - meanG - v[j].z * meanGx),
+                               inv * (g[j].w - meanG - v[j].w * meanGx));
+        if (addend) {
+          float4 a = ar[j * 32 + lane];
+          d = make_float4(d.x + a.x, d.y + a.y, d.z + a.z, d.w + a.w);
+        }
+        dxr[j * 32 + lane] = d;
+      }
     if (lane == 0)
       rowStats[r] = make_float2(mean, inv);
   }
@@ -952,8 +958,9 @@ __global__ void layerNormGradRowsKernel(const float *dy, const float *x,
 
 /// The same for any row length: a block per row, its sums in double.
 __global__ void layerNormGradKernel(const float *dy, const float *x,
-                                    const float *scale, float *dx,
-                                    float2 *rowStats, int64_t cols, float eps) {
+                                    const float *scale, const float *addend,
+                                    float *dx, float2 *rowStats, int64_t cols,
+                                    float eps) {
   __shared__ double shared[3];
   int64_t r = blockIdx.x;
   const float *xr = x + r * cols, *gr = dy + r * cols;
@@ -980,9 +987,10 @@ __global__ void layerNormGradKernel(const float *dy, const float *x,
   }
   float meanG = float(everyone(sumG, 2) / double(cols));
   float meanGx = float(everyone(sumGx, 0) / double(cols));
-  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x)
-    dx[r * cols + i] =
-        inv * (gr[i] * scale[i] - meanG - (xr[i] - mean) * inv * meanGx);
+  for (int64_t i = threadIdx.x; i < cols; i += blockDim.x) {
+    float d = inv * (gr[i] * scale[i] - meanG - (xr[i] - mean) * inv * meanGx);
+    dx[r * cols + i] = addend ? d + addend[r * cols + i] : d;
+  }
   if (threadIdx.x == 0)
     rowStats[r] = make_float2(mean, inv);
 }
@@ -1140,9 +1148,10 @@ size_t layerNormGradScratchBytes(int64_t rows, int64_t cols) {
 }
 
 cudaError_t launchLayerNormGrad(const float *dy, const float *x,
-                                const float *scale, float *dx, float *dscale,
-                                float *dbias, int64_t rows, int64_t cols,
-                                double eps, void *scratch, cudaStream_t s) {
+                                const float *scale, const float *addend,
+                                float *dx, float *dscale, float *dbias,
+                                int64_t rows, int64_t cols, double eps,
+                                void *scratch, cudaStream_t s) {
   if (cols == 0)
     return cudaSuccess;
   int64_t shares = layerNormGradShares(rows, cols);
@@ -1151,13 +1160,13 @@ cudaError_t launchLayerNormGrad(const float *dy, const float *x,
   if (rows > 0) {
     bool rowsFit = cols % 128 == 0 && cols <= 128 * kLayerNormGradChunks &&
                    aligned16(dy) && aligned16(x) && aligned16(scale) &&
-                   aligned16(dx);
+                   aligned16(dx) && (!addend || aligned16(addend));
     if (rowsFit)
       layerNormGradRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
-          dy, x, scale, dx, rowStats, rows, cols, float(eps));
+          dy, x, scale, addend, dx, rowStats, rows, cols, float(eps));
     else
       layerNormGradKernel<<<unsigned(rows), kThreads, 0, s>>>(
-          dy, x, scale, dx, rowStats, cols, float(eps));
+          dy, x, scale, addend, dx, rowStats, cols, float(eps));
   }
   dim3 grid(unsigned(shares),
             unsigned((cols + kLastChannels - 1) / kLastChannels)),

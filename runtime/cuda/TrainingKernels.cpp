@@ -318,12 +318,13 @@ public:
 
   Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
-    return cudaStatus(launchLayerNormGrad(in[0].as<float>(), in[1].as<float>(),
-                                          in[2].as<float>(), out[0].as<float>(),
-                                          out[1].as<float>(),
-                                          out[2].as<float>(), rows_, cols_,
-                                          eps_, ctx.workspace, ctx.stream),
-                      "layer norm gradient");
+    const float *addend = in.size() > 3 ? in[3].as<float>() : nullptr;
+    return cudaStatus(
+        launchLayerNormGrad(in[0].as<float>(), in[1].as<float>(),
+                            in[2].as<float>(), addend, out[0].as<float>(),
+                            out[1].as<float>(), out[2].as<float>(), rows_,
+                            cols_, eps_, ctx.workspace, ctx.stream),
+        "layer norm gradient");
   }
 
 private:

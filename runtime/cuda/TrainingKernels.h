@@ -48,11 +48,13 @@ cudaError_t launchBatchNormGrad(const float *dy, const float *x,
 /// Scratch launchLayerNormGrad needs: column partial sums and each row's
 /// mean and 1/std.
 size_t layerNormGradScratchBytes(int64_t rows, int64_t cols);
-/// layer_norm_grad over `rows` rows of `cols` elements, scale of `cols`.
+/// layer_norm_grad over `rows` rows of `cols` elements, scale of `cols`;
+/// `addend` (null or the input's shape) added to the input's gradient.
 cudaError_t launchLayerNormGrad(const float *dy, const float *x,
-                                const float *scale, float *dx, float *dscale,
-                                float *dbias, int64_t rows, int64_t cols,
-                                double eps, void *scratch, cudaStream_t s);
+                                const float *scale, const float *addend,
+                                float *dx, float *dscale, float *dbias,
+                                int64_t rows, int64_t cols, double eps,
+                                void *scratch, cudaStream_t s);
 /// A dropout folded into softmax_grad (graph.dropout's attributes, and
 /// its step and seed on the device).
 struct SoftmaxGradDropout {

@@ -509,7 +509,8 @@ public:
     bool ok = dispatchType(in[1].type.dtype, [&](auto tag) {
       using T = decltype(tag);
       if constexpr (std::is_floating_point_v<T>)
-        compute(in[0].as<T>(), in[1].as<T>(), in[2].as<T>(), out[0].as<T>(),
+        compute(in[0].as<T>(), in[1].as<T>(), in[2].as<T>(),
+                in.size() > 3 ? in[3].as<T>() : nullptr, out[0].as<T>(),
                 out[1].as<T>(), out[2].as<T>());
     });
     if (!ok)
@@ -519,8 +520,8 @@ public:
 
 private:
   template <typename T>
-  void compute(const T *dy, const T *x, const T *scale, T *dx, T *dscale,
-               T *dbias) const {
+  void compute(const T *dy, const T *x, const T *scale, const T *addend, T *dx,
+               T *dscale, T *dbias) const {
     std::vector<double> sumScale(cols_, 0.0), sumBias(cols_, 0.0),
         normalized(cols_);
     double n = static_cast<double>(cols_);
@@ -548,6 +549,9 @@ private:
       for (int64_t i = 0; i < cols_; ++i) {
         double g = double(dyr[i]) * double(scale[i]);
         dxr[i] = static_cast<T>(inv * (g - meanG - normalized[i] * meanGx));
+        // Rounded first, as the add it replaces saw it.
+        if (addend)
+          dxr[i] += addend[r * cols_ + i];
       }
     }
     for (int64_t i = 0; i < cols_; ++i) {
@@ -721,11 +725,14 @@ void registerBackwardKernels(KernelTable &t) {
   };
   t["layer_norm_grad"] = [](const KernelArgs &a,
                             std::unique_ptr<Kernel> &k) -> Status {
-    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 3, 3));
+    PARTC_RETURN_IF_ERROR(checkArity(a, 3, 4, 3));
     const TensorType &x = a.inputs[1];
-    if (!isFloatType(x.dtype) || a.inputs[0] != x || a.outputs[0] != x)
+    if (!isFloatType(x.dtype) || a.inputs[0] != x || a.outputs[0] != x ||
+        (a.inputs.size() > 3 && a.inputs[3] != x))
       return Status::error("gradients " + a.inputs[0].str() + " and " +
-                           a.outputs[0].str() + " must have the input's type " +
+                           a.outputs[0].str() +
+                           " (and an addend) must have "
+                           "the input's type " +
                            x.str() + " (floats)");
     int64_t axis = a.attrs.getInt("axis");
     if (axis < 0 || axis > static_cast<int64_t>(x.shape.size()))

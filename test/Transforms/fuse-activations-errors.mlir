@@ -57,3 +57,13 @@ func.func @add_gelu(%x: tensor<4xf32>) -> tensor<4xf32> {
   %a = graph.add %x, %x {activation = "gelu_tanh"} : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a : tensor<4xf32>
 }
+
+// -----
+
+// Tests that layer norm's gradient takes an addend of the input's type only.
+func.func @layer_norm_grad_addend(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %s: tensor<8xf32>, %z: tensor<1x8xf32>) -> tensor<4x8xf32> {
+  // expected-error@+2 {{addend tensor<1x8xf32> must have the input's type tensor<4x8xf32>; hint: it is added to the input's gradient}}
+  // expected-error@+1 {{failed to infer returned types}}
+  %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s, %z {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  return %dx : tensor<4x8xf32>
+}

@@ -340,3 +340,39 @@ func.func @gelu_tanh(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>
   %tg = graph.gelu %t {approximate = "tanh"} : (tensor<6x8xf32>) -> tensor<6x8xf32>
   return %mg, %vg, %eg, %tg, %t : tensor<6x8xf32>, tensor<2x3x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>
 }
+
+// -----
+
+// Tests that a pre-norm block's residual gradient (the gradient from above
+// plus layer norm's input gradient) becomes layer_norm_grad's addend; the
+// op stays before the scale gradient's reader.
+// CHECK-LABEL: func @layer_norm_grad_residual
+func.func @layer_norm_grad_residual(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %s: tensor<8xf32>, %up: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>) {
+  // CHECK: %[[DX:.*]], %[[DS:.*]], %{{.*}} = graph.layer_norm_grad %arg0, %arg1, %arg2, %arg3 {axis = 1 : i64}
+  // CHECK-NEXT: %[[N:.*]] = graph.neg %[[DS]]
+  // CHECK-NOT: graph.add
+  // CHECK: return %[[DX]], %[[N]]
+  %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %n = graph.neg %ds : (tensor<8xf32>) -> tensor<8xf32>
+  %sum = graph.add %up, %dx : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %sum, %n : tensor<4x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Tests that the add stays when the other gradient is computed after
+// layer_norm_grad, or when the input gradient has another reader.
+// CHECK-LABEL: func @layer_norm_grad_kept_adds
+func.func @layer_norm_grad_kept_adds(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %s: tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK: graph.layer_norm_grad %arg0, %arg1, %arg2 {axis = 1 : i64}
+  // CHECK: graph.add
+  // CHECK: graph.layer_norm_grad %arg0, %arg1, %arg2 {axis = 1 : i64}
+  // CHECK: graph.add
+  %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %late = graph.neg %dy : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %a = graph.add %dx, %late : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %ex, %es, %eb = graph.layer_norm_grad %dy, %x, %s {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+  %b = graph.add %ex, %dy : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %c = graph.add %b, %ex : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %a, %c : tensor<4x8xf32>, tensor<4x8xf32>
+}

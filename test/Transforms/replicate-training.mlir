@@ -65,6 +65,23 @@ func.func @main(%x: tensor<2x4xf32> {graph.batch_slice = 2 : i64}) -> (tensor<f3
 
 // -----
 
+// Tests that a dropout folded into a softmax gradient (partc-fuse-dropout)
+// continues the whole batch's numbering as graph.dropout does.
+// CHECK-LABEL: func @main
+func.func @main(%x: tensor<2x4xf32> {graph.batch_slice = 2 : i64}) -> (tensor<f32>) {
+  // CHECK: graph.softmax_grad {{.*}} {axis = 1 : i64, dropout_ratio = 5.000000e-01 : f64, graph.device = 0 : i64}
+  // CHECK: graph.softmax_grad {{.*}} {axis = 1 : i64, dropout_offset = 8 : i64, dropout_ratio = 5.000000e-01 : f64, graph.device = 1 : i64}
+  %step = graph.variable {name = "optimizer.step", role = "step"} : tensor<i64>
+  %seed = graph.variable {name = "rng.seed", role = "seed", value = dense<3> : tensor<i64>} : tensor<i64>
+  %p = graph.softmax %x {axis = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %g = graph.softmax_grad %x, %p, %step, %seed {axis = 1 : i64, dropout_ratio = 5.000000e-01 : f64} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<i64>, tensor<i64>) -> tensor<2x4xf32>
+  %loss = graph.reduce_mean %g {axes = array<i64: 0, 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  graph.count_step %step : tensor<i64>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Tests gradient accumulation on one device (2 micro-batches, no replica
 // to average with): each micro-batch reads its rows, its gradient is added
 // to the running sum as soon as it is computed, the sum is halved, and

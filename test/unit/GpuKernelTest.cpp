@@ -1215,8 +1215,9 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
                                {f32({1, 6, 6, 4})});
 }
 
-// Layer norm's gradient: a warp per row where rows are a multiple of 128
-// floats up to 1024 (GPT-2's 768 and 1024), a block per row otherwise;
+// Layer norm's gradient, with and without an addend: a warp per row where
+// rows are a multiple of 128 floats up to 1024 (GPT-2's 768 and 1024), a
+// block per row otherwise;
 // the scale's and bias's gradients summed over shares of the rows. (The
 // helper's channels_last attribute means nothing to this kernel.)
 TEST(GpuKernels, LayerNormGradMatchesCpu) {
@@ -1231,6 +1232,10 @@ TEST(GpuKernels, LayerNormGradMatchesCpu) {
     Shape norm{x.back()};
     expectChannelsLastMatchesCpu("layer_norm_grad", attrs,
                                  {f32(x), f32(x), f32(norm)},
+                                 {f32(x), f32(norm), f32(norm)});
+    // With a residual gradient added to the input's (both row kernels).
+    expectChannelsLastMatchesCpu("layer_norm_grad", attrs,
+                                 {f32(x), f32(x), f32(norm), f32(x)},
                                  {f32(x), f32(norm), f32(norm)});
   }
 }
