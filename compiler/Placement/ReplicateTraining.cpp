@@ -365,7 +365,7 @@ LogicalResult Replicator::cloneReplica(int64_t r) {
       place(clone, deviceOf(r, stage),
             schedule_.slot(stage, forward_.contains(op), k));
       // This part's rows continue the whole batch's mask numbering.
-      if (clone->getNumOperands())
+      if (isa<graph::DropoutOp, graph::SoftmaxGradOp>(clone))
         graph::shiftDropoutOffset(
             clone, part * cast<RankedTensorType>(clone->getOperand(0).getType())
                               .getNumElements());

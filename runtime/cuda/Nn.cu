@@ -701,12 +701,12 @@ int64_t reduceLeadingColumnBlocks(int64_t cols) {
 int64_t reduceLeadingChunks(int64_t rows, int64_t cols) {
   // Enough blocks to fill a GPU of ~130 SMs four times over, and at least
   // 128 rows a chunk (8 a thread) so that combining the chunks stays cheap.
+  // Rounding the rows up to whole chunks may leave fewer chunks than asked.
   int64_t columnBlocks = reduceLeadingColumnBlocks(cols);
-  int64_t chunks =
-      std::min((512 + columnBlocks - 1) / columnBlocks, (rows + 127) / 128);
-  int64_t rowsPerChunk =
-      (rows + std::max<int64_t>(chunks, 1) - 1) / std::max<int64_t>(chunks, 1);
-  return std::max<int64_t>((rows + rowsPerChunk - 1) / rowsPerChunk, 1);
+  int64_t chunks = std::max<int64_t>(
+      std::min((512 + columnBlocks - 1) / columnBlocks, (rows + 127) / 128), 1);
+  int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+  return (rows + rowsPerChunk - 1) / rowsPerChunk;
 }
 
 cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
