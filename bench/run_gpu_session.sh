@@ -720,6 +720,15 @@ print('{\"peer\": \"torch-eager-1gpu\", \"batch\": $PB, \"ms_per_step\": %.2f}' 
   fi
   fi
 fi
+if [[ $what == *faults* ]]; then
+  echo "== a device failing or stopping mid-step (test/Training/check_faults.py)"
+  # Plan devices sharing GPU 0 (peer-read average, one graph), then one per
+  # GPU (NCCL, whose communicators the watchdog must abort).
+  timeout 300 python3 test/Training/check_faults.py $B $W/faults --backend cuda --devices-per-gpu 2 2>&1 | tee $OUT/faults-check.txt
+  if (( NGPU >= 2 )); then
+    timeout 300 python3 test/Training/check_faults.py $B $W/faultsn --backend cuda 2>&1 | tee -a $OUT/faults-check.txt
+  fi
+fi
 if [[ $what == *trainpipe* ]]; then
   echo "== training pipelines"
   if [[ ${PIPE_CHECKS:-1} == 1 ]]; then

@@ -24,7 +24,7 @@ Status createExecutor(const Plan &plan, const ExecutorOptions &options,
                       std::unique_ptr<Executor> &result) {
   if (options.backend == "cpu") {
     std::unique_ptr<CpuExecutor> cpu;
-    PARTC_RETURN_IF_ERROR(CpuExecutor::create(plan, cpu));
+    PARTC_RETURN_IF_ERROR(CpuExecutor::create(plan, cpu, options.failure));
     // Memory no instruction wrote reads as NaN, so a missing transfer shows.
     cpu->poisonArenas(0xFF);
     result = std::move(cpu);
@@ -33,7 +33,8 @@ Status createExecutor(const Plan &plan, const ExecutorOptions &options,
 #ifdef PARTC_HAVE_CUDA
   if (options.backend == "cuda") {
     std::unique_ptr<CudaExecutor> gpu;
-    PARTC_RETURN_IF_ERROR(CudaExecutor::create(plan, options.cuda, gpu));
+    PARTC_RETURN_IF_ERROR(
+        CudaExecutor::create(plan, options.cuda, gpu, options.failure));
     result = std::move(gpu);
     return Status();
   }

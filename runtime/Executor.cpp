@@ -24,4 +24,19 @@ Status Executor::runStream(const std::vector<TensorRef> &,
                        "batches needs --backend cuda");
 }
 
+Status checkFaultInjection(const FailureOptions &failure, size_t devices) {
+  const FaultInjection &fault = failure.fault;
+  if (fault.kind == FaultInjection::Kind::None)
+    return Status();
+  if (fault.device >= devices)
+    return Status::error("--inject-fault names device " +
+                         std::to_string(fault.device) + " but the plan has " +
+                         std::to_string(devices) + " device(s)");
+  if (fault.kind == FaultInjection::Kind::Hang &&
+      failure.stepTimeoutSeconds <= 0)
+    return Status::error("an injected hang ends only at the step timeout; "
+                         "give --step-timeout SECONDS");
+  return Status();
+}
+
 } // namespace partc::runtime

@@ -54,10 +54,47 @@ struct CudaOptions {
   bool hostStaging = false;
 };
 
+/// A failure made on purpose (partc-run --inject-fault), to check that a
+/// run which loses a device ends with a message naming it instead of
+/// hanging. It strikes device `device` in run `run` (1-based: a training
+/// plan's step) just before the device's first wait for another device (an
+/// all_reduce, a receive), or at its program's end if it has none, so that
+/// its peers are left waiting for it.
+struct FaultInjection {
+  enum class Kind {
+    None,
+    /// A kernel error: on a GPU a device-side trap, which leaves that GPU
+    /// unusable to the process, as an illegal address does; on the CPU the
+    /// device's thread fails.
+    Error,
+    /// The device stops making progress: a kernel that spins (GPU) or a
+    /// thread that blocks (CPU) until the run is given up.
+    Hang,
+  };
+  Kind kind = Kind::None;
+  size_t device = 0;
+  size_t run = 1;
+};
+
+/// How runs end when a device fails or stops.
+struct FailureOptions {
+  /// A run still unfinished after this many seconds is given up with a
+  /// report of where each device got to; 0: wait forever; negative: the
+  /// backend's default (kDefaultGpuStepTimeout on GPUs, whose devices can
+  /// wait for a peer forever; none on the CPU, whose kernels always end and
+  /// whose reference steps of large models take minutes).
+  double stepTimeoutSeconds = -1;
+  FaultInjection fault;
+};
+
+/// Generous: a step of a large model on a slow GPU takes seconds.
+constexpr double kDefaultGpuStepTimeout = 300;
+
 struct ExecutorOptions {
   /// "cpu" or "cuda" (availableBackends()).
   std::string backend = "cpu";
   CudaOptions cuda;
+  FailureOptions failure;
 };
 
 /// What a backend has to say after loading a plan; the tool prints it.
@@ -101,6 +138,11 @@ public:
   virtual Status readState(size_t index, void *data) const = 0;
   virtual Status writeState(size_t index, const void *data) = 0;
 
+  /// Whether a failed run left a device that nothing can use again in this
+  /// process (a GPU whose context holds a kernel error, GPU work that could
+  /// not be cancelled): the caller reports the error and exits at once.
+  virtual bool lost() const { return false; }
+
   virtual LoadReport loadReport() const { return {}; }
   /// Notes after running, e.g. why CUDA graph capture was abandoned.
   virtual std::vector<std::string> runNotes() const { return {}; }
@@ -130,6 +172,10 @@ void initialStateBytes(const Plan &plan, size_t index, void *data);
 /// The backends of this build: "cpu", and "cuda" where it was built with a
 /// CUDA toolkit.
 std::vector<std::string> availableBackends();
+
+/// Whether `failure` can be carried out on a plan of `devices` devices
+/// (the fault's device exists; an injected hang has a timeout to end it).
+Status checkFaultInjection(const FailureOptions &failure, size_t devices);
 
 /// Prepares `plan` to run on the backend the options name; fails with the
 /// device, instruction and ONNX node of the first kernel that cannot run.

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace partc::runtime {
@@ -55,13 +57,41 @@ struct CpuExecutor::Sync {
   std::map<uint32_t, Collective> collectives;
   bool aborted = false;
   std::string abortReason;
+  /// Per device: the last instruction exchanging with a peer it reached
+  /// (-1: none yet), and whether its thread has returned.
+  std::vector<int64_t> reached;
+  std::vector<bool> returned;
+  /// With a step timeout: when waiting for another device gives up.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+
+  /// Set when the deadline aborted the run: abortReason is then the run's
+  /// error.
+  bool timedOut = false;
+
+  /// Waits on `changed` until `ready` holds or the deadline passes; the
+  /// first waiter to pass it aborts the run with `timeoutReport()`.
+  template <typename Ready>
+  void wait(std::unique_lock<std::mutex> &lock, Ready ready,
+            const std::function<std::string()> &timeoutReport) {
+    if (!deadline) {
+      changed.wait(lock, ready);
+      return;
+    }
+    if (changed.wait_until(lock, *deadline, ready) || aborted)
+      return;
+    aborted = timedOut = true;
+    abortReason = timeoutReport();
+    changed.notify_all();
+  }
 };
 
 CpuExecutor::CpuExecutor(const Plan &plan) : plan_(plan) {}
 CpuExecutor::~CpuExecutor() = default;
 
 Status CpuExecutor::create(const Plan &plan,
-                           std::unique_ptr<CpuExecutor> &result) {
+                           std::unique_ptr<CpuExecutor> &result,
+                           const FailureOptions &failure) {
+  PARTC_RETURN_IF_ERROR(checkFaultInjection(failure, plan.devices.size()));
   // The arenas are written whole at load: refuse, with the numbers, what
   // this machine cannot hold instead of running out of memory.
   uint64_t total = 0;
@@ -76,6 +106,9 @@ Status CpuExecutor::create(const Plan &plan,
         "on a larger machine");
   std::unique_ptr<CpuExecutor> exec(new CpuExecutor(plan));
   exec->sync_ = std::make_unique<Sync>();
+  exec->failure_ = failure;
+  if (failure.fault.kind != FaultInjection::Kind::None)
+    exec->faultAt_ = firstPeerWait(plan.devices[failure.fault.device]);
   exec->channelSources_.resize(plan.channels.size());
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &prog = plan.devices[d];
@@ -174,13 +207,21 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
     sync_->sent.assign(plan_.channels.size(), false);
     sync_->consumed.assign(plan_.channels.size(), false);
     sync_->collectives.clear();
-    sync_->aborted = false;
+    sync_->aborted = sync_->timedOut = false;
     sync_->abortReason.clear();
+    sync_->reached.assign(devices_.size(), -1);
+    sync_->returned.assign(devices_.size(), false);
+    runStart_ = std::chrono::steady_clock::now();
+    sync_->deadline.reset();
+    if (failure_.stepTimeoutSeconds > 0)
+      sync_->deadline =
+          runStart_ +
+          std::chrono::duration_cast<std::chrono::nanoseconds>(
+              std::chrono::duration<double>(failure_.stepTimeoutSeconds));
   }
   size_t n = devices_.size();
   if (tracing_)
     trace_.assign(n, {});
-  runStart_ = std::chrono::steady_clock::now();
   std::vector<Status> results(n);
   if (n == 1) {
     results[0] = runDevice(0, inputs, outputs);
@@ -192,11 +233,54 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
     for (auto &t : threads)
       t.join();
   }
+  ++runs_;
+  // A timeout's report says more than any device's "aborted".
+  if (sync_->timedOut)
+    return Status::error(sync_->abortReason);
   if (Status s = rootCause(results); !s.ok())
     return s;
   if (profiling_)
     ++profiledRuns_;
   return Status();
+}
+
+void CpuExecutor::reach(size_t d, size_t i) {
+  std::lock_guard<std::mutex> lock(sync_->mutex);
+  sync_->reached[d] = static_cast<int64_t>(i);
+}
+
+Status CpuExecutor::injectFault(size_t d, size_t i) {
+  const FaultInjection &fault = failure_.fault;
+  if (fault.kind == FaultInjection::Kind::None || d != fault.device ||
+      i != faultAt_ || runs_ + 1 != fault.run)
+    return Status();
+  const auto &instrs = plan_.devices[d].instructions;
+  std::string where = i < instrs.size()
+                          ? describeInstruction(d, i, instrs[i])
+                          : "device " + std::to_string(d) + " at its end";
+  if (fault.kind == FaultInjection::Kind::Error)
+    return Status::error(where + ": injected fault (--inject-fault error)");
+  // A hang: this thread stops until the run is given up.
+  Sync &sync = *sync_;
+  std::unique_lock<std::mutex> lock(sync.mutex);
+  sync.wait(
+      lock, [&] { return sync.aborted; }, [&] { return stallReport(); });
+  return Status::error("device " + std::to_string(d) +
+                       " aborted: " + sync.abortReason);
+}
+
+std::string CpuExecutor::stallReport() const {
+  // Called with the mutex held.
+  std::vector<bool> pending(devices_.size());
+  for (size_t d = 0; d < pending.size(); ++d)
+    pending[d] = !sync_->returned[d];
+  char limit[32];
+  std::snprintf(limit, sizeof(limit), "%g", failure_.stepTimeoutSeconds);
+  return (plan_.states.empty() ? "run " : "step ") + std::to_string(runs_ + 1) +
+         " did not finish within " + limit + " s (--step-timeout): " +
+         runtime::stallReport(plan_, sync_->reached, pending, [](size_t d) {
+           return "device " + std::to_string(d);
+         });
 }
 
 Status CpuExecutor::allReduce(size_t d, const Instruction &in,
@@ -220,8 +304,9 @@ Status CpuExecutor::allReduce(size_t d, const Instruction &in,
         c.sources[position].push_back(source.as<float>());
     ++(c.*counter);
     sync.changed.notify_all();
-    sync.changed.wait(lock,
-                      [&] { return c.*counter == count || sync.aborted; });
+    sync.wait(
+        lock, [&] { return c.*counter == count || sync.aborted; },
+        [&] { return stallReport(); });
     if (c.*counter != count)
       return Status::error("device " + std::to_string(d) +
                            " aborted: " + sync.abortReason);
@@ -273,10 +358,13 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
     sync.changed.notify_all();
     return s;
   };
-  // Blocks until `flag[c]` is set or another device failed.
+  // Blocks until `flag[c]` is set, another device failed or the step
+  // timed out.
   auto waitFor = [&](std::vector<bool> &flag, uint32_t c) -> Status {
     std::unique_lock<std::mutex> lock(sync.mutex);
-    sync.changed.wait(lock, [&] { return flag[c] || sync.aborted; });
+    sync.wait(
+        lock, [&] { return flag[c] || sync.aborted; },
+        [&] { return stallReport(); });
     if (!flag[c])
       return Status::error("device " + std::to_string(d) +
                            " aborted: " + sync.abortReason);
@@ -294,8 +382,23 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
                std::chrono::steady_clock::now() - runStart_)
         .count();
   };
-  for (size_t i = 0; i < prog.instructions.size(); ++i) {
+  // However this device's part ends, it no longer holds up the others.
+  struct Returned {
+    Sync &sync;
+    size_t d;
+    ~Returned() {
+      std::lock_guard<std::mutex> lock(sync.mutex);
+      sync.returned[d] = true;
+    }
+  } returned{sync, d};
+  for (size_t i = 0; i <= prog.instructions.size(); ++i) {
+    if (Status s = injectFault(d, i); !s.ok())
+      return fail(s);
+    if (i == prog.instructions.size())
+      break;
     const Instruction &in = prog.instructions[i];
+    if (exchangesWithPeer(in.op))
+      reach(d, i);
     double started = tracing_ ? micros() : 0;
     switch (in.op) {
     case OpCode::Kernel: {

@@ -25,7 +25,8 @@ class CpuExecutor : public Executor {
 public:
   /// Prepares every kernel of the plan; fails with the device, instruction
   /// and ONNX node of the first one that cannot run.
-  static Status create(const Plan &plan, std::unique_ptr<CpuExecutor> &result);
+  static Status create(const Plan &plan, std::unique_ptr<CpuExecutor> &result,
+                       const FailureOptions &failure = {});
   ~CpuExecutor() override;
 
   /// Runs the whole plan once (inputs are always copied in).
@@ -60,7 +61,18 @@ private:
   Status runDevice(size_t device, const std::vector<TensorRef> &inputs,
                    const std::vector<TensorRef> &outputs);
 
+  /// Device d has reached instruction i, which exchanges with a peer (or
+  /// the end of its program), for stall reports.
+  void reach(size_t d, size_t i);
+  /// Carries out an injected fault on device d before instruction i, if
+  /// one strikes there in this run.
+  Status injectFault(size_t d, size_t i);
+  /// Why the run timed out: where each device got to (mutex held).
+  std::string stallReport() const;
   const Plan &plan_;
+  FailureOptions failure_;
+  size_t faultAt_ = 0;
+  size_t runs_ = 0;
   std::vector<std::unique_ptr<CpuDeviceState>> devices_;
   struct Sync;
   std::unique_ptr<Sync> sync_;

@@ -126,7 +126,8 @@ size_t CudaExecutor::hostStagedCount() const {
 }
 
 Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
-                            std::unique_ptr<CudaExecutor> &result) {
+                            std::unique_ptr<CudaExecutor> &result,
+                            const FailureOptions &failure) {
   std::string why;
   int available = deviceCount(&why);
   size_t needed = plan.devices.size();
@@ -152,6 +153,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   exec->impl_ = std::make_unique<Impl>();
   Impl &impl = *exec->impl_;
   impl.plan = &plan;
+  impl.failure = failure;
   impl.devices.resize(needed);
   impl.redirects.resize(needed);
   impl.channelSources.resize(plan.channels.size());
@@ -323,6 +325,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
   if (impl.usesNccl)
     PARTC_RETURN_IF_ERROR(impl.initNccl());
   PARTC_RETURN_IF_ERROR(impl.createSendStreams());
+  PARTC_RETURN_IF_ERROR(impl.prepareWatchdog());
   for (size_t c = 0; c < plan.channels.size(); ++c) {
     cudaEvent_t r, k;
     PARTC_RETURN_IF_ERROR(cudaStatus(
@@ -412,6 +415,10 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
                          const std::vector<TensorRef> &outputs,
                          bool skipInputLoads) {
   Impl &impl = *impl_;
+  if (impl.lost)
+    return Status::error("an earlier run failed and left GPU work "
+                         "unfinished; start a new process");
+  impl.startWatchedRun();
   Status s;
   bool graphs = impl.useGraphs && impl.runs > 0;
   if (graphs) {
@@ -438,7 +445,7 @@ Status CudaExecutor::run(const std::vector<TensorRef> &inputs,
         s = cudaStatus(cudaGraphLaunch(g.exec, origin.ctx.stream),
                        "graph launch");
       if (s.ok())
-        s = cudaStatus(cudaStreamSynchronize(origin.ctx.stream), "graph run");
+        s = impl.awaitDevices(true);
     }
   } else {
     s = impl.runThreaded(inputs, outputs, skipInputLoads);
@@ -549,15 +556,23 @@ Status CudaExecutor::Impl::runThreaded(const std::vector<TensorRef> &inputs,
   } else {
     // One host thread per GPU so that no device waits for another's
     // launches; host flags order cross-device event record and wait.
-    std::vector<std::thread> threads;
-    for (size_t d = 0; d < n; ++d)
-      threads.emplace_back([&, d] {
-        results[d] = enqueueDevice(d, inputs, outputs, skipInputLoads);
-      });
-    for (auto &t : threads)
-      t.join();
+    bool returned = onDeviceThreads(
+        [this, &inputs, &outputs, skipInputLoads](size_t d) {
+          return enqueueDevice(d, inputs, outputs, skipInputLoads);
+        },
+        results);
+    if (!returned)
+      return giveUp(true, "a device's host thread was still enqueueing, "
+                          "blocked in a library call behind a stalled GPU");
   }
-  return rootCause(results);
+  // Whatever was enqueued runs to its end (or is given up) before the
+  // buffers are touched again, even after an enqueueing error; a GPU's
+  // error said by the wait is the cause of what enqueueing then saw.
+  PARTC_RETURN_IF_ERROR(awaitDevices(true));
+  PARTC_RETURN_IF_ERROR(rootCause(results));
+  for (size_t d = 0; d < n; ++d)
+    collectTimes(d);
+  return Status();
 }
 
 Status CudaExecutor::Impl::enqueueDevice(size_t d,
@@ -615,6 +630,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
     bool timed = (profiling && in.op == OpCode::Kernel) || tracing;
     if (s.ok())
       s = waitForCollectives(d, i);
+    if (s.ok())
+      s = markProgress(d, i);
     if (s.ok() && timed)
       s = cudaStatus(cudaEventRecord(events[d][i].first, dev.ctx.stream),
                      "profile");
@@ -643,9 +660,14 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   if (s.ok())
     s = joinCommStream(d);
   if (s.ok())
-    s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "synchronize");
+    s = markProgress(d, instrs.size());
   if (!s.ok())
     return fail(s.prepend("GPU " + std::to_string(dev.ctx.gpu)));
+  return Status();
+}
+
+void CudaExecutor::Impl::collectTimes(size_t d) {
+  const auto &instrs = plan->devices[d].instructions;
   if (profiling)
     for (size_t i = 0; i < instrs.size(); ++i)
       if (instrs[i].op == OpCode::Kernel) {
@@ -665,10 +687,8 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
         local.push_back(
             TraceEvent::ofInstruction(d, i, begin * 1e3, duration * 1e3));
     }
-    std::lock_guard<std::mutex> lock(mutex);
     trace.insert(trace.end(), local.begin(), local.end());
   }
-  return Status();
 }
 
 } // namespace partc::runtime

@@ -24,7 +24,8 @@ public:
   static int deviceCount(std::string *why = nullptr);
 
   static Status create(const Plan &plan, const CudaOptions &options,
-                       std::unique_ptr<CudaExecutor> &result);
+                       std::unique_ptr<CudaExecutor> &result,
+                       const FailureOptions &failure = {});
   ~CudaExecutor() override;
 
   /// Runs the plan once. With `skipInputLoads`, inputs copied by an earlier
@@ -47,6 +48,10 @@ public:
 
   Status readState(size_t index, void *data) const override;
   Status writeState(size_t index, const void *data) override;
+
+  /// After a run that failed on a GPU error or gave up waiting: the
+  /// executor's GPU work can no longer be trusted to finish (CudaWatchdog).
+  bool lost() const override;
 
   /// Page-locks host memory used for inputs and outputs so that copies are
   /// asynchronous DMA; undone when the executor is destroyed.

@@ -371,6 +371,15 @@ cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
 /// `timeoutNs` pass).
 cudaError_t launchHostGate(const unsigned *word, unsigned value,
                            uint64_t timeoutNs, cudaStream_t s);
+/// Writes `value` into the mapped host word `word` when the stream gets
+/// there: how the host learns where a device is stuck (CudaWatchdog.cpp).
+cudaError_t launchProgressMark(unsigned *word, unsigned value, cudaStream_t s);
+/// An injected fault (FaultInjection): traps if the mapped word `armed`
+/// holds kFaultProbeError, spins while it holds kFaultProbeHang until
+/// `release` is set or `limitNs` pass, else returns at once.
+constexpr unsigned kFaultProbeError = 1, kFaultProbeHang = 2;
+cudaError_t launchFaultProbe(const unsigned *armed, const unsigned *release,
+                             uint64_t limitNs, cudaStream_t s);
 /// y[r, 0..padded) = x[r, 0..channels) followed by zeros, for `rows` rows
 /// (channels-last activations or filters widened to a vector-friendly
 /// channel count).

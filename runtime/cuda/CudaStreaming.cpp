@@ -73,6 +73,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
           if (!arrived[d]) {
             s = waitForCollectives(d, pc[d]);
             if (s.ok())
+              s = markProgress(d, pc[d]);
+            if (s.ok())
               s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
             arrived[d] = true;
             progress = true;
@@ -91,6 +93,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
           continue;
         }
         s = waitForCollectives(d, pc[d]);
+        if (s.ok())
+          s = markProgress(d, pc[d]);
         if (s.ok())
           s = enqueue(d, pc[d], inputs, outputs, skipInputLoads);
         if (!s.ok())
@@ -111,6 +115,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
       s = waitForCollectives(d, plan->devices[d].instructions.size());
     if (s.ok())
       s = joinCommStream(d);
+    if (s.ok())
+      s = markProgress(d, plan->devices[d].instructions.size());
   }
   for (size_t d = 1; d < n && s.ok(); ++d) {
     s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");
@@ -171,6 +177,8 @@ Status CudaExecutor::Impl::captureDevice(size_t d, Graph &g,
   for (size_t i = 0; i < instrs.size() && s.ok(); ++i) {
     s = waitForCollectives(d, i);
     if (s.ok())
+      s = markProgress(d, i);
+    if (s.ok())
       s = instrs[i].op == OpCode::AllReduce
               ? enqueueOwnAllReduce(d, instrs[i])
               : enqueue(d, i, inputs, outputs, skipInputLoads);
@@ -181,28 +189,29 @@ Status CudaExecutor::Impl::captureDevice(size_t d, Graph &g,
     s = waitForCollectives(d, instrs.size());
   if (s.ok())
     s = joinCommStream(d);
+  if (s.ok())
+    s = markProgress(d, instrs.size());
   return endCapture(dev.ctx.stream, s, g.perDevice[d]);
 }
 
 Status CudaExecutor::Impl::launchPerDevice(Graph &g) {
-  size_t n = devices.size();
-  std::vector<Status> results(n);
-  std::vector<std::thread> threads;
-  for (size_t d = 0; d < n; ++d)
-    threads.emplace_back([&, d] {
-      Device &dev = devices[d];
-      Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "graph launch");
-      if (s.ok())
-        s = cudaStatus(cudaGraphLaunch(g.perDevice[d], dev.ctx.stream),
-                       "graph launch");
-      if (s.ok())
-        s = cudaStatus(cudaStreamSynchronize(dev.ctx.stream), "graph run");
-      if (!s.ok())
-        s.prepend("GPU " + std::to_string(dev.ctx.gpu));
-      results[d] = s;
-    });
-  for (auto &t : threads)
-    t.join();
+  std::vector<Status> results;
+  bool returned = onDeviceThreads(
+      [this, &g](size_t d) {
+        Device &dev = devices[d];
+        Status s = cudaStatus(cudaSetDevice(dev.ctx.gpu), "graph launch");
+        if (s.ok())
+          s = cudaStatus(cudaGraphLaunch(g.perDevice[d], dev.ctx.stream),
+                         "graph launch");
+        if (!s.ok())
+          s.prepend("GPU " + std::to_string(dev.ctx.gpu));
+        return s;
+      },
+      results);
+  if (!returned)
+    return giveUp(true, "a device's host thread was still launching its "
+                        "graph, blocked behind a stalled GPU");
+  PARTC_RETURN_IF_ERROR(awaitDevices(true));
   return rootCause(results);
 }
 
@@ -666,13 +675,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
       s = Status::error("the streamed schedule stalled (a plan whose "
                         "channels cannot be ordered across batches)");
   }
-  for (size_t d = 0; d < n; ++d) {
-    cudaSetDevice(impl.devices[d].ctx.gpu);
-    Status sync = cudaStatus(cudaStreamSynchronize(impl.devices[d].ctx.stream),
-                             "synchronize");
-    if (s.ok() && !sync.ok())
-      s = sync.prepend("GPU " + std::to_string(impl.devices[d].ctx.gpu));
-  }
+  Status drained = impl.awaitDevices(false);
+  if (s.ok())
+    s = drained;
   if (!s.ok())
     return s;
   if (impl.streamTracing)

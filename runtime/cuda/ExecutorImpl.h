@@ -378,6 +378,60 @@ struct CudaExecutor::Impl {
                 const std::function<Status()> &body);
   void collectSpans();
   size_t runs = 0;
+
+  /// Failure handling (CudaWatchdog.cpp). A run ends with the host polling
+  /// every device's stream rather than blocking on one, so that a device
+  /// whose kernel failed is seen while its peers still wait for it in a
+  /// collective: NCCL's communicators are then aborted (the only way to
+  /// stop a collective waiting for a peer that will never come), and a run
+  /// that outlasts the step timeout is given up the same way.
+  FailureOptions failure;
+  /// Mapped host words, one per device: where its stream has got to. A
+  /// one-thread kernel writes i + 1 before instruction i when i waits for
+  /// or signals another device (all_reduce, send, receive, wait_consumed),
+  /// and the program's size + 1 at its end; the host zeroes them before
+  /// each run. Null where no device can wait for another.
+  volatile unsigned *progress = nullptr;
+  /// Fault injection: [0] the probe's kind for this run, [1] releases a
+  /// spinning probe (at teardown).
+  volatile unsigned *faultWords = nullptr;
+  /// The instruction of the faulty device before which the probe runs.
+  size_t faultAt = 0;
+  /// Set once a run failed in a way that leaves GPU work unfinished or a
+  /// context broken: later runs and the destructor keep off the GPUs.
+  bool lost = false;
+  Status prepareWatchdog();
+  /// Before instruction i of device d (i == its size: the end): the
+  /// progress mark, and the fault probe where one is injected.
+  Status markProgress(size_t d, size_t i);
+  /// Zeroes the progress words and arms the probe for this run.
+  void startWatchedRun();
+  /// Waits for every device's stream to drain, watching for errors on any
+  /// device, NCCL's asynchronous errors and the step timeout.
+  /// `markersValid`: the progress words describe this run.
+  Status awaitDevices(bool markersValid);
+  /// Aborts every NCCL communicator (their collectives stop waiting).
+  void abortCollectives();
+  /// Runs work(d) for every device on a thread of its own and waits for
+  /// them until the step's deadline at most: a host thread can block in a
+  /// library call behind a GPU that stopped (NCCL connects lazily, memory
+  /// frees wait for the device). False if they did not all return; they
+  /// are then left running, and the run is given up.
+  bool onDeviceThreads(const std::function<Status(size_t)> &work,
+                       std::vector<Status> &results);
+  /// Ends a run that outlasted the step timeout: aborts NCCL, marks the
+  /// executor lost, and says where each device got to (from the progress
+  /// marks, as read into `marks` when time ran out or else now, if
+  /// `markersValid`) and what else is known.
+  Status giveUp(bool markersValid, const std::string &what,
+                std::vector<unsigned> marks = {});
+  /// "step N" (training plans) or "run N", for the run in progress.
+  std::string runName() const;
+  std::chrono::steady_clock::time_point watchStart;
+  /// Where each unfinished device got to, and which of them the others
+  /// wait for, from a copy of the progress words.
+  std::string progressReport(const std::vector<unsigned> &marks);
+
   // Profiling: an event pair per kernel instruction, and accumulated times.
   bool profiling = false, tracing = false;
   size_t profiledRuns = 0;
@@ -401,6 +455,8 @@ struct CudaExecutor::Impl {
   Status enqueueDevice(size_t d, const std::vector<TensorRef> &inputs,
                        const std::vector<TensorRef> &outputs,
                        bool skipInputLoads);
+  /// After a run: device d's kernel times and trace events (profiling).
+  void collectTimes(size_t d);
   Status runThreaded(const std::vector<TensorRef> &inputs,
                      const std::vector<TensorRef> &outputs,
                      bool skipInputLoads);
@@ -441,6 +497,12 @@ struct CudaExecutor::Impl {
   }
 
   ~Impl() {
+    if (faultWords)
+      faultWords[1] = 1;
+    // GPU work that never finished, or a context holding an error: freeing
+    // would wait for it or fail. The process is about to exit.
+    if (lost)
+      return;
     for (size_t d = 0; d < commStreams.size(); ++d) {
       cudaSetDevice(devices[d].ctx.gpu);
       if (commStreams[d])
@@ -521,6 +583,9 @@ struct CudaExecutor::Impl {
         cudaEventDestroy(e);
     for (void *p : registered)
       cudaHostUnregister(p);
+    for (volatile unsigned *words : {progress, faultWords})
+      if (words)
+        cudaFreeHost(const_cast<unsigned *>(words));
     for (cudaEvent_t e : ready)
       cudaEventDestroy(e);
     for (cudaEvent_t e : consumed)

@@ -66,6 +66,29 @@ __global__ void hostGateKernel(const volatile unsigned *word, unsigned value,
     __nanosleep(1000);
 }
 
+__global__ void progressMarkKernel(volatile unsigned *word, unsigned value) {
+  *word = value;
+  __threadfence_system();
+}
+
+__global__ void faultProbeKernel(const volatile unsigned *armed,
+                                 const volatile unsigned *release,
+                                 uint64_t limitNs) {
+  unsigned kind = *armed;
+  if (kind == kFaultProbeError)
+    __trap();
+  if (kind != kFaultProbeHang)
+    return;
+  auto now = [] {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+  };
+  uint64_t start = now();
+  while (!*release && now() - start < limitNs)
+    __nanosleep(10000);
+}
+
 } // namespace
 
 __global__ void padChannelsKernel(const float *x, float *y, int64_t n,
@@ -135,6 +158,18 @@ cudaError_t launchMaxDifference(const void *a, const void *b, int64_t n,
 cudaError_t launchHostGate(const unsigned *word, unsigned value,
                            uint64_t timeoutNs, cudaStream_t s) {
   hostGateKernel<<<1, 1, 0, s>>>(word, value, timeoutNs);
+  return cudaGetLastError();
+}
+
+cudaError_t launchProgressMark(unsigned *word, unsigned value,
+                               cudaStream_t s) {
+  progressMarkKernel<<<1, 1, 0, s>>>(word, value);
+  return cudaGetLastError();
+}
+
+cudaError_t launchFaultProbe(const unsigned *armed, const unsigned *release,
+                             uint64_t limitNs, cudaStream_t s) {
+  faultProbeKernel<<<1, 1, 0, s>>>(armed, release, limitNs);
   return cudaGetLastError();
 }
 

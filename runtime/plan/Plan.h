@@ -212,6 +212,25 @@ void instructionTypes(const Instruction &instruction,
 /// is not just another device giving up because of it.
 Status rootCause(const std::vector<Status> &results);
 
+/// Whether instruction kind `op` exchanges with another device (an
+/// all_reduce, either end of a channel, a wait_consumed): where backends
+/// record how far each device got, for reports of a stalled run.
+bool exchangesWithPeer(OpCode op);
+
+/// The first instruction of `program` at which it waits for another device
+/// (its size if none): where an injected fault strikes (FaultInjection).
+size_t firstPeerWait(const DeviceProgram &program);
+
+/// Why a run stalled: `reached[d]` is the last instruction exchanging with
+/// a peer that device d got to (-1: none yet; the program's size: its
+/// end), `pending[d]` whether it has not finished. Names the devices others
+/// wait for (a peer stopped at an instruction whose counterpart they have
+/// not reached), then where each unfinished device got to; `name(d)` says
+/// "device d" as the backend wants it said.
+std::string stallReport(const Plan &plan, const std::vector<int64_t> &reached,
+                        const std::vector<bool> &pending,
+                        const std::function<std::string(size_t)> &name);
+
 /// Where a streamed transfer's value lives in the arena: the instructions
 /// [first, last] of `program` during which the arena range of the value
 /// that its send at `anchor` reads (or its receive at `anchor` writes)

@@ -437,6 +437,83 @@ Status rootCause(const std::vector<Status> &results) {
   return Status();
 }
 
+bool exchangesWithPeer(OpCode op) {
+  return op == OpCode::AllReduce || op == OpCode::Send || op == OpCode::Recv ||
+         op == OpCode::WaitConsumed;
+}
+
+size_t firstPeerWait(const DeviceProgram &program) {
+  const auto &instrs = program.instructions;
+  for (size_t i = 0; i < instrs.size(); ++i)
+    if (instrs[i].op == OpCode::AllReduce || instrs[i].op == OpCode::Recv ||
+        instrs[i].op == OpCode::WaitConsumed)
+      return i;
+  return instrs.size();
+}
+
+std::string stallReport(const Plan &plan, const std::vector<int64_t> &reached,
+                        const std::vector<bool> &pending,
+                        const std::function<std::string(size_t)> &name) {
+  size_t n = plan.devices.size();
+  auto at = [&](size_t d, int64_t i) {
+    const auto &instrs = plan.devices[d].instructions;
+    if (i >= static_cast<int64_t>(instrs.size()))
+      return std::string("the end of its program");
+    // describeInstruction without its leading "device D ".
+    std::string what = describeInstruction(d, size_t(i), instrs[size_t(i)]);
+    return what.substr(what.find("instruction"));
+  };
+  // Where device `e` does `op` for group or channel `index`, or -1.
+  auto counterpart = [&](size_t e, OpCode op, uint32_t index) -> int64_t {
+    const auto &instrs = plan.devices[e].instructions;
+    for (size_t i = 0; i < instrs.size(); ++i)
+      if (instrs[i].op == op && instrs[i].index == index)
+        return static_cast<int64_t>(i);
+    return -1;
+  };
+  std::map<size_t, std::string> behind;
+  for (size_t d = 0; d < n; ++d) {
+    const auto &instrs = plan.devices[d].instructions;
+    if (!pending[d] || reached[d] < 0 ||
+        reached[d] >= static_cast<int64_t>(instrs.size()))
+      continue;
+    const Instruction &in = instrs[size_t(reached[d])];
+    std::vector<std::pair<size_t, int64_t>> needed;
+    if (in.op == OpCode::AllReduce) {
+      for (int64_t e : in.attrs.getInts("devices"))
+        if (static_cast<size_t>(e) != d && static_cast<size_t>(e) < n)
+          needed.push_back(
+              {size_t(e), counterpart(size_t(e), OpCode::AllReduce, in.index)});
+    } else if (in.op == OpCode::Recv) {
+      size_t src = plan.channels[in.index].srcDevice;
+      needed.push_back({src, counterpart(src, OpCode::Send, in.index)});
+    } else if (in.op == OpCode::WaitConsumed) {
+      size_t dst = plan.channels[in.index].dstDevice;
+      needed.push_back({dst, counterpart(dst, OpCode::Recv, in.index)});
+    }
+    for (auto [e, i] : needed)
+      if (i >= 0 && reached[e] < i && !behind.count(e))
+        behind[e] = name(e) + " has not reached " + at(e, i) + ", which " +
+                    name(d) + " waits for";
+  }
+  std::string report;
+  for (auto &[e, why] : behind)
+    report += (report.empty() ? "" : "; ") + why;
+  report += report.empty() ? "where each unfinished device got to: "
+                           : ". Where each unfinished device got to: ";
+  bool first = true;
+  for (size_t d = 0; d < n; ++d) {
+    if (!pending[d])
+      continue;
+    report += (first ? "" : "; ") + name(d) + " " +
+              (reached[d] < 0 ? std::string("had not reached its first "
+                                            "exchange with another device")
+                              : "last reached " + at(d, reached[d]));
+    first = false;
+  }
+  return report;
+}
+
 std::string summarizePlan(const Plan &plan) {
   std::ostringstream os;
   os << "plan: " << plan.devices.size() << " device(s)";

@@ -3,6 +3,7 @@
 
 #include "runtime/cpu/CpuExecutor.h"
 
+#include <chrono>
 #include <cmath>
 #include <gtest/gtest.h>
 
@@ -72,6 +73,98 @@ TEST(CpuExecutor, KernelFailureBeforeAllReduceAbortsTheGroup) {
                        {{z.data(), plan.outputs[0].type}});
   EXPECT_NE(s.message().find("out of range"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("device 1"), std::string::npos) << s.message();
+}
+
+/// Runs `plan` once on the CPU with `failure`, returning the status and
+/// how long the run took.
+Status runWithFailure(const Plan &plan, const FailureOptions &failure,
+                      int runs = 1, double *seconds = nullptr) {
+  std::unique_ptr<CpuExecutor> exec;
+  PARTC_RETURN_IF_ERROR(CpuExecutor::create(plan, exec, failure));
+  std::vector<float> x(static_cast<size_t>(plan.inputs[0].type.numElements()),
+                       1.0f),
+      z(static_cast<size_t>(plan.outputs[0].type.numElements()));
+  auto start = std::chrono::steady_clock::now();
+  Status s;
+  for (int r = 0; r < runs && s.ok(); ++r)
+    s = exec->run({{x.data(), plan.inputs[0].type}},
+                  {{z.data(), plan.outputs[0].type}});
+  if (seconds)
+    *seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+  return s;
+}
+
+TEST(CpuExecutor, InjectedErrorBeforeAllReduceNamesTheDevice) {
+  FailureOptions failure;
+  failure.fault = {FaultInjection::Kind::Error, 1, 2};
+  // The fault strikes in the second run only.
+  Status s = runWithFailure(allReducePlan(2), failure, 1);
+  EXPECT_TRUE(s.ok()) << s.message();
+  s = runWithFailure(allReducePlan(2), failure, 2);
+  EXPECT_NE(s.message().find("device 1 instruction 2 (all_reduce group 0)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("injected fault"), std::string::npos);
+}
+
+TEST(CpuExecutor, InjectedHangBeforeAllReduceTimesOutNamingTheDevice) {
+  FailureOptions failure;
+  failure.stepTimeoutSeconds = 0.3;
+  failure.fault = {FaultInjection::Kind::Hang, 1, 1};
+  double seconds = 0;
+  Status s = runWithFailure(allReducePlan(3), failure, 1, &seconds);
+  EXPECT_NE(s.message().find("run 1 did not finish within 0.3 s"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("device 1 has not reached instruction 2 "
+                             "(all_reduce group 0), which device 0 waits for"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("device 2 last reached instruction 2"),
+            std::string::npos)
+      << s.message();
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(CpuExecutor, InjectedHangBeforeReceiveNamesTheSender) {
+  std::vector<float> weights;
+  Plan plan = twoDevicePlan(weights);
+  FailureOptions failure;
+  failure.stepTimeoutSeconds = 0.2;
+  // Device 1 stops before its receive; device 0 waits for it to consume.
+  failure.fault = {FaultInjection::Kind::Hang, 1, 1};
+  Status s = runWithFailure(plan, failure);
+  EXPECT_NE(s.message().find("device 1 has not reached instruction 0 (recv"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("which device 0 waits for"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("device 1 had not reached its first exchange"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(CpuExecutor, RefusesFaultsItCannotCarryOut) {
+  FailureOptions failure;
+  failure.fault = {FaultInjection::Kind::Error, 2, 1};
+  Status s = runWithFailure(allReducePlan(2), failure);
+  EXPECT_NE(s.message().find("names device 2 but the plan has 2"),
+            std::string::npos)
+      << s.message();
+  // A hang with nothing to end it would hang the test.
+  failure.fault = {FaultInjection::Kind::Hang, 0, 1};
+  s = runWithFailure(allReducePlan(2), failure);
+  EXPECT_NE(s.message().find("give --step-timeout"), std::string::npos)
+      << s.message();
+}
+
+TEST(CpuExecutor, StepTimeoutLeavesHealthyRunsAlone) {
+  FailureOptions failure;
+  failure.stepTimeoutSeconds = 30;
+  Status s = runWithFailure(allReducePlan(4), failure, 3);
+  EXPECT_TRUE(s.ok()) << s.message();
 }
 
 TEST(CpuExecutor, MissingTransferShowsAsWrongAnswer) {

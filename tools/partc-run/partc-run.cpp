@@ -111,6 +111,17 @@ void usage() {
       "                 [--stream] (cuda: also run the iterations back to "
       "back, batches overlapping\n"
       "                  in pipeline stages, and print the throughput)\n"
+      "                 [--step-timeout SECONDS] (give up a run or step "
+      "still unfinished after this\n"
+      "                  long, saying where each device got to; 0: never; "
+      "default 300 on GPUs,\n"
+      "                  none on the CPU)\n"
+      "                 [--inject-fault error|hang:DEVICE[:STEP]] (testing: "
+      "make DEVICE fail or stop\n"
+      "                  before its first wait for another device in STEP "
+      "(default 1), to check\n"
+      "                  that the run ends naming it; a GPU error leaves that "
+      "GPU unusable)\n"
       "                 [--profile FILE] (time every kernel after the warm-up "
       "runs; a cost table for partc compile --cost-table)\n"
       "Training plans (partc compile --train):\n"
@@ -151,6 +162,48 @@ bool parseNumber(const char *s, double &out) {
   char *end;
   out = std::strtod(s, &end);
   return end != s && *end == 0;
+}
+
+/// --inject-fault KIND:DEVICE[:RUN], KIND error or hang.
+Status parseFault(const std::string &text, FaultInjection &fault) {
+  auto bad = [&] {
+    return Status::error("--inject-fault expects error|hang:DEVICE[:STEP] "
+                         "(a device number, a step from 1), got '" +
+                         text + "'");
+  };
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ':');)
+    parts.push_back(part);
+  if (parts.size() < 2 || parts.size() > 3)
+    return bad();
+  if (parts[0] == "error")
+    fault.kind = FaultInjection::Kind::Error;
+  else if (parts[0] == "hang")
+    fault.kind = FaultInjection::Kind::Hang;
+  else
+    return bad();
+  double device = 0, run = 1;
+  if (!parseNumber(parts[1].c_str(), device) || device < 0 || device > 1e6 ||
+      device != std::floor(device))
+    return bad();
+  if (parts.size() == 3 && (!parseNumber(parts[2].c_str(), run) || run < 1 ||
+                            run > 1e9 || run != std::floor(run)))
+    return bad();
+  fault.device = static_cast<size_t>(device);
+  fault.run = static_cast<size_t>(run);
+  return Status();
+}
+
+/// A run's failure; where it left a device nothing can use (GPU work that
+/// cannot be cancelled), exits at once instead of tearing the backend down.
+int failRun(const Executor &exec, const std::string &msg) {
+  int code = fail(msg);
+  if (exec.lost()) {
+    std::fflush(nullptr);
+    std::_Exit(code);
+  }
+  return code;
 }
 
 Status parseArgs(int argc, char **argv, Options &o) {
@@ -273,6 +326,16 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.devicesPerGpu = static_cast<int>(num);
     } else if (a == "--host-staging") {
       cuda.hostStaging = true;
+    } else if (flag == "--step-timeout") {
+      PARTC_RETURN_IF_ERROR(value(v));
+      if (!parseNumber(v.c_str(), num) || !(num >= 0) || num > 1e7)
+        return Status::error("--step-timeout expects seconds from 0 (none) "
+                             "to 10^7, got '" +
+                             v + "'");
+      o.executor.failure.stepTimeoutSeconds = num;
+    } else if (flag == "--inject-fault") {
+      PARTC_RETURN_IF_ERROR(value(v));
+      PARTC_RETURN_IF_ERROR(parseFault(v, o.executor.failure.fault));
     } else if (a == "--stream") {
       o.stream = true;
     } else if (a == "-h" || a == "--help") {
@@ -704,7 +767,7 @@ int main(int argc, char **argv) {
                  opts.dataDir.empty() ? nullptr : &data, steps, afterFirstMs,
                  afterSecondMs);
     if (!s.ok())
-      return fail(s.message());
+      return failRun(*exec, s.message());
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - t0)
                     .count();
@@ -722,7 +785,7 @@ int main(int argc, char **argv) {
   } else {
     s = runTimed(opts, plan, *exec, inRefs, outRefs, times);
     if (!s.ok())
-      return fail(s.message());
+      return failRun(*exec, s.message());
   }
   if (!opts.saveStateDir.empty()) {
     s = saveState(plan, *exec, opts.saveStateDir);
@@ -745,7 +808,7 @@ int main(int argc, char **argv) {
   if (opts.stream) {
     s = runStreamed(opts, plan, *exec, inRefs, outRefs);
     if (!s.ok())
-      return fail(s.message());
+      return failRun(*exec, s.message());
   }
 
   std::function<double(size_t, size_t)> kernelSeconds;
