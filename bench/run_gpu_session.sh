@@ -729,6 +729,21 @@ if [[ $what == *faults* ]]; then
     timeout 300 python3 test/Training/check_faults.py $B $W/faultsn --backend cuda 2>&1 | tee -a $OUT/faults-check.txt
   fi
 fi
+if [[ $what == *chainer* ]]; then
+  echo "== Chainer's MNIST MLP: split by hand over 2 GPUs (PyTorch) against partc"
+  # partc with 1 device, and with 2 left to the cost model (--strategy auto).
+  for b in ${CHAINER_BATCHES:-100 8192}; do
+    D=$W/chainer/b$b
+    timeout 300 python3 bench/chainer_mlp.py $D --batch $b 2>&1 | grep peer | tee -a $OUT/chainer.txt
+    TF="--train --loss cross-entropy --optimizer sgd --lr 0.01 --momentum 0.9 --batch $b"
+    IN="--input input=$D/x.npy --input labels=$D/labels.npy"
+    for n in $(printf '%s\n' 1 $NGPU | awk '$1 <= 2 && !seen[$1]++'); do
+      $B/partc compile $D/mlp.onnx -o $D/train$n.plan --devices $n $TF --explain 2>&1 | grep -i "^chose\|strategy" | head -2 | tee -a $OUT/chainer.txt
+      ms=$(timeout 120 $B/partc-run $D/train$n.plan --backend cuda $IN --steps 202 2>&1 | grep -o '[0-9.]* after the second' | grep -o '^[0-9.]*')
+      echo "{\"peer\": \"partc-tf32-${n}dev\", \"model\": \"chainer-mlp\", \"batch\": $b, \"ms_per_step\": ${ms:-0}}" | tee -a $OUT/chainer.txt
+    done
+  done
+fi
 if [[ $what == *trainpipe* ]]; then
   echo "== training pipelines"
   if [[ ${PIPE_CHECKS:-1} == 1 ]]; then
