@@ -204,8 +204,9 @@ void TrainingSearch::cost(TrainingCandidate &c) const {
   c.computeSeconds = double(m) * slowest;
   c.bubbleSeconds = double(s - 1) * slowest;
   c.transferSeconds = double(m) * slowestTransfer;
-  c.stepSeconds =
-      c.computeSeconds + c.bubbleSeconds + c.allReduceSeconds + c.updateSeconds;
+  c.fixedSeconds = s * r > 1 ? kMultiDeviceStepSeconds : 0.0;
+  c.stepSeconds = c.computeSeconds + c.bubbleSeconds + c.allReduceSeconds +
+                  c.updateSeconds + c.fixedSeconds;
   double capacity = topo_.smallestMemory() * kUsableMemory;
   for (int64_t k = 0; k < s; ++k)
     if (c.stageMemoryBytes[k] > capacity) {
@@ -284,6 +285,13 @@ FailureOr<TrainingSearchResult> TrainingSearch::run() {
         result_.candidates.push_back(c);
       }
   }
+  // One device of the same kind, for --explain to compare.
+  if (devices > 1) {
+    TrainingCandidate one;
+    cost(one);
+    if (one.feasible)
+      result_.oneDeviceSeconds = one.stepSeconds;
+  }
   std::stable_sort(result_.candidates.begin(), result_.candidates.end(),
                    [](const TrainingCandidate &a, const TrainingCandidate &b) {
                      if (a.possible != b.possible)
@@ -354,6 +362,17 @@ searchTrainingLayout(func::FuncOp func, const TrainingSearchOptions &options) {
   return TrainingSearch(func, options).run();
 }
 
+std::string oneDeviceNote(const TrainingSearchResult &r, size_t chosen) {
+  if (chosen >= r.candidates.size() || r.oneDeviceSeconds <= 0 ||
+      r.oneDeviceSeconds >= r.candidates[chosen].stepSeconds)
+    return "";
+  return "one device would be faster: a step predicted at " +
+         ms(r.oneDeviceSeconds) + " against " +
+         ms(r.candidates[chosen].stepSeconds) + " for " +
+         r.candidates[chosen].label() +
+         " (too little work to pay for splitting); --devices 1 uses one";
+}
+
 std::string explainTrainingSearch(const TrainingSearchResult &r, size_t chosen,
                                   const std::vector<std::string> &refusals) {
   std::string text;
@@ -369,7 +388,8 @@ std::string explainTrainingSearch(const TrainingSearchResult &r, size_t chosen,
        << ms(c.computeSeconds) << " of which transfers "
        << ms(c.transferSeconds) << ", bubble " << ms(c.bubbleSeconds)
        << ", all-reduce not hidden " << ms(c.allReduceSeconds) << ", update "
-       << ms(c.updateSeconds) << "), memory per stage " << memory(c);
+       << ms(c.updateSeconds) << ", fixed " << ms(c.fixedSeconds)
+       << "), memory per stage " << memory(c);
   };
   os << "training cost model (--strategy auto): " << r.candidates.size()
      << " layouts of the batch of " << r.batch << " over " << r.topology
@@ -380,6 +400,8 @@ std::string explainTrainingSearch(const TrainingSearchResult &r, size_t chosen,
     os << "  chosen: ";
     line(r.candidates[chosen]);
     os << "\n";
+    if (std::string faster = oneDeviceNote(r, chosen); !faster.empty())
+      os << "  " << faster << "\n";
   }
   for (size_t i = 0; i < refusals.size() && i < chosen; ++i) {
     os << "  refused by the compile (the exact memory check): ";

@@ -47,6 +47,9 @@ struct TrainingCandidate {
   /// and their sum.
   double computeSeconds = 0, bubbleSeconds = 0, transferSeconds = 0,
          allReduceSeconds = 0, updateSeconds = 0, stepSeconds = 0;
+  /// What a step over several devices costs whatever its size
+  /// (kMultiDeviceStepSeconds; 0 on one device), included in stepSeconds.
+  double fixedSeconds = 0;
   /// Per stage: predicted memory of a step on its devices.
   std::vector<double> stageMemoryBytes;
   double peakMemoryBytes() const;
@@ -61,7 +64,18 @@ struct TrainingSearchResult {
   int64_t batch = 1;
   std::string topology;
   double searchSeconds = 0;
+  /// The same step on one of the devices (0 where there is only one, or
+  /// its estimate does not fit): `--devices N` spreads over all N, and
+  /// --explain says when one would be faster.
+  double oneDeviceSeconds = 0;
 };
+
+/// A step over several devices pays this beyond its work: NCCL's launch and
+/// latency, a host thread per GPU to start it and the wait for the slowest.
+/// Measured on 2 x H200 (docs/benchmarks.md, session 30): Chainer's MLP at
+/// batch 100 took 0.284 ms data-parallel against 0.130 ms on one GPU, whose
+/// half-batch kernels take as long as the whole batch's.
+constexpr double kMultiDeviceStepSeconds = 150e-6;
 
 /// The largest bucket of gradients that one all-reduce among `replicas`
 /// averages (partc-bucket-all-reduces): big enough that the collective's
@@ -74,6 +88,10 @@ int64_t allReduceBucketBytes(const ::partc::costmodel::LinkSpec &link,
 /// the topology's devices (none for a graph without ops).
 FailureOr<TrainingSearchResult>
 searchTrainingLayout(func::FuncOp func, const TrainingSearchOptions &options);
+
+/// "one device would be faster: ..." when the search predicts that a step
+/// on one device beats candidate `chosen`, else empty.
+std::string oneDeviceNote(const TrainingSearchResult &r, size_t chosen);
 
 /// The ranking as --explain prints it; `chosen` indexes the candidate that
 /// compiled (earlier ones were refused by the exact memory check, with

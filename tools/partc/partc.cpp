@@ -834,6 +834,11 @@ int compile() {
           llvm::formatv("{0:f2}", best.stepSeconds * 1e3).str() + " ms";
       searchExplanation =
           mlir::partc::explainTrainingSearch(*ranked, chosen, refusals);
+      // Worth saying without --explain: the user may expect N devices to
+      // beat one.
+      std::string faster = mlir::partc::oneDeviceNote(*ranked, chosen);
+      if (!faster.empty() && !quiet && options.explain.empty())
+        llvm::errs() << "partc: note: " << inputPath << ": " << faster << "\n";
     }
   } else {
     std::string diagnostics;
