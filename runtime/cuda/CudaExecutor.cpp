@@ -20,7 +20,16 @@ int CudaExecutor::deviceCount(std::string *why) {
   return n;
 }
 
-CudaExecutor::~CudaExecutor() = default;
+CudaExecutor::~CudaExecutor() {
+  // After a run was given up, host threads may still be blocked inside it
+  // (in NCCL, behind a stalled GPU) and wake later: they must find the
+  // executor's state where it was, so it is left to the process's end.
+  if (impl_ && impl_->lost) {
+    if (impl_->faultWords)
+      impl_->faultWords[1] = 1; // an injected hang may stop now
+    (void)impl_.release();
+  }
+}
 
 LoadReport CudaExecutor::loadReport() const {
   LoadReport r;
