@@ -2,8 +2,10 @@
 //
 // CudaExecutor::Impl and its helpers, shared by the executor's files:
 // CudaExecutor.cpp (setup and launches), CudaTransfers.cpp (NCCL and host
-// staging), CudaStreaming.cpp (graph capture and streamed batches) and
-// CudaProfiling.cpp (profiling and tracing).
+// staging), CudaStreaming.cpp (graph capture and streamed batches),
+// CudaCollectives.cpp (all-reduces), CudaProfiling.cpp (profiling and
+// tracing) and CudaWatchdog.cpp (the end of a run: errors, stalls, NCCL
+// aborts).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTC_RUNTIME_CUDA_EXECUTORIMPL_H

@@ -1,8 +1,9 @@
 //===- Kernels.cu - Support kernels: tuning, gates, batch pointers --------===//
 //
 // Kernels the executor and the library-backed kernels need: fill patterns
-// and differences for tuning, host gates, pointer arrays of batched GEMMs
-// and channel padding for convolutions. The op kernels live with their
+// and differences for tuning, host gates, progress marks and the fault
+// probe (CudaWatchdog.cpp), pointer arrays of batched GEMMs and channel
+// padding for convolutions. The op kernels live with their
 // family (Elementwise.cu, Nn.cu, DataMovement.cu).
 //
 //===----------------------------------------------------------------------===//
