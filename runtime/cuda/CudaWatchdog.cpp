@@ -105,9 +105,9 @@ void CudaExecutor::Impl::startWatchedRun() {
 
 void CudaExecutor::Impl::abortCollectives() {
 #ifdef PARTC_HAVE_NCCL
-  // Each on a thread of its own, never waited for: aborting the
-  // communicator of a GPU that still runs a kernel (a hang) frees memory,
-  // which waits for that GPU to go idle.
+  // Each on a thread of its own, never waited for: an abort called inline
+  // never returned while the other GPU still ran its hung kernel (on 2 x
+  // H200; freeing its memory waits for the GPU to go idle).
   for (ncclComm_t &c : comms)
     if (c) {
       std::thread([c] { ncclCommAbort(c); }).detach();
