@@ -675,6 +675,9 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
       s = Status::error("the streamed schedule stalled (a plan whose "
                         "channels cannot be ordered across batches)");
   }
+  // The deadline covers draining what is queued: enqueueing kept pace
+  // with the GPUs until here, however many batches there were.
+  impl.watchStart = std::chrono::steady_clock::now();
   Status drained = impl.awaitDevices(false);
   if (s.ok())
     s = drained;

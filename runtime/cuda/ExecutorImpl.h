@@ -429,6 +429,8 @@ struct CudaExecutor::Impl {
                 std::vector<unsigned> marks = {});
   /// "step N" (training plans) or "run N", for the run in progress.
   std::string runName() const;
+  /// When the step timeout started counting (a run's start; a streamed
+  /// run's last enqueue).
   std::chrono::steady_clock::time_point watchStart;
   /// Where each unfinished device got to, and which of them the others
   /// wait for, from a copy of the progress words.
