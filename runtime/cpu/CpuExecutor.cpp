@@ -4,7 +4,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -67,22 +66,6 @@ struct CpuExecutor::Sync {
   /// Set when the deadline aborted the run: abortReason is then the run's
   /// error.
   bool timedOut = false;
-
-  /// Waits on `changed` until `ready` holds or the deadline passes; the
-  /// first waiter to pass it aborts the run with `timeoutReport()`.
-  template <typename Ready>
-  void wait(std::unique_lock<std::mutex> &lock, Ready ready,
-            const std::function<std::string()> &timeoutReport) {
-    if (!deadline) {
-      changed.wait(lock, ready);
-      return;
-    }
-    if (changed.wait_until(lock, *deadline, ready) || aborted)
-      return;
-    aborted = timedOut = true;
-    abortReason = timeoutReport();
-    changed.notify_all();
-  }
 };
 
 CpuExecutor::CpuExecutor(const Plan &plan) : plan_(plan) {}
@@ -244,6 +227,21 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
   return Status();
 }
 
+template <typename Ready>
+void CpuExecutor::waitLocked(std::unique_lock<std::mutex> &lock, Ready ready) {
+  Sync &sync = *sync_;
+  if (!sync.deadline) {
+    sync.changed.wait(lock, ready);
+    return;
+  }
+  if (sync.changed.wait_until(lock, *sync.deadline, ready) || sync.aborted)
+    return;
+  // The first waiter past the deadline aborts the run with the report.
+  sync.aborted = sync.timedOut = true;
+  sync.abortReason = stallReport();
+  sync.changed.notify_all();
+}
+
 void CpuExecutor::reach(size_t d, size_t i) {
   std::lock_guard<std::mutex> lock(sync_->mutex);
   sync_->reached[d] = static_cast<int64_t>(i);
@@ -263,8 +261,7 @@ Status CpuExecutor::injectFault(size_t d, size_t i) {
   // A hang: this thread stops until the run is given up.
   Sync &sync = *sync_;
   std::unique_lock<std::mutex> lock(sync.mutex);
-  sync.wait(
-      lock, [&] { return sync.aborted; }, [&] { return stallReport(); });
+  waitLocked(lock, [&] { return sync.aborted; });
   return Status::error("device " + std::to_string(d) +
                        " aborted: " + sync.abortReason);
 }
@@ -274,10 +271,7 @@ std::string CpuExecutor::stallReport() const {
   std::vector<bool> pending(devices_.size());
   for (size_t d = 0; d < pending.size(); ++d)
     pending[d] = !sync_->returned[d];
-  char limit[32];
-  std::snprintf(limit, sizeof(limit), "%g", failure_.stepTimeoutSeconds);
-  return (plan_.states.empty() ? "run " : "step ") + std::to_string(runs_ + 1) +
-         " did not finish within " + limit + " s (--step-timeout): " +
+  return timeoutHeadline(plan_, runs_ + 1, failure_.stepTimeoutSeconds) + ": " +
          runtime::stallReport(plan_, sync_->reached, pending, [](size_t d) {
            return "device " + std::to_string(d);
          });
@@ -304,9 +298,7 @@ Status CpuExecutor::allReduce(size_t d, const Instruction &in,
         c.sources[position].push_back(source.as<float>());
     ++(c.*counter);
     sync.changed.notify_all();
-    sync.wait(
-        lock, [&] { return c.*counter == count || sync.aborted; },
-        [&] { return stallReport(); });
+    waitLocked(lock, [&] { return c.*counter == count || sync.aborted; });
     if (c.*counter != count)
       return Status::error("device " + std::to_string(d) +
                            " aborted: " + sync.abortReason);
@@ -362,9 +354,7 @@ Status CpuExecutor::runDevice(size_t d, const std::vector<TensorRef> &inputs,
   // timed out.
   auto waitFor = [&](std::vector<bool> &flag, uint32_t c) -> Status {
     std::unique_lock<std::mutex> lock(sync.mutex);
-    sync.wait(
-        lock, [&] { return flag[c] || sync.aborted; },
-        [&] { return stallReport(); });
+    waitLocked(lock, [&] { return flag[c] || sync.aborted; });
     if (!flag[c])
       return Status::error("device " + std::to_string(d) +
                            " aborted: " + sync.abortReason);

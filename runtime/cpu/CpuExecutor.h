@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace partc::runtime {
@@ -69,6 +70,11 @@ private:
   Status injectFault(size_t d, size_t i);
   /// Why the run timed out: where each device got to (mutex held).
   std::string stallReport() const;
+  /// Waits (the sync mutex held by `lock`) until `ready` holds, or until
+  /// the step's deadline, where the first waiter aborts the run with
+  /// stallReport().
+  template <typename Ready>
+  void waitLocked(std::unique_lock<std::mutex> &lock, Ready ready);
   const Plan &plan_;
   FailureOptions failure_;
   size_t faultAt_ = 0;

@@ -162,10 +162,8 @@ Status CudaExecutor::Impl::giveUp(bool markersValid, const std::string &what,
     marks.assign(progress, progress + devices.size());
   lost = true;
   abortCollectives();
-  char limit[32];
-  std::snprintf(limit, sizeof(limit), "%g", failure.stepTimeoutSeconds);
   std::string message =
-      runName() + " did not finish within " + limit + " s (--step-timeout)";
+      timeoutHeadline(*plan, runs + 1, failure.stepTimeoutSeconds);
   if (progress && markersValid)
     message += ": " + progressReport(marks);
   if (!what.empty())
@@ -174,11 +172,6 @@ Status CudaExecutor::Impl::giveUp(bool markersValid, const std::string &what,
     message += "; the NCCL communicators were aborted";
   return Status::error(message +
                        ". The GPU work cannot be resumed; the run ends here");
-}
-
-std::string CudaExecutor::Impl::runName() const {
-  // A training plan's runs are its steps, as partc-run counts them.
-  return (plan->states.empty() ? "run " : "step ") + std::to_string(runs + 1);
 }
 
 std::string
@@ -211,6 +204,11 @@ Status CudaExecutor::Impl::awaitDevices(bool markersValid) {
   std::vector<size_t> seenAt(n, 0);
   std::vector<unsigned> marks;
   std::string ncclFailure;
+  auto anyFailure = [&] {
+    return !ncclFailure.empty() ||
+           std::any_of(errors.begin(), errors.end(),
+                       [](cudaError_t e) { return e != cudaSuccess; });
+  };
   bool aborted = false, timedOut = false;
   Clock::time_point abortedAt;
   // After an abort, the healthy devices' streams drain within moments;
@@ -247,9 +245,7 @@ Status CudaExecutor::Impl::awaitDevices(bool markersValid) {
     if (left == 0)
       break;
     Clock::time_point now = Clock::now();
-    bool failed = !ncclFailure.empty() ||
-                  std::any_of(errors.begin(), errors.end(),
-                              [](cudaError_t e) { return e != cudaSuccess; });
+    bool failed = anyFailure();
     if (!aborted && !failed && limit > 0 &&
         std::chrono::duration<double>(now - start).count() > limit) {
       timedOut = true;
@@ -274,15 +270,12 @@ Status CudaExecutor::Impl::awaitDevices(bool markersValid) {
   }
   // Clear the calling thread's record of the errors seen above.
   cudaGetLastError();
-  bool failed = !ncclFailure.empty() || timedOut ||
-                std::any_of(errors.begin(), errors.end(),
-                            [](cudaError_t e) { return e != cudaSuccess; });
-  if (!failed)
+  if (!timedOut && !anyFailure())
     return Status();
   if (timedOut)
     return giveUp(markersValid, "", marks);
   lost = true;
-  std::string step = runName();
+  std::string step = runName(*plan, runs + 1);
   std::string message;
   // GPU by GPU: the plan devices that share a GPU share its context, so
   // its error is theirs; which of them caused it, the GPU cannot tell.

@@ -427,8 +427,6 @@ struct CudaExecutor::Impl {
   /// `markersValid`) and what else is known.
   Status giveUp(bool markersValid, const std::string &what,
                 std::vector<unsigned> marks = {});
-  /// "step N" (training plans) or "run N", for the run in progress.
-  std::string runName() const;
   /// When the step timeout started counting (a run's start; a streamed
   /// run's last enqueue).
   std::chrono::steady_clock::time_point watchStart;
@@ -500,13 +498,8 @@ struct CudaExecutor::Impl {
     sg.built = false;
   }
 
+  // Never run for a lost executor (~CudaExecutor leaves it be).
   ~Impl() {
-    if (faultWords)
-      faultWords[1] = 1;
-    // GPU work that never finished, or a context holding an error: freeing
-    // would wait for it or fail. The process is about to exit.
-    if (lost)
-      return;
     for (size_t d = 0; d < commStreams.size(); ++d) {
       cudaSetDevice(devices[d].ctx.gpu);
       if (commStreams[d])

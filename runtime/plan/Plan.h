@@ -231,6 +231,13 @@ std::string stallReport(const Plan &plan, const std::vector<int64_t> &reached,
                         const std::vector<bool> &pending,
                         const std::function<std::string(size_t)> &name);
 
+/// "step N" for a training plan (its runs are steps, as partc-run counts
+/// them), else "run N".
+std::string runName(const Plan &plan, size_t run);
+
+/// "step N did not finish within S s (--step-timeout)".
+std::string timeoutHeadline(const Plan &plan, size_t run, double seconds);
+
 /// Where a streamed transfer's value lives in the arena: the instructions
 /// [first, last] of `program` during which the arena range of the value
 /// that its send at `anchor` reads (or its receive at `anchor` writes)

@@ -3,6 +3,7 @@
 #include "runtime/plan/Plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -512,6 +513,17 @@ std::string stallReport(const Plan &plan, const std::vector<int64_t> &reached,
     first = false;
   }
   return report;
+}
+
+std::string runName(const Plan &plan, size_t run) {
+  return (plan.states.empty() ? "run " : "step ") + std::to_string(run);
+}
+
+std::string timeoutHeadline(const Plan &plan, size_t run, double seconds) {
+  char limit[32];
+  std::snprintf(limit, sizeof(limit), "%g", seconds);
+  return runName(plan, run) + " did not finish within " + limit +
+         " s (--step-timeout)";
 }
 
 std::string summarizePlan(const Plan &plan) {
