@@ -36,7 +36,9 @@ struct CudaOptions {
   /// epilogue (cuBLASLt for 1x1 convolutions, cuDNN's fused convolution).
   bool fuseEpilogues = true;
   /// Let convolutions also time the engine configurations of cuDNN's graph
-  /// API (CudnnGraphConv.h) beside the legacy API's algorithms.
+  /// API (CudnnGraphConv.h) beside the legacy API's algorithms, and fused
+  /// attention cuDNN's fused-attention plans (CudnnAttention.h) beside
+  /// partc's kernel.
   bool cudnnGraph = true;
   /// With cudnnGraph: also time the heuristic's first engine configurations
   /// with one knob (split-K slices, tile shape...) moved at a time.

@@ -13,6 +13,8 @@ namespace mlir::partc {
 namespace {
 struct FuseActivationsPass
     : public impl::FuseActivationsBase<FuseActivationsPass> {
+  using FuseActivationsBase::FuseActivationsBase;
+
   void runOnOperation() override {
     SmallVector<graph::ReluOp> relus;
     getOperation().walk([&](graph::ReluOp relu) { relus.push_back(relu); });
@@ -46,7 +48,7 @@ struct FuseActivationsPass
     SmallVector<graph::GeluOp> gelus;
     getOperation().walk([&](graph::GeluOp gelu) { gelus.push_back(gelu); });
     for (graph::GeluOp gelu : gelus)
-      fuseGeluTanh(gelu);
+      fuseGeluTanh(gelu, erfGeluAsTanh);
     SmallVector<graph::ReluGradOp> reluGrads;
     getOperation().walk(
         [&](graph::ReluGradOp grad) { reluGrads.push_back(grad); });
@@ -68,8 +70,9 @@ struct FuseActivationsPass
   /// reshape (GPT-2's Conv1D: a Gemm between reshapes), on one device:
   /// cuBLASLt's GELU epilogue computes that form, so the Gelu costs no pass
   /// over memory of its own. An element-wise op commutes with a reshape.
-  static void fuseGeluTanh(graph::GeluOp gelu) {
-    if (gelu.getApproximate() != "tanh")
+  /// With `erfAsTanh`, the exact Gelu too.
+  static void fuseGeluTanh(graph::GeluOp gelu, bool erfAsTanh) {
+    if (gelu.getApproximate() != "tanh" && !erfAsTanh)
       return;
     Value input = gelu.getInput();
     Operation *reshape = input.getDefiningOp<graph::ReshapeOp>();

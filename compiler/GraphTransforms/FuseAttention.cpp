@@ -30,6 +30,88 @@ bool isSixteenBit(Value v) {
   return t.isBF16() || t.isF16();
 }
 
+/// The last two extents of `v`'s type, or none below rank 2.
+std::optional<std::pair<int64_t, int64_t>> lastTwo(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() < 2)
+    return std::nullopt;
+  return std::make_pair(type.getDimSize(type.getRank() - 2),
+                        type.getDimSize(type.getRank() - 1));
+}
+
+/// Follows reshapes, expands and casts that keep the last two extents (each
+/// [M, N] slice stays a slice).
+Value throughSliceViews(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isa<graph::ReshapeOp, graph::ExpandOp, graph::CastOp>(op) ||
+        lastTwo(op->getOperand(0)) != lastTwo(v))
+      break;
+    v = op->getOperand(0);
+  }
+  return v;
+}
+
+/// Whether the boolean `condition`, broadcast to [..., M, N], is false
+/// wherever the column exceeds the row: a constant lower triangle of
+/// exactly [M, N] slices, or the `and` of one with anything (a decoder's
+/// causal mask and a padding mask).
+bool falseAboveDiagonal(Value condition, std::pair<int64_t, int64_t> extents) {
+  condition = throughSliceViews(condition);
+  if (auto both = condition.getDefiningOp<graph::AndOp>())
+    return falseAboveDiagonal(both.getLhs(), extents) ||
+           falseAboveDiagonal(both.getRhs(), extents);
+  auto constant = condition.getDefiningOp<graph::ConstantOp>();
+  if (!constant || lastTwo(condition) != extents)
+    return false;
+  auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!values || !values.getElementType().isInteger(1))
+    return false;
+  auto [rows, cols] = extents;
+  int64_t index = 0;
+  for (bool value : values.getValues<bool>()) {
+    int64_t col = index % cols, row = (index / cols) % rows;
+    ++index;
+    if (value && col > row)
+      return false;
+  }
+  return true;
+}
+
+/// Whether an attention's additive mask `bias`, broadcast to scores
+/// [batch..., M, N], is -inf wherever the key's index exceeds the query's:
+/// where(c, x, -inf) with `c` false there.
+bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
+  if (!bias || lastTwo(bias) != std::make_pair(queries, keys))
+    return false;
+  bias = throughSliceViews(bias);
+  // A mask folded to a constant: -inf above the diagonal of every slice.
+  if (auto constant = bias.getDefiningOp<graph::ConstantOp>()) {
+    auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!values || !isa<FloatType>(values.getElementType()) ||
+        lastTwo(bias) != std::make_pair(queries, keys))
+      return false;
+    int64_t index = 0;
+    for (APFloat value : values.getValues<APFloat>()) {
+      int64_t col = index % keys, row = (index / keys) % queries;
+      ++index;
+      if (col > row && !(value.isInfinity() && value.isNegative()))
+        return false;
+    }
+    return true;
+  }
+  auto select = bias.getDefiningOp<graph::WhereOp>();
+  if (!select)
+    return false;
+  auto fill = select.getOperand(2).getDefiningOp<graph::ConstantOp>();
+  auto values =
+      fill ? dyn_cast<DenseElementsAttr>(fill.getValue()) : DenseElementsAttr();
+  if (!values || !values.isSplat() || !isa<FloatType>(values.getElementType()))
+    return false;
+  APFloat filled = values.getSplatValue<APFloat>();
+  return filled.isInfinity() && filled.isNegative() &&
+         falseAboveDiagonal(select.getOperand(0), {queries, keys});
+}
+
 struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
     SmallVector<graph::StridedMatMulOp> products;
@@ -105,6 +187,10 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
         builder.getI64IntegerAttr(vView.offset), weighted.getPermAttr(),
         weighted.getShapeAttr(), scores.getAlphaAttr(),
         builder.getBoolAttr(softmax.getNanToZero()));
+    int64_t queries = scoresType.getDimSize(rank - 2),
+            keys = scoresType.getDimSize(rank - 1);
+    if (masksAboveDiagonal(bias, queries, keys))
+      fused.setCausal(true);
     // Placement's attributes (device, micro-batch) are the last op's.
     for (NamedAttribute a : weighted->getDiscardableAttrs())
       fused->setAttr(a.getName(), a.getValue());

@@ -251,7 +251,10 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // product before it.
   if (o.fuseElementwise)
     pm.addPass(createMatchGelu());
-  pm.addPass(createFuseActivations());
+  // 16-bit plans take the exact Gelu in its tanh form (Passes.td says why).
+  FuseActivationsOptions activations;
+  activations.erfGeluAsTanh = o.precision != "fp32" && !o.exactGelu;
+  pm.addPass(createFuseActivations(activations));
   pm.addPass(createFuseNormalizations());
   if (o.train)
     pm.addPass(createFuseDropout());

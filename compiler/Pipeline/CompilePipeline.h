@@ -87,6 +87,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Fuse attention's products and softmax into one kernel "
                      "(16-bit plans)"),
       llvm::cl::init(true)};
+  Option<bool> exactGelu{
+      *this, "exact-gelu",
+      llvm::cl::desc("Keep the exact (erf) Gelu in 16-bit plans instead of "
+                     "fusing it into the product as its tanh form"),
+      llvm::cl::init(false)};
   Option<bool> fuseConcat{
       *this, "fuse-concat",
       llvm::cl::desc("Let element-wise chains read a concatenation's parts "

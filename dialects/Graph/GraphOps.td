@@ -471,7 +471,10 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     batch extents broadcast, and `bias` broadcasts to the scores [batch...,
     M, N]. The logical result [batch..., M, Dv] is permuted by `perm` and
     stored contiguously with shape `shape`. Runs after placement, on one
-    device's ops (the batch is split before), for 16-bit plans.
+    device's ops (the batch is split before), for 16-bit plans. `causal`
+    states what the compiler proved of `bias`: it is -inf wherever a key's
+    index exceeds its query's (a decoder's mask), so a kernel may skip
+    those scores without reading the bias there; the result is the same.
 
     ```mlir
     // 4 heads of 16 of a [32, 3 * 64] projection of 2 sequences of 16.
@@ -497,7 +500,8 @@ def Graph_AttentionOp : Graph_Op<"attention", [
                        DenseI64ArrayAttr:$v_shape,
                        DenseI64ArrayAttr:$v_strides, I64Attr:$v_offset,
                        DenseI64ArrayAttr:$perm, DenseI64ArrayAttr:$shape,
-                       F64Attr:$scale, BoolAttr:$nan_to_zero);
+                       F64Attr:$scale, BoolAttr:$nan_to_zero,
+                       DefaultValuedAttr<BoolAttr, "false">:$causal);
   let results = (outs Graph_Tensor:$output);
 }
 

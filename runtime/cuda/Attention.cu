@@ -13,10 +13,13 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/CudnnAttention.h"
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/StridedMatMul.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace partc::runtime::cuda {
@@ -45,6 +48,8 @@ struct AttentionParams {
   int m = 0, n = 0, queryBlocks = 0;
   float scale = 1;
   bool nanToZero = false;
+  /// The bias hides every key past its query (graph.attention's causal).
+  bool causal = false;
   /// Whether the bias tile loads 16 bytes at a time.
   bool biasVector = false;
 };
@@ -226,7 +231,10 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
   int rows[2] = {query0 + warp * 16 + fragRow,
                  query0 + warp * 16 + fragRow + 8};
 
-  for (int key0 = 0; key0 < p.n; key0 += kKeys) {
+  // A causal mask hides every key past the block's last query: those steps
+  // are not even staged.
+  int keyEnd = p.causal ? min(p.n, query0 + kQueries) : p.n;
+  for (int key0 = 0; key0 < keyEnd; key0 += kKeys) {
     __syncthreads(); // the previous step (or the queries) read
     int valid = min(kKeys, p.n - key0);
     if (p.bias) {
@@ -396,9 +404,248 @@ cudaError_t launchAttention(const AttentionParams &p, int headSize, bool vector,
   }
 }
 
+/// Sets x[0, n) to the 16-bit code `value` (tuning's fully masked row).
+__global__ void fillCodeKernel(u16 *x, int64_t n, u16 value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    x[i] = value;
+}
+
+/// Sets the elements of [..., rows, cols] past the diagonal (col > row) to
+/// the 16-bit code `value`: a causal attention's mask, for tuning.
+__global__ void maskAboveDiagonalKernel(u16 *x, int64_t n, int64_t rows,
+                                        int64_t cols, u16 value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(blockDim.x) * gridDim.x)
+    if (i % cols > (i / cols) % rows)
+      x[i] = value;
+}
+
+/// graph.attention: partc's kernel above or, where it is faster on this
+/// device and agrees with it, one of cuDNN's fused-attention plans.
+class AttentionKernel : public GpuKernel {
+public:
+  AttentionKernel(AttentionParams p, int headSize, bool bf16, bool hasBias,
+                  bool biasStridesAligned, bool stridesAligned,
+                  std::array<int64_t, 3> offsets)
+      : p_(p), headSize_(headSize), bf16_(bf16), hasBias_(hasBias),
+        biasStridesAligned_(biasStridesAligned),
+        stridesAligned_(stridesAligned), offsets_(offsets) {}
+
+  void useCudnn(std::shared_ptr<const CudnnAttention> cudnn) {
+    if (cudnn && cudnn->size() > 0)
+      cudnn_ = std::move(cudnn);
+  }
+
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return runCandidate(chosen_, ctx, in, out[0].data);
+  }
+  size_t workspaceBytes() const override {
+    return cudnn_ ? cudnn_->workspaceBytes() : 0;
+  }
+  Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
+              const std::vector<TensorRef> &out, TuneScratch &scratch) override;
+  const char *variant() const override {
+    return chosen_ == 0 ? "partc" : cudnn_->label(chosen_ - 1).c_str();
+  }
+
+private:
+  Status runCandidate(size_t c, DeviceContext &ctx,
+                      const std::vector<TensorRef> &in, void *result);
+
+  AttentionParams p_;
+  int headSize_;
+  bool bf16_, hasBias_, biasStridesAligned_, stridesAligned_;
+  /// Element offsets of the q, k and v views in their tensors.
+  std::array<int64_t, 3> offsets_;
+  std::shared_ptr<const CudnnAttention> cudnn_;
+  CudnnAttention::Binding binding_;
+  /// 0: partc's kernel; c > 0: cuDNN's plan c - 1.
+  size_t chosen_ = 0;
+};
+
+Status AttentionKernel::runCandidate(size_t c, DeviceContext &ctx,
+                                     const std::vector<TensorRef> &in,
+                                     void *result) {
+  const u16 *q = static_cast<const u16 *>(in[0].data) + offsets_[0];
+  const u16 *k = static_cast<const u16 *>(in[1].data) + offsets_[1];
+  const u16 *v = static_cast<const u16 *>(in[2].data) + offsets_[2];
+  const u16 *bias = hasBias_ ? static_cast<const u16 *>(in[3].data) : nullptr;
+  // cuDNN's plans were made for 16-byte aligned operands.
+  if (c > 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
+      (!bias || aligned16(bias)) && aligned16(result))
+    return cudnn_->run(ctx, c - 1, binding_, q, k, v, bias, result);
+  AttentionParams params = p_;
+  params.q = q;
+  params.k = k;
+  params.v = v;
+  params.bias = bias;
+  params.out = static_cast<u16 *>(result);
+  params.biasVector = bias && biasStridesAligned_ && aligned16(bias);
+  bool vector = stridesAligned_ && aligned16(q) && aligned16(k) && aligned16(v);
+  cudaError_t err = bf16_
+                        ? launchAttention<FusedParams::BF16>(params, headSize_,
+                                                             vector, ctx.stream)
+                        : launchAttention<FusedParams::F16>(params, headSize_,
+                                                            vector, ctx.stream);
+  return cudaStatus(err, "attention");
+}
+
+Status AttentionKernel::tune(DeviceContext &ctx,
+                             const std::vector<TensorRef> &in,
+                             const std::vector<TensorRef> &out,
+                             TuneScratch &scratch) {
+  if (!cudnn_)
+    return Status();
+  // The operands stay where they are: cuDNN's plans need them aligned.
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t offset = i < 3 ? offsets_[i] : 0;
+    if (!aligned16(static_cast<const u16 *>(in[i].data) + offset)) {
+      cudnn_.reset();
+      return Status();
+    }
+  }
+  if (!aligned16(out[0].data)) {
+    cudnn_.reset();
+    return Status();
+  }
+  unsigned char element = bf16_ ? FusedParams::BF16 : FusedParams::F16;
+  // Operands from scratch filled with a fixed pattern (the arena holds no
+  // values yet), packed into slot 3.
+  auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  size_t packed = 0;
+  std::vector<size_t> starts;
+  for (const TensorRef &t : in) {
+    starts.push_back(packed);
+    packed += rounded(t.type.byteSize());
+  }
+  void *pack = nullptr, *reference = nullptr, *trial = nullptr;
+  size_t outBytes = out[0].type.byteSize();
+  PARTC_RETURN_IF_ERROR(scratch.buffer(3, packed, pack));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(1, outBytes, reference));
+  PARTC_RETURN_IF_ERROR(scratch.buffer(2, outBytes, trial));
+  std::vector<TensorRef> patterned = in;
+  for (size_t i = 0; i < in.size(); ++i) {
+    patterned[i].data = static_cast<char *>(pack) + starts[i];
+    PARTC_RETURN_IF_ERROR(cudaStatus(
+        launchFillPattern(patterned[i].data, in[i].type.numElements(),
+                          static_cast<uint32_t>(i + 1), ctx.stream, element),
+        "tuning"));
+  }
+  const u16 minusInf = bf16_ ? u16(0xff80) : u16(0xfc00);
+  // A causal attention's bias is -inf past the diagonal (what `causal`
+  // promises); the pattern's must be too.
+  if (p_.causal)
+    maskAboveDiagonalKernel<<<64, 256, 0, ctx.stream>>>(
+        static_cast<u16 *>(patterned[3].data), in[3].type.numElements(), p_.m,
+        p_.n, minusInf);
+  // With nan_to_zero a row the mask hides entirely must come out 0: the
+  // bias's first row is hidden, so a plan that differs there is dropped.
+  if (hasBias_ && p_.nanToZero) {
+    int64_t n = std::min<int64_t>(p_.n, in[3].type.numElements());
+    fillCodeKernel<<<1, 256, 0, ctx.stream>>>(
+        static_cast<u16 *>(patterned[3].data), n, minusInf);
+  }
+  for (void *buffer : {reference, trial})
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMemsetAsync(buffer, 0, outBytes, ctx.stream), "tuning"));
+  return pickFastest(
+      ctx, scratch, cudnn_->size() + 1,
+      [&](size_t c, void *result) {
+        return runCandidate(c, ctx, patterned, result);
+      },
+      reference, trial, out[0].type.numElements(), chosen_, element);
+}
+
+/// cuDNN's view of the attention, or false where it has none: two batch
+/// dimensions at most (batch and heads), queries and outputs never
+/// broadcast, keys and values broadcast along the heads only.
+bool cudnnGeometry(const strided::Attention &att,
+                   const std::vector<int64_t> &biasStrides, bool hasBias,
+                   AttentionGeometry &g) {
+  size_t rank = att.scores.size();
+  if (rank < 2 || rank > 4)
+    return false;
+  size_t batchRank = rank - 2;
+  int64_t m = att.scores[rank - 2], n = att.scores[rank - 1];
+  int64_t d = att.q.shape[rank - 1], dv = att.v.shape[rank - 1];
+  // The two leading dimensions, 1 where the attention has fewer.
+  std::array<int64_t, 2> extent = {1, 1};
+  for (size_t i = 0; i < batchRank; ++i)
+    extent[2 - batchRank + i] = att.scores[i];
+  // One operand's batch strides (0 where broadcast); `broadcastable` says
+  // along which of the two it may be.
+  auto batch = [&](const std::vector<int64_t> &strides,
+                   const std::vector<int64_t> &shape, int64_t inner,
+                   std::array<bool, 2> broadcastable,
+                   std::array<int64_t, 2> &dims, std::array<int64_t, 2> &out) {
+    int64_t next = inner;
+    for (int j = 1; j >= 0; --j) {
+      int i = j - (2 - static_cast<int>(batchRank));
+      int64_t stride = i >= 0 && shape[i] != 1 ? strides[i] : 0;
+      dims[j] = extent[j];
+      if (stride == 0 && extent[j] > 1) {
+        if (!broadcastable[j])
+          return false;
+        dims[j] = 1;
+      }
+      out[j] = stride != 0 ? stride : next;
+      next = std::max(next, out[j] * dims[j]);
+    }
+    return true;
+  };
+  auto fill = [&](const strided::View &view, int64_t rows, int64_t cols,
+                  int64_t rowStride, int64_t colStride,
+                  std::array<bool, 2> broadcastable,
+                  std::array<int64_t, 4> &dims,
+                  std::array<int64_t, 4> &strides) {
+    std::array<int64_t, 2> bd{}, bs{};
+    int64_t inner = std::max(rows * rowStride, cols * colStride);
+    if (!batch(view.strides, view.shape, inner, broadcastable, bd, bs))
+      return false;
+    dims = {bd[0], bd[1], rows, cols};
+    strides = {bs[0], bs[1], rowStride, colStride};
+    return true;
+  };
+  const auto &qs = att.q.strides, &ks = att.k.strides, &vs = att.v.strides,
+             &os = att.result.strides;
+  // k is viewed transposed: [.., head size, keys].
+  if (!fill(att.q, m, d, qs[rank - 2], qs[rank - 1], {false, false}, g.qDims,
+            g.qStrides) ||
+      !fill(att.k, d, n, ks[rank - 2], ks[rank - 1], {false, true}, g.kDims,
+            g.kStrides) ||
+      !fill(att.v, n, dv, vs[rank - 2], vs[rank - 1], {false, true}, g.vDims,
+            g.vStrides) ||
+      !fill(att.result, m, dv, os[rank - 2], os[rank - 1], {false, false},
+            g.outDims, g.outStrides))
+    return false;
+  // The head dimension is innermost in memory for every operand.
+  if (g.qStrides[3] != 1 || g.kStrides[2] != 1 || g.vStrides[3] != 1 ||
+      g.outStrides[3] != 1)
+    return false;
+  g.bias = hasBias;
+  if (hasBias) {
+    // Broadcast along anything but the keys, which it must run along.
+    if (biasStrides[rank - 1] != 1)
+      return false;
+    std::array<int64_t, 4> full = {extent[0], extent[1], m, n};
+    int64_t next = n;
+    for (int j = 3; j >= 0; --j) {
+      int i = j - (4 - static_cast<int>(rank));
+      int64_t stride = i >= 0 ? biasStrides[i] : 0;
+      g.biasDims[j] = stride == 0 ? 1 : full[j];
+      g.biasStrides[j] = stride != 0 ? stride : next;
+      next = std::max(next, g.biasStrides[j] * g.biasDims[j]);
+    }
+  }
+  g.scale = static_cast<float>(att.scale);
+  return true;
+}
+
 } // namespace
 
-Status createAttentionKernel(const KernelArgs &a, DeviceContext &,
+Status createAttentionKernel(const KernelArgs &a, DeviceContext &ctx,
                              std::unique_ptr<GpuKernel> &k) {
   strided::Attention att;
   PARTC_RETURN_IF_ERROR(strided::parseAttention(a, att));
@@ -453,6 +700,7 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &,
   p.queryBlocks = static_cast<int>((m + kQueries - 1) / kQueries);
   p.scale = static_cast<float>(att.scale);
   p.nanToZero = att.nanToZero;
+  p.causal = hasBias && a.attrs.getInt("causal", 0) != 0;
   // 16-byte loads need every row of q, k and v to start 16 bytes apart.
   bool stridesAligned = true;
   for (const strided::View *v : {&att.q, &att.k, &att.v})
@@ -465,25 +713,18 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &,
   for (int d = 0; d < p.batchRank; ++d)
     biasStridesAligned = biasStridesAligned && p.biasBatch[d] % 8 == 0;
   bool bf16 = type == DType::BF16;
-  int64_t qOffset = att.q.offset, kOffset = att.k.offset,
-          vOffset = att.v.offset;
-  k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
-                 const std::vector<TensorRef> &out) {
-    AttentionParams params = p;
-    params.q = static_cast<const u16 *>(in[0].data) + qOffset;
-    params.k = static_cast<const u16 *>(in[1].data) + kOffset;
-    params.v = static_cast<const u16 *>(in[2].data) + vOffset;
-    params.bias = hasBias ? static_cast<const u16 *>(in[3].data) : nullptr;
-    params.out = static_cast<u16 *>(out[0].data);
-    params.biasVector = hasBias && biasStridesAligned && aligned16(params.bias);
-    bool vector = stridesAligned && aligned16(params.q) &&
-                  aligned16(params.k) && aligned16(params.v);
-    cudaError_t err = bf16 ? launchAttention<FusedParams::BF16>(
-                                 params, int(headSize), vector, ctx.stream)
-                           : launchAttention<FusedParams::F16>(
-                                 params, int(headSize), vector, ctx.stream);
-    return cudaStatus(err, "attention");
-  });
+  auto kernel = std::make_unique<AttentionKernel>(
+      p, static_cast<int>(headSize), bf16, hasBias, biasStridesAligned,
+      stridesAligned,
+      std::array<int64_t, 3>{att.q.offset, att.k.offset, att.v.offset});
+  AttentionGeometry geometry;
+  if (ctx.options.cudnnGraph &&
+      cudnnGeometry(att, biasStrides, hasBias, geometry)) {
+    geometry.element = bf16 ? FusedParams::BF16 : FusedParams::F16;
+    geometry.causal = p.causal;
+    kernel->useCudnn(CudnnAttention::shared(ctx, geometry));
+  }
+  k = std::move(kernel);
   return Status();
 }
 

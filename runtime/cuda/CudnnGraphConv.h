@@ -16,12 +16,17 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 typedef void *cudnnBackendDescriptor_t;
 
 namespace partc::runtime::cuda {
+
+namespace cudnnbe {
+class DescriptorOwner;
+} // namespace cudnnbe
 
 /// A convolution as cuDNN's descriptors take it: dimensions channels first
 /// ([N, C, spatial...], filter [K, C / group, spatial...]) with the strides
@@ -33,7 +38,7 @@ struct ConvGeometry {
 
 class CudnnGraphConv {
 public:
-  CudnnGraphConv() = default;
+  CudnnGraphConv();
   CudnnGraphConv(const CudnnGraphConv &) = delete;
   CudnnGraphConv &operator=(const CudnnGraphConv &) = delete;
   ~CudnnGraphConv();
@@ -81,10 +86,10 @@ private:
                        const std::string &label);
   cudnnBackendDescriptor_t create(int type);
 
+  /// Every descriptor made, destroyed with this object (after the plans'
+  /// variant packs).
+  std::unique_ptr<cudnnbe::DescriptorOwner> owner_;
   std::vector<Plan> plans_;
-  /// Every descriptor made, destroyed with this object: plans refer to the
-  /// graphs and tensors they were made from.
-  std::vector<cudnnBackendDescriptor_t> owned_;
 };
 
 } // namespace partc::runtime::cuda

@@ -1,4 +1,5 @@
 // RUN: partc-opt %s --partc-fuse-activations --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-fuse-activations="erf-gelu-as-tanh=1" --split-input-file | FileCheck %s --check-prefix=ERF
 
 // Tests that a ReLU after a convolution, a GEMM and a residual add moves
 // into each producer's epilogue.
@@ -319,6 +320,15 @@ func.func @reshaped_gemm(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8x
 // a matmul after its bias add, a Gemm through the reshape after it (GPT-2's
 // Conv1D); an exact Gelu, and a tanh Gelu of a product read twice, stay.
 // CHECK-LABEL: func @gelu_tanh
+// With erf-gelu-as-tanh (16-bit plans) the exact Gelu goes too; the tanh
+// Gelu of a product read twice still stays.
+// ERF-LABEL: func @gelu_tanh
+// ERF: graph.matmul %arg0, %arg1, %arg2 {activation = "gelu_tanh"}
+// ERF: graph.gemm %arg0, %arg1, %arg2 {activation = "gelu_tanh"}
+// ERF: %[[E:.*]] = graph.matmul %arg0, %arg1 {activation = "gelu_tanh"}
+// ERF-NOT: graph.gelu %[[E]]
+// ERF: %[[T:.*]] = graph.matmul %arg0, %arg1 :
+// ERF: graph.gelu %[[T]] {approximate = "tanh"}
 func.func @gelu_tanh(%x: tensor<6x4xf32>, %w: tensor<4x8xf32>, %b: tensor<8xf32>) -> (tensor<6x8xf32>, tensor<2x3x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>, tensor<6x8xf32>) {
   // CHECK: %[[M:.*]] = graph.matmul %arg0, %arg1, %arg2 {activation = "gelu_tanh"}
   // CHECK: %[[G:.*]] = graph.gemm %arg0, %arg1, %arg2 {activation = "gelu_tanh"}

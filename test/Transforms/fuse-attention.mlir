@@ -63,3 +63,40 @@ func.func @unfused(%q32: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xbf16>, %q24: 
   %o4 = graph.strided_matmul %p4, %q {alpha = 5.000000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x16xbf16>
   return %o0, %o1, %o2, %p2, %o3, %o4 : tensor<1x2x8x16xf32>, tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
 }
+
+// -----
+
+// Tests that a mask proved -inf above the diagonal marks the attention
+// causal: where(and(lower triangle, padding), 0, -inf), as Hugging Face's
+// GPT-2 exports it, and the same mask folded to a constant; a triangle
+// that keeps a key past its query, and a padding mask alone, do not.
+// CHECK-LABEL: func @causal_masks
+func.func @causal_masks(%q: tensor<1x2x4x16xbf16>, %pad: tensor<1x1x1x4xi1>) -> (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) {
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {causal = true
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {causal = true
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {graph.device
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {graph.device
+  %tril = graph.constant {value = dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>} : () -> tensor<1x1x4x4xi1>
+  %leaky = graph.constant {value = dense<[[[[true, true, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>} : () -> tensor<1x1x4x4xi1>
+  %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %ninf = graph.constant {value = dense<0xFF80> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %folded = graph.constant {value = dense<[[[[0.0, 0xFF80, 0xFF80, 0xFF80], [0.0, 0.0, 0xFF80, 0xFF80], [0.0, 0.0, 0.0, 0xFF80], [0.0, 0.0, 0.0, 0.0]]]]> : tensor<1x1x4x4xbf16>} : () -> tensor<1x1x4x4xbf16>
+  %c0 = graph.and %tril, %pad {graph.device = 0 : i64} : (tensor<1x1x4x4xi1>, tensor<1x1x1x4xi1>) -> tensor<1x1x4x4xi1>
+  %m0 = graph.where %c0, %zero, %ninf {graph.device = 0 : i64} : (tensor<1x1x4x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<1x1x4x4xbf16>
+  %c2 = graph.and %leaky, %pad {graph.device = 0 : i64} : (tensor<1x1x4x4xi1>, tensor<1x1x1x4xi1>) -> tensor<1x1x4x4xi1>
+  %m2 = graph.where %c2, %zero, %ninf {graph.device = 0 : i64} : (tensor<1x1x4x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<1x1x4x4xbf16>
+  %m3 = graph.where %pad, %zero, %ninf {graph.device = 0 : i64} : (tensor<1x1x1x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<1x1x1x4xbf16>
+  %s0 = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x4xbf16>
+  %p0 = graph.softmax %s0, %m0 {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<1x1x4x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %o0 = graph.strided_matmul %p0, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
+  %s1 = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x4xbf16>
+  %p1 = graph.softmax %s1, %folded {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<1x1x4x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %o1 = graph.strided_matmul %p1, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
+  %s2 = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x4xbf16>
+  %p2 = graph.softmax %s2, %m2 {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<1x1x4x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %o2 = graph.strided_matmul %p2, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
+  %s3 = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x4xbf16>
+  %p3 = graph.softmax %s3, %m3 {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<1x1x1x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %o3 = graph.strided_matmul %p3, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
+  return %o0, %o1, %o2, %o3 : tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>
+}

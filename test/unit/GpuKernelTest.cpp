@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -1407,6 +1408,9 @@ void expectSixteenBitMatchesCpu(
   ASSERT_TRUE(s.ok() && k) << "no GPU kernel: " << s.message();
   TuneScratch scratch;
   ASSERT_TRUE(k->tune(ctx, gpuIn, {{y, outType}}, scratch).ok());
+  // Which implementation tuning chose is what this case checked.
+  if (const char *variant = k->variant())
+    std::printf("[ chosen   ] %s: %s\n", name.c_str(), variant);
   ASSERT_LE(k->workspaceBytes(), ctx.workspaceBytes);
   ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
   std::vector<uint16_t> got(n);
@@ -1478,6 +1482,15 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
           2e-2f,
           [&](size_t input, std::vector<float> &x) { causal(input, x); });
+      // The same mask stated causal (as partc-fuse-attention proves it):
+      // kernels skip the keys past each query; the CPU reads the bias.
+      AttrMap stated = attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true);
+      stated.set("causal", AttrValue::ofInts({1}));
+      expectSixteenBitMatchesCpu(
+          "attention", stated, t,
+          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
+          2e-2f,
+          [&](size_t input, std::vector<float> &x) { causal(input, x); });
     }
     {
       strided::View q{{2, 3, 37, 16}, {3 * 37 * 17, 37 * 17, 17, 1}, 1};
@@ -1502,6 +1515,23 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           "attention", attentionAttrs(q, k, v, {0, 1, 2, 3}, 0.088, true), t,
           {{1, 4, 70, 128}, {1, 1, 70, 128}, {1, 1, 70, 128}, {1, 1, 1, 70}},
           {1, 4, 70, 128}, 2e-2f, padding);
+    }
+    {
+      // BERT's layout and padding mask, long enough for cuDNN's fused
+      // attention to be timed beside partc's kernel.
+      int64_t b = 2, h = 4, s = 256, d = 64, w = h * d;
+      strided::View q{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      strided::View k{{b, h, d, s}, {s * w, d, 1, w}, 0};
+      strided::View v{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      auto padding = [&](size_t input, std::vector<float> &x) {
+        if (input == 3)
+          for (int64_t j = 200; j < s; ++j)
+            x[s + j] = -INFINITY;
+      };
+      expectSixteenBitMatchesCpu(
+          "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
+          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, w}, 2e-2f,
+          padding);
     }
     {
       strided::View q{{3, 1, 32}, {32, 32, 1}, 0};

@@ -140,6 +140,12 @@ static cl::opt<bool> noFuseAttention(
     cl::desc("Run attention's products and softmax as three kernels in "
              "16-bit plans instead of one (for comparison)"),
     cl::init(false));
+static cl::opt<bool> exactGelu(
+    "exact-gelu",
+    cl::desc("In 16-bit plans, keep the exact (erf) Gelu as an op of its own "
+             "instead of the product's tanh-form epilogue (at most 4.7e-4 "
+             "apart)"),
+    cl::init(false));
 static cl::opt<bool> noFuseConcat(
     "no-fuse-concat",
     cl::desc("Write each concatenation out before the element-wise chain "
@@ -571,6 +577,7 @@ int compile() {
   options.fuseElementwise = !noFuseElementwise;
   options.fuseAttention = !noFuseAttention;
   options.fuseConcat = !noFuseConcat;
+  options.exactGelu = exactGelu;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;
   options.precision = precisionOpt;
