@@ -196,6 +196,23 @@ def FoldMatMulViews : Pass<"partc-fold-matmul-views", "mlir::ModuleOp"> {
   }];
 }
 
+def MergeProjections : Pass<"partc-merge-projections", "mlir::ModuleOp"> {
+  let summary = "Merges products of one input that only strided products read";
+  let description = [{
+    graph.matmul ops of the same left operand, each with a constant 2-D
+    weight [K, N_i] of one element type, all with a constant bias or all
+    without, no addend or activation, the same placement, and read only by
+    graph.strided_matmul through views that stay within a row of N_i
+    columns, become one graph.matmul with the weights side by side
+    [K, sum N_i] (the biases too); each reader's view moves to the merged
+    result at the product's column offset (row strides scaled by
+    sum N_i / N_i). Attention's query, key and value projections of BERT,
+    ViT and T5 then run as one GEMM, as GPT-2's fused projection does,
+    which fills the GPU at small batches. Runs after
+    partc-fold-matmul-views, on inference graphs.
+  }];
+}
+
 def FuseNormalizations
     : Pass<"partc-fuse-normalizations", "mlir::ModuleOp"> {
   let summary = "Recognizes RMS normalization written out op by op";

@@ -260,6 +260,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     pm.addPass(createFuseDropout());
   if (o.foldMatMulViews)
     pm.addPass(createFoldMatMulViews());
+  // After the views are folded: only what strided products read merges.
+  if (o.foldMatMulViews && o.mergeProjections && !o.train)
+    pm.addPass(createMergeProjections());
   if (o.fuseElementwise)
     pm.addPass(createFuseElementwise());
 

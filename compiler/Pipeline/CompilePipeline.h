@@ -97,6 +97,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Let element-wise chains read a concatenation's parts "
                      "in place (inference)"),
       llvm::cl::init(true)};
+  Option<bool> mergeProjections{
+      *this, "merge-projections",
+      llvm::cl::desc("Run products of one input that attention reads "
+                     "through views (query, key, value) as one product"),
+      llvm::cl::init(true)};
   Option<bool> padMatMulColumns{
       *this, "pad-matmul-columns",
       llvm::cl::desc("Pad wide products' unaligned column counts"),

@@ -140,6 +140,11 @@ static cl::opt<bool> noFuseAttention(
     cl::desc("Run attention's products and softmax as three kernels in "
              "16-bit plans instead of one (for comparison)"),
     cl::init(false));
+static cl::opt<bool> noMergeProjections(
+    "no-merge-projections",
+    cl::desc("Run attention's query, key and value projections as separate "
+             "products instead of one (for comparison)"),
+    cl::init(false));
 static cl::opt<bool> exactGelu(
     "exact-gelu",
     cl::desc("In 16-bit plans, keep the exact (erf) Gelu as an op of its own "
@@ -578,6 +583,7 @@ int compile() {
   options.fuseAttention = !noFuseAttention;
   options.fuseConcat = !noFuseConcat;
   options.exactGelu = exactGelu;
+  options.mergeProjections = !noMergeProjections;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;
   options.precision = precisionOpt;
