@@ -87,8 +87,7 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
   // A mask folded to a constant: -inf above the diagonal of every slice.
   if (auto constant = bias.getDefiningOp<graph::ConstantOp>()) {
     auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!values || !isa<FloatType>(values.getElementType()) ||
-        lastTwo(bias) != std::make_pair(queries, keys))
+    if (!values || !isa<FloatType>(values.getElementType()))
       return false;
     int64_t index = 0;
     for (APFloat value : values.getValues<APFloat>()) {
@@ -117,13 +116,15 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     SmallVector<graph::StridedMatMulOp> products;
     getOperation().walk(
         [&](graph::StridedMatMulOp op) { products.push_back(op); });
+    DenseMap<Value, bool> causalMasks;
     for (graph::StridedMatMulOp weighted : products)
-      fuse(weighted);
+      fuse(weighted, causalMasks);
   }
 
   /// Fuses the attention whose last product is `weighted` (scores x
   /// values), if it is one.
-  static void fuse(graph::StridedMatMulOp weighted) {
+  static void fuse(graph::StridedMatMulOp weighted,
+                   DenseMap<Value, bool> &causalMasks) {
     auto softmax = weighted.getLhs().getDefiningOp<graph::SoftmaxOp>();
     if (!softmax || !softmax->hasOneUse())
       return;
@@ -189,8 +190,14 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
         builder.getBoolAttr(softmax.getNanToZero()));
     int64_t queries = scoresType.getDimSize(rank - 2),
             keys = scoresType.getDimSize(rank - 1);
-    if (masksAboveDiagonal(bias, queries, keys))
-      fused.setCausal(true);
+    // Every layer reads the same mask: it is proved once.
+    if (bias) {
+      auto known = causalMasks.try_emplace(bias, false);
+      if (known.second)
+        known.first->second = masksAboveDiagonal(bias, queries, keys);
+      if (known.first->second)
+        fused.setCausal(true);
+    }
     // Placement's attributes (device, micro-batch) are the last op's.
     for (NamedAttribute a : weighted->getDiscardableAttrs())
       fused->setAttr(a.getName(), a.getValue());
