@@ -136,8 +136,8 @@ def FuseAttention : Pass<"partc-fuse-attention", "mlir::ModuleOp"> {
     contiguously, unscaled), becomes one graph.attention, all on one
     device: the scores then live in registers instead of memory, which
     they cross three times otherwise (written, read and written by the
-    softmax, read again). Only 16-bit plans are fused, on the views the
-    GPU kernel takes (strided::attentionKernelFits: head sizes 16, 32, 64
+    softmax, read again). f32, bf16 and f16 are fused, all operands of one
+    type, on the views the GPU kernels take (strided::attentionKernelFits: head sizes 16, 32, 64
     or 128, each head's elements contiguous). Runs after placement: the
     batch is split, and stages and replicas assigned, on the unfused ops.
     The op is marked `causal` where the mask is proved -inf past the

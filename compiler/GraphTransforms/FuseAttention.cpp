@@ -4,6 +4,7 @@
 #include "dialects/Graph/GraphOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
 #include "runtime/kernels/StridedMatMul.h"
 
 namespace mlir::partc {
@@ -25,9 +26,10 @@ strided::View rhsView(graph::StridedMatMulOp op) {
           static_cast<int64_t>(op.getRhsOffset())};
 }
 
-bool isSixteenBit(Value v) {
+/// The element types the GPU kernels take.
+bool hasKernelElementType(Value v) {
   Type t = cast<RankedTensorType>(v.getType()).getElementType();
-  return t.isBF16() || t.isF16();
+  return t.isF32() || t.isBF16() || t.isF16();
 }
 
 /// The last two extents of `v`'s type, or none below rank 2.
@@ -163,8 +165,11 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
         return;
     Value q = scores.getLhs(), k = scores.getRhs(), v = weighted.getRhs();
     Value bias = softmax.getBias();
-    if (!isSixteenBit(q) || !isSixteenBit(k) || !isSixteenBit(v) ||
-        !isSixteenBit(weighted.getResult()) || (bias && !isSixteenBit(bias)))
+    Type element = getElementTypeOrSelf(weighted.getType());
+    for (Value operand : {q, k, v, bias})
+      if (operand && getElementTypeOrSelf(operand.getType()) != element)
+        return;
+    if (!hasKernelElementType(weighted.getResult()))
       return;
     std::vector<int64_t> perm(weighted.getPerm().begin(),
                               weighted.getPerm().end());

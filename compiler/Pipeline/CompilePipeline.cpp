@@ -332,8 +332,9 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // A training pipeline's devices run many chunks between a send and its
   // use: each receives where it needs the value.
   pm.addPass(createInsertTransfers({replicated && layout.stages > 1}));
-  // After placement, which splits the batch of the unfused ops.
-  if (o.precision != "fp32" && o.fuseAttention)
+  // After placement, which splits the batch of the unfused ops. Training
+  // keeps the three ops: the backward pass reads the probabilities.
+  if (o.fuseAttention && !o.train)
     pm.addPass(createFuseAttention());
   // After placement too: a concatenation cut from its chain by a transfer
   // stays.

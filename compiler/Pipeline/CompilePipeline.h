@@ -85,7 +85,7 @@ struct CompilePipelineOptions
   Option<bool> fuseAttention{
       *this, "fuse-attention",
       llvm::cl::desc("Fuse attention's products and softmax into one kernel "
-                     "(16-bit plans)"),
+                     "(inference)"),
       llvm::cl::init(true)};
   Option<bool> exactGelu{
       *this, "exact-gelu",

@@ -1,4 +1,4 @@
-//===- Attention.cu - Fused attention on bf16 and f16 ---------------------===//
+//===- Attention.cu - Fused attention on f32, bf16 and f16 ----------------===//
 //
 // graph.attention in one kernel, the scores kept in registers: each block
 // takes 64 queries of one head (16 per warp) and walks the keys 64 at a
@@ -10,6 +10,8 @@
 // "Matrix Fragments for mma.m16n8k16"), so the probabilities go from one
 // product to the next without a shuffle; they are rounded to the 16-bit
 // type for the second product, as the unfused plan rounds its softmax.
+// f32 has its own kernel on TF32 products (m16n8k8), or three of them per
+// product where TF32 is not allowed.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/CudaKernels.h"
@@ -33,9 +35,11 @@ constexpr int kQueries = 64; // per block, 16 per warp
 constexpr int kKeys = 64;    // per step
 constexpr int kAttentionThreads = 128;
 
+/// A launch's operands (u16 codes or f32 values, as the kernel's element
+/// type says) and geometry.
 struct AttentionParams {
-  const u16 *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
-  u16 *out = nullptr;
+  const void *q = nullptr, *k = nullptr, *v = nullptr, *bias = nullptr;
+  void *out = nullptr;
   int batchRank = 0;
   int64_t batchShape[kMaxBatchRank] = {};
   /// Element strides of each batch dimension (0 where broadcast).
@@ -93,12 +97,12 @@ __device__ __forceinline__ unsigned load32(const u16 *p) {
   return *reinterpret_cast<const unsigned *>(p);
 }
 
-/// Combines each row's kKeys / 8 values into its first by `op` as a tree
-/// (log2 dependent steps instead of a chain), both rows at once.
-template <class Op>
-__device__ __forceinline__ void reduceTree(float (&v)[2][kKeys / 8], Op op) {
+/// Combines each row's N values into its first by `op` as a tree (log2
+/// dependent steps instead of a chain), both rows at once.
+template <int N, class Op>
+__device__ __forceinline__ void reduceTree(float (&v)[2][N], Op op) {
 #pragma unroll
-  for (int width = kKeys / 16; width > 0; width /= 2)
+  for (int width = N / 2; width > 0; width /= 2)
 #pragma unroll
     for (int t = 0; t < width; ++t)
 #pragma unroll
@@ -183,6 +187,94 @@ __device__ void loadTile(u16 (*dst)[D + 8], const u16 *src, int64_t rowStride,
   }
 }
 
+/// Element offsets of one batch entry's operands.
+struct BatchOffsets {
+  int64_t q = 0, k = 0, v = 0, bias = 0, out = 0;
+};
+
+__device__ BatchOffsets batchOffsetsOf(const AttentionParams &p, int64_t b) {
+  BatchOffsets o;
+  for (int d = p.batchRank - 1; d >= 0; --d) {
+    int64_t i = b % p.batchShape[d];
+    b /= p.batchShape[d];
+    o.q += i * p.qBatch[d];
+    o.k += i * p.kBatch[d];
+    o.v += i * p.vBatch[d];
+    o.bias += i * p.biasBatch[d];
+    o.out += i * p.outBatch[d];
+  }
+  return o;
+}
+
+/// One step of the online softmax on a warp's scores `s` (16 queries x
+/// 8 * Tiles keys, mma accumulator layout: rows lane / 4 and lane / 4 + 8),
+/// scaled and masked: grows each row's running maximum, rescales its sum
+/// and the output accumulator `acc`, and leaves exp(s - maximum) in `s`.
+/// A row's 4 lanes share its maximum; exp(x - max) as 2^(x log2(e) - max
+/// log2(e)), one multiply-add and the hardware's base-2 exponential. Both
+/// rows at once and reductions as trees: the few warps per scheduler leave
+/// latency to hide.
+template <int Tiles, int AccTiles>
+__device__ __forceinline__ void
+onlineSoftmaxStep(float (&s)[Tiles][4], float (&rowMax)[2], float (&rowSum)[2],
+                  float (&acc)[AccTiles][4]) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  float top[2][Tiles];
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+      top[r][t] = fmaxf(s[t][2 * r], s[t][2 * r + 1]);
+  reduceTree(top, [](float a, float b) { return fmaxf(a, b); });
+  float base[2], rescale[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+    top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 1));
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 2));
+    float grown = fmaxf(rowMax[r], top[r][0]);
+    // A row masked so far has no maximum: its terms are all 0.
+    base[r] = grown == -INFINITY ? 0.f : grown * kLog2e;
+    rescale[r] = exp2Fast(fmaf(rowMax[r], kLog2e, -base[r]));
+    rowMax[r] = grown;
+  }
+  float part[2][Tiles];
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      s[t][2 * r] = exp2Fast(fmaf(s[t][2 * r], kLog2e, -base[r]));
+      s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base[r]));
+      part[r][t] = s[t][2 * r] + s[t][2 * r + 1];
+    }
+  reduceTree(part, [](float a, float b) { return a + b; });
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rowSum[r] = fmaf(rowSum[r], rescale[r], part[r][0]);
+#pragma unroll
+    for (int t = 0; t < AccTiles; ++t) {
+      acc[t][2 * r] *= rescale[r];
+      acc[t][2 * r + 1] *= rescale[r];
+    }
+  }
+}
+
+/// What each of a lane's two rows' outputs is multiplied by at the end:
+/// 1 / the row's sum over its 4 lanes, or 0 for a fully masked row (sum 0)
+/// or one with a NaN score where nan_to_zero zeroes it, as graph.softmax
+/// does.
+__device__ __forceinline__ void
+outputFactors(const float (&rowSum)[2], bool nanToZero, float (&factor)[2]) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = rowSum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    factor[r] = nanToZero && !(sum > 0.f) ? 0.f : 1.f / sum;
+  }
+}
+
 template <int D, int E, bool Vector>
 __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
     attentionKernel(AttentionParams p) {
@@ -193,24 +285,19 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
   __shared__ __align__(16) u16 values[kKeys][D + 8];
   __shared__ __align__(16) u16 biasTile[kQueries][kKeys + 8];
 
-  int64_t b = blockIdx.x / p.queryBlocks;
   int query0 = (blockIdx.x % p.queryBlocks) * kQueries;
-  int64_t qOff = 0, kOff = 0, vOff = 0, biasOff = 0, outOff = 0;
-  for (int d = p.batchRank - 1; d >= 0; --d) {
-    int64_t i = b % p.batchShape[d];
-    b /= p.batchShape[d];
-    qOff += i * p.qBatch[d];
-    kOff += i * p.kBatch[d];
-    vOff += i * p.vBatch[d];
-    biasOff += i * p.biasBatch[d];
-    outOff += i * p.outBatch[d];
-  }
+  BatchOffsets off = batchOffsetsOf(p, blockIdx.x / p.queryBlocks);
+  const u16 *q = static_cast<const u16 *>(p.q) + off.q,
+            *k = static_cast<const u16 *>(p.k) + off.k,
+            *v = static_cast<const u16 *>(p.v) + off.v,
+            *bias =
+                p.bias ? static_cast<const u16 *>(p.bias) + off.bias : nullptr;
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   // A fragment's rows are lane / 4 and lane / 4 + 8; its columns (lane %
   // 4) * 2 and the next, and those 8 further.
   int fragRow = lane / 4, fragCol = (lane % 4) * 2;
 
-  loadTile<D, Vector>(keys, p.q + qOff + query0 * p.qRow, p.qRow,
+  loadTile<D, Vector>(keys, q + query0 * p.qRow, p.qRow,
                       min(kQueries, p.m - query0));
   __syncthreads();
   unsigned qFrag[D / 16][4];
@@ -228,8 +315,6 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
   for (int t = 0; t < D / 8; ++t)
     acc[t][0] = acc[t][1] = acc[t][2] = acc[t][3] = 0.f;
   float rowMax[2] = {-INFINITY, -INFINITY}, rowSum[2] = {0.f, 0.f};
-  int rows[2] = {query0 + warp * 16 + fragRow,
-                 query0 + warp * 16 + fragRow + 8};
 
   // A causal mask hides every key past the block's last query: those steps
   // are not even staged.
@@ -237,18 +322,18 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
   for (int key0 = 0; key0 < keyEnd; key0 += kKeys) {
     __syncthreads(); // the previous step (or the queries) read
     int valid = min(kKeys, p.n - key0);
-    if (p.bias) {
+    if (bias) {
       constexpr u16 minusInf = E == FusedParams::BF16 ? 0xff80 : 0xfc00;
-      bool masked = loadBiasTile(
-          biasTile, p.bias + biasOff + query0 * p.biasRow + key0 * p.biasCol,
-          p.biasRow, p.biasCol, min(kQueries, p.m - query0), valid,
-          p.biasVector, minusInf);
+      bool masked =
+          loadBiasTile(biasTile, bias + query0 * p.biasRow + key0 * p.biasCol,
+                       p.biasRow, p.biasCol, min(kQueries, p.m - query0), valid,
+                       p.biasVector, minusInf);
       // Causal masks hide about half the steps.
       if (__syncthreads_and(masked))
         continue;
     }
-    loadTile<D, Vector>(keys, p.k + kOff + key0 * p.kRow, p.kRow, valid);
-    loadTile<D, Vector>(values, p.v + vOff + key0 * p.vRow, p.vRow, valid);
+    loadTile<D, Vector>(keys, k + key0 * p.kRow, p.kRow, valid);
+    loadTile<D, Vector>(values, v + key0 * p.vRow, p.vRow, valid);
     __syncthreads();
 
     // Scores of this warp's 16 queries and the step's 64 keys: 8 tiles of
@@ -274,7 +359,7 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         float bias0 = 0.f, bias1 = 0.f;
-        if (p.bias) {
+        if (bias) {
           unsigned pair =
               load32(&biasTile[warp * 16 + fragRow + 8 * r][t * 8 + fragCol]);
           bias0 = wideFrom16(pair & 0xffff, E);
@@ -291,50 +376,7 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
           if (t * 8 + fragCol + (j & 1) >= valid)
             s[t][j] = -INFINITY;
     }
-    // Online softmax: a row's 4 lanes share its maximum; exp(x - max) as
-    // 2^(x log2(e) - max log2(e)), one multiply-add and the hardware's
-    // base-2 exponential. Both rows at once and reductions as trees: the
-    // few warps per scheduler leave latency to hide.
-    constexpr float kLog2e = 1.4426950408889634f;
-    float top[2][kKeys / 8];
-#pragma unroll
-    for (int t = 0; t < kKeys / 8; ++t)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-        top[r][t] = fmaxf(s[t][2 * r], s[t][2 * r + 1]);
-    reduceTree(top, [](float a, float b) { return fmaxf(a, b); });
-    float base[2], rescale[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r)
-      top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 1));
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      top[r][0] = fmaxf(top[r][0], __shfl_xor_sync(0xffffffffu, top[r][0], 2));
-      float grown = fmaxf(rowMax[r], top[r][0]);
-      // A row masked so far has no maximum: its terms are all 0.
-      base[r] = grown == -INFINITY ? 0.f : grown * kLog2e;
-      rescale[r] = exp2Fast(fmaf(rowMax[r], kLog2e, -base[r]));
-      rowMax[r] = grown;
-    }
-    float part[2][kKeys / 8];
-#pragma unroll
-    for (int t = 0; t < kKeys / 8; ++t)
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        s[t][2 * r] = exp2Fast(fmaf(s[t][2 * r], kLog2e, -base[r]));
-        s[t][2 * r + 1] = exp2Fast(fmaf(s[t][2 * r + 1], kLog2e, -base[r]));
-        part[r][t] = s[t][2 * r] + s[t][2 * r + 1];
-      }
-    reduceTree(part, [](float a, float b) { return a + b; });
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      rowSum[r] = fmaf(rowSum[r], rescale[r], part[r][0]);
-#pragma unroll
-      for (int t = 0; t < D / 8; ++t) {
-        acc[t][2 * r] *= rescale[r];
-        acc[t][2 * r + 1] *= rescale[r];
-      }
-    }
+    onlineSoftmaxStep(s, rowMax, rowSum, acc);
     // acc += p v: two score tiles make one 16 x 16 operand; the values,
     // row-major [key][element], are the second operand transposed.
 #pragma unroll
@@ -354,53 +396,405 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
     }
   }
 
+  float factor[2];
+  outputFactors(rowSum, p.nanToZero, factor);
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = rowSum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    if (rows[r] >= p.m)
+    int row = query0 + warp * 16 + fragRow + 8 * r;
+    if (row >= p.m)
       continue;
-    // A fully masked row (sum 0) or one with a NaN score: nan_to_zero
-    // zeroes it, as graph.softmax does.
-    bool zero = p.nanToZero && !(sum > 0.f);
-    float inverse = 1.f / sum;
-    u16 *o = p.out + outOff + rows[r] * p.outRow;
+    u16 *o = static_cast<u16 *>(p.out) + off.out + row * p.outRow;
 #pragma unroll
     for (int t = 0; t < D / 8; ++t)
 #pragma unroll
       for (int j = 0; j < 2; ++j)
-        o[t * 8 + fragCol + j] =
-            narrowTo16(zero ? 0.f : acc[t][2 * r + j] * inverse, E);
+        o[t * 8 + fragCol + j] = narrowTo16(acc[t][2 * r + j] * factor[r], E);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// f32: TF32 tensor cores, or three TF32 products where TF32 is not allowed
+//===----------------------------------------------------------------------===//
+
+/// f32 rounded to TF32 (nearest, ties away), as cuBLAS rounds its operands.
+__device__ __forceinline__ float roundTf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return __uint_as_float(r);
+}
+
+/// c += a b on 16 x 8 x 8 TF32 tiles (PTX ISA, "Matrix Fragments for
+/// mma.m16n8k8" with .tf32: a lane holds a's (row lane / 4, column lane %
+/// 4), the row 8 further, and both 4 columns further; b's (row lane % 4,
+/// column lane / 4) and the row 4 further; c as the 16-bit products' c).
+__device__ __forceinline__ void mma1688(float (&c)[4], const float (&a)[4],
+                                        float b0, float b1) {
+  // Not volatile: the compiler may interleave independent products.
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(__float_as_uint(a[0])), "r"(__float_as_uint(a[1])),
+        "r"(__float_as_uint(a[2])), "r"(__float_as_uint(a[3])),
+        "r"(__float_as_uint(b0)), "r"(__float_as_uint(b1)));
+}
+
+/// c += a b. Operands already rounded to TF32 go straight to the tensor
+/// cores; with `Split` (f32 without TF32) each operand is its TF32 part
+/// plus the TF32 rounding of the rest, and the three products that matter
+/// give about f32's precision (the rests' product is below it).
+template <bool Split>
+__device__ __forceinline__ void mmaF32(float (&c)[4], const float (&a)[4],
+                                       float b0, float b1) {
+  if constexpr (!Split) {
+    mma1688(c, a, b0, b1);
+  } else {
+    float big[4], rest[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      big[i] = roundTf32(a[i]);
+      rest[i] = roundTf32(a[i] - big[i]);
+    }
+    float bigB0 = roundTf32(b0), bigB1 = roundTf32(b1);
+    mma1688(c, rest, bigB0, bigB1);
+    mma1688(c, big, roundTf32(b0 - bigB0), roundTf32(b1 - bigB1));
+    mma1688(c, big, bigB0, bigB1);
+  }
+}
+
+/// Keys per step of the f32 kernel: two steps' tiles of keys and values,
+/// keys x (D + 4) f32 each, fit in 48 KB of shared memory (and together
+/// hold the 64 queries at the start). Small steps leave registers for
+/// more blocks, which hide the softmax's latencies.
+template <int D> constexpr int kF32KeysPerStep = D >= 128 ? 16 : 32;
+
+/// Starts copying `rows` rows of D f32 (row i at src + i * rowStride) into
+/// dst, of Rows rows, zeros after them, without waiting (cp.async): 16
+/// bytes at a time where the rows are aligned, else 4.
+template <int D, int Rows, bool Vector>
+__device__ __forceinline__ void stageTileF32(float (*dst)[D + 4],
+                                             const float *src,
+                                             int64_t rowStride, int rows) {
+  constexpr int unit = Vector ? 4 : 1, perRow = D / unit;
+#pragma unroll
+  for (int j = 0; j < Rows * perRow / kAttentionThreads; ++j) {
+    int i = threadIdx.x + j * kAttentionThreads;
+    int r = i / perRow, c = (i % perRow) * unit;
+    unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(&dst[r][c]));
+    // A row past the end copies nothing and fills zeros.
+    const float *from = r < rows ? src + r * rowStride + c : src;
+    int bytes = r < rows ? unit * 4 : 0;
+    if constexpr (Vector)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to),
+                   "l"(from), "r"(bytes));
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;" ::"r"(to),
+                   "l"(from), "r"(bytes));
+  }
+}
+
+/// Rounds to TF32, in place, the elements this thread staged into dst by
+/// stageTileF32 (its own copies are visible to it once waited for).
+template <int D, int Rows, bool Vector>
+__device__ __forceinline__ void roundStagedF32(float (*dst)[D + 4]) {
+  constexpr int unit = Vector ? 4 : 1, perRow = D / unit;
+#pragma unroll
+  for (int j = 0; j < Rows * perRow / kAttentionThreads; ++j) {
+    int i = threadIdx.x + j * kAttentionThreads;
+    int r = i / perRow, c = (i % perRow) * unit;
+    if constexpr (Vector) {
+      float4 &x = *reinterpret_cast<float4 *>(&dst[r][c]);
+      x = make_float4(roundTf32(x.x), roundTf32(x.y), roundTf32(x.z),
+                      roundTf32(x.w));
+    } else {
+      dst[r][c] = roundTf32(dst[r][c]);
+    }
+  }
+}
+
+__device__ __forceinline__ void commitStaged() {
+  asm volatile("cp.async.commit_group;");
+}
+
+/// Waits until at most `Pending` committed groups of copies are in flight.
+template <int Pending> __device__ __forceinline__ void waitStaged() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(Pending));
+}
+
+/// graph.attention on f32 as the 16-bit kernel computes it, on 16 x 8 x 8
+/// TF32 products. The scores' accumulator layout is not the next product's
+/// operand layout here, so the keys are taken in another order instead of
+/// moving values between lanes: operand column c of a step's 8 keys is key
+/// 2c (c < 4) or 2(c - 4) + 1, which is what a lane's scores hold, and the
+/// values' rows are read in the same order. Rows of D + 4 floats keep every
+/// fragment load free of bank conflicts. Each warp takes Tiles tiles of 16
+/// queries, so that each key and value fragment read from shared memory
+/// feeds Tiles products (shared memory's bandwidth bounds f32 operands,
+/// twice the bytes of 16-bit ones). The bias is read where it lies
+/// (attention masks are small and shared by every head).
+template <int D, int Keys, int Tiles, bool Vector, bool Split>
+__global__ void __launch_bounds__(kAttentionThreads, D >= 128 || Tiles > 1 ? 2
+                                                     : D >= 64             ? 3
+                                                                           : 4)
+    attentionKernelF32(AttentionParams p) {
+  constexpr int Queries = kQueries * Tiles;
+  static_assert(4 * Keys >= Queries, "the queries fill the tiles");
+  static_assert(Keys * D % (4 * kAttentionThreads) == 0,
+                "every thread copies whole 16-byte units");
+  // Two steps' keys and values: one step is computed on while the next
+  // one's copies are in flight.
+  __shared__ __align__(16) float tiles[4 * Keys][D + 4];
+  auto keysOf = [&](int step) { return tiles + (step % 2) * 2 * Keys; };
+  auto valuesOf = [&](int step) {
+    return tiles + (step % 2) * 2 * Keys + Keys;
+  };
+
+  int query0 = (blockIdx.x % p.queryBlocks) * Queries;
+  BatchOffsets off = batchOffsetsOf(p, blockIdx.x / p.queryBlocks);
+  const float *q = static_cast<const float *>(p.q) + off.q,
+              *k = static_cast<const float *>(p.k) + off.k,
+              *v = static_cast<const float *>(p.v) + off.v,
+              *bias = p.bias ? static_cast<const float *>(p.bias) + off.bias
+                             : nullptr;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int group = lane / 4, member = lane % 4;
+
+  stageTileF32<D, Queries, Vector>(tiles, q + query0 * p.qRow, p.qRow,
+                                   min(Queries, p.m - query0));
+  commitStaged();
+  waitStaged<0>();
+  if constexpr (!Split)
+    roundStagedF32<D, Queries, Vector>(tiles);
+  __syncthreads();
+  // Tile i of this warp: queries warp * 16 * Tiles + 16 i, and 16 on.
+  float qFrag[Tiles][D / 8][4];
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i)
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      const float *base =
+          &tiles[(warp * Tiles + i) * 16 + group][kk * 8 + member];
+      qFrag[i][kk][0] = base[0];
+      qFrag[i][kk][1] = base[8 * (D + 4)];
+      qFrag[i][kk][2] = base[4];
+      qFrag[i][kk][3] = base[8 * (D + 4) + 4];
+    }
+  __syncthreads(); // the queries are read: their space takes the steps
+
+  float acc[Tiles][D / 8][4];
+  float rowMax[Tiles][2], rowSum[Tiles][2];
+  int rows[Tiles][2];
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i) {
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+      acc[i][t][0] = acc[i][t][1] = acc[i][t][2] = acc[i][t][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rowMax[i][r] = -INFINITY;
+      rowSum[i][r] = 0.f;
+      rows[i][r] = query0 + (warp * Tiles + i) * 16 + group + 8 * r;
+    }
+  }
+
+  int keyEnd = p.causal ? min(p.n, query0 + Queries) : p.n;
+  auto stage = [&](int step) {
+    int key0 = step * Keys, valid = min(Keys, p.n - key0);
+    stageTileF32<D, Keys, Vector>(keysOf(step), k + key0 * p.kRow, p.kRow,
+                                  valid);
+    stageTileF32<D, Keys, Vector>(valuesOf(step), v + key0 * p.vRow, p.vRow,
+                                  valid);
+  };
+  stage(0);
+  commitStaged();
+  for (int step = 0, key0 = 0; key0 < keyEnd; ++step, key0 += Keys) {
+    // The next step's copies start before this step's wait (a group is
+    // committed either way, so that one is always pending).
+    if (key0 + Keys < keyEnd)
+      stage(step + 1);
+    commitStaged();
+    waitStaged<1>();
+    float(*keys)[D + 4] = keysOf(step);
+    float(*values)[D + 4] = valuesOf(step);
+    if constexpr (!Split) {
+      roundStagedF32<D, Keys, Vector>(keys);
+      roundStagedF32<D, Keys, Vector>(values);
+    }
+    __syncthreads();
+    int valid = min(Keys, p.n - key0);
+
+    // The bias first: its loads are in flight during the products. A
+    // lane's two keys are adjacent: one 8-byte load where the bias runs
+    // along the keys aligned. Keys past the end and rows past the queries
+    // read none.
+    float2 add[Tiles][Keys / 8][2];
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i)
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          int key = t * 8 + 2 * member;
+          add[i][t][r] = make_float2(0.f, 0.f);
+          if (!bias || rows[i][r] >= p.m)
+            continue;
+          const float *at =
+              bias + rows[i][r] * p.biasRow + (key0 + key) * p.biasCol;
+          if (p.biasVector) {
+            if (key < valid)
+              add[i][t][r] = *reinterpret_cast<const float2 *>(at);
+          } else {
+            add[i][t][r] = make_float2(key < valid ? at[0] : 0.f,
+                                       key + 1 < valid ? at[p.biasCol] : 0.f);
+          }
+        }
+    // Scores of this warp's queries and the step's keys, 8 keys at a time;
+    // each key fragment feeds every query tile.
+    float s[Tiles][Keys / 8][4];
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i)
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t)
+        s[i][t][0] = s[i][t][1] = s[i][t][2] = s[i][t][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk)
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t) {
+        const float *key = &keys[t * 8 + group][kk * 8 + member];
+        float b0 = key[0], b1 = key[4];
+#pragma unroll
+        for (int i = 0; i < Tiles; ++i)
+          mmaF32<Split>(s[i][t], qFrag[i][kk], b0, b1);
+      }
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i) {
+      // Scale and mask (natural units).
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          int key = t * 8 + 2 * member;
+          float2 bias2 = add[i][t][r];
+          s[i][t][2 * r] =
+              key < valid ? fmaf(s[i][t][2 * r], p.scale, bias2.x) : -INFINITY;
+          s[i][t][2 * r + 1] = key + 1 < valid
+                                   ? fmaf(s[i][t][2 * r + 1], p.scale, bias2.y)
+                                   : -INFINITY;
+        }
+      onlineSoftmaxStep(s[i], rowMax[i], rowSum[i], acc[i]);
+    }
+    // acc += p v with the keys in the order a lane holds them; each value
+    // fragment feeds every query tile.
+#pragma unroll
+    for (int t = 0; t < Keys / 8; ++t) {
+      float a[Tiles][4];
+#pragma unroll
+      for (int i = 0; i < Tiles; ++i) {
+        a[i][0] = s[i][t][0];
+        a[i][1] = s[i][t][2];
+        a[i][2] = s[i][t][1];
+        a[i][3] = s[i][t][3];
+        if constexpr (!Split)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            a[i][j] = roundTf32(a[i][j]);
+      }
+      const float *value = &values[t * 8 + 2 * member][group];
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        float b0 = value[n * 8], b1 = value[D + 4 + n * 8];
+#pragma unroll
+        for (int i = 0; i < Tiles; ++i)
+          mmaF32<Split>(acc[i][n], a[i], b0, b1);
+      }
+    }
+    __syncthreads(); // this step's tiles are read: step + 2 may take them
+  }
+
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i) {
+    float factor[2];
+    outputFactors(rowSum[i], p.nanToZero, factor);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      if (rows[i][r] >= p.m)
+        continue;
+      float *o = static_cast<float *>(p.out) + off.out + rows[i][r] * p.outRow;
+#pragma unroll
+      for (int t = 0; t < D / 8; ++t)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          o[t * 8 + 2 * member + j] = acc[i][t][2 * r + j] * factor[r];
+    }
+  }
+}
+
+template <int D, int Keys, int Tiles>
+void launchAttentionF32(const AttentionParams &p, int64_t batches, bool vector,
+                        bool split, cudaStream_t stream) {
+  AttentionParams params = p;
+  params.queryBlocks = (p.m + kQueries * Tiles - 1) / (kQueries * Tiles);
+  dim3 grid(static_cast<unsigned>(batches * params.queryBlocks));
+  if (split) {
+    // Three products each: the registers allow one tile of queries.
+    if constexpr (Tiles == 1) {
+      if (vector)
+        attentionKernelF32<D, Keys, Tiles, true, true>
+            <<<grid, kAttentionThreads, 0, stream>>>(params);
+      else
+        attentionKernelF32<D, Keys, Tiles, false, true>
+            <<<grid, kAttentionThreads, 0, stream>>>(params);
+    }
+  } else if (vector) {
+    attentionKernelF32<D, Keys, Tiles, true, false>
+        <<<grid, kAttentionThreads, 0, stream>>>(params);
+  } else {
+    attentionKernelF32<D, Keys, Tiles, false, false>
+        <<<grid, kAttentionThreads, 0, stream>>>(params);
   }
 }
 
 template <int D, int E>
 cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
-                               cudaStream_t stream) {
+                               bool split, cudaStream_t stream) {
   int64_t batches = 1;
   for (int d = 0; d < p.batchRank; ++d)
     batches *= p.batchShape[d];
   dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
-  if (vector)
+  if constexpr (E == FusedParams::F32) {
+    // Two query tiles a warp where the registers allow and the queries are
+    // many enough to fill the GPU with blocks of 128; not under a causal
+    // mask, whose smaller blocks skip more (GPT-2 medium: 2.49 ms with one
+    // tile, 2.76 with two; BERT-large: 3.94 and 3.62, H100).
+    if constexpr (D <= 64) {
+      if (p.m >= 256 && !split && !p.causal) {
+        launchAttentionF32<D, kF32KeysPerStep<D>, 2>(p, batches, vector, split,
+                                                     stream);
+        return cudaGetLastError();
+      }
+    }
+    launchAttentionF32<D, kF32KeysPerStep<D>, 1>(p, batches, vector, split,
+                                                 stream);
+  } else if (vector) {
     attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
-  else
+  } else {
     attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
+  }
   return cudaGetLastError();
 }
 
+/// `split`: f32 without TF32 (three TF32 products each).
 template <int E>
 cudaError_t launchAttention(const AttentionParams &p, int headSize, bool vector,
-                            cudaStream_t stream) {
+                            bool split, cudaStream_t stream) {
   switch (headSize) {
   case 16:
-    return launchAttentionFor<16, E>(p, vector, stream);
+    return launchAttentionFor<16, E>(p, vector, split, stream);
   case 32:
-    return launchAttentionFor<32, E>(p, vector, stream);
+    return launchAttentionFor<32, E>(p, vector, split, stream);
   case 64:
-    return launchAttentionFor<64, E>(p, vector, stream);
+    return launchAttentionFor<64, E>(p, vector, split, stream);
   default:
-    return launchAttentionFor<128, E>(p, vector, stream);
+    return launchAttentionFor<128, E>(p, vector, split, stream);
   }
 }
 
@@ -425,11 +819,11 @@ __global__ void maskAboveDiagonalKernel(u16 *x, int64_t n, int64_t rows,
 /// device and agrees with it, one of cuDNN's fused-attention plans.
 class AttentionKernel : public GpuKernel {
 public:
-  AttentionKernel(AttentionParams p, int headSize, bool bf16, bool hasBias,
-                  bool biasStridesAligned, bool stridesAligned,
-                  std::array<int64_t, 3> offsets)
-      : p_(p), headSize_(headSize), bf16_(bf16), hasBias_(hasBias),
-        biasStridesAligned_(biasStridesAligned),
+  AttentionKernel(AttentionParams p, int headSize, unsigned char element,
+                  bool split, bool hasBias, bool biasStridesAligned,
+                  bool stridesAligned, std::array<int64_t, 3> offsets)
+      : p_(p), headSize_(headSize), element_(element), split_(split),
+        hasBias_(hasBias), biasStridesAligned_(biasStridesAligned),
         stridesAligned_(stridesAligned), offsets_(offsets) {}
 
   void useCudnn(std::shared_ptr<const CudnnAttention> cudnn) {
@@ -456,7 +850,11 @@ private:
 
   AttentionParams p_;
   int headSize_;
-  bool bf16_, hasBias_, biasStridesAligned_, stridesAligned_;
+  /// FusedParams::F32, BF16 or F16.
+  unsigned char element_;
+  /// f32 without TF32.
+  bool split_;
+  bool hasBias_, biasStridesAligned_, stridesAligned_;
   /// Element offsets of the q, k and v views in their tensors.
   std::array<int64_t, 3> offsets_;
   std::shared_ptr<const CudnnAttention> cudnn_;
@@ -468,10 +866,13 @@ private:
 Status AttentionKernel::runCandidate(size_t c, DeviceContext &ctx,
                                      const std::vector<TensorRef> &in,
                                      void *result) {
-  const u16 *q = static_cast<const u16 *>(in[0].data) + offsets_[0];
-  const u16 *k = static_cast<const u16 *>(in[1].data) + offsets_[1];
-  const u16 *v = static_cast<const u16 *>(in[2].data) + offsets_[2];
-  const u16 *bias = hasBias_ ? static_cast<const u16 *>(in[3].data) : nullptr;
+  size_t bytes = element_ == FusedParams::F32 ? 4 : 2;
+  auto at = [&](size_t i, int64_t offset) -> const void * {
+    return static_cast<const char *>(in[i].data) + offset * bytes;
+  };
+  const void *q = at(0, offsets_[0]), *k = at(1, offsets_[1]),
+             *v = at(2, offsets_[2]);
+  const void *bias = hasBias_ ? in[3].data : nullptr;
   // cuDNN's plans were made for 16-byte aligned operands.
   if (c > 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
       (!bias || aligned16(bias)) && aligned16(result))
@@ -481,14 +882,27 @@ Status AttentionKernel::runCandidate(size_t c, DeviceContext &ctx,
   params.k = k;
   params.v = v;
   params.bias = bias;
-  params.out = static_cast<u16 *>(result);
-  params.biasVector = bias && biasStridesAligned_ && aligned16(bias);
+  params.out = result;
+  // The 16-bit kernel stages the bias 16 bytes at a time, the f32 one reads
+  // 8 bytes (two keys) at a time.
+  params.biasVector =
+      bias && biasStridesAligned_ &&
+      reinterpret_cast<uintptr_t>(bias) % (bytes == 4 ? 8 : 16) == 0;
   bool vector = stridesAligned_ && aligned16(q) && aligned16(k) && aligned16(v);
-  cudaError_t err = bf16_
-                        ? launchAttention<FusedParams::BF16>(params, headSize_,
-                                                             vector, ctx.stream)
-                        : launchAttention<FusedParams::F16>(params, headSize_,
-                                                            vector, ctx.stream);
+  cudaError_t err;
+  switch (element_) {
+  case FusedParams::F32:
+    err = launchAttention<FusedParams::F32>(params, headSize_, vector, split_,
+                                            ctx.stream);
+    break;
+  case FusedParams::BF16:
+    err = launchAttention<FusedParams::BF16>(params, headSize_, vector, false,
+                                             ctx.stream);
+    break;
+  default:
+    err = launchAttention<FusedParams::F16>(params, headSize_, vector, false,
+                                            ctx.stream);
+  }
   return cudaStatus(err, "attention");
 }
 
@@ -510,7 +924,7 @@ Status AttentionKernel::tune(DeviceContext &ctx,
     cudnn_.reset();
     return Status();
   }
-  unsigned char element = bf16_ ? FusedParams::BF16 : FusedParams::F16;
+  unsigned char element = element_;
   // Operands from scratch filled with a fixed pattern (the arena holds no
   // values yet), packed into slot 3.
   auto rounded = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
@@ -533,7 +947,8 @@ Status AttentionKernel::tune(DeviceContext &ctx,
                           static_cast<uint32_t>(i + 1), ctx.stream, element),
         "tuning"));
   }
-  const u16 minusInf = bf16_ ? u16(0xff80) : u16(0xfc00);
+  const u16 minusInf =
+      element_ == FusedParams::BF16 ? u16(0xff80) : u16(0xfc00);
   // A causal attention's bias is -inf past the diagonal (what `causal`
   // promises); the pattern's must be too.
   if (p_.causal)
@@ -652,9 +1067,9 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &ctx,
   DType type = a.outputs[0].dtype;
   std::vector<int64_t> perm = a.attrs.getInts("perm");
   size_t rank = att.scores.size();
-  // f32 and the shapes the kernel has no instance for run on the CPU
-  // (partc-fuse-attention makes neither).
-  if ((type != DType::BF16 && type != DType::F16) ||
+  // Shapes the kernels have no instance for run on the CPU
+  // (partc-fuse-attention makes none).
+  if ((type != DType::F32 && type != DType::BF16 && type != DType::F16) ||
       !strided::attentionKernelFits(att.q, att.k, att.v, perm) ||
       rank - 2 > static_cast<size_t>(kMaxBatchRank))
     return Status();
@@ -701,26 +1116,33 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &ctx,
   p.scale = static_cast<float>(att.scale);
   p.nanToZero = att.nanToZero;
   p.causal = hasBias && a.attrs.getInt("causal", 0) != 0;
+  bool f32 = type == DType::F32;
   // 16-byte loads need every row of q, k and v to start 16 bytes apart.
+  int64_t perChunk = f32 ? 4 : 8;
   bool stridesAligned = true;
   for (const strided::View *v : {&att.q, &att.k, &att.v})
     for (size_t d = 0; d < rank; ++d)
-      if (v->shape[d] != 1 && v->strides[d] != 1 && v->strides[d] % 8)
+      if (v->shape[d] != 1 && v->strides[d] != 1 && v->strides[d] % perChunk)
         stridesAligned = false;
-  // The bias tile's 16-byte loads: rows along the keys at 16-byte steps,
-  // whole 8-key chunks.
-  bool biasStridesAligned = p.biasCol == 1 && p.biasRow % 8 == 0 && n % 8 == 0;
+  // The bias's vector loads (16 bytes in 16-bit, 8 in f32): rows along the
+  // keys at such steps, whole chunks of keys.
+  int64_t biasChunk = f32 ? 2 : 8;
+  bool biasStridesAligned =
+      p.biasCol == 1 && p.biasRow % biasChunk == 0 && n % biasChunk == 0;
   for (int d = 0; d < p.batchRank; ++d)
-    biasStridesAligned = biasStridesAligned && p.biasBatch[d] % 8 == 0;
-  bool bf16 = type == DType::BF16;
+    biasStridesAligned = biasStridesAligned && p.biasBatch[d] % biasChunk == 0;
+  unsigned char element = f32                   ? FusedParams::F32
+                          : type == DType::BF16 ? FusedParams::BF16
+                                                : FusedParams::F16;
   auto kernel = std::make_unique<AttentionKernel>(
-      p, static_cast<int>(headSize), bf16, hasBias, biasStridesAligned,
-      stridesAligned,
+      p, static_cast<int>(headSize), element, f32 && !ctx.options.tf32, hasBias,
+      biasStridesAligned, stridesAligned,
       std::array<int64_t, 3>{att.q.offset, att.k.offset, att.v.offset});
   AttentionGeometry geometry;
-  if (ctx.options.cudnnGraph &&
+  // cuDNN's fused attention takes 16-bit operands only.
+  if (!f32 && ctx.options.cudnnGraph &&
       cudnnGeometry(att, biasStrides, hasBias, geometry)) {
-    geometry.element = bf16 ? FusedParams::BF16 : FusedParams::F16;
+    geometry.element = element;
     geometry.causal = p.causal;
     kernel->useCudnn(CudnnAttention::shared(ctx, geometry));
   }

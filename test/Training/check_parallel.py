@@ -7,10 +7,10 @@ for 1 device and the data-parallel plans for 2 and 4 devices train it for
 10 steps on the same batches: every step's loss and every final parameter
 and optimizer state of the N-device plan must be the 1-device plan's
 within 1e-5 (relative; of the tensor's largest value), since the replicas
-average gradients of equal shares of the batch. On a GPU the states are
-compared within 1e-4 (2e-4 under AdamW): the libraries choose other
-algorithms for a share's shapes, and AdamW's update divides tiny
-gradients by their own size. Dropout draws the same
+average gradients of equal shares of the batch (1e-4 under AdamW). On a
+GPU the states are compared within 1e-4 (2e-4 under AdamW): the libraries
+choose other algorithms for a share's shapes, and AdamW's update divides
+tiny gradients by their own size. Dropout draws the same
 mask on N devices as on one (each replica numbers its rows' elements from
 their place in the batch).
 
@@ -68,6 +68,11 @@ STATE_TOLERANCE = 1e-4 if "cuda" in RUN_OPTIONS else 1e-5
 # gradient summed in row chunks, session 29: 1.0e-4 on one weight of the
 # tiny GPT with 2 replicas on one H200) shows in the weights.
 ADAMW_GPU_TOLERANCE = 2e-4
+# The same on the CPU: OpenBLAS's AVX-512 kernels sum a share's products in
+# another order than the whole batch's (2.8e-5 on one weight of the tiny
+# GPT, 2 replicas x 2 micro-batches, on an AVX-512 Xeon; below 1e-5 on
+# machines without AVX-512).
+ADAMW_CPU_TOLERANCE = 1e-4
 STEPS = 10
 DEFAULT_CONFIGS = ("2x1,4x1,1x2,1x4,2x2,pipe2x4,gpipe2x4,pipe4x4,gpipe4x2,"
                    "pipe2x1,hybrid2x2x2")
@@ -209,8 +214,11 @@ def check_against_one_device(name, net, batches, options, adamw=False,
         loss_err = max((abs(g - w) / max(abs(w), 1e-3)
                         for g, w in zip(losses, one)), default=1.0)
         err, worst = compare_states(state, want, skip_key_bias=adamw)
-        tolerance = (ADAMW_GPU_TOLERANCE if adamw and "cuda" in RUN_OPTIONS
-                     else STATE_TOLERANCE)
+        if adamw:
+            tolerance = (ADAMW_GPU_TOLERANCE if "cuda" in RUN_OPTIONS
+                         else ADAMW_CPU_TOLERANCE)
+        else:
+            tolerance = STATE_TOLERANCE
         ok = (len(losses) == STEPS and loss_err <= 1e-5 and err <= tolerance)
         report(f"{name} {label}", ok,
                f"loss {one[0]:.6g} -> {one[-1]:.6g}; every step's loss "

@@ -39,16 +39,29 @@ func.func @shared_keys(%q: tensor<1x4x8x32xf16>, %k: tensor<1x1x8x32xf16>, %v: t
 
 // -----
 
-// Tests what stays unfused: f32 (no fused GPU kernel), a head size the GPU
-// kernel has no instance for, scores another op reads, a softmax on
-// another device, and probabilities scaled by the second product.
-// CHECK-LABEL: func @unfused
-func.func @unfused(%q32: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xbf16>, %q24: tensor<1x2x8x24xbf16>) -> (tensor<1x2x8x16xf32>, tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) {
-  // CHECK-NOT: graph.attention
-  // CHECK: return
+// Tests that f32 attention fuses too (the GPU runs it on TF32 products,
+// or three per product without TF32).
+// CHECK-LABEL: func @f32
+func.func @f32(%q32: tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32> {
+  // CHECK: %[[O:.*]] = graph.attention %arg0, %arg0, %arg0 {
+  // CHECK-SAME: -> tensor<1x2x8x16xf32>
+  // CHECK-NOT: graph.softmax
+  // CHECK: return %[[O]]
   %s0 = graph.strided_matmul %q32, %q32 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x8xf32>
   %p0 = graph.softmax %s0 {axis = 3 : i64} : (tensor<1x2x8x8xf32>) -> tensor<1x2x8x8xf32>
   %o0 = graph.strided_matmul %p0, %q32 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xf32>, tensor<1x2x8x16xf32>) -> tensor<1x2x8x16xf32>
+  return %o0 : tensor<1x2x8x16xf32>
+}
+
+// -----
+
+// Tests what stays unfused: a head size the GPU kernel has no instance
+// for, scores another op reads, a softmax on another device, and
+// probabilities scaled by the second product.
+// CHECK-LABEL: func @unfused
+func.func @unfused(%q: tensor<1x2x8x16xbf16>, %q24: tensor<1x2x8x24xbf16>) -> (tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) {
+  // CHECK-NOT: graph.attention
+  // CHECK: return
   %s1 = graph.strided_matmul %q24, %q24 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 24>, lhs_strides = array<i64: 384, 192, 24, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 24, 8>, rhs_strides = array<i64: 384, 192, 1, 24>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x24xbf16>, tensor<1x2x8x24xbf16>) -> tensor<1x2x8x8xbf16>
   %p1 = graph.softmax %s1 {axis = 3 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
   %o1 = graph.strided_matmul %p1, %q24 {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 24>, rhs_strides = array<i64: 384, 192, 24, 1>, shape = array<i64: 1, 2, 8, 24>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x24xbf16>) -> tensor<1x2x8x24xbf16>
@@ -61,7 +74,7 @@ func.func @unfused(%q32: tensor<1x2x8x16xf32>, %q: tensor<1x2x8x16xbf16>, %q24: 
   %s4 = graph.strided_matmul %q, %q {lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 16>, lhs_strides = array<i64: 256, 128, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 8>, rhs_strides = array<i64: 256, 128, 1, 16>, shape = array<i64: 1, 2, 8, 8>} : (tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x8xbf16>
   %p4 = graph.softmax %s4 {axis = 3 : i64} : (tensor<1x2x8x8xbf16>) -> tensor<1x2x8x8xbf16>
   %o4 = graph.strided_matmul %p4, %q {alpha = 5.000000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 8, 8>, lhs_strides = array<i64: 128, 64, 8, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 8, 16>, rhs_strides = array<i64: 256, 128, 16, 1>, shape = array<i64: 1, 2, 8, 16>} : (tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>) -> tensor<1x2x8x16xbf16>
-  return %o0, %o1, %o2, %p2, %o3, %o4 : tensor<1x2x8x16xf32>, tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
+  return %o1, %o2, %p2, %o3, %o4 : tensor<1x2x8x24xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x8xbf16>, tensor<1x2x8x16xbf16>, tensor<1x2x8x16xbf16>
 }
 
 // -----

@@ -1348,22 +1348,43 @@ TEST(GpuKernels, OptimizerUpdatesMatchCpu) {
 
 namespace {
 
-/// Kernel `name` on `dtype` (bf16 or f16) operands of the given shapes, on
-/// the GPU and on the CPU backend (which widens, runs the f32 kernel and
-/// rounds once): the same numbers within `rtol` (products add in another
-/// order; everything else differs by a rounding at most).
-void expectSixteenBitMatchesCpu(
+/// Kernel `name` on `dtype` (f32, bf16 or f16) operands of the given
+/// shapes, on the GPU and on the CPU backend (which widens 16-bit operands,
+/// runs the f32 kernel and rounds once): the same numbers within `rtol`
+/// (products add in another order, or in TF32 where `tf32`; everything
+/// else differs by a rounding at most).
+void expectTypedMatchesCpu(
     const std::string &name, const AttrMap &attrs, DType dtype,
     const std::vector<Shape> &inputs, const Shape &output, float rtol,
     const std::function<void(size_t, std::vector<float> &)> &edit = {},
-    bool fuseEpilogues = true) {
+    bool fuseEpilogues = true, bool tf32 = true) {
   SCOPED_TRACE(name + " in " + dtypeName(dtype) +
-               (fuseEpilogues ? "" : ", epilogue apart"));
-  bool bf16 = dtype == DType::BF16;
+               (fuseEpilogues ? "" : ", epilogue apart") +
+               (dtype == DType::F32 && !tf32 ? ", no TF32" : ""));
+  bool bf16 = dtype == DType::BF16, f32 = dtype == DType::F32;
+  size_t width = f32 ? 4 : 2;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-2.f, 2.f);
   std::vector<TensorType> inTypes;
-  std::vector<std::vector<uint16_t>> host;
+  std::vector<std::vector<uint8_t>> host;
+  auto encode = [&](float v, uint8_t *to) {
+    if (f32) {
+      std::memcpy(to, &v, 4);
+      return;
+    }
+    uint16_t code = bf16 ? floatToBf16(v) : floatToHalf(v);
+    std::memcpy(to, &code, 2);
+  };
+  auto decode = [&](const uint8_t *from) {
+    if (f32) {
+      float v;
+      std::memcpy(&v, from, 4);
+      return v;
+    }
+    uint16_t code;
+    std::memcpy(&code, from, 2);
+    return bf16 ? bf16ToFloat(code) : halfToFloat(code);
+  };
   for (const Shape &s : inputs) {
     inTypes.push_back({dtype, s});
     std::vector<float> values(numElements(s));
@@ -1371,9 +1392,9 @@ void expectSixteenBitMatchesCpu(
       v = uniform(rng);
     if (edit)
       edit(host.size(), values);
-    host.emplace_back();
-    for (float v : values)
-      host.back().push_back(bf16 ? floatToBf16(v) : floatToHalf(v));
+    host.emplace_back(values.size() * width);
+    for (size_t i = 0; i < values.size(); ++i)
+      encode(values[i], host.back().data() + i * width);
   }
   TensorType outType{dtype, output};
   int64_t n = numElements(output);
@@ -1383,18 +1404,18 @@ void expectSixteenBitMatchesCpu(
   std::vector<TensorRef> cpuIn;
   for (size_t k = 0; k < host.size(); ++k)
     cpuIn.push_back({host[k].data(), inTypes[k]});
-  std::vector<uint16_t> expected(n);
+  std::vector<uint8_t> expected(n * width);
   ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
 
   std::vector<TensorRef> gpuIn;
   for (size_t k = 0; k < host.size(); ++k) {
     void *d = nullptr;
-    ASSERT_EQ(cudaMalloc(&d, host[k].size() * 2 + 16), cudaSuccess);
-    cudaMemcpy(d, host[k].data(), host[k].size() * 2, cudaMemcpyHostToDevice);
+    ASSERT_EQ(cudaMalloc(&d, host[k].size() + 16), cudaSuccess);
+    cudaMemcpy(d, host[k].data(), host[k].size(), cudaMemcpyHostToDevice);
     gpuIn.push_back({d, inTypes[k]});
   }
   void *y = nullptr;
-  ASSERT_EQ(cudaMalloc(&y, n * 2 + 16), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&y, n * width + 16), cudaSuccess);
   DeviceContext ctx;
   ASSERT_EQ(cublasCreate(&ctx.cublas), CUBLAS_STATUS_SUCCESS);
   ASSERT_EQ(cublasLtCreate(&ctx.cublasLt), CUBLAS_STATUS_SUCCESS);
@@ -1402,9 +1423,10 @@ void expectSixteenBitMatchesCpu(
   ASSERT_EQ(cudaMalloc(&ctx.workspace, 64 << 20), cudaSuccess);
   ctx.workspaceBytes = 64 << 20;
   ctx.options.fuseEpilogues = fuseEpilogues;
+  ctx.options.tf32 = tf32;
   std::unique_ptr<GpuKernel> k;
   Status s = createGpuKernel(name, attrs, inTypes, {outType}, ctx, k);
-  // A host fallback would hide a missing 16-bit GPU kernel.
+  // A host fallback would hide a missing GPU kernel.
   ASSERT_TRUE(s.ok() && k) << "no GPU kernel: " << s.message();
   TuneScratch scratch;
   ASSERT_TRUE(k->tune(ctx, gpuIn, {{y, outType}}, scratch).ok());
@@ -1413,20 +1435,22 @@ void expectSixteenBitMatchesCpu(
     std::printf("[ chosen   ] %s: %s\n", name.c_str(), variant);
   ASSERT_LE(k->workspaceBytes(), ctx.workspaceBytes);
   ASSERT_TRUE(k->run(ctx, gpuIn, {{y, outType}}).ok());
-  std::vector<uint16_t> got(n);
-  ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
+  std::vector<uint8_t> got(n * width);
+  ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
             cudaSuccess);
-  auto wide = [&](uint16_t v) {
-    return bf16 ? bf16ToFloat(v) : halfToFloat(v);
-  };
+  float worst = 0.f;
   for (int64_t i = 0; i < n; ++i) {
-    float e = wide(expected[i]), g = wide(got[i]);
+    float e = decode(expected.data() + i * width),
+          g = decode(got.data() + i * width);
     if (std::isnan(e)) {
       ASSERT_TRUE(std::isnan(g)) << "element " << i;
       continue;
     }
+    worst = std::max(worst, std::fabs(g - e) / (std::fabs(e) + 1.f));
     ASSERT_NEAR(g, e, rtol * std::fabs(e) + rtol) << "element " << i;
   }
+  std::printf("[ worst    ] %s: %.2e (relative, of |x| + 1)\n", name.c_str(),
+              worst);
   for (TensorRef &r : gpuIn)
     cudaFree(r.data);
   cudaFree(y);
@@ -1454,17 +1478,27 @@ AttrMap attentionAttrs(const strided::View &q, const strided::View &k,
   return a;
 }
 
-// graph.attention's fused kernel against the CPU's three ops: heads read in
-// place from a fused projection with a causal mask and a fully masked row
-// (16-byte loads), unaligned views (element loads), keys and values shared
-// by every head, one query; each head size, neither length a multiple of
-// the kernel's 64.
+// graph.attention's fused kernels (f32 with and without TF32, bf16, f16)
+// against the CPU's three ops: heads read in place from a fused projection
+// with a causal mask and a fully masked row (16-byte loads), unaligned
+// views (element loads), keys and values shared by every head, one query;
+// each head size, neither length a multiple of the kernels' steps.
 TEST(GpuKernels, AttentionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
-  for (DType t : {DType::BF16, DType::F16}) {
-    {
-      int64_t b = 2, h = 2, s = 80, d = 64, w = 3 * h * d;
+  struct Precision {
+    DType type;
+    bool tf32;
+    float rtol;
+  };
+  // f32: TF32 products, or three of them per product where TF32 is off.
+  for (auto [t, tf32, rtol] :
+       {Precision{DType::F32, true, 5e-3f}, Precision{DType::F32, false, 1e-4f},
+        Precision{DType::BF16, true, 2e-2f},
+        Precision{DType::F16, true, 2e-2f}}) {
+    // 300 queries: f32 takes two tiles of queries a warp.
+    for (int64_t s : {80, 300}) {
+      int64_t b = 2, h = 2, d = 64, w = 3 * h * d;
       strided::View q{{b, h, s, d}, {s * w, d, w, 1}, 0};
       strided::View k{{b, h, d, s}, {s * w, d, 1, w}, h * d};
       strided::View v{{b, h, s, d}, {s * w, d, w, 1}, 2 * h * d};
@@ -1477,30 +1511,32 @@ TEST(GpuKernels, AttentionMatchesCpu) {
               if (j > i || (n == 1 && i == 5))
                 x[(n * s + i) * s + j] = -INFINITY;
       };
-      expectSixteenBitMatchesCpu(
+      expectTypedMatchesCpu(
           "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
-          2e-2f,
-          [&](size_t input, std::vector<float> &x) { causal(input, x); });
+          rtol, [&](size_t input, std::vector<float> &x) { causal(input, x); },
+          true, tf32);
       // The same mask stated causal (as partc-fuse-attention proves it):
       // kernels skip the keys past each query; the CPU reads the bias.
       AttrMap stated = attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true);
       stated.set("causal", AttrValue::ofInts({1}));
-      expectSixteenBitMatchesCpu(
+      expectTypedMatchesCpu(
           "attention", stated, t,
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
-          2e-2f,
-          [&](size_t input, std::vector<float> &x) { causal(input, x); });
+          rtol, [&](size_t input, std::vector<float> &x) { causal(input, x); },
+          true, tf32);
     }
     {
       strided::View q{{2, 3, 37, 16}, {3 * 37 * 17, 37 * 17, 17, 1}, 1};
       strided::View k{{2, 3, 16, 50}, {2400, 800, 1, 16}, 0};
       strided::View v{{2, 3, 50, 16}, {2400, 800, 16, 1}, 0};
       AttrMap a = attentionAttrs(q, k, v, {0, 1, 2, 3}, 0.25, false);
-      // q at an odd offset: element loads.
-      expectSixteenBitMatchesCpu(
-          "attention", a, t, {{2 * 3 * 37 * 17 + 1}, {2400 * 2}, {2400 * 2}},
-          {2, 3, 37, 16}, 2e-2f);
+      // q at an odd offset: element loads; a bias per query, broadcast
+      // along the keys, read element by element.
+      expectTypedMatchesCpu(
+          "attention", a, t,
+          {{2 * 3 * 37 * 17 + 1}, {2400 * 2}, {2400 * 2}, {2, 1, 37, 1}},
+          {2, 3, 37, 16}, rtol, {}, true, tf32);
     }
     {
       strided::View q{{1, 4, 70, 128}, {4 * 70 * 128, 70 * 128, 128, 1}, 0};
@@ -1511,10 +1547,10 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           for (int64_t j = 60; j < 70; ++j)
             x[j] = -INFINITY;
       };
-      expectSixteenBitMatchesCpu(
+      expectTypedMatchesCpu(
           "attention", attentionAttrs(q, k, v, {0, 1, 2, 3}, 0.088, true), t,
           {{1, 4, 70, 128}, {1, 1, 70, 128}, {1, 1, 70, 128}, {1, 1, 1, 70}},
-          {1, 4, 70, 128}, 2e-2f, padding);
+          {1, 4, 70, 128}, rtol, padding, true, tf32);
     }
     {
       // BERT's layout and padding mask, long enough for cuDNN's fused
@@ -1528,18 +1564,19 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           for (int64_t j = 200; j < s; ++j)
             x[s + j] = -INFINITY;
       };
-      expectSixteenBitMatchesCpu(
+      expectTypedMatchesCpu(
           "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
-          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, w}, 2e-2f,
-          padding);
+          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, w}, rtol,
+          padding, true, tf32);
     }
     {
       strided::View q{{3, 1, 32}, {32, 32, 1}, 0};
       strided::View k{{3, 32, 200}, {6400, 1, 32}, 0};
       strided::View v{{3, 200, 32}, {6400, 32, 1}, 0};
-      expectSixteenBitMatchesCpu(
-          "attention", attentionAttrs(q, k, v, {0, 1, 2}, 0.17, false), t,
-          {{3, 1, 32}, {3, 200, 32}, {3, 200, 32}}, {3, 1, 32}, 2e-2f);
+      expectTypedMatchesCpu("attention",
+                            attentionAttrs(q, k, v, {0, 1, 2}, 0.17, false), t,
+                            {{3, 1, 32}, {3, 200, 32}, {3, 200, 32}},
+                            {3, 1, 32}, rtol, {}, true, tf32);
     }
   }
 }
@@ -1658,35 +1695,32 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   for (DType t : {DType::BF16, DType::F16}) {
     // Products: cuBLASLt with its bias and ReLU epilogue, a batch of
     // matrices, Gemm's transposed weight and bias.
-    expectSixteenBitMatchesCpu("matmul", relu, t, {{64, 96}, {96, 80}, {80}},
-                               {64, 80}, 2e-2f);
-    expectSixteenBitMatchesCpu("matmul", none, t, {{4, 16, 32}, {4, 32, 24}},
-                               {4, 16, 24}, 2e-2f);
-    expectSixteenBitMatchesCpu("gemm", gemm, t, {{8, 40}, {24, 40}, {24}},
-                               {8, 24}, 2e-2f);
+    expectTypedMatchesCpu("matmul", relu, t, {{64, 96}, {96, 80}, {80}},
+                          {64, 80}, 2e-2f);
+    expectTypedMatchesCpu("matmul", none, t, {{4, 16, 32}, {4, 32, 24}},
+                          {4, 16, 24}, 2e-2f);
+    expectTypedMatchesCpu("gemm", gemm, t, {{8, 40}, {24, 40}, {24}}, {8, 24},
+                          2e-2f);
     // Gelu's tanh form after the bias: cuBLASLt's GELU epilogue (when
     // tuning picks it), and the GEMM with the bias and Gelu passes apart.
     for (bool fused : {true, false}) {
-      expectSixteenBitMatchesCpu("matmul", geluTanh, t,
-                                 {{64, 96}, {96, 80}, {80}}, {64, 80}, 2e-2f,
-                                 {}, fused);
-      expectSixteenBitMatchesCpu("gemm", gemmGelu, t, {{8, 40}, {24, 40}, {24}},
-                                 {8, 24}, 2e-2f, {}, fused);
+      expectTypedMatchesCpu("matmul", geluTanh, t, {{64, 96}, {96, 80}, {80}},
+                            {64, 80}, 2e-2f, {}, fused);
+      expectTypedMatchesCpu("gemm", gemmGelu, t, {{8, 40}, {24, 40}, {24}},
+                            {8, 24}, 2e-2f, {}, fused);
     }
     // Convolutions, channels last: a 3x3 stride-2 one with its bias and
     // ReLU fused (a cuDNN graph), a 1x1 one with a residual.
     AttrMap conv = windowAttrs({2, 2}, {1, 1, 1, 1});
     conv.set("channels_last", AttrValue::ofInts({1}));
     conv.set("activation", AttrValue::ofString("relu"));
-    expectSixteenBitMatchesCpu("conv", conv, t,
-                               {{2, 9, 9, 8}, {12, 3, 3, 8}, {12}},
-                               {2, 5, 5, 12}, 3e-2f);
+    expectTypedMatchesCpu("conv", conv, t, {{2, 9, 9, 8}, {12, 3, 3, 8}, {12}},
+                          {2, 5, 5, 12}, 3e-2f);
     AttrMap pointwise = windowAttrs({1, 1}, {0, 0, 0, 0});
     pointwise.set("channels_last", AttrValue::ofInts({1}));
-    expectSixteenBitMatchesCpu(
-        "conv", pointwise, t,
-        {{2, 6, 6, 16}, {32, 1, 1, 16}, {32}, {2, 6, 6, 32}}, {2, 6, 6, 32},
-        3e-2f);
+    expectTypedMatchesCpu("conv", pointwise, t,
+                          {{2, 6, 6, 16}, {32, 1, 1, 16}, {32}, {2, 6, 6, 32}},
+                          {2, 6, 6, 32}, 3e-2f);
     // Pooling channels last: ResNet's 3x3 stride-2 max pool, an average
     // with padding left out of the count.
     for (bool isMax : {true, false}) {
@@ -1696,47 +1730,46 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
       pool.set("count_include_pad", AttrValue::ofInts({0}));
       pool.set("channels_last", AttrValue::ofInts({1}));
       for (int64_t c : {int64_t(12), int64_t(6)}) // 4 channels a thread, 1
-        expectSixteenBitMatchesCpu(isMax ? "max_pool" : "avg_pool", pool, t,
-                                   {{2, 9, 9, c}}, {2, 5, 5, c}, 1e-2f);
+        expectTypedMatchesCpu(isMax ? "max_pool" : "avg_pool", pool, t,
+                              {{2, 9, 9, c}}, {2, 5, 5, c}, 1e-2f);
     }
     // Element-wise: a fused chain with broadcasts at eight elements a
     // thread, at four (rows of 12), at one; lone steps.
-    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
-                               {{8, 64}, {1, 64}, {8, 1}}, {8, 64}, 1e-2f);
-    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
-                               {{3, 12}, {1, 12}, {3, 1}}, {3, 12}, 1e-2f);
-    expectSixteenBitMatchesCpu("fused_elementwise", chain, t,
-                               {{7, 9}, {7, 9}, {7, 9}}, {7, 9}, 1e-2f);
+    expectTypedMatchesCpu("fused_elementwise", chain, t,
+                          {{8, 64}, {1, 64}, {8, 1}}, {8, 64}, 1e-2f);
+    expectTypedMatchesCpu("fused_elementwise", chain, t,
+                          {{3, 12}, {1, 12}, {3, 1}}, {3, 12}, 1e-2f);
+    expectTypedMatchesCpu("fused_elementwise", chain, t,
+                          {{7, 9}, {7, 9}, {7, 9}}, {7, 9}, 1e-2f);
     // The same chain on concatenated parts (input 0): eight elements a
     // thread, then one (a part of odd width).
     AttrMap parts = chain;
     parts.set("concat_parts", AttrValue::ofInts({3}));
-    expectSixteenBitMatchesCpu("fused_elementwise", parts, t,
-                               {{4, 16}, {4, 8}, {4, 40}, {1, 64}, {4, 1}},
-                               {4, 64}, 1e-2f);
-    expectSixteenBitMatchesCpu("fused_elementwise", parts, t,
-                               {{4, 16}, {4, 3}, {4, 5}, {1, 24}, {4, 24}},
-                               {4, 24}, 1e-2f);
-    expectSixteenBitMatchesCpu("add", none, t, {{6, 10}, {10}}, {6, 10}, 1e-2f);
-    expectSixteenBitMatchesCpu("gelu", gelu, t, {{8, 64}}, {8, 64}, 1e-2f);
+    expectTypedMatchesCpu("fused_elementwise", parts, t,
+                          {{4, 16}, {4, 8}, {4, 40}, {1, 64}, {4, 1}}, {4, 64},
+                          1e-2f);
+    expectTypedMatchesCpu("fused_elementwise", parts, t,
+                          {{4, 16}, {4, 3}, {4, 5}, {1, 24}, {4, 24}}, {4, 24},
+                          1e-2f);
+    expectTypedMatchesCpu("add", none, t, {{6, 10}, {10}}, {6, 10}, 1e-2f);
+    expectTypedMatchesCpu("gelu", gelu, t, {{8, 64}}, {8, 64}, 1e-2f);
     // Softmax in registers (and past 1024), by rows of any length, along
     // the first axis; layer norm by warps and by blocks.
     for (int64_t cols : {int64_t(512), int64_t(1536), int64_t(100)})
-      expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{9, cols}},
-                                 {9, cols}, 1e-2f);
-    expectSixteenBitMatchesCpu("softmax", softmaxFirst, t, {{5, 7}}, {5, 7},
-                               1e-2f);
+      expectTypedMatchesCpu("softmax", softmaxLast, t, {{9, cols}}, {9, cols},
+                            1e-2f);
+    expectTypedMatchesCpu("softmax", softmaxFirst, t, {{5, 7}}, {5, 7}, 1e-2f);
     // Biases along the row (16-byte loads), one per row, and rows of a
     // length not a multiple of 8 (read three times).
-    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {1, 256}},
-                               {6, 256}, 1e-2f);
-    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {6, 1}},
-                               {6, 256}, 1e-2f);
-    expectSixteenBitMatchesCpu("softmax", softmaxLast, t, {{6, 20}, {1, 20}},
-                               {6, 20}, 1e-2f);
+    expectTypedMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {1, 256}},
+                          {6, 256}, 1e-2f);
+    expectTypedMatchesCpu("softmax", softmaxLast, t, {{6, 256}, {6, 1}},
+                          {6, 256}, 1e-2f);
+    expectTypedMatchesCpu("softmax", softmaxLast, t, {{6, 20}, {1, 20}},
+                          {6, 20}, 1e-2f);
     for (int64_t cols : {int64_t(1024), int64_t(100)})
-      expectSixteenBitMatchesCpu("layer_norm", norm, t,
-                                 {{6, cols}, {cols}, {cols}}, {6, cols}, 2e-2f);
+      expectTypedMatchesCpu("layer_norm", norm, t, {{6, cols}, {cols}, {cols}},
+                            {6, cols}, 2e-2f);
   }
 }
 

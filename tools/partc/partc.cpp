@@ -137,8 +137,8 @@ static cl::opt<bool> quiet("quiet", cl::desc("Do not print the plan summary"),
                            cl::init(false));
 static cl::opt<bool> noFuseAttention(
     "no-fuse-attention",
-    cl::desc("Run attention's products and softmax as three kernels in "
-             "16-bit plans instead of one (for comparison)"),
+    cl::desc("Run attention's products and softmax as three kernels "
+             "instead of one (for comparison)"),
     cl::init(false));
 static cl::opt<bool> noMergeProjections(
     "no-merge-projections",
