@@ -279,7 +279,10 @@ def SearchPlacement : Pass<"partc-search-placement", "mlir::ModuleOp"> {
     device), pipeline (every device a stage), data (every device a
     replica), or auto. Records the choice and its predictions on the module
     (`graph.placement`, which the plan's metadata carries), reports it as a
-    remark and, with `explain`, prints the ranking as text or JSON. Fails,
+    remark and, with `explain`, prints the ranking as text or JSON. With
+    `fused-attention`, attention's three ops are predicted as the fused
+    kernel (graph::matchAttention) that partc-fuse-attention makes of them
+    after placement. Fails,
     naming the heaviest stage and the device count that would fit, when
     nothing fits.
   }];
@@ -304,6 +307,9 @@ def SearchPlacement : Pass<"partc-search-placement", "mlir::ModuleOp"> {
            "Print why the plan was chosen: text or json">,
     Option<"memoryGiB", "memory-gib", "double", "0",
            "Override every device's memory (GiB), for tests">,
+    Option<"fusedAttention", "fused-attention", "bool", "false",
+           "Predict attention as the one kernel partc-fuse-attention makes "
+           "of it after placement">,
   ];
 }
 
@@ -668,8 +674,13 @@ def TestPrintCost : Pass<"partc-test-print-cost", "mlir::ModuleOp"> {
   let description = [{
     FLOPs and bytes from the cost interface, then the share of the matrix
     units a convolution fills and the roofline time on the H200 preset
-    (no cost table, whole batch).
+    (no cost table, whole batch) and the FLOPs it charges; with
+    `fused-attention`, as placement predicts attention in inference plans.
   }];
+  let options = [
+    Option<"fusedAttention", "fused-attention", "bool", "false",
+           "Predict attention as one fused kernel">,
+  ];
 }
 
 #endif // PARTC_TRANSFORMS_PASSES

@@ -44,7 +44,11 @@ struct OpWork {
   std::string signatureAt(int64_t batch, int64_t slice) const;
 };
 
-OpWork analyzeOp(mlir::Operation *op, bool batched);
+/// With `fusedAttention` (inference: partc-fuse-attention runs after
+/// placement), attention's last product is charged as the fused kernel
+/// and its first product and softmax as views.
+OpWork analyzeOp(mlir::Operation *op, bool batched,
+                 bool fusedAttention = false);
 
 /// Measured seconds per kernel signature (from partc-run --profile).
 class CostTable {

@@ -324,6 +324,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     search.replicas = o.replicas;
     search.microBatches = o.microBatches;
     search.costTable = o.costTable;
+    search.fusedAttention = o.fuseAttention && !o.train;
     // A training plan's JSON is partc's, with the memory of a step.
     search.explain =
         o.train && o.explain == "json" ? std::string() : std::string(o.explain);

@@ -640,7 +640,8 @@ FailureOr<SearchResult> PlacementSearch::run() {
   batchInfo_ = analyzeBatch(func_);
   batch_ = std::max<int64_t>(batchInfo_.batch, 1);
   for (Operation *op : ops_)
-    work_.push_back(cm::analyzeOp(op, batchInfo_.batchedOps.contains(op)));
+    work_.push_back(cm::analyzeOp(op, batchInfo_.batchedOps.contains(op),
+                                  options_.fusedAttention));
   live_ = analyzeLiveness(ops_);
   device_ = topo_.weakest();
   for (const cm::DeviceSpec &d : topo_.devices)

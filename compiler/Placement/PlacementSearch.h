@@ -21,6 +21,8 @@ struct SearchOptions {
   const ::partc::costmodel::CostTable *costTable = nullptr;
   /// Constraints (0: searched): stages, replicas, micro-batches.
   int64_t stages = 0, replicas = 0, microBatches = 0;
+  /// Attention is fused after placement (inference): predict the kernel.
+  bool fusedAttention = false;
 };
 
 struct StageReport {

@@ -88,6 +88,7 @@ struct SearchPlacementPass : public impl::SearchPlacementBase<SearchPlacementPas
     options.stages = stages;
     options.replicas = replicas;
     options.microBatches = microBatches;
+    options.fusedAttention = fusedAttention;
     if (strategy == "single") {
       options.stages = options.replicas = 1;
     } else if (strategy == "pipeline") {

@@ -13,6 +13,8 @@ namespace mlir::partc {
 
 namespace {
 struct TestPrintCostPass : public impl::TestPrintCostBase<TestPrintCostPass> {
+  using TestPrintCostBase::TestPrintCostBase;
+
   void runOnOperation() override {
     auto h200 = ::partc::costmodel::Topology::fromShorthand("h200");
     if (!h200) {
@@ -21,12 +23,15 @@ struct TestPrintCostPass : public impl::TestPrintCostBase<TestPrintCostPass> {
     }
     getOperation().walk([&](graph::CostOpInterface op) {
       ::partc::costmodel::OpWork work =
-          ::partc::costmodel::analyzeOp(op, /*batched=*/false);
+          ::partc::costmodel::analyzeOp(op, /*batched=*/false, fusedAttention);
       double seconds = ::partc::costmodel::predictSeconds(
           work, 1.0, h200->devices.front(), /*tf32=*/true, nullptr);
-      char figures[64];
-      std::snprintf(figures, sizeof(figures), "utilization=%.3f h200_us=%.2f",
-                    work.matrixUtilization, seconds * 1e6);
+      // charged_flops: what the prediction counts (a fused attention's
+      // last product counts both products).
+      char figures[96];
+      std::snprintf(figures, sizeof(figures),
+                    "utilization=%.3f h200_us=%.2f charged_flops=%.0f",
+                    work.matrixUtilization, seconds * 1e6, work.flops);
       op->emitRemark() << "flops=" << op.estimateFlops()
                        << " bytes=" << op.estimateBytes() << " " << figures;
     });

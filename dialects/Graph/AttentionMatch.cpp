@@ -1,0 +1,173 @@
+//===- AttentionMatch.cpp - Attention as partc-fuse-attention fuses it ----===//
+#include "dialects/Graph/AttentionMatch.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/TypeUtilities.h"
+
+namespace mlir::partc::graph {
+
+namespace {
+
+namespace strided = ::partc::runtime::strided;
+
+strided::View lhsView(StridedMatMulOp op) {
+  return {{op.getLhsShape().begin(), op.getLhsShape().end()},
+          {op.getLhsStrides().begin(), op.getLhsStrides().end()},
+          static_cast<int64_t>(op.getLhsOffset())};
+}
+strided::View rhsView(StridedMatMulOp op) {
+  return {{op.getRhsShape().begin(), op.getRhsShape().end()},
+          {op.getRhsStrides().begin(), op.getRhsStrides().end()},
+          static_cast<int64_t>(op.getRhsOffset())};
+}
+
+/// The element types the GPU kernels take.
+bool hasKernelElementType(Value v) {
+  Type t = cast<RankedTensorType>(v.getType()).getElementType();
+  return t.isF32() || t.isBF16() || t.isF16();
+}
+
+/// The last two extents of `v`'s type, or none below rank 2.
+std::optional<std::pair<int64_t, int64_t>> lastTwo(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (type.getRank() < 2)
+    return std::nullopt;
+  return std::make_pair(type.getDimSize(type.getRank() - 2),
+                        type.getDimSize(type.getRank() - 1));
+}
+
+/// Follows reshapes, expands and casts that keep the last two extents (each
+/// [M, N] slice stays a slice).
+Value throughSliceViews(Value v) {
+  while (Operation *op = v.getDefiningOp()) {
+    if (!isa<ReshapeOp, ExpandOp, CastOp>(op) ||
+        lastTwo(op->getOperand(0)) != lastTwo(v))
+      break;
+    v = op->getOperand(0);
+  }
+  return v;
+}
+
+/// Whether the boolean `condition`, broadcast to [..., M, N], is false
+/// wherever the column exceeds the row: a constant lower triangle of
+/// exactly [M, N] slices, or the `and` of one with anything (a decoder's
+/// causal mask and a padding mask).
+bool falseAboveDiagonal(Value condition, std::pair<int64_t, int64_t> extents) {
+  condition = throughSliceViews(condition);
+  if (auto both = condition.getDefiningOp<AndOp>())
+    return falseAboveDiagonal(both.getLhs(), extents) ||
+           falseAboveDiagonal(both.getRhs(), extents);
+  auto constant = condition.getDefiningOp<ConstantOp>();
+  if (!constant || lastTwo(condition) != extents)
+    return false;
+  auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!values || !values.getElementType().isInteger(1))
+    return false;
+  auto [rows, cols] = extents;
+  int64_t index = 0;
+  for (bool value : values.getValues<bool>()) {
+    int64_t col = index % cols, row = (index / cols) % rows;
+    ++index;
+    if (value && col > row)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
+  if (!bias || lastTwo(bias) != std::make_pair(queries, keys))
+    return false;
+  bias = throughSliceViews(bias);
+  // A mask folded to a constant: -inf above the diagonal of every slice.
+  if (auto constant = bias.getDefiningOp<ConstantOp>()) {
+    auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!values || !isa<FloatType>(values.getElementType()))
+      return false;
+    int64_t index = 0;
+    for (APFloat value : values.getValues<APFloat>()) {
+      int64_t col = index % keys, row = (index / keys) % queries;
+      ++index;
+      if (col > row && !(value.isInfinity() && value.isNegative()))
+        return false;
+    }
+    return true;
+  }
+  auto select = bias.getDefiningOp<WhereOp>();
+  if (!select)
+    return false;
+  auto fill = select.getOperand(2).getDefiningOp<ConstantOp>();
+  auto values =
+      fill ? dyn_cast<DenseElementsAttr>(fill.getValue()) : DenseElementsAttr();
+  if (!values || !values.isSplat() || !isa<FloatType>(values.getElementType()))
+    return false;
+  APFloat filled = values.getSplatValue<APFloat>();
+  return filled.isInfinity() && filled.isNegative() &&
+         falseAboveDiagonal(select.getOperand(0), {queries, keys});
+}
+
+std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted) {
+  auto softmax = weighted.getLhs().getDefiningOp<SoftmaxOp>();
+  if (!softmax || !softmax->hasOneUse())
+    return std::nullopt;
+  auto scores = softmax.getInput().getDefiningOp<StridedMatMulOp>();
+  if (!scores || !scores->hasOneUse())
+    return std::nullopt;
+  auto scoresType = cast<RankedTensorType>(scores.getType());
+  int64_t rank = scoresType.getRank();
+  if (static_cast<int64_t>(softmax.getAxis()) != rank - 1)
+    return std::nullopt;
+  // The scores are stored as computed, and read back whole and unscaled.
+  strided::View probabilities = lhsView(weighted);
+  strided::View expected = strided::contiguous(
+      {scoresType.getShape().begin(), scoresType.getShape().end()});
+  if (probabilities.shape != expected.shape ||
+      probabilities.strides != expected.strides || probabilities.offset ||
+      weighted.getAlpha().convertToDouble() != 1.0)
+    return std::nullopt;
+  // The stored scores are the logical ones [batch..., M, N], unpermuted.
+  strided::View qView = lhsView(scores), kView = rhsView(scores),
+                vView = rhsView(weighted);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t logical = d == rank - 2 ? qView.shape[d]
+                      : d == rank - 1
+                          ? kView.shape[d]
+                          : std::max(qView.shape[d], kView.shape[d]);
+    if (static_cast<int64_t>(qView.shape.size()) != rank ||
+        scoresType.getDimSize(d) != logical)
+      return std::nullopt;
+  }
+  for (auto [i, p] : llvm::enumerate(scores.getPerm()))
+    if (p != static_cast<int64_t>(i))
+      return std::nullopt;
+  Type element = getElementTypeOrSelf(weighted.getType());
+  for (Value operand :
+       {scores.getLhs(), scores.getRhs(), weighted.getRhs(), softmax.getBias()})
+    if (operand && getElementTypeOrSelf(operand.getType()) != element)
+      return std::nullopt;
+  if (!hasKernelElementType(weighted.getResult()))
+    return std::nullopt;
+  std::vector<int64_t> perm(weighted.getPerm().begin(),
+                            weighted.getPerm().end());
+  if (!strided::attentionKernelFits(qView, kView, vView, perm))
+    return std::nullopt;
+  return AttentionMatch{scores, softmax, weighted, qView, kView, vView};
+}
+
+std::optional<AttentionMatch> matchAttentionFromScores(StridedMatMulOp scores) {
+  if (!scores->hasOneUse())
+    return std::nullopt;
+  auto softmax = dyn_cast<SoftmaxOp>(*scores->user_begin());
+  if (!softmax || !softmax->hasOneUse())
+    return std::nullopt;
+  auto weighted = dyn_cast<StridedMatMulOp>(*softmax->user_begin());
+  if (!weighted || weighted.getLhs() != softmax.getResult())
+    return std::nullopt;
+  std::optional<AttentionMatch> match = matchAttention(weighted);
+  if (!match || match->scores != scores)
+    return std::nullopt;
+  return match;
+}
+
+} // namespace mlir::partc::graph

@@ -1,0 +1,48 @@
+//===- AttentionMatch.h - Attention as partc-fuse-attention fuses it -*- C++
+//-*-===//
+//
+// Found in one place for the pass that fuses attention and for the cost
+// model, which charges attention as the fused kernel at placement.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PARTC_DIALECTS_GRAPH_ATTENTIONMATCH_H
+#define PARTC_DIALECTS_GRAPH_ATTENTIONMATCH_H
+
+#include "dialects/Graph/GraphOps.h"
+#include "runtime/kernels/StridedMatMul.h"
+
+#include <optional>
+
+namespace mlir::partc::graph {
+
+/// Attention's three ops: q x k^T (scaled), a softmax along the last axis
+/// (with an additive mask or not), and the probabilities x v.
+struct AttentionMatch {
+  StridedMatMulOp scores;
+  SoftmaxOp softmax;
+  StridedMatMulOp weighted;
+  /// The views the products read q, k (transposed: [batch..., D, N]) and v
+  /// through.
+  ::partc::runtime::strided::View q, k, v;
+};
+
+/// The attention whose last product is `weighted`, where partc's GPU
+/// kernels take it as one op: each intermediate read only by the next op,
+/// the scores stored unpermuted and read back whole and unscaled, one
+/// element type (f32, bf16 or f16) for every operand, the views of
+/// strided::attentionKernelFits. Devices are not compared.
+std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted);
+
+/// The same, found from its first product.
+std::optional<AttentionMatch> matchAttentionFromScores(StridedMatMulOp scores);
+
+/// Whether an attention's additive mask `bias`, broadcast to scores
+/// [batch..., M, N], is -inf wherever the key's index exceeds the query's:
+/// a mask folded to a constant, or where(c, x, -inf) with `c` false there
+/// (a constant lower triangle, or the `and` of one with anything, through
+/// reshapes, expands and casts that keep the [M, N] slices).
+bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys);
+
+} // namespace mlir::partc::graph
+
+#endif // PARTC_DIALECTS_GRAPH_ATTENTIONMATCH_H
