@@ -46,7 +46,8 @@ static bool isAttentionSoftmax(graph::SoftmaxOp softmax) {
 /// both products' FLOPs (a share of them under a causal mask) at the
 /// attention kernels' share of the matrix rate, and the bytes of q, k, v,
 /// the mask and the result (the scores never reach memory).
-static void chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
+/// Returns whether the mask is proved causal.
+static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
   auto flopsOf = [](Operation *op) {
     return static_cast<double>(
         cast<graph::CostOpInterface>(op).estimateFlops());
@@ -54,9 +55,10 @@ static void chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
   w.flops = flopsOf(m.scores) + flopsOf(m.weighted);
   auto scoresType = cast<RankedTensorType>(m.scores.getType());
   int64_t rank = scoresType.getRank();
-  if (graph::masksAboveDiagonal(m.softmax.getBias(),
-                                scoresType.getDimSize(rank - 2),
-                                scoresType.getDimSize(rank - 1)))
+  bool causal = graph::masksAboveDiagonal(m.softmax.getBias(),
+                                          scoresType.getDimSize(rank - 2),
+                                          scoresType.getDimSize(rank - 1));
+  if (causal)
     w.flops *= kCausalAttentionShare;
   w.activationBytes =
       static_cast<double>(m.scores.viewBytes(0) + m.scores.viewBytes(1) +
@@ -70,6 +72,7 @@ static void chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
   }
   w.matrixUtilization =
       w.sixteenBit ? kAttentionUtilization16 : kAttentionUtilizationF32;
+  return causal;
 }
 
 OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
@@ -168,11 +171,26 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
                         {static_cast<int64_t>(source.getInputs().size())}));
         break;
       }
+  // Fused attention is profiled under the fused kernel's signature.
   if (auto product = dyn_cast<graph::StridedMatMulOp>(op);
       fusedAttention && product)
     if (std::optional<graph::AttentionMatch> match =
-            graph::matchAttention(product))
-      chargeFusedAttention(*match, w);
+            graph::matchAttention(product)) {
+      bool causal = chargeFusedAttention(*match, w);
+      w.kernel = "attention";
+      w.attrs = toKernelAttrs(graph::fusedAttentionAttributes(*match, causal));
+      ins.clear();
+      w.inputIsWeight.clear();
+      for (Value operand :
+           {match->scores.getLhs(), match->scores.getRhs(),
+            match->weighted.getRhs(), match->softmax.getBias()}) {
+        if (!operand)
+          continue;
+        ins.push_back(toTensorType(cast<ShapedType>(operand.getType())));
+        w.inputIsWeight.push_back(operand.getDefiningOp<graph::ConstantOp>() !=
+                                  nullptr);
+      }
+    }
   w.signature = ::partc::runtime::kernelSignature(w.kernel, w.attrs, ins, outs);
   w.inputs = std::move(ins);
   w.outputs = std::move(outs);

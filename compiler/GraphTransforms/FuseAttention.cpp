@@ -11,8 +11,6 @@ namespace mlir::partc {
 
 namespace {
 
-namespace strided = ::partc::runtime::strided;
-
 struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
     SmallVector<graph::StridedMatMulOp> products;
@@ -39,37 +37,28 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       return;
     auto scoresType = cast<RankedTensorType>(scores.getType());
     int64_t rank = scoresType.getRank();
-    const strided::View &qView = match->q, &kView = match->k, &vView = match->v;
-    Value q = scores.getLhs(), k = scores.getRhs(), v = weighted.getRhs();
     Value bias = softmax.getBias();
-
+    // Every layer reads the same mask: it is proved once.
+    bool causal = false;
+    if (bias) {
+      auto known = causalMasks.try_emplace(bias, false);
+      if (known.second)
+        known.first->second =
+            graph::masksAboveDiagonal(bias, scoresType.getDimSize(rank - 2),
+                                      scoresType.getDimSize(rank - 1));
+      causal = known.first->second;
+    }
+    SmallVector<Value> operands = {scores.getLhs(), scores.getRhs(),
+                                   weighted.getRhs()};
+    if (bias)
+      operands.push_back(bias);
     OpBuilder builder(weighted);
     auto fused = graph::AttentionOp::create(
         builder,
         FusedLoc::get(weighted.getContext(),
                       {scores.getLoc(), softmax.getLoc(), weighted.getLoc()}),
-        weighted.getType(), q, k, v, bias,
-        builder.getDenseI64ArrayAttr(qView.shape),
-        builder.getDenseI64ArrayAttr(qView.strides),
-        builder.getI64IntegerAttr(qView.offset),
-        builder.getDenseI64ArrayAttr(kView.shape),
-        builder.getDenseI64ArrayAttr(kView.strides),
-        builder.getI64IntegerAttr(kView.offset),
-        builder.getDenseI64ArrayAttr(vView.shape),
-        builder.getDenseI64ArrayAttr(vView.strides),
-        builder.getI64IntegerAttr(vView.offset), weighted.getPermAttr(),
-        weighted.getShapeAttr(), scores.getAlphaAttr(),
-        builder.getBoolAttr(softmax.getNanToZero()));
-    int64_t queries = scoresType.getDimSize(rank - 2),
-            keys = scoresType.getDimSize(rank - 1);
-    // Every layer reads the same mask: it is proved once.
-    if (bias) {
-      auto known = causalMasks.try_emplace(bias, false);
-      if (known.second)
-        known.first->second = graph::masksAboveDiagonal(bias, queries, keys);
-      if (known.first->second)
-        fused.setCausal(true);
-    }
+        TypeRange{weighted.getType()}, operands,
+        graph::fusedAttentionAttributes(*match, causal).getValue());
     // Placement's attributes (device, micro-batch) are the last op's.
     for (NamedAttribute a : weighted->getDiscardableAttrs())
       fused->setAttr(a.getName(), a.getValue());

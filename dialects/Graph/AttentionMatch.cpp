@@ -155,6 +155,27 @@ std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted) {
   return AttentionMatch{scores, softmax, weighted, qView, kView, vView};
 }
 
+DictionaryAttr fusedAttentionAttributes(const AttentionMatch &match,
+                                        bool causal) {
+  AttentionMatch m = match;
+  Builder b(m.weighted.getContext());
+  NamedAttrList attrs;
+  auto view = [&](StringRef name, const strided::View &v) {
+    attrs.set((name + "_shape").str(), b.getDenseI64ArrayAttr(v.shape));
+    attrs.set((name + "_strides").str(), b.getDenseI64ArrayAttr(v.strides));
+    attrs.set((name + "_offset").str(), b.getI64IntegerAttr(v.offset));
+  };
+  view("q", m.q);
+  view("k", m.k);
+  view("v", m.v);
+  attrs.set("perm", m.weighted.getPermAttr());
+  attrs.set("shape", m.weighted.getShapeAttr());
+  attrs.set("scale", m.scores.getAlphaAttr());
+  attrs.set("nan_to_zero", b.getBoolAttr(m.softmax.getNanToZero()));
+  attrs.set("causal", b.getBoolAttr(causal));
+  return attrs.getDictionary(b.getContext());
+}
+
 std::optional<AttentionMatch> matchAttentionFromScores(StridedMatMulOp scores) {
   if (!scores->hasOneUse())
     return std::nullopt;

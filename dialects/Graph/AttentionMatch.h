@@ -36,6 +36,12 @@ std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted);
 /// The same, found from its first product.
 std::optional<AttentionMatch> matchAttentionFromScores(StridedMatMulOp scores);
 
+/// The attributes of the graph.attention that fuses `match`, `causal` as
+/// given: what partc-fuse-attention builds and the cost model looks up in
+/// a cost table (the kernel's signature).
+DictionaryAttr fusedAttentionAttributes(const AttentionMatch &match,
+                                        bool causal);
+
 /// Whether an attention's additive mask `bias`, broadcast to scores
 /// [batch..., M, N], is -inf wherever the key's index exceeds the query's:
 /// a mask folded to a constant, or where(c, x, -inf) with `c` false there

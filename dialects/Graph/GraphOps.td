@@ -471,7 +471,7 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     batch extents broadcast, and `bias` broadcasts to the scores [batch...,
     M, N]. The logical result [batch..., M, Dv] is permuted by `perm` and
     stored contiguously with shape `shape`. Runs after placement, on one
-    device's ops (the batch is split before), for 16-bit plans. `causal`
+    device's ops (the batch is split before), in inference plans. `causal`
     states what the compiler proved of `bias`: it is -inf wherever a key's
     index exceeds its query's (a decoder's mask), so a kernel may skip
     those scores without reading the bias there; the result is the same.
