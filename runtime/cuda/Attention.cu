@@ -416,7 +416,8 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
 // f32: TF32 tensor cores, or three TF32 products where TF32 is not allowed
 //===----------------------------------------------------------------------===//
 
-/// f32 rounded to TF32 (nearest, ties away), as cuBLAS rounds its operands.
+/// f32 rounded to TF32 (nearest, ties away from zero); the tensor cores
+/// would otherwise drop the low 13 bits of the mantissa.
 __device__ __forceinline__ float roundTf32(float x) {
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
