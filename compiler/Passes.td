@@ -215,14 +215,19 @@ def MergeProjections : Pass<"partc-merge-projections", "mlir::ModuleOp"> {
 
 def FuseNormalizations
     : Pass<"partc-fuse-normalizations", "mlir::ModuleOp"> {
-  let summary = "Recognizes RMS normalization written out op by op";
+  let summary = "Recognizes RMS and layer normalization written out op by op";
   let description = [{
     Llama's and T5's exports write RMS normalization as
     x * 1 / sqrt(reduce_mean(x^2) + epsilon) (or x / sqrt(...)), five
     kernels and three passes over x, each of whose intermediate results
     only the next reads. Over the last dimension, this pass replaces the
     whole by one graph.rms_norm, taking a constant per-channel weight that
-    multiplies its result as the op's `scale`.
+    multiplies its result as the op's `scale`. Where the normalized input
+    is x - reduce_mean(x) over the same axis and nothing else reads it,
+    the whole is layer normalization as PyTorch exports it below opset 17
+    (LayerNormalization came in 17): one graph.layer_norm of x, taking the
+    weight (ones where folding dropped it) and a constant per-channel bias
+    added after it.
   }];
 }
 

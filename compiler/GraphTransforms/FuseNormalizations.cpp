@@ -124,6 +124,48 @@ graph::MulOp scaleOf(Operation *root, Value &weight) {
   return mul;
 }
 
+/// The shift and its mean where `input` is x - reduce_mean(x) over the last
+/// axis (kept) and only `chain`'s square and root read it: the centred
+/// input of layer normalization written out op by op (PyTorch's exports
+/// below opset 17).
+std::pair<graph::SubOp, graph::ReduceMeanOp>
+centredInput(Value input, const RmsChain &chain) {
+  auto sub = input.getDefiningOp<graph::SubOp>();
+  if (!sub || sub->hasAttr("activation"))
+    return {};
+  auto mean = singleUse<graph::ReduceMeanOp>(sub.getRhs());
+  auto type = cast<RankedTensorType>(input.getType());
+  if (!mean || mean.getInput() != sub.getLhs() || !mean.getKeepdims() ||
+      mean.getAxes().size() != 1 || mean.getAxes()[0] != type.getRank() - 1 ||
+      sub.getLhs().getType() != type ||
+      graph::getDevice(sub) != graph::getDevice(chain.ops.back()) ||
+      graph::getDevice(mean) != graph::getDevice(sub))
+    return {};
+  for (Operation *user : sub->getUsers())
+    if (!llvm::is_contained(chain.ops, user))
+      return {};
+  return {sub, mean};
+}
+
+/// The per-channel constant added to `normalized` (the normalization or
+/// its weighted result), if its only user is such an add.
+graph::AddOp biasOf(Operation *normalized, Value &bias) {
+  Value result = normalized->getResult(0);
+  if (!result.hasOneUse())
+    return nullptr;
+  auto add = dyn_cast<graph::AddOp>(*result.getUsers().begin());
+  if (!add || add->hasAttr("activation") || add.getType() != result.getType() ||
+      graph::getDevice(add) != graph::getDevice(normalized))
+    return nullptr;
+  bias = add.getLhs() == result ? add.getRhs() : add.getLhs();
+  auto type = cast<RankedTensorType>(bias.getType());
+  int64_t channels = cast<RankedTensorType>(result.getType()).getShape().back();
+  if (!bias.getDefiningOp<graph::ConstantOp>() || type.getRank() != 1 ||
+      type.getDimSize(0) != channels || !type.getElementType().isF32())
+    return nullptr;
+  return add;
+}
+
 struct FuseNormalizationsPass
     : public impl::FuseNormalizationsBase<FuseNormalizationsPass> {
   void runOnOperation() override {
@@ -144,21 +186,53 @@ struct FuseNormalizationsPass
         locs.push_back(op->getLoc());
       if (scale)
         locs.push_back(scale.getLoc());
-      OpBuilder builder(scale ? scale.getOperation() : root);
+      // Normalizing x - mean(x) is layer normalization; its bias is the
+      // per-channel constant added after the weight, if any. (Folding drops
+      // a weight of ones and a bias of zeros: PyTorch's defaults.)
+      auto [centre, mean] = centredInput(chain.input, chain);
+      Value bias;
+      graph::AddOp shift =
+          centre ? biasOf(scale ? scale.getOperation() : root, bias) : nullptr;
+      if (centre)
+        locs.append({mean.getLoc(), centre.getLoc()});
+      if (shift)
+        locs.push_back(shift.getLoc());
+      Operation *last = shift   ? shift.getOperation()
+                        : scale ? scale.getOperation()
+                                : root;
+      OpBuilder builder(last);
       auto type = cast<RankedTensorType>(chain.input.getType());
-      auto norm = graph::RmsNormOp::create(
-          builder, FusedLoc::get(root->getContext(), locs), type, chain.input,
-          weight, builder.getI64IntegerAttr(type.getRank() - 1),
-          builder.getF64FloatAttr(chain.epsilon));
+      Location loc = FusedLoc::get(root->getContext(), locs);
+      // graph.layer_norm takes a weight: ones where folding dropped it.
+      if (centre && !weight) {
+        auto ones = RankedTensorType::get({type.getShape().back()},
+                                          builder.getF32Type());
+        weight = graph::ConstantOp::create(builder, loc, ones,
+                                           DenseElementsAttr::get(ones, 1.0f));
+      }
+      Operation *norm =
+          centre ? graph::LayerNormOp::create(
+                       builder, loc, type, centre.getLhs(), weight, bias,
+                       builder.getI64IntegerAttr(type.getRank() - 1),
+                       builder.getF64FloatAttr(chain.epsilon))
+                       .getOperation()
+                 : graph::RmsNormOp::create(
+                       builder, loc, type, chain.input, weight,
+                       builder.getI64IntegerAttr(type.getRank() - 1),
+                       builder.getF64FloatAttr(chain.epsilon))
+                       .getOperation();
       for (NamedAttribute a : root->getDiscardableAttrs())
         norm->setAttr(a.getName(), a.getValue());
-      Operation *last = scale ? scale.getOperation() : root;
-      last->getResult(0).replaceAllUsesWith(norm.getResult());
+      last->getResult(0).replaceAllUsesWith(norm->getResult(0));
       SmallVector<Operation *> dead;
+      if (shift)
+        dead.push_back(shift);
       if (scale)
         dead.push_back(scale);
       // Root first: each op's only user goes before it.
       llvm::append_range(dead, llvm::reverse(chain.ops));
+      if (centre)
+        dead.append({centre, mean});
       erased.insert(dead.begin(), dead.end());
       eraseWithTheirConstants(dead);
     }

@@ -70,3 +70,62 @@ func.func @main(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> (tensor<4x8xf32>, t
   %n3 = graph.div %x, %s3 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
   return %n, %m, %n2, %n3 : tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests layer normalization as PyTorch exports it below opset 17: x minus
+// its mean, normalized by the root mean square, times a weight, plus a
+// bias, as one graph.layer_norm.
+// CHECK-LABEL: func @layer_norm
+func.func @layer_norm(%x: tensor<2x3x8xf32>) -> tensor<2x3x8xf32> {
+  // CHECK-DAG: %[[W:.*]] = graph.constant {value = dense<5.000000e-01> : tensor<8xf32>}
+  // CHECK-DAG: %[[B:.*]] = graph.constant {value = dense<2.500000e-01> : tensor<8xf32>}
+  // CHECK: %[[N:.*]] = graph.layer_norm %arg0, %[[W]], %[[B]] {axis = 2 : i64, epsilon = 9.99999974{{[0-9]*}}E-6 : f64} : (tensor<2x3x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  // CHECK-NEXT: return %[[N]]
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %eps = graph.constant {value = dense<1.0e-5> : tensor<f32>} : () -> tensor<f32>
+  %w = graph.constant {value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %b = graph.constant {value = dense<0.25> : tensor<8xf32>} : () -> tensor<8xf32>
+  %mu = graph.reduce_mean %x {axes = array<i64: 2>} : (tensor<2x3x8xf32>) -> tensor<2x3x1xf32>
+  %d = graph.sub %x, %mu : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %p = graph.pow %d, %two : (tensor<2x3x8xf32>, tensor<f32>) -> tensor<2x3x8xf32>
+  %m = graph.reduce_mean %p {axes = array<i64: 2>} : (tensor<2x3x8xf32>) -> tensor<2x3x1xf32>
+  %a = graph.add %m, %eps : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
+  %s = graph.sqrt %a : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
+  %n = graph.div %d, %s : (tensor<2x3x8xf32>, tensor<2x3x1xf32>) -> tensor<2x3x8xf32>
+  %y = graph.mul %n, %w : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  %z = graph.add %y, %b : (tensor<2x3x8xf32>, tensor<8xf32>) -> tensor<2x3x8xf32>
+  return %z : tensor<2x3x8xf32>
+}
+
+// -----
+
+// Tests the centred form without a bias (layer normalization with its
+// weight only), and that another reader of x - mean(x) keeps it an RMS
+// normalization of the difference.
+// CHECK-LABEL: func @layer_norm_partial
+func.func @layer_norm_partial(%x: tensor<4x8xf32>, %x2: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>) {
+  // CHECK-DAG: graph.layer_norm %arg0, %{{.*}} {axis = 1 : i64, {{.*}}} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  // CHECK-DAG: %[[D:.*]] = graph.sub %arg1
+  // CHECK-DAG: graph.rms_norm %[[D]], %{{.*}} {axis = 1 : i64
+  // CHECK-NOT: graph.layer_norm %arg1
+  %eps = graph.constant {value = dense<1.0e-5> : tensor<f32>} : () -> tensor<f32>
+  %w = graph.constant {value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %mu = graph.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %d = graph.sub %x, %mu : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %p = graph.mul %d, %d : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m = graph.reduce_mean %p {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a = graph.add %m, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s = graph.sqrt %a : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n = graph.div %d, %s : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %y = graph.mul %n, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %mu2 = graph.reduce_mean %x2 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %d2 = graph.sub %x2, %mu2 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %p2 = graph.mul %d2, %d2 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %m2 = graph.reduce_mean %p2 {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %a2 = graph.add %m2, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %s2 = graph.sqrt %a2 : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %n2 = graph.div %d2, %s2 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %y2 = graph.mul %n2, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  return %y, %y2, %d2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
