@@ -23,7 +23,9 @@ struct OpWork {
   double activationBytes = 0; // bytes read and written that scale with batch
   double weightBytes = 0;     // constant operands
   double outputBytes = 0;     // results (what stays live)
-  /// The share of the matrix units' reduction tile a convolution fills:
+  /// What the op reaches of the device's matrix rate (above 1 where it
+  /// beats the preset's fit: 16-bit GEMMs). Also the share of the matrix
+  /// units' reduction tile a convolution fills:
   /// below 32 input channels per group (rounded up to 4, as the GPU kernels
   /// widen them) implicit GEMMs leave the rest idle. ResNet-50's 3-channel
   /// stem ran at 38 TFLOP/s on an H200 where its other convolutions ran
