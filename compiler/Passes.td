@@ -238,7 +238,9 @@ def MatchGelu : Pass<"partc-match-gelu", "mlir::ModuleOp"> {
     mul(mul(x, add(erf(x / sqrt(2)), 1)), 0.5) before ONNX opset 20, the
     tanh form (GPT-2's gelu_new) as
     0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) with the cube as a
-    pow or two products. Where every intermediate value has no other user,
+    pow or two products, the half applied to x first (GPT-2's) or to the
+    product last (PyTorch's approximate Gelu as torch 1.13 exports it).
+    Where every intermediate value has no other user,
     the formula becomes one graph.gelu (approximate "none" or "tanh"): one
     step instead of five to nine, and partc-fuse-activations, which runs
     next, can then put a tanh Gelu into the epilogue of the product before

@@ -111,45 +111,80 @@ SmallVector<Operation *, 2> cubeOf(Value cube, Value &x, bool skip) {
   return {};
 }
 
-/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as exporters write
-/// Gelu's tanh form (GPT-2's gelu_new): mul(mul(x, 0.5), add(tanh(...), 1))
-/// with the factors in either order.
-bool matchTanhGelu(graph::MulOp outer, bool skip) {
+/// The ops of 1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)) rooted at `one`
+/// (users first), each read only by the next, or none.
+SmallVector<Operation *> tanhPart(graph::AddOp one, Value x, bool skip) {
   const double kScale = std::sqrt(2.0 / M_PI), kCubic = 0.044715;
+  if (!one || !one->hasOneUse() || one.getActivation())
+    return {};
+  Value tanhValue = binaryWithConstant<graph::AddOp>(one, 1.0, skip);
+  auto tanh = tanhValue ? tanhValue.getDefiningOp<graph::TanhOp>() : nullptr;
+  if (!tanh || !tanhValue.hasOneUse() || !tanh.getInput().hasOneUse())
+    return {};
+  Operation *scale = tanh.getInput().getDefiningOp();
+  Value sum = binaryWithConstant<graph::MulOp>(scale, kScale, skip);
+  auto add = sum ? sum.getDefiningOp<graph::AddOp>() : nullptr;
+  if (!add || !sum.hasOneUse() || add.getActivation())
+    return {};
+  for (unsigned j = 0; j < 2; ++j) {
+    Value term = add->getOperand(1 - j);
+    if (add->getOperand(j) != x || !term.hasOneUse())
+      continue;
+    Value cube =
+        binaryWithConstant<graph::MulOp>(term.getDefiningOp(), kCubic, skip);
+    Value base;
+    SmallVector<Operation *, 2> cubeOps = cube && cube.hasOneUse()
+                                              ? cubeOf(cube, base, skip)
+                                              : SmallVector<Operation *, 2>();
+    if (cubeOps.empty() || base != x)
+      continue;
+    SmallVector<Operation *> ops = {one, tanh, scale, add,
+                                    term.getDefiningOp()};
+    ops.append(cubeOps.begin(), cubeOps.end());
+    return ops;
+  }
+  return {};
+}
+
+/// 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))), as exporters write
+/// Gelu's tanh form: mul(mul(x, 0.5), add(tanh(...), 1)) (GPT-2's
+/// gelu_new) or mul(mul(x, add(...)), 0.5) (PyTorch's own approximate
+/// Gelu below opset 20), with the factors of each product in either order.
+bool matchTanhGelu(graph::MulOp outer, bool skip) {
   for (unsigned k = 0; k < 2; ++k) {
-    Value half = outer->getOperand(k), rest = outer->getOperand(1 - k);
-    Value x = binaryWithConstant<graph::MulOp>(half.getDefiningOp(), 0.5, skip);
-    auto one = rest.getDefiningOp<graph::AddOp>();
-    if (!x || !half.hasOneUse() || !one || !rest.hasOneUse() ||
-        one.getActivation() || outer.getType() != x.getType())
+    Value left = outer->getOperand(k), right = outer->getOperand(1 - k);
+    if (!left.hasOneUse())
       continue;
-    Value tanhValue = binaryWithConstant<graph::AddOp>(one, 1.0, skip);
-    auto tanh = tanhValue ? tanhValue.getDefiningOp<graph::TanhOp>() : nullptr;
-    if (!tanh || !tanhValue.hasOneUse() || !tanh.getInput().hasOneUse())
-      continue;
-    Operation *scale = tanh.getInput().getDefiningOp();
-    Value sum = binaryWithConstant<graph::MulOp>(scale, kScale, skip);
-    auto add = sum ? sum.getDefiningOp<graph::AddOp>() : nullptr;
-    if (!add || !sum.hasOneUse() || add.getActivation())
+    // mul(mul(x, 0.5), 1 + tanh(...)).
+    if (Value x =
+            binaryWithConstant<graph::MulOp>(left.getDefiningOp(), 0.5, skip);
+        x && outer.getType() == x.getType()) {
+      SmallVector<Operation *> ops =
+          tanhPart(right.getDefiningOp<graph::AddOp>(), x, skip);
+      if (!ops.empty()) {
+        ops.insert(ops.begin(), {outer, left.getDefiningOp()});
+        replaceByGelu(outer, x, "tanh", ops);
+        return true;
+      }
+    }
+    // mul(mul(x, 1 + tanh(...)), 0.5).
+    auto inner = left.getDefiningOp<graph::MulOp>();
+    if (!inner || !near(scalarF32Constant(right), 0.5) ||
+        (skip && right.getDefiningOp() &&
+         right.getDefiningOp()->hasAttr(
+             graph::GraphDialect::kInitializerAttrName)))
       continue;
     for (unsigned j = 0; j < 2; ++j) {
-      Value term = add->getOperand(1 - j);
-      if (add->getOperand(j) != x || !term.hasOneUse())
+      Value x = inner->getOperand(j);
+      if (outer.getType() != x.getType())
         continue;
-      Value cube =
-          binaryWithConstant<graph::MulOp>(term.getDefiningOp(), kCubic, skip);
-      Value base;
-      SmallVector<Operation *, 2> cubeOps = cube && cube.hasOneUse()
-                                                ? cubeOf(cube, base, skip)
-                                                : SmallVector<Operation *, 2>();
-      if (cubeOps.empty() || base != x)
-        continue;
-      SmallVector<Operation *> ops = {
-          outer, half.getDefiningOp(), one, tanh, scale,
-          add,   term.getDefiningOp()};
-      ops.append(cubeOps.begin(), cubeOps.end());
-      replaceByGelu(outer, x, "tanh", ops);
-      return true;
+      SmallVector<Operation *> ops = tanhPart(
+          inner->getOperand(1 - j).getDefiningOp<graph::AddOp>(), x, skip);
+      if (!ops.empty()) {
+        ops.insert(ops.begin(), {outer, inner});
+        replaceByGelu(outer, x, "tanh", ops);
+        return true;
+      }
     }
   }
   return false;

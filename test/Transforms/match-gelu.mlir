@@ -74,6 +74,31 @@ func.func @tanh_products(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+// Tests PyTorch's own tanh Gelu as torch 1.13 exports it below opset 20:
+// the half applied last, 0.5 * (x * (1 + tanh(...))), the cube as
+// x * (x * x).
+// CHECK-LABEL: func @tanh_half_last
+func.func @tanh_half_last(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %ch = graph.constant {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %cc = graph.constant {value = dense<0.044715> : tensor<f32>} : () -> tensor<f32>
+  %cs = graph.constant {value = dense<0.797884583> : tensor<f32>} : () -> tensor<f32>
+  %c1 = graph.constant {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
+  // CHECK: %[[G:.*]] = graph.gelu %arg0 {approximate = "tanh"}
+  // CHECK-NEXT: return %[[G]]
+  %sq = graph.mul %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %cu = graph.mul %x, %sq : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %q = graph.mul %cc, %cu : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = graph.add %x, %q : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %r = graph.mul %cs, %s : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %t = graph.tanh %r : (tensor<4xf32>) -> tensor<4xf32>
+  %a = graph.add %c1, %t : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  %m = graph.mul %x, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = graph.mul %ch, %m : (tensor<f32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
 // Tests that a formula whose intermediate value is also returned, or whose
 // constant is off (0.044 for 0.044715), stays as it is.
 // CHECK-LABEL: func @not_tanh
