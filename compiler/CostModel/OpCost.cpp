@@ -35,9 +35,10 @@ constexpr double kCausalAttentionShare = 0.8;
 /// 16-bit products (cuBLASLt's GEMMs) against the preset's matrix rate,
 /// whose 0.6 of the peak was fitted to ResNet-50's convolutions:
 /// BERT-large's bf16 products ran 3.71 TFLOP in 5.19 ms on an H100
-/// (session 31), 0.72 of the bf16 peak, and with this share a BERT-large
-/// export is predicted at 8.14 ms against 7.75 measured on an H200
-/// (session 32; 9.18 without it). TF32 products reach about the preset's
+/// (session 31), 0.72 of the bf16 peak; with this share BERT-large (a
+/// torch 1.13 replica whose predictions match the export's) is predicted
+/// at 8.14 ms against 7.75 measured on an H200 (session 32; 9.18 without
+/// it). TF32 products reach about the preset's
 /// rate (0.64 of the peak), so f32 keeps it.
 constexpr double kSixteenBitProductShare = 1.2;
 

@@ -105,23 +105,25 @@ bool matchRmsNorm(Operation *root, RmsChain &chain) {
          });
 }
 
-/// The weight that multiplies the normalization's result, if its only user
-/// is such a multiply by a constant with one value per channel.
-graph::MulOp scaleOf(Operation *root, Value &weight) {
-  Value result = root->getResult(0);
+/// The OpTy (a multiply by the weight, an add of the bias) that is the
+/// only user of `normalized`'s result, with a constant of one f32 value per
+/// channel (set in `constant`) on its other side; null if there is none.
+template <typename OpTy>
+OpTy perChannelUser(Operation *normalized, Value &constant) {
+  Value result = normalized->getResult(0);
   if (!result.hasOneUse())
     return nullptr;
-  auto mul = dyn_cast<graph::MulOp>(*result.getUsers().begin());
-  if (!mul || mul->hasAttr("activation") || mul.getType() != result.getType() ||
-      graph::getDevice(mul) != graph::getDevice(root))
+  auto op = dyn_cast<OpTy>(*result.getUsers().begin());
+  if (!op || op->hasAttr("activation") || op.getType() != result.getType() ||
+      graph::getDevice(op) != graph::getDevice(normalized))
     return nullptr;
-  weight = mul.getLhs() == result ? mul.getRhs() : mul.getLhs();
-  auto type = cast<RankedTensorType>(weight.getType());
+  constant = op.getLhs() == result ? op.getRhs() : op.getLhs();
+  auto type = cast<RankedTensorType>(constant.getType());
   int64_t channels = cast<RankedTensorType>(result.getType()).getShape().back();
-  if (!weight.getDefiningOp<graph::ConstantOp>() || type.getRank() != 1 ||
+  if (!constant.getDefiningOp<graph::ConstantOp>() || type.getRank() != 1 ||
       type.getDimSize(0) != channels || !type.getElementType().isF32())
     return nullptr;
-  return mul;
+  return op;
 }
 
 /// The shift and its mean where `input` is x - reduce_mean(x) over the last
@@ -147,25 +149,6 @@ centredInput(Value input, const RmsChain &chain) {
   return {sub, mean};
 }
 
-/// The per-channel constant added to `normalized` (the normalization or
-/// its weighted result), if its only user is such an add.
-graph::AddOp biasOf(Operation *normalized, Value &bias) {
-  Value result = normalized->getResult(0);
-  if (!result.hasOneUse())
-    return nullptr;
-  auto add = dyn_cast<graph::AddOp>(*result.getUsers().begin());
-  if (!add || add->hasAttr("activation") || add.getType() != result.getType() ||
-      graph::getDevice(add) != graph::getDevice(normalized))
-    return nullptr;
-  bias = add.getLhs() == result ? add.getRhs() : add.getLhs();
-  auto type = cast<RankedTensorType>(bias.getType());
-  int64_t channels = cast<RankedTensorType>(result.getType()).getShape().back();
-  if (!bias.getDefiningOp<graph::ConstantOp>() || type.getRank() != 1 ||
-      type.getDimSize(0) != channels || !type.getElementType().isF32())
-    return nullptr;
-  return add;
-}
-
 struct FuseNormalizationsPass
     : public impl::FuseNormalizationsBase<FuseNormalizationsPass> {
   void runOnOperation() override {
@@ -180,7 +163,7 @@ struct FuseNormalizationsPass
       if (erased.contains(root) || !matchRmsNorm(root, chain))
         continue;
       Value weight;
-      graph::MulOp scale = scaleOf(root, weight);
+      graph::MulOp scale = perChannelUser<graph::MulOp>(root, weight);
       SmallVector<Location> locs;
       for (Operation *op : chain.ops)
         locs.push_back(op->getLoc());
@@ -191,8 +174,10 @@ struct FuseNormalizationsPass
       // a weight of ones and a bias of zeros: PyTorch's defaults.)
       auto [centre, mean] = centredInput(chain.input, chain);
       Value bias;
-      graph::AddOp shift =
-          centre ? biasOf(scale ? scale.getOperation() : root, bias) : nullptr;
+      graph::AddOp shift = centre
+                               ? perChannelUser<graph::AddOp>(
+                                     scale ? scale.getOperation() : root, bias)
+                               : nullptr;
       if (centre)
         locs.append({mean.getLoc(), centre.getLoc()});
       if (shift)

@@ -151,40 +151,35 @@ SmallVector<Operation *> tanhPart(graph::AddOp one, Value x, bool skip) {
 /// gelu_new) or mul(mul(x, add(...)), 0.5) (PyTorch's own approximate
 /// Gelu below opset 20), with the factors of each product in either order.
 bool matchTanhGelu(graph::MulOp outer, bool skip) {
+  // mul(mul(x, 0.5), 1 + tanh(...)).
   for (unsigned k = 0; k < 2; ++k) {
     Value left = outer->getOperand(k), right = outer->getOperand(1 - k);
-    if (!left.hasOneUse())
+    Value x = binaryWithConstant<graph::MulOp>(left.getDefiningOp(), 0.5, skip);
+    if (!x || !left.hasOneUse() || outer.getType() != x.getType())
       continue;
-    // mul(mul(x, 0.5), 1 + tanh(...)).
-    if (Value x =
-            binaryWithConstant<graph::MulOp>(left.getDefiningOp(), 0.5, skip);
-        x && outer.getType() == x.getType()) {
-      SmallVector<Operation *> ops =
-          tanhPart(right.getDefiningOp<graph::AddOp>(), x, skip);
-      if (!ops.empty()) {
-        ops.insert(ops.begin(), {outer, left.getDefiningOp()});
-        replaceByGelu(outer, x, "tanh", ops);
-        return true;
-      }
+    SmallVector<Operation *> ops =
+        tanhPart(right.getDefiningOp<graph::AddOp>(), x, skip);
+    if (!ops.empty()) {
+      ops.insert(ops.begin(), {outer, left.getDefiningOp()});
+      replaceByGelu(outer, x, "tanh", ops);
+      return true;
     }
-    // mul(mul(x, 1 + tanh(...)), 0.5).
-    auto inner = left.getDefiningOp<graph::MulOp>();
-    if (!inner || !near(scalarF32Constant(right), 0.5) ||
-        (skip && right.getDefiningOp() &&
-         right.getDefiningOp()->hasAttr(
-             graph::GraphDialect::kInitializerAttrName)))
+  }
+  // mul(mul(x, 1 + tanh(...)), 0.5).
+  Value product = binaryWithConstant<graph::MulOp>(outer, 0.5, skip);
+  auto inner = product ? product.getDefiningOp<graph::MulOp>() : nullptr;
+  if (!inner || !product.hasOneUse())
+    return false;
+  for (unsigned j = 0; j < 2; ++j) {
+    Value x = inner->getOperand(j);
+    if (outer.getType() != x.getType())
       continue;
-    for (unsigned j = 0; j < 2; ++j) {
-      Value x = inner->getOperand(j);
-      if (outer.getType() != x.getType())
-        continue;
-      SmallVector<Operation *> ops = tanhPart(
-          inner->getOperand(1 - j).getDefiningOp<graph::AddOp>(), x, skip);
-      if (!ops.empty()) {
-        ops.insert(ops.begin(), {outer, inner});
-        replaceByGelu(outer, x, "tanh", ops);
-        return true;
-      }
+    SmallVector<Operation *> ops = tanhPart(
+        inner->getOperand(1 - j).getDefiningOp<graph::AddOp>(), x, skip);
+    if (!ops.empty()) {
+      ops.insert(ops.begin(), {outer, inner});
+      replaceByGelu(outer, x, "tanh", ops);
+      return true;
     }
   }
   return false;

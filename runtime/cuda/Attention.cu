@@ -760,7 +760,6 @@ cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
   int64_t batches = 1;
   for (int d = 0; d < p.batchRank; ++d)
     batches *= p.batchShape[d];
-  dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
   if constexpr (E == FusedParams::F32) {
     // Two query tiles a warp where the registers allow and the queries are
     // many enough to fill the GPU with blocks of 128; not under a causal
@@ -775,11 +774,13 @@ cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
     }
     launchAttentionF32<D, kF32KeysPerStep<D>, 1>(p, batches, vector, split,
                                                  stream);
-  } else if (vector) {
-    attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
-  } else {
-    attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
+    return cudaGetLastError();
   }
+  dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
+  if (vector)
+    attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
+  else
+    attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 
