@@ -462,6 +462,41 @@ def InsertTransfers : Pass<"partc-insert-transfers", "mlir::ModuleOp"> {
   ];
 }
 
+def AssignStreams : Pass<"partc-assign-streams", "mlir::ModuleOp"> {
+  let summary = "Runs independent branches side by side on streams of their own";
+  let description = [{
+    A fork is an op whose results several ops on its device read; each
+    reader starts a branch, and the first later op that descends from two
+    branches is the join, which must descend from all of them (else the
+    fork is left alone). Where the cost model predicts a gain of at least
+    `min-saving-us`, every op of each branch gets `graph.stream`: 0 for
+    the longest branch, whose stream the join runs on, and 1 to
+    `max-streams` - 1 for the others (round robin beyond). The gain is the
+    branches' predicted times one after another, less the larger of the
+    longest branch and the device time their kernels occupy: a kernel
+    keeps min(1, blocks / multiprocessors) of the device busy, a product
+    counting a block per 128 x 128 results and any other kernel one per
+    1,024 values, eight to a multiprocessor. Small convolutions of an
+    Inception block, which each leave most of the GPU idle, run together;
+    a ResNet block at batch 64 fills it alone and stays on one stream.
+    The plan's order stays a valid one-stream schedule; the CUDA backend
+    orders kernels of different streams by the bytes they touch, and
+    partc-plan-memory keeps a branch's buffers live until its join. The
+    module's placement records how many regions were split and the
+    predicted gain. Inference plans; runs after placement and fusion.
+  }];
+  let options = [
+    Option<"maxStreams", "max-streams", "int64_t", "4",
+           "Streams a device runs branches on (1: none, at most 4)">,
+    Option<"minSavingUs", "min-saving-us", "double", "2.0",
+           "Predicted gain a region needs, in microseconds">,
+    Option<"devices", "devices", "std::string", "\"h200\"",
+           "The devices that cost the branches (partc compile --devices)">,
+    Option<"topology", "topology", "std::string", "\"\"",
+           "A JSON description of the machine (overrides devices)">,
+  ];
+}
+
 def VerifyPlacement : Pass<"partc-verify-placement", "mlir::ModuleOp"> {
   let summary = "Proves that every op is placed and every use is local";
 }

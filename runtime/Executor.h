@@ -43,6 +43,9 @@ struct CudaOptions {
   /// With cudnnGraph: also time the heuristic's first engine configurations
   /// with one knob (split-K slices, tile shape...) moved at a time.
   bool cudnnKnobs = true;
+  /// Run kernels the plan puts on streams other than 0 (independent
+  /// branches, partc-assign-streams) on side streams of their device.
+  bool branchStreams = true;
   /// Compile each fused element-wise chain with NVRTC at load
   /// (ChainCodegen.h) instead of interpreting its program.
   bool generatedChains = true;

@@ -35,9 +35,10 @@ struct Preset {
 /// 50 GB/s achieved).
 std::vector<Preset> presets() {
   auto gpu = [](const char *name, double memGiB, double fp32, double tf32,
-                double bf16, double vector, double bw) {
+                double bf16, double vector, double bw, double sms) {
     DeviceSpec d;
     d.name = name;
+    d.multiprocessors = sms;
     d.memoryBytes = memGiB * GiB;
     d.matrixFlopsFp32 = fp32 * 0.60;
     d.matrixFlopsTf32 = tf32 * 0.60;
@@ -59,19 +60,24 @@ std::vector<Preset> presets() {
       // H200 SXM: 141 GB HBM3e at 4.8 TB/s; 67 TFLOP/s fp32, 494.7 TF32,
       // 989.4 bf16 (dense).
       {"h200",
-       gpu("h200", 141e9 / GiB, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 4.8 * T),
+       gpu("h200", 141e9 / GiB, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 4.8 * T,
+           132),
        nvlink4},
       // H100 SXM: 80 GB HBM3 at 3.35 TB/s, same compute as the H200.
-      {"h100", gpu("h100", 80, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 3.35 * T),
+      {"h100",
+       gpu("h100", 80, 67 * T, 494.7 * T, 989.4 * T, 67 * T, 3.35 * T, 132),
        nvlink4},
       // H100 PCIe: 80 GB HBM2e at 2.0 TB/s, 51 / 378 / 756 TFLOP/s.
       {"h100-pcie",
-       gpu("h100-pcie", 80, 51 * T, 378 * T, 756 * T, 51 * T, 2.0 * T), pcie5},
+       gpu("h100-pcie", 80, 51 * T, 378 * T, 756 * T, 51 * T, 2.0 * T, 114),
+       pcie5},
       // A100 SXM 80 GB: 2.039 TB/s, 19.5 / 156 / 312 TFLOP/s, NVLink 3.
-      {"a100", gpu("a100", 80, 19.5 * T, 156 * T, 312 * T, 19.5 * T, 2.039 * T),
+      {"a100",
+       gpu("a100", 80, 19.5 * T, 156 * T, 312 * T, 19.5 * T, 2.039 * T, 108),
        nvlink3},
       // L40S: 48 GB at 864 GB/s, 91.6 / 183 / 362 TFLOP/s, PCIe 4.
-      {"l40s", gpu("l40s", 48, 91.6 * T, 183 * T, 362 * T, 91.6 * T, 0.864 * T),
+      {"l40s",
+       gpu("l40s", 48, 91.6 * T, 183 * T, 362 * T, 91.6 * T, 0.864 * T, 142),
        pcie4},
   };
 }
@@ -165,6 +171,7 @@ llvm::Expected<Topology> Topology::fromJsonFile(const std::string &path) {
     num("copy_gbps", d.copyBytesPerSecond, 1e9);
     num("launch_us", d.launchSeconds, 1e-6);
     num("kernel_gap_us", d.kernelGapSeconds, 1e-6);
+    num("multiprocessors", d.multiprocessors, 1);
     if (d.memoryBytes <= 0 || d.matrixFlopsFp32 <= 0 ||
         d.memoryBytesPerSecond <= 0)
       return fail("device '" + d.name +
@@ -277,6 +284,7 @@ DeviceSpec Topology::weakest() const {
     w.copyBytesPerSecond = std::min(w.copyBytesPerSecond, d.copyBytesPerSecond);
     w.launchSeconds = std::max(w.launchSeconds, d.launchSeconds);
     w.kernelGapSeconds = std::max(w.kernelGapSeconds, d.kernelGapSeconds);
+    w.multiprocessors = std::min(w.multiprocessors, d.multiprocessors);
   }
   return w;
 }

@@ -28,6 +28,9 @@ struct DeviceSpec {
   /// measured in isolation (a cost table's); launchSeconds already holds
   /// it for analytic estimates.
   double kernelGapSeconds = 0;
+  /// Streaming multiprocessors: how many blocks a kernel needs to fill the
+  /// device (partc-assign-streams runs small branches side by side).
+  double multiprocessors = 132;
 };
 
 struct LinkSpec {

@@ -52,6 +52,9 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            std::to_string(numDevices);
   if (!o.splitAt.empty() && strategy != "pipeline" && strategy != "auto")
     return "--split-at applies to --strategy pipeline only";
+  if (o.branchStreams < 1 || o.branchStreams > 4)
+    return "--branch-streams must be from 1 to 4, got " +
+           std::to_string(o.branchStreams) + " (1 runs one stream a device)";
   if (o.transfers != "p2p" && o.transfers != "nccl")
     return "unknown --transfers '" + o.transfers +
            "'; expected p2p (device-to-device copies) or nccl";
@@ -341,6 +344,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // stays.
   if (!o.train && o.fuseElementwise && o.fuseConcat)
     pm.addPass(createFuseConcat());
+  // After fusion, which decides what is a kernel.
+  if (!o.train && o.branchStreams > 1) {
+    AssignStreamsOptions streams;
+    streams.maxStreams = o.branchStreams;
+    streams.devices = o.devices;
+    streams.topology = o.topology;
+    pm.addPass(createAssignStreams(streams));
+  }
   pm.addPass(createVerifyPlacement());
 
   // The plan dialect.

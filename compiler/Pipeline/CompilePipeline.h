@@ -87,6 +87,11 @@ struct CompilePipelineOptions
       llvm::cl::desc("Fuse attention's products and softmax into one kernel "
                      "(inference)"),
       llvm::cl::init(true)};
+  Option<int64_t> branchStreams{
+      *this, "branch-streams",
+      llvm::cl::desc("Streams a device may run independent branches on "
+                     "(inference; 1: one stream)"),
+      llvm::cl::init(4)};
   Option<bool> exactGelu{
       *this, "exact-gelu",
       llvm::cl::desc("Keep the exact (erf) Gelu in 16-bit plans instead of "

@@ -18,8 +18,9 @@ struct PlanMemoryPass : public impl::PlanMemoryBase<PlanMemoryPass> {
   }
 
   void planDevice(plan::DeviceOp device) {
-    std::vector<BufferInterval> intervals =
-        analyzeBufferLiveness(device).buffers;
+    DeviceLiveness liveness = analyzeBufferLiveness(device);
+    std::vector<BufferInterval> &intervals = liveness.buffers;
+    keepBranchBuffersToJoin(device, liveness);
     std::vector<int64_t> offsets(intervals.size(), -1);
     // Largest first, each at the lowest offset free over its lifetime.
     std::vector<size_t> order(intervals.size());
@@ -53,6 +54,45 @@ struct PlanMemoryPass : public impl::PlanMemoryBase<PlanMemoryPass> {
     for (size_t i = 0; i < intervals.size(); ++i)
       intervals[i].alloc.setOffsetAttr(b.getI64IntegerAttr(offsets[i]));
     device.setArenaSizeAttr(b.getI64IntegerAttr(arena));
+  }
+
+  /// Kernels of a region whose branches run on streams of their own
+  /// (`stream`, partc-assign-streams) must not reuse each other's memory,
+  /// or the backend would order them by it: a buffer that such a kernel
+  /// touches stays live until the first later kernel without a stream
+  /// (the region's join).
+  static void keepBranchBuffersToJoin(plan::DeviceOp device,
+                                      DeviceLiveness &liveness) {
+    std::vector<int64_t> branchKernels, mainKernels;
+    for (Operation &op : device.getBody().front())
+      if (auto kernel = dyn_cast<plan::KernelOp>(op))
+        (kernel.getStream() ? branchKernels : mainKernels)
+            .push_back(liveness.position.lookup(&op));
+    if (branchKernels.empty())
+      return;
+    auto touchedByBranch = [&](BufferInterval &interval) {
+      SmallVector<Value> values = {interval.alloc.getResult()};
+      while (!values.empty()) {
+        Value v = values.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (auto kernel = dyn_cast<plan::KernelOp>(user);
+              kernel && kernel.getStream())
+            return true;
+          if (auto view = dyn_cast<plan::ViewOp>(user))
+            values.push_back(view.getResult());
+        }
+      }
+      return false;
+    };
+    for (BufferInterval &interval : liveness.buffers) {
+      if (!touchedByBranch(interval))
+        continue;
+      auto join = std::upper_bound(mainKernels.begin(), mainKernels.end(),
+                                   interval.end);
+      interval.end = join == mainKernels.end()
+                         ? static_cast<int64_t>(liveness.position.size())
+                         : *join;
+    }
   }
 };
 

@@ -154,6 +154,8 @@ LogicalResult Exporter::run(plan::ProgramOp program) {
         in.attrs = toKernelAttrs(k.getParams());
         if (k.getMicroBatch())
           in.microBatch = *k.getMicroBatch();
+        if (k.getStream())
+          in.stream = static_cast<uint8_t>(*k.getStream());
         for (Value v : k.getInputs())
           if (failed(add(v, in.inputs)))
             return failure();

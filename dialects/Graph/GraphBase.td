@@ -53,6 +53,12 @@ def Graph_Dialect : Dialect {
     /// partc-slice-batch cut to one of this many equal slices.
     static constexpr ::llvm::StringLiteral kBatchSliceAttrName =
         "graph.batch_slice";
+    /// Name of the attribute partc-assign-streams puts on every op of a
+    /// region whose independent branches run concurrently: the stream (0
+    /// to kMaxStreams - 1) of the op's branch on its device.
+    static constexpr ::llvm::StringLiteral kStreamAttrName = "graph.stream";
+    /// Streams a device runs its kernels on (the plan format's limit).
+    static constexpr int64_t kMaxStreams = 4;
     /// Name of the unit attribute of a graph.transfer placed at its first
     /// reader (partc-insert-transfers at-first-use): its source sends right
     /// after computing the value and waits for the receipt there.

@@ -146,12 +146,15 @@ def Plan_KernelOp : Plan_Op<"kernel", [HasParent<"DeviceOp">,
   let description = [{
     Outputs are freshly allocated buffers, or plan.state_refs that the
     kernel updates in place (an optimizer step reads a parameter and
-    writes it back).
+    writes it back). `stream` marks a kernel of a region whose branches
+    run concurrently (partc-assign-streams): the stream of its branch.
   }];
   let arguments = (ins StrAttr:$kernel, DictionaryAttr:$params,
                        Variadic<Plan_Buffer>:$inputs,
                        Variadic<Plan_Buffer>:$outputs,
-                       OptionalAttr<I64Attr>:$micro_batch);
+                       OptionalAttr<I64Attr>:$micro_batch,
+                       OptionalAttr<ConfinedAttr<I64Attr,
+                           [IntMinValue<0>, IntMaxValue<3>]>>:$stream);
   let assemblyFormat = [{
     $kernel `(` $inputs `)` `->` `(` $outputs `)` attr-dict `:`
     functional-type($inputs, $outputs)

@@ -296,6 +296,7 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     }
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
+    PARTC_RETURN_IF_ERROR(impl.prepareBranches(d, workspace));
   }
   using Route = Impl::Route;
   impl.routes.assign(plan.channels.size(), Route::Peer);
@@ -490,10 +491,15 @@ Status CudaExecutor::Impl::enqueue(size_t d, size_t i,
   Device &dev = devices[d];
   const Instruction &in = plan->devices[d].instructions[i];
   cudaStream_t stream = dev.ctx.stream;
+  bool branches = !dev.sides.empty() && branchesActive();
+  if (branches && in.op != OpCode::Kernel)
+    PARTC_RETURN_IF_ERROR(joinBranches(d));
   switch (in.op) {
   case OpCode::Kernel: {
     std::vector<TensorRef> ins, outs;
     operands(d, i, ins, outs);
+    if (branches)
+      return runOnBranch(d, i, ins, outs);
     return dev.kernels[i]->run(dev.ctx, ins, outs);
   }
   case OpCode::LoadInput:
@@ -665,7 +671,9 @@ Status CudaExecutor::Impl::enqueueDevice(size_t d,
   }
   if (gates)
     gates->release();
-  s = waitForCollectives(d, instrs.size());
+  s = joinBranches(d);
+  if (s.ok())
+    s = waitForCollectives(d, instrs.size());
   if (s.ok())
     s = joinCommStream(d);
   if (s.ok())

@@ -108,9 +108,12 @@ Status CudaExecutor::Impl::capture(Graph &g,
       }
     }
   }
-  // Collectives still running on communication streams join their devices.
+  // Branch streams, and collectives still running on communication
+  // streams, join their devices.
   for (size_t d = 0; d < n && s.ok(); ++d) {
     s = cudaStatus(cudaSetDevice(devices[d].ctx.gpu), "join");
+    if (s.ok())
+      s = joinBranches(d);
     if (s.ok())
       s = waitForCollectives(d, plan->devices[d].instructions.size());
     if (s.ok())
@@ -186,6 +189,8 @@ Status CudaExecutor::Impl::captureDevice(size_t d, Graph &g,
       s.prepend(describeInstruction(d, i, instrs[i]));
   }
   if (s.ok())
+    s = joinBranches(d);
+  if (s.ok())
     s = waitForCollectives(d, instrs.size());
   if (s.ok())
     s = joinCommStream(d);
@@ -260,6 +265,8 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
         Status s;
         for (size_t i = seg.begin; i < seg.end && s.ok(); ++i)
           s = enqueue(d, i, inputs, outputs, skipInputLoads);
+        if (s.ok())
+          s = joinBranches(d);
         streamParity = -1;
         PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec[parity]));
       }
@@ -629,6 +636,8 @@ Status CudaExecutor::runStream(const std::vector<TensorRef> &inputs,
                     r.prepend("GPU " + std::to_string(dev.ctx.gpu) + " " +
                               describeInstruction(d, i, instrs[i]));
                 }
+                if (r.ok())
+                  r = impl.joinBranches(d);
                 impl.streamParity = -1;
                 return r;
               });

@@ -3,9 +3,9 @@
 // CudaExecutor::Impl and its helpers, shared by the executor's files:
 // CudaExecutor.cpp (setup and launches), CudaTransfers.cpp (NCCL and host
 // staging), CudaStreaming.cpp (graph capture and streamed batches),
-// CudaCollectives.cpp (all-reduces), CudaProfiling.cpp (profiling and
-// tracing) and CudaWatchdog.cpp (the end of a run: errors, stalls, NCCL
-// aborts).
+// CudaCollectives.cpp (all-reduces), CudaBranches.cpp (branches on side
+// streams), CudaProfiling.cpp (profiling and tracing) and CudaWatchdog.cpp
+// (the end of a run: errors, stalls, NCCL aborts).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PARTC_RUNTIME_CUDA_EXECUTORIMPL_H
@@ -177,6 +177,23 @@ struct CudaExecutor::Impl {
     uint8_t *state = nullptr;
     bool ownsWeights = true;
     std::vector<std::unique_ptr<GpuKernel>> kernels;
+    /// Branch streams (CudaBranches.cpp): side stream s - 1 runs the
+    /// kernels of plan stream s > 0, with its own cuBLAS handle and
+    /// workspace (cuDNN's handle is lent to it around each kernel).
+    struct Side {
+      cudaStream_t stream = nullptr;
+      cublasHandle_t cublas = nullptr;
+      void *workspace = nullptr;
+      /// Recorded on the main stream where the side stream starts after a
+      /// join, and on the side stream where the main stream joins it.
+      cudaEvent_t fork = nullptr, join = nullptr;
+      bool forked = false, pending = false;
+    };
+    std::vector<Side> sides;
+    /// Per instruction: (stream, earlier instruction) it waits for; the
+    /// event recorded after an instruction that another stream waits for.
+    std::vector<std::vector<std::pair<uint8_t, uint32_t>>> branchWaits;
+    std::vector<cudaEvent_t> branchDone;
   };
   std::vector<Device> devices;
   /// Per channel: recorded on the source after its send, and where the
@@ -337,6 +354,21 @@ struct CudaExecutor::Impl {
   Status waitForCollectives(size_t d, size_t i);
   /// Makes device d's compute stream wait for its communication stream.
   Status joinCommStream(size_t d);
+  /// Branch streams (CudaBranches.cpp). Set up after the kernels are
+  /// tuned: side streams and the waits between streams, found from the
+  /// bytes each instruction reads and writes.
+  Status prepareBranches(size_t d, size_t workspaceBytes);
+  /// Whether this run spreads branches over side streams (not while
+  /// profiling or tracing, which time kernels one after another).
+  bool branchesActive() const {
+    return !profiling && !tracing && !streamTracing;
+  }
+  /// Runs kernel instruction `i` on its stream after what it waits for.
+  Status runOnBranch(size_t d, size_t i, const std::vector<TensorRef> &ins,
+                     const std::vector<TensorRef> &outs);
+  /// The main stream waits for every side stream's work so far.
+  Status joinBranches(size_t d);
+  void destroyBranches();
   void planCollectiveWaits();
   /// This run's arrivals per group and the groups enqueued (under mutex).
   std::map<uint32_t, size_t> arrivals;
@@ -500,6 +532,7 @@ struct CudaExecutor::Impl {
 
   // Never run for a lost executor (~CudaExecutor leaves it be).
   ~Impl() {
+    destroyBranches();
     for (size_t d = 0; d < commStreams.size(); ++d) {
       cudaSetDevice(devices[d].ctx.gpu);
       if (commStreams[d])

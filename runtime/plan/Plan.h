@@ -39,7 +39,10 @@ namespace partc::runtime {
 constexpr char kPlanMagic[8] = {'P', 'A', 'R', 'T', 'C', 'P', 'L', 'N'};
 /// Version 2: channels say how they move (Transport). Version 3: state
 /// (StateDecl), the third memory space. Version 4: collectives (AllReduce).
-constexpr uint32_t kPlanFormatVersion = 4;
+/// Version 5: each instruction's stream (branches run concurrently).
+constexpr uint32_t kPlanFormatVersion = 5;
+/// Streams a device's kernels may run on (Instruction::stream).
+constexpr uint8_t kMaxStreams = 4;
 /// Weights start at this alignment in the file so that they can be mapped.
 constexpr uint64_t kWeightAlignment = 4096;
 
@@ -83,6 +86,13 @@ struct Instruction {
   uint64_t hostOffset = 0;
   /// Pipeline micro-batch, or -1.
   int32_t microBatch = -1;
+  /// The stream of a kernel whose branch runs beside others (below
+  /// kMaxStreams; 0, the device's main stream, for everything else). A
+  /// backend may run every instruction in program order on one stream; one
+  /// that runs streams concurrently orders an instruction after every
+  /// earlier one on another stream whose bytes it reads or writes, or that
+  /// reads or writes its bytes.
+  uint8_t stream = 0;
 };
 
 struct DeviceProgram {

@@ -274,6 +274,7 @@ std::vector<uint8_t> encodeMetadata(const Plan &plan) {
       w.u32(in.index);
       w.u64(in.hostOffset);
       w.i64(in.microBatch);
+      w.u8(in.stream);
     }
   }
   return w.bytes();
@@ -354,6 +355,7 @@ Status decodeMetadata(const uint8_t *p, size_t n, Plan &plan) {
       in.index = r.u32();
       in.hostOffset = r.u64();
       in.microBatch = static_cast<int32_t>(r.i64());
+      in.stream = r.u8();
     }
   }
   if (!r.ok())

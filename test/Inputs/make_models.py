@@ -111,6 +111,47 @@ r2 = np.maximum(conv(r1, cw2, cb2, 1), 0)
 yr = np.maximum(conv(r2, cw3, cb3, 0) + xr, 0)
 write_data_set("resblock_data", xr, yr)
 
+# inception.onnx: an Inception block in miniature: a 1x1 convolution, a
+# 1x1 then a 3x3 one, and a 3x3 max pool then a 1x1 convolution, each
+# with ReLU, read the same input; their results are concatenated along
+# the channels. partc-assign-streams runs the branches on streams of their
+# own. Reference in inception_data/.
+iw1, ib1 = rng.standard_normal((8, 8, 1, 1)) * 0.3, rng.standard_normal(8) * 0.1
+iw2, ib2 = rng.standard_normal((6, 8, 1, 1)) * 0.3, rng.standard_normal(6) * 0.1
+iw3, ib3 = rng.standard_normal((8, 6, 3, 3)) * 0.1, rng.standard_normal(8) * 0.1
+iw4, ib4 = rng.standard_normal((4, 8, 1, 1)) * 0.3, rng.standard_normal(4) * 0.1
+nodes = [
+    helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="branch1_conv"),
+    helper.make_node("Relu", ["c1"], ["r1"], name="branch1_relu"),
+    helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], name="branch2_reduce"),
+    helper.make_node("Relu", ["c2"], ["r2"], name="branch2_relu1"),
+    helper.make_node("Conv", ["r2", "w3", "b3"], ["c3"], name="branch2_conv",
+                     pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["c3"], ["r3"], name="branch2_relu2"),
+    helper.make_node("MaxPool", ["x"], ["p"], name="branch3_pool",
+                     kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+    helper.make_node("Conv", ["p", "w4", "b4"], ["c4"], name="branch3_conv"),
+    helper.make_node("Relu", ["c4"], ["r4"], name="branch3_relu"),
+    helper.make_node("Concat", ["r1", "r3", "r4"], ["y"], name="concat",
+                     axis=1),
+]
+graph = helper.make_graph(
+    nodes, "inception",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 8, 6, 6])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 20, 6, 6])],
+    [init("w1", iw1), init("b1", ib1), init("w2", iw2), init("b2", ib2),
+     init("w3", iw3), init("b3", ib3), init("w4", iw4), init("b4", ib4)])
+save(graph, "inception.onnx")
+xi = rng.standard_normal((2, 8, 6, 6))
+padded = np.pad(xi, ((0, 0), (0, 0), (1, 1), (1, 1)), constant_values=-np.inf)
+pooled = np.max([padded[:, :, i:i + 6, j:j + 6] for i in range(3)
+                 for j in range(3)], axis=0)
+yi = np.concatenate([
+    np.maximum(conv(xi, iw1, ib1, 0), 0),
+    np.maximum(conv(np.maximum(conv(xi, iw2, ib2, 0), 0), iw3, ib3, 1), 0),
+    np.maximum(conv(pooled, iw4, ib4, 0), 0)], axis=1)
+write_data_set("inception_data", xi, yi)
+
 # linear.onnx: two linear layers as PyTorch exports them for a 3-D input
 # (MatMul, then Add of the bias), the first followed by ReLU; the bias is
 # the Add's first operand in one and second in the other.

@@ -65,3 +65,34 @@ plan.program attributes {num_devices = 2 : i64} {
     plan.all_reduce %a into %m group 0 devices [0, 1] : memref<16xf32> -> memref<16xf32>
   }
 }
+
+// -----
+
+// Tests that buffers touched by kernels on branch streams stay live until
+// the join (the first later kernel without a stream): %b2 gets bytes of
+// its own although %a is dead after the first branch's kernel (without
+// streams it would take %a's offset 64), and so does the join's result.
+// CHECK-LABEL: plan.program
+// CHECK: plan.device 0 attributes {arena_size = 320 : i64}
+// CHECK:   plan.alloc {offset = 0 : i64} : memref<16xf32>
+// CHECK:   plan.alloc {offset = 64 : i64} : memref<16xf32>
+// CHECK:   plan.alloc {offset = 128 : i64} : memref<16xf32>
+// CHECK:   plan.alloc {offset = 192 : i64} : memref<16xf32>
+// CHECK:   plan.alloc {offset = 256 : i64} : memref<16xf32>
+plan.program attributes {num_devices = 1 : i64} {
+  plan.input @x : tensor<16xf32>
+  plan.output @y : tensor<16xf32>
+  plan.device 0 {
+    %x = plan.alloc : memref<16xf32>
+    plan.load_input @x[0] into %x : memref<16xf32>
+    %a = plan.alloc : memref<16xf32>
+    plan.kernel "relu"(%x) -> (%a) {params = {}} : (memref<16xf32>) -> memref<16xf32>
+    %b1 = plan.alloc : memref<16xf32>
+    plan.kernel "neg"(%a) -> (%b1) {params = {}, stream = 0 : i64} : (memref<16xf32>) -> memref<16xf32>
+    %b2 = plan.alloc : memref<16xf32>
+    plan.kernel "exp"(%x) -> (%b2) {params = {}, stream = 1 : i64} : (memref<16xf32>) -> memref<16xf32>
+    %j = plan.alloc : memref<16xf32>
+    plan.kernel "add"(%b1, %b2) -> (%j) {params = {}} : (memref<16xf32>, memref<16xf32>) -> memref<16xf32>
+    plan.store_output %j into @y[0] : memref<16xf32>
+  }
+}

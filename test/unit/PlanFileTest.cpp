@@ -34,6 +34,7 @@ TEST(PlanFile, RoundTripPreservesEverything) {
   plan.devices[0].instructions[1].attrs.set("alpha",
                                             AttrValue::ofFloats({0.5}));
   plan.devices[0].instructions[1].location = "node/relu";
+  plan.devices[1].instructions[1].stream = 2;
   std::string path = tempPath("roundtrip.plan");
   ASSERT_TRUE(writePlanFile(path, plan).ok());
 
@@ -47,6 +48,8 @@ TEST(PlanFile, RoundTripPreservesEverything) {
   EXPECT_EQ(back.devices[0].instructions[1].location, "node/relu");
   EXPECT_EQ(back.devices[0].instructions[1].attrs,
             plan.devices[0].instructions[1].attrs);
+  EXPECT_EQ(back.devices[0].instructions[1].stream, 0u);
+  EXPECT_EQ(back.devices[1].instructions[1].stream, 2u);
   EXPECT_EQ(back.channels[0].bytes, 16u);
   ASSERT_EQ(back.weightBytes, 16u);
   EXPECT_EQ(0, std::memcmp(back.weightData, weights.data(), 16));
@@ -106,6 +109,26 @@ TEST(PlanVerify, RejectsBufferOutsideArena) {
   plan.devices[0].instructions[1].outputs[0].offset = 24; // 24 + 16 > 32
   Status s = verifyPlan(plan);
   EXPECT_NE(s.message().find("exceeds the arena"), std::string::npos)
+      << s.message();
+}
+
+TEST(PlanVerify, RejectsStreamsBeyondTheLimitOrOnTransfers) {
+  std::vector<float> weights;
+  Plan p = twoDevicePlan(weights);
+  p.devices[1].instructions[1].stream = kMaxStreams;
+  Status s = verifyPlan(p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("device 1 instruction 1 (kernel): stream 4 is "
+                             "not below 4"),
+            std::string::npos)
+      << s.message();
+  p.devices[1].instructions[1].stream = 3;
+  EXPECT_TRUE(verifyPlan(p).ok());
+  p.devices[1].instructions[0].stream = 1;
+  s = verifyPlan(p);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("only kernels run on a stream other than 0"),
+            std::string::npos)
       << s.message();
 }
 

@@ -94,6 +94,9 @@ void usage() {
       "configurations as its\n"
       "                  heuristics set them, not also with one knob (split-K, "
       "tile shape...) moved)\n"
+      "                 [--no-branch-streams] (cuda: run branches the "
+      "plan puts on streams of their\n"
+      "                  own one after another on the device's stream)\n"
       "                 [--no-generated-chains] (cuda: interpret fused "
       "element-wise chains instead of\n"
       "                  compiling code for each at load with NVRTC)\n"
@@ -314,6 +317,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.cudnnGraph = false;
     } else if (a == "--no-cudnn-knobs") {
       cuda.cudnnKnobs = false;
+    } else if (a == "--no-branch-streams") {
+      cuda.branchStreams = false;
     } else if (a == "--no-generated-chains") {
       cuda.generatedChains = false;
     } else if (a == "--no-direct-transfers") {

@@ -145,6 +145,12 @@ static cl::opt<bool> noMergeProjections(
     cl::desc("Run attention's query, key and value projections as separate "
              "products instead of one (for comparison)"),
     cl::init(false));
+static cl::opt<int64_t> branchStreams(
+    "branch-streams",
+    cl::desc("Streams a device may run independent branches on, side by "
+             "side where the cost model predicts a gain (inference; 1 to 4, "
+             "1: one stream)"),
+    cl::init(4));
 static cl::opt<bool> exactGelu(
     "exact-gelu",
     cl::desc("In 16-bit plans, keep the exact (erf) Gelu as an op of its own "
@@ -583,6 +589,7 @@ int compile() {
   options.fuseAttention = !noFuseAttention;
   options.fuseConcat = !noFuseConcat;
   options.exactGelu = exactGelu;
+  options.branchStreams = branchStreams;
   options.mergeProjections = !noMergeProjections;
   options.foldMatMulViews = !noFoldMatMulViews;
   options.padMatMulColumns = !noPadMatMulColumns;

@@ -278,9 +278,11 @@ LogicalResult Lowering::lowerOp(Device &dev, Operation &op) {
       outs.push_back(ins[i]);
   IntegerAttr microBatch =
       op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kMicroBatchAttrName);
+  IntegerAttr stream =
+      op.getAttrOfType<IntegerAttr>(graph::GraphDialect::kStreamAttrName);
   plan::KernelOp::create(builder_, op.getLoc(),
                          builder_.getStringAttr(kernelNameFor(&op)),
-                         kernelParams(&op), ins, outs, microBatch);
+                         kernelParams(&op), ins, outs, microBatch, stream);
   for (auto [r, b] : llvm::zip(op.getResults(), outs)) {
     dev.buffers[r] = b;
     emitStores(r, b, op.getLoc());

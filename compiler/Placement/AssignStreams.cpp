@@ -1,0 +1,235 @@
+//===- AssignStreams.cpp - partc-assign-streams ---------------------------===//
+//
+// Finds fork-join regions (a value read by several ops whose chains meet
+// again in one op, as in an Inception block) and, where the cost model
+// predicts that their kernels leave the device partly idle, puts each
+// branch on a stream of its own so that they share the GPU.
+//
+//===----------------------------------------------------------------------===//
+#include "compiler/CostModel/OpCost.h"
+#include "compiler/Passes.h"
+#include "compiler/Utils/PassUtils.h"
+
+#include "dialects/Graph/GraphOps.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/bit.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace mlir::partc {
+#define GEN_PASS_DEF_ASSIGNSTREAMS
+#include "compiler/Passes.h.inc"
+
+namespace cm = ::partc::costmodel;
+
+namespace {
+
+/// Branches of one fork: more would not fit the mask.
+constexpr unsigned kMaxBranches = 32;
+/// Ops looked at past a fork for the join.
+constexpr size_t kMaxRegionOps = 4096;
+
+struct Region {
+  /// Ops of each branch, in block order.
+  SmallVector<SmallVector<Operation *>> branches;
+  Operation *join = nullptr;
+};
+
+struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
+  using AssignStreamsBase::AssignStreamsBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    int64_t streams = maxStreams;
+    if (streams < 1 || streams > graph::GraphDialect::kMaxStreams) {
+      module.emitError() << "partc-assign-streams: max-streams must be from "
+                            "1 to "
+                         << graph::GraphDialect::kMaxStreams << ", got "
+                         << streams
+                         << "; hint: 1 keeps every kernel on its device's one "
+                            "stream";
+      return signalPassFailure();
+    }
+    auto topo = topology.empty() ? cm::Topology::fromShorthand(devices)
+                                 : cm::Topology::fromJsonFile(topology);
+    if (!topo) {
+      module.emitError() << "partc-assign-streams: "
+                         << llvm::toString(topo.takeError());
+      return signalPassFailure();
+    }
+    device_ = topo->weakest();
+    tf32_ = topo->tf32;
+    if (maxStreams == 1)
+      return;
+    int regions = 0;
+    double saved = 0;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal())
+        assignFunction(func, regions, saved);
+    if (regions) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.4f", saved * 1e3);
+      recordPlacement(module, "branch_regions", std::to_string(regions));
+      recordPlacement(module, "branch_saving_ms", text);
+    }
+  }
+
+  void assignFunction(func::FuncOp func, int &regions, double &saved) {
+    Block &block = func.getBody().front();
+    order_.clear();
+    position_.clear();
+    for (Operation &op : block)
+      order_.push_back(&op);
+    for (size_t i = 0; i < order_.size(); ++i)
+      position_[order_[i]] = i;
+    auto consider = [&](ValueRange values, size_t next) {
+      std::optional<Region> region = findRegion(values, next);
+      if (!region)
+        return;
+      double saving = assign(*region);
+      if (saving > 0) {
+        ++regions;
+        saved += saving;
+      }
+    };
+    // The function's inputs fork like any op's results.
+    for (BlockArgument arg : block.getArguments())
+      consider(arg, 0);
+    // A weight read by several ops forks nothing: they share no data.
+    for (size_t i = 0; i < order_.size(); ++i)
+      if (!order_[i]->hasAttr(graph::GraphDialect::kStreamAttrName) &&
+          !isa<graph::ConstantOp>(order_[i]))
+        consider(order_[i]->getResults(), i + 1);
+  }
+
+  /// The region forked by `values` (an op's results, or an input), whose
+  /// ops come from order_[next] on: the values' readers on one device start
+  /// one branch each; the first op that descends from two branches must
+  /// descend from all of them (the join); ops before it descend from one
+  /// branch or from none (they stay where they are).
+  std::optional<Region> findRegion(ValueRange values, size_t next) {
+    SmallVector<Operation *> starts;
+    std::optional<int64_t> device;
+    for (Value value : values)
+      for (Operation *user : value.getUsers()) {
+        if (isa<func::ReturnOp, graph::TransferOp>(user) ||
+            llvm::is_contained(starts, user))
+          continue;
+        std::optional<int64_t> d = graph::getDevice(user);
+        if (!d || (device && *d != *device))
+          return std::nullopt; // read on several devices: transfers decide
+        device = d;
+        starts.push_back(user);
+      }
+    if (starts.size() < 2 || starts.size() > kMaxBranches)
+      return std::nullopt;
+    llvm::sort(starts, [&](Operation *a, Operation *b) {
+      return position_.lookup(a) < position_.lookup(b);
+    });
+    uint32_t all = starts.size() == 32 ? ~0u : (1u << starts.size()) - 1;
+    DenseMap<Operation *, uint32_t> mask;
+    for (size_t b = 0; b < starts.size(); ++b)
+      mask[starts[b]] |= 1u << b;
+    Region region;
+    region.branches.resize(starts.size());
+    size_t last = std::min(order_.size(), next + kMaxRegionOps);
+    for (size_t i = next; i < last; ++i) {
+      Operation *op = order_[i];
+      uint32_t m = mask.lookup(op);
+      for (Value operand : op->getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          m |= mask.lookup(def);
+      if (!m)
+        continue;
+      // Pipelined micro-batches keep the schedule placement gave them.
+      if (graph::getDevice(op) != device ||
+          op->hasAttr(graph::GraphDialect::kMicroBatchAttrName))
+        return std::nullopt;
+      if (llvm::popcount(m) > 1) {
+        if (m != all)
+          return std::nullopt; // two branches meet before the rest
+        region.join = op;
+        break;
+      }
+      if (isa<func::ReturnOp, graph::TransferOp>(op) ||
+          op->hasAttr(graph::GraphDialect::kStreamAttrName))
+        return std::nullopt;
+      mask[op] = m;
+      region.branches[llvm::countr_zero(m)].push_back(op);
+    }
+    if (!region.join)
+      return std::nullopt;
+    // A reader that is the join itself starts no branch.
+    llvm::erase_if(region.branches,
+                   [](const SmallVector<Operation *> &b) { return b.empty(); });
+    if (region.branches.size() < 2)
+      return std::nullopt;
+    return region;
+  }
+
+  /// How much of the device a kernel writing `elements` values keeps busy:
+  /// a product's blocks hold about 128 x 128 results, other kernels' about
+  /// 256 threads of 4 values; a multiprocessor holds about 2 such blocks.
+  double fill(Operation *op, const cm::OpWork &work) const {
+    double elements = 0;
+    for (Value r : op->getResults())
+      if (auto t = dyn_cast<ShapedType>(r.getType()); t && t.hasStaticShape())
+        elements += static_cast<double>(t.getNumElements());
+    double perBlock = work.cls == cm::OpClass::Matrix ? 128.0 * 128.0 : 1024.0;
+    double blocks = std::ceil(elements / perBlock);
+    double resident = work.cls == cm::OpClass::Matrix ? 1.0 : 8.0;
+    return std::min(1.0, blocks / (device_.multiprocessors * resident));
+  }
+
+  /// Predicts the region run on one stream and on one stream a branch; on
+  /// a gain of at least `min-saving-us`, sets each branch's stream (the
+  /// longest stays on stream 0, where the join runs). Returns the gain.
+  double assign(const Region &region) {
+    struct Branch {
+      size_t index;
+      double seconds = 0, busy = 0;
+    };
+    SmallVector<Branch> branches;
+    double serial = 0, busy = 0, longest = 0;
+    for (size_t b = 0; b < region.branches.size(); ++b) {
+      Branch branch{b};
+      for (Operation *op : region.branches[b]) {
+        cm::OpWork work = cm::analyzeOp(op, /*batched=*/false);
+        double t = cm::predictSeconds(work, 1.0, device_, tf32_, nullptr);
+        branch.seconds += t;
+        branch.busy += t * fill(op, work);
+      }
+      serial += branch.seconds;
+      busy += branch.busy;
+      longest = std::max(longest, branch.seconds);
+      branches.push_back(branch);
+    }
+    // Kernels side by side share the device: the region takes at least its
+    // longest branch and at least the device time its kernels occupy.
+    double concurrent = std::max(longest, busy);
+    double saving = serial - concurrent;
+    if (saving < minSavingUs * 1e-6)
+      return 0;
+    llvm::stable_sort(branches, [](const Branch &a, const Branch &b) {
+      return a.seconds > b.seconds;
+    });
+    OpBuilder builder(getOperation().getContext());
+    for (size_t k = 0; k < branches.size(); ++k) {
+      int64_t stream = k == 0 ? 0 : 1 + (k - 1) % (maxStreams - 1);
+      for (Operation *op : region.branches[branches[k].index])
+        op->setAttr(graph::GraphDialect::kStreamAttrName,
+                    builder.getI64IntegerAttr(stream));
+    }
+    return saving;
+  }
+
+  cm::DeviceSpec device_;
+  bool tf32_ = true;
+  std::vector<Operation *> order_;
+  DenseMap<Operation *, size_t> position_;
+};
+
+} // namespace
+} // namespace mlir::partc

@@ -1,0 +1,60 @@
+// RUN: partc-opt %s --partc-assign-streams --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-assign-streams="max-streams=2" --split-input-file | FileCheck %s --check-prefix=TWO
+// RUN: partc-opt %s --partc-assign-streams="max-streams=1" --split-input-file | FileCheck %s --check-prefix=ONE
+
+// Tests that three small branches of one input, joined by a concat, run
+// on streams of their own: the longest (two products) on stream 0, where
+// the join runs, the others on 1 and 2 (with two streams, both on 1).
+// CHECK-LABEL: func @small_branches
+// CHECK: %[[A:.*]] = graph.matmul %arg0, %arg1 {graph.device = 0 : i64, graph.stream = 0 : i64}
+// CHECK: graph.relu %[[A]] {graph.device = 0 : i64, graph.stream = 0 : i64}
+// CHECK: graph.matmul %arg0, %arg2 {graph.device = 0 : i64, graph.stream = 1 : i64}
+// CHECK: graph.neg %arg0 {graph.device = 0 : i64, graph.stream = 2 : i64}
+// CHECK: graph.concat {{.*}} {axis = 1 : i64, graph.device = 0 : i64} :
+// TWO-LABEL: func @small_branches
+// TWO: graph.stream = 0
+// TWO: graph.stream = 0
+// TWO: graph.stream = 1
+// TWO: graph.neg %arg0 {graph.device = 0 : i64, graph.stream = 1 : i64}
+// ONE-LABEL: func @small_branches
+// ONE-NOT: graph.stream
+func.func @small_branches(%x: tensor<8x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> tensor<8x192xf32> {
+  %a = graph.matmul %x, %w1 {graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<64x64xf32>) -> tensor<8x64xf32>
+  %r = graph.relu %a {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %b = graph.matmul %x, %w2 {graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<64x64xf32>) -> tensor<8x64xf32>
+  %n = graph.neg %x {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %j = graph.concat %r, %b, %n {axis = 1 : i64, graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x192xf32>
+  return %j : tensor<8x192xf32>
+}
+
+// -----
+
+// Tests that branches whose products each fill the device stay on one
+// stream: side by side they would take as long.
+// CHECK-LABEL: func @large_branches
+// CHECK-NOT: graph.stream
+func.func @large_branches(%x: tensor<8192x4096xf32>, %w1: tensor<4096x4096xf32>, %w2: tensor<4096x4096xf32>) -> tensor<8192x4096xf32> {
+  %a = graph.matmul %x, %w1 {graph.device = 0 : i64} : (tensor<8192x4096xf32>, tensor<4096x4096xf32>) -> tensor<8192x4096xf32>
+  %b = graph.matmul %x, %w2 {graph.device = 0 : i64} : (tensor<8192x4096xf32>, tensor<4096x4096xf32>) -> tensor<8192x4096xf32>
+  %j = graph.add %a, %b {graph.device = 0 : i64} : (tensor<8192x4096xf32>, tensor<8192x4096xf32>) -> tensor<8192x4096xf32>
+  return %j : tensor<8192x4096xf32>
+}
+
+// -----
+
+// Tests that a fork whose branches meet two at a time before the rest is
+// left alone, and that a residual connection (the join reads the fork's
+// result itself, one branch beside it) has nothing to run side by side.
+// CHECK-LABEL: func @no_region
+// CHECK-NOT: graph.stream
+func.func @no_region(%x: tensor<8x64xf32>) -> tensor<8x64xf32> {
+  %a = graph.neg %x {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %b = graph.exp %x {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %c = graph.abs %x {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %ab = graph.add %a, %b {graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  %abc = graph.add %ab, %c {graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  %r = graph.relu %abc {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %s = graph.sigmoid %r {graph.device = 0 : i64} : (tensor<8x64xf32>) -> tensor<8x64xf32>
+  %y = graph.add %s, %abc {graph.device = 0 : i64} : (tensor<8x64xf32>, tensor<8x64xf32>) -> tensor<8x64xf32>
+  return %y : tensor<8x64xf32>
+}
