@@ -474,9 +474,10 @@ def AssignStreams : Pass<"partc-assign-streams", "mlir::ModuleOp"> {
     `max-streams` - 1 for the others (round robin beyond). The gain is the
     branches' predicted times one after another, less the larger of the
     longest branch and the device time their kernels occupy: a kernel
-    keeps min(1, blocks / multiprocessors) of the device busy, a product
-    counting a block per 128 x 128 results and any other kernel one per
-    1,024 values, eight to a multiprocessor. Small convolutions of an
+    keeps blocks / multiprocessors of the device busy, a product counting
+    a block per 128 x 128 results and any other kernel one per 1,024
+    values, eight to a multiprocessor; one that fills more than half the
+    device counts as filling all of it. Small convolutions of an
     Inception block, which each leave most of the GPU idle, run together;
     a ResNet block at batch 64 fills it alone and stays on one stream.
     The plan's order stays a valid one-stream schedule; the CUDA backend
