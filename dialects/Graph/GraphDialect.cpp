@@ -45,9 +45,8 @@ LogicalResult GraphDialect::verifyOperationAttribute(Operation *op,
   if (name == kStreamAttrName) {
     auto value = dyn_cast<IntegerAttr>(attr.getValue());
     if (!value || value.getInt() < 0 || value.getInt() >= kMaxStreams)
-      return op->emitError()
-             << "'" << name << "' must be an integer from 0 to "
-             << kMaxStreams - 1 << ", got " << attr.getValue();
+      return op->emitError() << "'" << name << "' must be an integer from 0 to "
+                             << kMaxStreams - 1 << ", got " << attr.getValue();
     return success();
   }
   if (name == kNameAttrName || name == kGradientOfAttrName)

@@ -30,8 +30,8 @@ std::vector<Touch> touchesOf(const Instruction &in) {
   std::vector<Touch> touches;
   auto add = [&](const BufferRef &b, bool write) {
     if (b.space != MemorySpace::Weight)
-      touches.push_back({b.space, b.offset, b.offset + b.type.byteSize(),
-                         write});
+      touches.push_back(
+          {b.space, b.offset, b.offset + b.type.byteSize(), write});
   };
   for (const BufferRef &b : in.inputs)
     add(b, false);
@@ -116,9 +116,8 @@ Status CudaExecutor::Impl::prepareBranches(size_t d, size_t workspaceBytes) {
     for (uint8_t t = 0; t < streams; ++t) {
       if (t == s)
         continue;
-      for (auto it = onStream[t].rbegin(); it != onStream[t].rend() &&
-                                           static_cast<int64_t>(*it) >
-                                               synced[s][t];
+      for (auto it = onStream[t].rbegin();
+           it != onStream[t].rend() && static_cast<int64_t>(*it) > synced[s][t];
            ++it)
         if (conflict(touches[i], touches[*it])) {
           dev.branchWaits[i].push_back({t, static_cast<uint32_t>(*it)});
@@ -150,8 +149,8 @@ Status CudaExecutor::Impl::runOnBranch(size_t d, size_t i,
   cudaStream_t stream = side ? side->stream : dev.ctx.stream;
   if (side && !side->forked) {
     // Also how a side stream joins a graph capture of the main stream.
-    PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaEventRecord(side->fork, dev.ctx.stream), "branch fork"));
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaEventRecord(side->fork, dev.ctx.stream), "branch fork"));
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaStreamWaitEvent(side->stream, side->fork, 0), "branch fork"));
     side->forked = true;

@@ -250,8 +250,9 @@ Status verifyPlan(const Plan &plan) {
         return Status::error(where + ": stream " + std::to_string(in.stream) +
                              " is not below " + std::to_string(kMaxStreams));
       if (in.stream != 0 && in.op != OpCode::Kernel)
-        return Status::error(where + ": only kernels run on a stream other "
-                                     "than 0, this one names stream " +
+        return Status::error(where +
+                             ": only kernels run on a stream other "
+                             "than 0, this one names stream " +
                              std::to_string(in.stream));
       for (const BufferRef &b : in.inputs)
         PARTC_RETURN_IF_ERROR(checkBuffer(plan, dev, b, where));
