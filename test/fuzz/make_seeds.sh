@@ -20,7 +20,7 @@ grep '^node/' test/conformance/expected_pass.txt | while read -r case; do
   [ -f "$f" ] && [ "$(stat -c %s "$f")" -le 2048 ] && cp "$f" $C/compile/${case#node/}.onnx
 done
 # Plans: one device, a pipeline and data-parallel replicas.
-for m in mlp chain attention masked_softmax gelu; do
+for m in mlp chain attention masked_softmax gelu inception; do
   $BIN/partc compile $T/m/$m.onnx -o $C/plan-reader/$m-1.plan --batch 4 --quiet
   $BIN/partc compile $T/m/$m.onnx -o $C/plan-reader/$m-pipe.plan --batch 4 --devices 2 --strategy pipeline --micro-batches 2 --quiet || true
 done
