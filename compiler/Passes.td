@@ -480,6 +480,9 @@ def AssignStreams : Pass<"partc-assign-streams", "mlir::ModuleOp"> {
     device counts as filling all of it. Small convolutions of an
     Inception block, which each leave most of the GPU idle, run together;
     a ResNet block at batch 64 fills it alone and stays on one stream.
+    Stream 0's branch moves to just before the join, so that the side
+    branches come first in the plan: a backend starts a side stream after
+    what it gave its main stream so far.
     The plan's order stays a valid one-stream schedule; the CUDA backend
     orders kernels of different streams by the bytes they touch, and
     partc-plan-memory keeps a branch's buffers live until its join. The

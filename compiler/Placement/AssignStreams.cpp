@@ -78,12 +78,7 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
 
   void assignFunction(func::FuncOp func, int &regions, double &saved) {
     Block &block = func.getBody().front();
-    order_.clear();
-    position_.clear();
-    for (Operation &op : block)
-      order_.push_back(&op);
-    for (size_t i = 0; i < order_.size(); ++i)
-      position_[order_[i]] = i;
+    renumber(block);
     auto consider = [&](ValueRange values, size_t next) {
       std::optional<Region> region = findRegion(values, next);
       if (!region)
@@ -92,6 +87,7 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       if (saving > 0) {
         ++regions;
         saved += saving;
+        renumber(block);
       }
     };
     // The function's inputs fork like any op's results.
@@ -102,6 +98,16 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       if (!order_[i]->hasAttr(graph::GraphDialect::kStreamAttrName) &&
           !isa<graph::ConstantOp>(order_[i]))
         consider(order_[i]->getResults(), i + 1);
+  }
+
+  /// Block order, again after a region's ops moved.
+  void renumber(Block &block) {
+    order_.clear();
+    position_.clear();
+    for (Operation &op : block)
+      order_.push_back(&op);
+    for (size_t i = 0; i < order_.size(); ++i)
+      position_[order_[i]] = i;
   }
 
   /// The region forked by `values` (an op's results, or an input), whose
@@ -226,6 +232,12 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
         op->setAttr(graph::GraphDialect::kStreamAttrName,
                     builder.getI64IntegerAttr(stream));
     }
+    // Stream 0's branch goes last, just before the join: a backend starts a
+    // side stream after what its main stream was given so far, so the side
+    // branches must be given first. Only the join and the branch's own ops
+    // read its values, so they stay defined before their uses.
+    for (Operation *op : region.branches[branches[0].index])
+      op->moveBefore(region.join);
     return saving;
   }
 

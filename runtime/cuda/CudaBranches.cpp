@@ -16,41 +16,6 @@
 
 namespace partc::runtime {
 
-namespace {
-
-/// A byte range of a device's arena or state that an instruction reads or
-/// writes; weights are never written.
-struct Touch {
-  MemorySpace space;
-  uint64_t begin, end;
-  bool write;
-};
-
-std::vector<Touch> touchesOf(const Instruction &in) {
-  std::vector<Touch> touches;
-  auto add = [&](const BufferRef &b, bool write) {
-    if (b.space != MemorySpace::Weight)
-      touches.push_back(
-          {b.space, b.offset, b.offset + b.type.byteSize(), write});
-  };
-  for (const BufferRef &b : in.inputs)
-    add(b, false);
-  for (const BufferRef &b : in.outputs)
-    add(b, true);
-  return touches;
-}
-
-bool conflict(const std::vector<Touch> &a, const std::vector<Touch> &b) {
-  for (const Touch &x : a)
-    for (const Touch &y : b)
-      if ((x.write || y.write) && x.space == y.space && x.begin < y.end &&
-          y.begin < x.end)
-        return true;
-  return false;
-}
-
-} // namespace
-
 Status CudaExecutor::Impl::prepareBranches(size_t d, size_t workspaceBytes) {
   Device &dev = devices[d];
   const auto &instrs = plan->devices[d].instructions;
@@ -87,47 +52,12 @@ Status CudaExecutor::Impl::prepareBranches(size_t d, size_t workspaceBytes) {
           cudaEventCreateWithFlags(e, cudaEventDisableTiming), where.c_str()));
   }
 
-  // Replays the order in which enqueue runs the program: synced[s][t] is
-  // the last instruction of stream t that stream s is known to follow.
-  std::vector<std::vector<Touch>> touches(n);
-  for (size_t i = 0; i < n; ++i)
-    touches[i] = touchesOf(instrs[i]);
-  std::vector<std::vector<size_t>> onStream(streams);
-  std::vector<std::vector<int64_t>> synced(streams,
-                                           std::vector<int64_t>(streams, -1));
-  std::vector<bool> forked(streams, false);
+  // The same rules as runOnBranch and joinBranches.
   std::vector<bool> awaited(n, false);
-  dev.branchWaits.assign(n, {});
-  for (size_t i = 0; i < n; ++i) {
-    uint8_t s = streamOf(i);
-    if (joinsAll(i))
-      for (uint8_t t = 1; t < streams; ++t) {
-        if (!onStream[t].empty())
-          synced[0][t] = static_cast<int64_t>(onStream[t].back());
-        forked[t] = false;
-      }
-    if (s > 0 && !forked[s]) {
-      forked[s] = true;
-      synced[s][0] =
-          onStream[0].empty() ? -1 : static_cast<int64_t>(onStream[0].back());
-      for (uint8_t t = 1; t < streams; ++t)
-        synced[s][t] = std::max(synced[s][t], synced[0][t]);
-    }
-    for (uint8_t t = 0; t < streams; ++t) {
-      if (t == s)
-        continue;
-      for (auto it = onStream[t].rbegin();
-           it != onStream[t].rend() && static_cast<int64_t>(*it) > synced[s][t];
-           ++it)
-        if (conflict(touches[i], touches[*it])) {
-          dev.branchWaits[i].push_back({t, static_cast<uint32_t>(*it)});
-          awaited[*it] = true;
-          synced[s][t] = static_cast<int64_t>(*it);
-          break;
-        }
-    }
-    onStream[s].push_back(i);
-  }
+  dev.branchWaits = streamWaits(plan->devices[d], joinsAll, streamOf);
+  for (const auto &waits : dev.branchWaits)
+    for (const StreamWait &w : waits)
+      awaited[w.instruction] = true;
   dev.branchDone.assign(n, nullptr);
   for (size_t i = 0; i < n; ++i)
     if (awaited[i])
@@ -155,9 +85,10 @@ Status CudaExecutor::Impl::runOnBranch(size_t d, size_t i,
         cudaStreamWaitEvent(side->stream, side->fork, 0), "branch fork"));
     side->forked = true;
   }
-  for (auto [t, j] : dev.branchWaits[i])
+  for (const StreamWait &w : dev.branchWaits[i])
     PARTC_RETURN_IF_ERROR(cudaStatus(
-        cudaStreamWaitEvent(stream, dev.branchDone[j], 0), "branch wait"));
+        cudaStreamWaitEvent(stream, dev.branchDone[w.instruction], 0),
+        "branch wait"));
   Status status;
   if (side) {
     DeviceContext ctx = dev.ctx;

@@ -192,7 +192,7 @@ struct CudaExecutor::Impl {
     std::vector<Side> sides;
     /// Per instruction: (stream, earlier instruction) it waits for; the
     /// event recorded after an instruction that another stream waits for.
-    std::vector<std::vector<std::pair<uint8_t, uint32_t>>> branchWaits;
+    std::vector<std::vector<StreamWait>> branchWaits;
     std::vector<cudaEvent_t> branchDone;
   };
   std::vector<Device> devices;

@@ -261,6 +261,26 @@ std::string timeoutHeadline(const Plan &plan, size_t run, double seconds);
 bool findTransferWindow(const DeviceProgram &program, size_t anchor,
                         size_t &first, size_t &last);
 
+/// An instruction of another stream that one must wait for.
+struct StreamWait {
+  uint8_t stream;
+  uint32_t instruction;
+};
+
+/// How a backend that runs a program's streams concurrently (Instruction::
+/// stream) orders them, replaying the program in order: an instruction on
+/// stream s waits for the latest earlier instruction of every other stream
+/// that writes bytes (arena or state) it reads or writes, or reads bytes
+/// it writes, unless s already follows that one. An instruction for which
+/// `joinsAll(i)` holds runs on stream 0 after every stream's work so far
+/// (the backend joins them: transfers, host kernels); a stream first used
+/// after such a join starts after stream 0's work so far. Returns the
+/// waits of every instruction; `streamOf(i)` is the stream i runs on.
+std::vector<std::vector<StreamWait>>
+streamWaits(const DeviceProgram &program,
+            const std::function<bool(size_t)> &joinsAll,
+            const std::function<uint8_t(size_t)> &streamOf);
+
 /// Checks everything a backend relies on: bounds of every buffer, channel
 /// pairing, full coverage of outputs and that the schedule cannot deadlock.
 Status verifyPlan(const Plan &plan);

@@ -5,17 +5,18 @@
 // Tests that three small branches of one input, joined by a concat, run
 // on streams of their own: the longest (two products) on stream 0, where
 // the join runs, the others on 1 and 2 (with two streams, both on 1).
+// Stream 0's branch moves just before the join, after the side branches.
 // CHECK-LABEL: func @small_branches
-// CHECK: %[[A:.*]] = graph.matmul %arg0, %arg1 {graph.device = 0 : i64, graph.stream = 0 : i64}
-// CHECK: graph.relu %[[A]] {graph.device = 0 : i64, graph.stream = 0 : i64}
 // CHECK: graph.matmul %arg0, %arg2 {graph.device = 0 : i64, graph.stream = 1 : i64}
 // CHECK: graph.neg %arg0 {graph.device = 0 : i64, graph.stream = 2 : i64}
+// CHECK: %[[A:.*]] = graph.matmul %arg0, %arg1 {graph.device = 0 : i64, graph.stream = 0 : i64}
+// CHECK: graph.relu %[[A]] {graph.device = 0 : i64, graph.stream = 0 : i64}
 // CHECK: graph.concat {{.*}} {axis = 1 : i64, graph.device = 0 : i64} :
 // TWO-LABEL: func @small_branches
-// TWO: graph.stream = 0
-// TWO: graph.stream = 0
-// TWO: graph.stream = 1
+// TWO: graph.matmul %arg0, %arg2 {graph.device = 0 : i64, graph.stream = 1 : i64}
 // TWO: graph.neg %arg0 {graph.device = 0 : i64, graph.stream = 1 : i64}
+// TWO: graph.stream = 0
+// TWO: graph.stream = 0
 // ONE-LABEL: func @small_branches
 // ONE-NOT: graph.stream
 func.func @small_branches(%x: tensor<8x64xf32>, %w1: tensor<64x64xf32>, %w2: tensor<64x64xf32>) -> tensor<8x192xf32> {
