@@ -85,10 +85,11 @@ public:
 };
 
 /// For GpuKernel::tune: runs candidate 0, the reference implementation,
-/// into `reference` and each other candidate into `trial`; drops those that
-/// fail to run or whose `n` results differ from the reference's by more
-/// than the precision explains, times the rest and sets `chosen` to the
-/// fastest.
+/// into `reference` (the next candidate that runs where it fails) and each
+/// other candidate into `trial`; drops those that fail to run or whose `n`
+/// results differ from the reference's by more than the precision
+/// explains, times the rest and sets `chosen` to the fastest. Fails only
+/// where no candidate runs.
 Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
                    const std::function<Status(size_t, void *)> &run,
                    void *reference, void *trial, int64_t n, size_t &chosen,
