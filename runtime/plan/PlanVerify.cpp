@@ -555,11 +555,14 @@ std::string summarizePlan(const Plan &plan) {
   os << "\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {
     const DeviceProgram &dev = plan.devices[d];
-    size_t kernels = 0, sends = 0, recvs = 0, reduces = 0, reducedTensors = 0;
+    size_t kernels = 0, sends = 0, recvs = 0, reduces = 0, reducedTensors = 0,
+           sideKernels = 0;
     uint64_t sentBytes = 0, recvBytes = 0, reducedBytes = 0;
     for (const Instruction &in : dev.instructions) {
       if (in.op == OpCode::Kernel)
         ++kernels;
+      if (in.stream != 0)
+        ++sideKernels;
       if (in.op == OpCode::AllReduce) {
         ++reduces;
         reducedTensors += in.inputs.size();
@@ -584,8 +587,17 @@ std::string summarizePlan(const Plan &plan) {
     if (reduces)
       os << ", all-reduces " << reduces << " (" << reducedTensors
          << " tensors, " << reducedBytes << " bytes)";
+    if (sideKernels)
+      os << ", " << sideKernels << " kernels on side streams";
     os << "\n";
   }
+  // partc-assign-streams' choice, as placement recorded it.
+  auto regions = plan.metadata.find("branch_regions");
+  auto saving = plan.metadata.find("branch_saving_ms");
+  if (regions != plan.metadata.end() && saving != plan.metadata.end())
+    os << "  branches: " << regions->second
+       << " region(s) run side by side on streams, predicted to save "
+       << saving->second << " ms\n";
   return os.str();
 }
 
