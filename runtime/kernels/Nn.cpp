@@ -38,8 +38,27 @@ Status makeWindow(const AttrMap &attrs, const Shape &inShape,
     w.padEnd[off + i] = pads.empty() ? 0 : pads[spatial + i];
     w.dilation[off + i] = dilations.empty() ? 1 : dilations[i];
     if (w.kernel[off + i] < 1 || w.stride[off + i] < 1 ||
-        w.dilation[off + i] < 1 || w.padBegin[off + i] < 0)
+        w.dilation[off + i] < 1 || w.padBegin[off + i] < 0 ||
+        w.padEnd[off + i] < 0)
       return Status::error("invalid window attributes");
+    // The result's extent must follow from the window (one more where
+    // pooling rounds up): then no offset a kernel computes from it
+    // overflows, whatever a corrupt plan says. In 128 bits, as the
+    // attributes may be anything.
+    __int128 padded = static_cast<__int128>(w.in[off + i]) +
+                      w.padBegin[off + i] + w.padEnd[off + i];
+    __int128 span =
+        static_cast<__int128>(w.dilation[off + i]) * (w.kernel[off + i] - 1) +
+        1;
+    __int128 extent =
+        padded < span ? 0 : (padded - span) / w.stride[off + i] + 1;
+    if (w.out[off + i] != extent && w.out[off + i] != extent + 1)
+      return Status::error(
+          "window attributes give spatial extent " +
+          std::to_string(static_cast<long long>(std::min<__int128>(
+              extent, std::numeric_limits<int64_t>::max()))) +
+          " from input " + shapeToString(inShape) + ", but the result is " +
+          shapeToString(outShape));
   }
   return Status();
 }

@@ -47,6 +47,33 @@ TEST(Kernels, ConvWithPaddingAndStride) {
   EXPECT_EQ(y, (std::vector<float>{12, 16, 24, 28}));
 }
 
+// A window whose attributes do not give the result's extent is refused
+// before any offset is computed from them: a plan's dilation mutated to
+// 2^61 (a fuzz finding of session 33) overflowed im2col's offsets.
+TEST(Kernels, ConvRefusesWindowsThatDoNotGiveTheResult) {
+  AttrMap a;
+  a.set("strides", AttrValue::ofInts({1, 1}));
+  a.set("pads", AttrValue::ofInts({1, 1, 1, 1}));
+  a.set("dilations", AttrValue::ofInts({1, int64_t(1) << 61}));
+  a.set("kernel_shape", AttrValue::ofInts({3, 3}));
+  a.set("group", AttrValue::ofInts({1}));
+  std::unique_ptr<Kernel> k;
+  Status s = createCpuKernel(
+      "conv", a, {{DType::F32, {1, 1, 6, 6}}, {DType::F32, {1, 1, 3, 3}}},
+      {{DType::F32, {1, 1, 6, 6}}}, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("window attributes give spatial extent 0 from "
+                             "input [1,1,6,6], but the result is [1,1,6,6]"),
+            std::string::npos)
+      << s.message();
+  a.set("dilations", AttrValue::ofInts({1, 1}));
+  EXPECT_TRUE(
+      createCpuKernel("conv", a,
+                      {{DType::F32, {1, 1, 6, 6}}, {DType::F32, {1, 1, 3, 3}}},
+                      {{DType::F32, {1, 1, 6, 6}}}, k)
+          .ok());
+}
+
 TEST(Kernels, GroupedConvKeepsGroupsApart) {
   AttrMap a;
   a.set("group", AttrValue::ofInts({2}));
