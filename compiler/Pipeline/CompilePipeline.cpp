@@ -4,6 +4,7 @@
 #include "compiler/CostModel/Topology.h"
 #include "compiler/Passes.h"
 #include "compiler/Utils/PassUtils.h"
+#include "dialects/Graph/GraphDialect.h"
 
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
@@ -52,8 +53,9 @@ std::string checkCompileOptions(const CompilePipelineOptions &o) {
            std::to_string(numDevices);
   if (!o.splitAt.empty() && strategy != "pipeline" && strategy != "auto")
     return "--split-at applies to --strategy pipeline only";
-  if (o.branchStreams < 1 || o.branchStreams > 4)
-    return "--branch-streams must be from 1 to 4, got " +
+  if (o.branchStreams < 1 || o.branchStreams > graph::GraphDialect::kMaxStreams)
+    return "--branch-streams must be from 1 to " +
+           std::to_string(graph::GraphDialect::kMaxStreams) + ", got " +
            std::to_string(o.branchStreams) + " (1 runs one stream a device)";
   if (o.transfers != "p2p" && o.transfers != "nccl")
     return "unknown --transfers '" + o.transfers +

@@ -63,12 +63,15 @@ struct PlanMemoryPass : public impl::PlanMemoryBase<PlanMemoryPass> {
   /// (the region's join).
   static void keepBranchBuffersToJoin(plan::DeviceOp device,
                                       DeviceLiveness &liveness) {
-    std::vector<int64_t> branchKernels, mainKernels;
+    std::vector<int64_t> mainKernels;
+    bool anyBranch = false;
     for (Operation &op : device.getBody().front())
-      if (auto kernel = dyn_cast<plan::KernelOp>(op))
-        (kernel.getStream() ? branchKernels : mainKernels)
-            .push_back(liveness.position.lookup(&op));
-    if (branchKernels.empty())
+      if (auto kernel = dyn_cast<plan::KernelOp>(op)) {
+        anyBranch = anyBranch || kernel.getStream();
+        if (!kernel.getStream())
+          mainKernels.push_back(liveness.position.lookup(&op));
+      }
+    if (!anyBranch)
       return;
     auto touchedByBranch = [&](BufferInterval &interval) {
       SmallVector<Value> values = {interval.alloc.getResult()};
