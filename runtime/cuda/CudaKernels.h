@@ -222,6 +222,18 @@ struct PoolParams {
       padBegin[3], padEnd[3], dilation[3];
   bool isMax, countIncludePad;
 };
+/// Whether every position a window computes fits 31 bits, so that kernels
+/// may index it in int32_t: each dimension's padded extent, dilated kernel
+/// and stride below 2^29 (makeWindow bounds them by 2^60).
+inline bool windowFits32(const PoolParams &p) {
+  constexpr int64_t kLimit = int64_t(1) << 29;
+  for (int d = 0; d < 3; ++d)
+    if (p.in[d] + p.padBegin[d] + p.padEnd[d] >= kLimit ||
+        p.kernel[d] >= kLimit || p.stride[d] >= kLimit ||
+        p.dilation[d] >= kLimit || (p.kernel[d] - 1) * p.dilation[d] >= kLimit)
+      return false;
+  return true;
+}
 /// Element strides of cuDNN's dims [N, C, spatial...] for a tensor stored
 /// in that order or, `channelsLast`, as [N, spatial..., C].
 std::vector<int> packedStrides(const std::vector<int> &dims, bool channelsLast);

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/kernels/ElementwiseOps.h"
+#include "runtime/kernels/WindowTaps.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -102,32 +103,34 @@ __device__ inline float4 scaled(float4 a, float s) {
 template <bool IsMax, typename I, typename V, typename Load>
 __device__ V poolWindow(Load x, I step, const PoolParams &p, I od, I oh, I ow) {
   V acc = splat(IsMax ? -FLT_MAX : 0.f, V());
-  bool any = false;
-  I count = 0, padCount = 0;
-  const I inD = I(p.in[0]), inH = I(p.in[1]), inW = I(p.in[2]);
-  for (I kd = 0; kd < I(p.kernel[0]); ++kd) {
-    I id = od * I(p.stride[0]) - I(p.padBegin[0]) + kd * I(p.dilation[0]);
-    for (I kh = 0; kh < I(p.kernel[1]); ++kh) {
-      I ih = oh * I(p.stride[1]) - I(p.padBegin[1]) + kh * I(p.dilation[1]);
-      for (I kw = 0; kw < I(p.kernel[2]); ++kw) {
-        I iw = ow * I(p.stride[2]) - I(p.padBegin[2]) + kw * I(p.dilation[2]);
-        if (id < 0 || ih < 0 || iw < 0 || id >= inD || ih >= inH || iw >= inW) {
-          if (!IsMax && id >= -I(p.padBegin[0]) && ih >= -I(p.padBegin[1]) &&
-              iw >= -I(p.padBegin[2]) && id < inD + I(p.padEnd[0]) &&
-              ih < inH + I(p.padEnd[1]) && iw < inW + I(p.padEnd[2]))
-            ++padCount;
-          continue;
-        }
+  const I inH = I(p.in[1]), inW = I(p.in[2]);
+  const I out[3] = {od, oh, ow};
+  I start[3];
+  TapRange<I> taps[3];
+  // Only the taps in the input are visited (WindowTaps.h); the padded ones
+  // are counted. In float: three dimensions of them may exceed 2^63.
+  float inside = 1.f, padded = 1.f;
+  for (int d = 0; d < 3; ++d) {
+    start[d] = out[d] * I(p.stride[d]) - I(p.padBegin[d]);
+    taps[d] = inputTaps(start[d], I(p.kernel[d]), I(p.dilation[d]), I(p.in[d]));
+    inside *= float(taps[d].last - taps[d].first);
+    padded *= float(paddedTaps(start[d], I(p.kernel[d]), I(p.dilation[d]),
+                               I(p.in[d]), I(p.padEnd[d])));
+  }
+  for (I kd = taps[0].first; kd < taps[0].last; ++kd) {
+    I id = start[0] + kd * I(p.dilation[0]);
+    for (I kh = taps[1].first; kh < taps[1].last; ++kh) {
+      I ih = start[1] + kh * I(p.dilation[1]);
+      for (I kw = taps[2].first; kw < taps[2].last; ++kw) {
+        I iw = start[2] + kw * I(p.dilation[2]);
         acc = combine(IsMax, acc, x(((id * inH + ih) * inW + iw) * step));
-        any = true;
-        ++count;
       }
     }
   }
   if (IsMax)
-    return any ? acc : splat(-INFINITY, V());
-  I div = p.countIncludePad ? count + padCount : count;
-  return div ? scaled(acc, 1.f / float(div)) : splat(0.f, V());
+    return inside > 0.f ? acc : splat(-INFINITY, V());
+  float div = p.countIncludePad ? padded : inside;
+  return div > 0.f ? scaled(acc, 1.f / div) : splat(0.f, V());
 }
 
 /// Channels first: one thread per output element.
@@ -801,7 +804,7 @@ cudaError_t launchPool(const float *x, float *y, const PoolParams &p,
                        cudaStream_t s) {
   int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
   int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
-  bool narrow = narrowIndex(n) && narrowIndex(inputs);
+  bool narrow = narrowIndex(n) && narrowIndex(inputs) && windowFits32(p);
   if (p.isMax && narrow)
     launchPoolAs<true, int32_t>(x, y, p, n, s);
   else if (p.isMax)
@@ -817,7 +820,8 @@ cudaError_t launchPool16(const void *x, void *y, const PoolParams &p,
                          unsigned char element, cudaStream_t s) {
   int64_t n = p.planes * p.out[0] * p.out[1] * p.out[2];
   int64_t inputs = p.planes * p.in[0] * p.in[1] * p.in[2];
-  if (!p.channelsLast || !narrowIndex(n) || !narrowIndex(inputs))
+  if (!p.channelsLast || !narrowIndex(n) || !narrowIndex(inputs) ||
+      !windowFits32(p))
     return cudaErrorNotSupported;
   auto *in = static_cast<const unsigned short *>(x);
   auto *out = static_cast<unsigned short *>(y);

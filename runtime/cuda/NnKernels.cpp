@@ -66,6 +66,9 @@ Factory poolFactory(bool isMax) {
     PoolParams p;
     PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
     p.channelsLast = channelsLast ? x[1] : 0;
+    // The 16-bit kernels index in 32 bits only.
+    if (element >= 0 && !windowFits32(p))
+      return Status();
     if (element >= 0) {
       k = lambda([p, element](DeviceContext &ctx,
                               const std::vector<TensorRef> &in,

@@ -9,6 +9,7 @@
 #include "runtime/cuda/KernelUtils.cuh"
 #include "runtime/cuda/TrainingKernels.h"
 #include "runtime/kernels/Philox.h"
+#include "runtime/kernels/WindowTaps.h"
 
 #include <algorithm>
 #include <type_traits>
@@ -158,16 +159,18 @@ __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
     int32_t where[Lanes];
     for (int l = 0; l < Lanes; ++l)
       best[l] = -INFINITY, where[l] = -1;
-    int32_t offset = 0;
-    for (Index jd = 0; jd < p.kernel[0]; ++jd) {
-      Index d = d0 + jd * p.dilation[0];
-      for (Index jh = 0; jh < p.kernel[1]; ++jh) {
-        Index h = h0 + jh * p.dilation[1];
-        for (Index jw = 0; jw < p.kernel[2]; ++jw, ++offset) {
-          Index w = w0 + jw * p.dilation[2];
-          if (d < 0 || h < 0 || w < 0 || d >= p.in[0] || h >= p.in[1] ||
-              w >= p.in[2])
-            continue;
+    // Only the taps in the input (WindowTaps.h); `where` keeps the first
+    // maximum's offset in the whole kernel, below 2^31 (the factory checks).
+    TapRange<Index> jd = inputTaps(d0, p.kernel[0], p.dilation[0], p.in[0]),
+                    jh = inputTaps(h0, p.kernel[1], p.dilation[1], p.in[1]),
+                    jw = inputTaps(w0, p.kernel[2], p.dilation[2], p.in[2]);
+    for (Index kd = jd.first; kd < jd.last; ++kd) {
+      Index d = d0 + kd * p.dilation[0];
+      for (Index kh = jh.first; kh < jh.last; ++kh) {
+        Index h = h0 + kh * p.dilation[1];
+        for (Index kw = jw.first; kw < jw.last; ++kw) {
+          Index w = w0 + kw * p.dilation[2];
+          int32_t offset = int32_t((kd * p.kernel[1] + kh) * p.kernel[2] + kw);
           float v[Lanes];
           loadLanes<Lanes>(x + p.element(plane, d, h, w, p.in, channel) * Lanes,
                            v);
@@ -182,19 +185,18 @@ __global__ void poolArgMaxKernel(const float *x, int32_t *arg,
   }
 }
 
-/// The inputs and padded positions an average's window counts.
+/// The inputs and padded positions an average's window counts, in closed
+/// form (in float: three dimensions of padded taps may exceed 2^63).
 template <typename Index>
-__device__ Index poolDivisor(const PoolIndex<Index> &p, const Index *start) {
-  Index divisor = 1;
+__device__ float poolDivisor(const PoolIndex<Index> &p, const Index *start) {
+  float divisor = 1.f;
   for (int k = 0; k < 3; ++k) {
-    Index count = 0;
-    for (Index j = 0; j < p.kernel[k]; ++j) {
-      Index at = start[k] + j * p.dilation[k];
-      bool inside = at >= 0 && at < p.in[k];
-      bool padded = at >= -p.pad[k] && at < p.in[k] + p.padEnd[k];
-      count += inside || (p.countIncludePad && padded);
-    }
-    divisor *= count;
+    TapRange<Index> taps =
+        inputTaps(start[k], p.kernel[k], p.dilation[k], p.in[k]);
+    divisor *= float(p.countIncludePad
+                         ? paddedTaps(start[k], p.kernel[k], p.dilation[k],
+                                      p.in[k], p.padEnd[k])
+                         : taps.last - taps.first);
   }
   return divisor;
 }
@@ -210,15 +212,22 @@ __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
     Index plane, pos[3], channel;
     p.split(i, p.byIn, plane, pos, channel);
     float sum[Lanes] = {};
-    Index offset = 0;
-    for (Index kd = 0; kd < p.kernel[0]; ++kd) {
+    // Only the taps some window places here (WindowTaps.h).
+    TapRange<Index> taps[3];
+    for (int d = 0; d < 3; ++d)
+      taps[d] = tapsReaching(pos[d], p.kernel[d], p.dilation[d], p.stride[d],
+                             p.pad[d], p.out[d]);
+    for (Index kd = taps[0].first; kd < taps[0].last; ++kd) {
       Index od = p.windowAt(0, pos[0], kd);
-      for (Index kh = 0; kh < p.kernel[1]; ++kh) {
-        Index oh = od < 0 ? -1 : p.windowAt(1, pos[1], kh);
-        for (Index kw = 0; kw < p.kernel[2]; ++kw, ++offset) {
-          Index ow = oh < 0 ? -1 : p.windowAt(2, pos[2], kw);
+      for (Index kh = od < 0 ? taps[1].last : taps[1].first; kh < taps[1].last;
+           ++kh) {
+        Index oh = p.windowAt(1, pos[1], kh);
+        for (Index kw = oh < 0 ? taps[2].last : taps[2].first;
+             kw < taps[2].last; ++kw) {
+          Index ow = p.windowAt(2, pos[2], kw);
           if (ow < 0)
             continue;
+          Index offset = (kd * p.kernel[1] + kh) * p.kernel[2] + kw;
           // Window (od, oh, ow) holds this element at offset (kd, kh, kw).
           Index o = p.element(plane, od, oh, ow, p.out, channel) * Lanes;
           float g[Lanes];
@@ -233,7 +242,7 @@ __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
           Index start[3] = {od * p.stride[0] - p.pad[0],
                             oh * p.stride[1] - p.pad[1],
                             ow * p.stride[2] - p.pad[2]};
-          float divisor = float(poolDivisor(p, start));
+          float divisor = poolDivisor(p, start);
           for (int l = 0; l < Lanes; ++l)
             sum[l] += g[l] / divisor;
         }
@@ -1048,9 +1057,9 @@ cudaError_t launchPoolGrad(const float *dy, const float *x, float *dx,
   if (inputs == 0)
     return cudaSuccess;
   auto *arg = static_cast<int32_t *>(scratch);
-  // Signed 32 bits hold every index and window coordinate (pads and
-  // dilated extents are far smaller than the tensors).
-  bool narrow = std::max(inputs, outputs) < (int64_t(1) << 30);
+  // Signed 32 bits where they hold every index and window coordinate.
+  bool narrow =
+      std::max(inputs, outputs) < (int64_t(1) << 30) && windowFits32(p);
   // Four channels a thread, channels last: one split of the index and
   // vector loads for all four.
   if (narrow && p.channelsLast % 4 == 0 && p.channelsLast > 0 &&

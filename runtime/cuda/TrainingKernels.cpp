@@ -12,6 +12,7 @@
 #include "runtime/kernels/KernelRegistry.h"
 
 #include <cudnn.h>
+#include <limits>
 
 namespace partc::runtime::cuda {
 
@@ -238,6 +239,14 @@ GpuFactory poolGradFactory(bool isMax) {
     PoolParams p;
     PARTC_RETURN_IF_ERROR(makePoolParams(a, x, y, isMax, p));
     p.channelsLast = channelsLast ? x[1] : 0;
+    // Max pooling's argmaxes are offsets in the kernel, in 32 bits.
+    __int128 taps = __int128(p.kernel[0]) * p.kernel[1] * p.kernel[2];
+    if (isMax && taps > std::numeric_limits<int32_t>::max())
+      return Status::error(
+          "the window of kernel_shape " +
+          shapeToString(a.attrs.getInts("kernel_shape")) +
+          " has more taps than the GPU's max pooling gradient indexes (2^31); "
+          "run this plan on the cpu backend");
     k = std::make_unique<PoolGradGpuKernel>(p);
     return Status();
   };

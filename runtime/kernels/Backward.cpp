@@ -10,6 +10,7 @@
 #include "runtime/kernels/Im2Col.h"
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/Philox.h"
+#include "runtime/kernels/WindowTaps.h"
 
 #include <cblas.h>
 #include <cmath>
@@ -162,34 +163,54 @@ Status makeConvDims(const KernelArgs &a, const Shape &x, const Shape &w,
 // Pooling
 //===----------------------------------------------------------------------===//
 
-/// Calls `visit(output, input)` for every input position (-1 in the
-/// padding, with `inExtent` telling whether it is within the padded extent
-/// that count_include_pad counts) of every window of one plane.
+/// Calls `visit(output, input)` for every input position of every window
+/// of one plane, skipping the taps in the padding (WindowTaps.h says why).
 template <typename Visit> void forEachWindow(const Window &w, Visit &&visit) {
   for (int64_t od = 0; od < w.out[0]; ++od)
     for (int64_t oh = 0; oh < w.out[1]; ++oh)
       for (int64_t ow = 0; ow < w.out[2]; ++ow) {
         int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
-        for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
-          int64_t id = od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-          for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
-            int64_t ih = oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-            for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-              int64_t iw =
-                  ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-              bool inside = id >= 0 && ih >= 0 && iw >= 0 && id < w.in[0] &&
-                            ih < w.in[1] && iw < w.in[2];
-              bool inExtent =
-                  id >= -w.padBegin[0] && ih >= -w.padBegin[1] &&
-                  iw >= -w.padBegin[2] && id < w.in[0] + w.padEnd[0] &&
-                  ih < w.in[1] + w.padEnd[1] && iw < w.in[2] + w.padEnd[2];
-              visit(o,
-                    inside ? (id * w.in[1] + ih) * w.in[2] + iw : int64_t(-1),
-                    inExtent);
-            }
+        int64_t start[3] = {od * w.stride[0] - w.padBegin[0],
+                            oh * w.stride[1] - w.padBegin[1],
+                            ow * w.stride[2] - w.padBegin[2]};
+        TapRange<int64_t> taps[3];
+        for (int d = 0; d < 3; ++d)
+          taps[d] = inputTaps(start[d], w.kernel[d], w.dilation[d], w.in[d]);
+        for (int64_t kd = taps[0].first; kd < taps[0].last; ++kd) {
+          int64_t id = start[0] + kd * w.dilation[0];
+          for (int64_t kh = taps[1].first; kh < taps[1].last; ++kh) {
+            int64_t ih = start[1] + kh * w.dilation[1];
+            for (int64_t kw = taps[2].first; kw < taps[2].last; ++kw)
+              visit(o, (id * w.in[1] + ih) * w.in[2] + start[2] +
+                           kw * w.dilation[2]);
           }
         }
       }
+}
+
+/// The divisor of each window of the forward average: its input taps, or
+/// with count_include_pad its taps in the padded extent (in double, as
+/// three dimensions of those may exceed 2^63).
+std::vector<double> averageDivisors(const Window &w, bool countIncludePad) {
+  std::vector<double> divisors;
+  divisors.reserve(static_cast<size_t>(w.outSize()));
+  for (int64_t od = 0; od < w.out[0]; ++od)
+    for (int64_t oh = 0; oh < w.out[1]; ++oh)
+      for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+        int64_t out[3] = {od, oh, ow};
+        double divisor = 1;
+        for (int d = 0; d < 3; ++d) {
+          int64_t start = out[d] * w.stride[d] - w.padBegin[d];
+          TapRange<int64_t> taps =
+              inputTaps(start, w.kernel[d], w.dilation[d], w.in[d]);
+          divisor *= static_cast<double>(
+              countIncludePad ? paddedTaps(start, w.kernel[d], w.dilation[d],
+                                           w.in[d], w.padEnd[d])
+                              : taps.last - taps.first);
+        }
+        divisors.push_back(divisor);
+      }
+  return divisors;
 }
 
 class MaxPoolGradKernel : public Kernel {
@@ -210,8 +231,8 @@ public:
                 -std::numeric_limits<float>::infinity());
       std::fill(where_.begin(), where_.end(), int64_t(-1));
       // The first position holding the maximum, as PyTorch picks it.
-      forEachWindow(w_, [&](int64_t o, int64_t at, bool) {
-        if (at >= 0 && (where_[o] < 0 || xp[at] > best_[o])) {
+      forEachWindow(w_, [&](int64_t o, int64_t at) {
+        if (where_[o] < 0 || xp[at] > best_[o]) {
           best_[o] = xp[at];
           where_[o] = at;
         }
@@ -233,13 +254,7 @@ private:
 class AvgPoolGradKernel : public Kernel {
 public:
   AvgPoolGradKernel(Window w, int64_t planes, bool countIncludePad)
-      : w_(w), planes_(planes), countIncludePad_(countIncludePad) {
-    // The divisor of each window, as the forward average counts it.
-    divisor_.assign(static_cast<size_t>(w.outSize()), 0);
-    forEachWindow(w_, [&](int64_t o, int64_t at, bool inExtent) {
-      if (at >= 0 || (countIncludePad_ && inExtent))
-        ++divisor_[o];
-    });
+      : w_(w), planes_(planes), divisors_(averageDivisors(w, countIncludePad)) {
   }
 
   Status run(const std::vector<TensorRef> &in,
@@ -250,9 +265,8 @@ public:
     for (int64_t p = 0; p < planes_; ++p) {
       const float *dyp = dy + p * w_.outSize();
       float *dxp = dx + p * w_.inSize();
-      forEachWindow(w_, [&](int64_t o, int64_t at, bool) {
-        if (at >= 0)
-          dxp[at] += dyp[o] / static_cast<float>(divisor_[o]);
+      forEachWindow(w_, [&](int64_t o, int64_t at) {
+        dxp[at] += dyp[o] / static_cast<float>(divisors_[o]);
       });
     }
     return Status();
@@ -261,8 +275,7 @@ public:
 private:
   Window w_;
   int64_t planes_;
-  bool countIncludePad_;
-  std::vector<int64_t> divisor_;
+  std::vector<double> divisors_;
 };
 
 Status makePoolGradWindow(const KernelArgs &a, const Shape &x, const Shape &dy,

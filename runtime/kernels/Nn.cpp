@@ -2,6 +2,7 @@
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/ElementwiseOps.h"
 #include "runtime/kernels/Im2Col.h"
+#include "runtime/kernels/WindowTaps.h"
 
 #include <algorithm>
 #include <cblas.h>
@@ -50,6 +51,19 @@ Status makeWindow(const AttrMap &attrs, const Shape &inShape,
     __int128 span =
         static_cast<__int128>(w.dilation[off + i]) * (w.kernel[off + i] - 1) +
         1;
+    // Kernels compute positions in 64 bits: far from overflowing below 2^60.
+    constexpr __int128 kLargest = __int128(1) << 60;
+    if (padded > kLargest || span > kLargest || w.stride[off + i] > kLargest) {
+      auto text = [](__int128 v) {
+        return std::to_string(static_cast<long long>(
+            std::min<__int128>(v, std::numeric_limits<int64_t>::max())));
+      };
+      return Status::error(
+          "window attributes out of range in spatial dimension " +
+          std::to_string(i) + ": padded extent " + text(padded) +
+          ", dilated kernel " + text(span) + ", stride " +
+          std::to_string(w.stride[off + i]) + " (each at most 2^60)");
+    }
     __int128 extent =
         padded < span ? 0 : (padded - span) / w.stride[off + i] + 1;
     if (w.out[off + i] != extent && w.out[off + i] != extent + 1)
@@ -181,29 +195,32 @@ private:
       for (int64_t od = 0; od < w.out[0]; ++od)
         for (int64_t oh = 0; oh < w.out[1]; ++oh)
           for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+            int64_t start[3] = {od * w.stride[0] - w.padBegin[0],
+                                oh * w.stride[1] - w.padBegin[1],
+                                ow * w.stride[2] - w.padBegin[2]};
+            TapRange<int64_t> taps[3];
+            // In double: the padded taps of three dimensions may exceed
+            // 2^63 (and then divide the sum to nothing).
+            int64_t inside = 1;
+            double padded = 1;
+            for (int d = 0; d < 3; ++d) {
+              taps[d] =
+                  inputTaps(start[d], w.kernel[d], w.dilation[d], w.in[d]);
+              inside *= taps[d].last - taps[d].first;
+              // Padding counts for the average only up to the padded
+              // extent, as in ONNX's reference.
+              padded *= static_cast<double>(paddedTaps(
+                  start[d], w.kernel[d], w.dilation[d], w.in[d], w.padEnd[d]));
+            }
             double acc =
                 isMax_ ? -std::numeric_limits<double>::infinity() : 0.0;
-            int64_t count = 0, padCount = 0, where = 0;
-            for (int64_t kd = 0; kd < w.kernel[0]; ++kd) {
-              int64_t id =
-                  od * w.stride[0] - w.padBegin[0] + kd * w.dilation[0];
-              for (int64_t kh = 0; kh < w.kernel[1]; ++kh) {
-                int64_t ih =
-                    oh * w.stride[1] - w.padBegin[1] + kh * w.dilation[1];
-                for (int64_t kw = 0; kw < w.kernel[2]; ++kw) {
-                  int64_t iw =
-                      ow * w.stride[2] - w.padBegin[2] + kw * w.dilation[2];
-                  if (id < 0 || ih < 0 || iw < 0 || id >= w.in[0] ||
-                      ih >= w.in[1] || iw >= w.in[2]) {
-                    // Padding counts for the average only up to the padded
-                    // extent, as in ONNX's reference.
-                    if (id >= -w.padBegin[0] && ih >= -w.padBegin[1] &&
-                        iw >= -w.padBegin[2] && id < w.in[0] + w.padEnd[0] &&
-                        ih < w.in[1] + w.padEnd[1] &&
-                        iw < w.in[2] + w.padEnd[2])
-                      ++padCount;
-                    continue;
-                  }
+            int64_t where = 0;
+            for (int64_t kd = taps[0].first; kd < taps[0].last; ++kd) {
+              int64_t id = start[0] + kd * w.dilation[0];
+              for (int64_t kh = taps[1].first; kh < taps[1].last; ++kh) {
+                int64_t ih = start[1] + kh * w.dilation[1];
+                for (int64_t kw = taps[2].first; kw < taps[2].last; ++kw) {
+                  int64_t iw = start[2] + kw * w.dilation[2];
                   int64_t at = (id * w.in[1] + ih) * w.in[2] + iw;
                   double v = xp[at];
                   // A NaN in the window wins (and stays), as in numpy.
@@ -212,17 +229,17 @@ private:
                             (columnMajor_ ? id + w.in[0] * (ih + w.in[1] * iw)
                                           : at);
                   acc = isMax_ ? ew::maxKeepNan(acc, v) : acc + v;
-                  ++count;
                 }
               }
             }
             if (!isMax_) {
-              int64_t div = countIncludePad_ ? count + padCount : count;
-              acc = div ? acc / static_cast<double>(div) : 0.0;
+              double div =
+                  countIncludePad_ ? padded : static_cast<double>(inside);
+              acc = div > 0 ? acc / div : 0.0;
             }
             // A window wholly in the padding has no maximum: the type's
             // lowest value (-inf for floats, which integers cannot hold).
-            if (isMax_ && count == 0 && !std::numeric_limits<T>::has_infinity)
+            if (isMax_ && inside == 0 && !std::numeric_limits<T>::has_infinity)
               acc = static_cast<double>(std::numeric_limits<T>::lowest());
             int64_t o = (od * w.out[1] + oh) * w.out[2] + ow;
             yp[o] = saturateCast<T>(acc);

@@ -1216,6 +1216,33 @@ TEST(GpuKernels, ChannelsLastTrainingKernelsMatchCpu) {
                                {f32({1, 6, 6, 4})});
 }
 
+// Windows that are nearly all padding (kernel_shape 2^20 and 2^30 over an
+// input of three rows, pads to match): the kernels visit only the taps in
+// the input, in 32-bit indices for the first and 64-bit for the second.
+TEST(GpuKernels, PoolingWindowsOfPaddingMatchCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  auto f32 = [](Shape s) { return TensorType{DType::F32, std::move(s)}; };
+  for (int64_t taps : {int64_t(1) << 20, int64_t(1) << 30}) {
+    SCOPED_TRACE(taps);
+    AttrMap pool = windowAttrs({taps, 1}, {taps - 1, 0, taps - 1, 0});
+    pool.set("kernel_shape", AttrValue::ofInts({taps, 1}));
+    pool.set("ceil_mode", AttrValue::ofInts({0}));
+    for (int64_t channels : {4, 3}) {
+      Shape x = {1, 3, 2, channels}, y = {1, 2, 2, channels};
+      pool.set("input_shape", AttrValue::ofInts(x));
+      for (int includePad : {0, 1}) {
+        pool.set("count_include_pad", AttrValue::ofInts({includePad}));
+        expectChannelsLastMatchesCpu("avg_pool", pool, {f32(x)}, {f32(y)});
+        expectChannelsLastMatchesCpu("avg_pool_grad", pool, {f32(y)}, {f32(x)});
+      }
+      expectChannelsLastMatchesCpu("max_pool", pool, {f32(x)}, {f32(y)});
+      expectChannelsLastMatchesCpu("max_pool_grad", pool, {f32(y), f32(x)},
+                                   {f32(x)});
+    }
+  }
+}
+
 // Layer norm's gradient, with and without an addend: a warp per row where
 // rows are a multiple of 128 floats up to 1024 (GPT-2's 768 and 1024), a
 // block per row otherwise;

@@ -54,7 +54,7 @@ TEST(Kernels, ConvRefusesWindowsThatDoNotGiveTheResult) {
   AttrMap a;
   a.set("strides", AttrValue::ofInts({1, 1}));
   a.set("pads", AttrValue::ofInts({1, 1, 1, 1}));
-  a.set("dilations", AttrValue::ofInts({1, int64_t(1) << 61}));
+  a.set("dilations", AttrValue::ofInts({1, int64_t(1) << 40}));
   a.set("kernel_shape", AttrValue::ofInts({3, 3}));
   a.set("group", AttrValue::ofInts({1}));
   std::unique_ptr<Kernel> k;
@@ -66,12 +66,58 @@ TEST(Kernels, ConvRefusesWindowsThatDoNotGiveTheResult) {
                              "input [1,1,6,6], but the result is [1,1,6,6]"),
             std::string::npos)
       << s.message();
+  // Beyond 2^60 positions would overflow in the kernels' 64 bits.
+  a.set("dilations", AttrValue::ofInts({1, int64_t(1) << 61}));
+  s = createCpuKernel("conv", a,
+                      {{DType::F32, {1, 1, 6, 6}}, {DType::F32, {1, 1, 3, 3}}},
+                      {{DType::F32, {1, 1, 6, 6}}}, k);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("out of range in spatial dimension 1: padded "
+                             "extent 8, dilated kernel 4611686018427387905"),
+            std::string::npos)
+      << s.message();
   a.set("dilations", AttrValue::ofInts({1, 1}));
   EXPECT_TRUE(
       createCpuKernel("conv", a,
                       {{DType::F32, {1, 1, 6, 6}}, {DType::F32, {1, 1, 3, 3}}},
                       {{DType::F32, {1, 1, 6, 6}}}, k)
           .ok());
+}
+
+// A window of 2^40 taps over an input of three, nearly all padding (a
+// fuzz finding of session 34: such a pool ran for minutes). Only the taps
+// in the input are visited; count_include_pad counts the padded ones.
+TEST(Kernels, PoolingVisitsOnlyTheTapsInTheInput) {
+  const int64_t taps = int64_t(1) << 40;
+  AttrMap a;
+  a.set("kernel_shape", AttrValue::ofInts({taps}));
+  a.set("strides", AttrValue::ofInts({taps}));
+  a.set("pads", AttrValue::ofInts({taps - 1, taps - 1}));
+  a.set("dilations", AttrValue::ofInts({1}));
+  a.set("ceil_mode", AttrValue::ofInts({0}));
+  a.set("count_include_pad", AttrValue::ofInts({0}));
+  std::vector<float> x = {1, 2, 3};
+  // Window 0 holds position 0 and taps - 1 padded taps; window 1 holds
+  // positions 1 and 2 and taps - 2 padded taps.
+  EXPECT_EQ(runF32("max_pool", a, {{{1, 1, 3}, x}}, {1, 1, 2}),
+            (std::vector<float>{1, 3}));
+  EXPECT_EQ(runF32("avg_pool", a, {{{1, 1, 3}, x}}, {1, 1, 2}),
+            (std::vector<float>{1, 2.5f}));
+  a.set("count_include_pad", AttrValue::ofInts({1}));
+  std::vector<float> y = runF32("avg_pool", a, {{{1, 1, 3}, x}}, {1, 1, 2});
+  ASSERT_EQ(y.size(), 2u);
+  EXPECT_FLOAT_EQ(y[0], 1.0f / float(taps));
+  EXPECT_FLOAT_EQ(y[1], 5.0f / float(taps));
+  std::vector<float> dx =
+      runF32("avg_pool_grad", a, {{{1, 1, 2}, {1, 1}}}, {1, 1, 3});
+  ASSERT_EQ(dx.size(), 3u);
+  EXPECT_FLOAT_EQ(dx[2], 1.0f / float(taps));
+  a.set("count_include_pad", AttrValue::ofInts({0}));
+  EXPECT_EQ(runF32("avg_pool_grad", a, {{{1, 1, 2}, {4, 2}}}, {1, 1, 3}),
+            (std::vector<float>{4, 1, 1}));
+  EXPECT_EQ(runF32("max_pool_grad", a, {{{1, 1, 2}, {4, 2}}, {{1, 1, 3}, x}},
+                   {1, 1, 3}),
+            (std::vector<float>{4, 0, 2}));
 }
 
 TEST(Kernels, GroupedConvKeepsGroupsApart) {
