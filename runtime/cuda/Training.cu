@@ -59,7 +59,7 @@ template <typename Index> struct PoolIndex {
       std::conditional_t<sizeof(Index) == 4, FastDivider, PlainDivider>;
   Index channels, in[3], out[3], kernel[3], stride[3], pad[3], padEnd[3],
       dilation[3];
-  Divider byChannels, byIn[3], byOut[3], byStride[3];
+  Divider byChannels, byIn[3], byOut[3];
   bool countIncludePad;
   static Divider divider(int64_t d) {
     if constexpr (sizeof(Index) == 4)
@@ -81,7 +81,6 @@ template <typename Index> struct PoolIndex {
       dilation[d] = Index(p.dilation[d]);
       byIn[d] = divider(std::max<int64_t>(p.in[d], 1));
       byOut[d] = divider(std::max<int64_t>(p.out[d], 1));
-      byStride[d] = divider(p.stride[d]);
     }
   }
   /// Element of position (d, h, w) of `plane` (the batch index channels
@@ -107,15 +106,6 @@ template <typename Index> struct PoolIndex {
       pixel = rest;
     }
     plane = pixel;
-  }
-  /// Output position along dimension `d` of the window that holds input
-  /// position `pos` at kernel offset `k`, or -1.
-  __device__ Index windowAt(int d, Index pos, Index k) const {
-    Index t = pos + pad[d] - k * dilation[d];
-    if (t < 0)
-      return -1;
-    Index o = byStride[d].divide(t);
-    return byStride[d].remainder(t, o) == 0 && o < out[d] ? o : -1;
   }
 };
 
@@ -212,20 +202,23 @@ __global__ void poolGradKernel(const float *dy, const int32_t *arg, float *dx,
     Index plane, pos[3], channel;
     p.split(i, p.byIn, plane, pos, channel);
     float sum[Lanes] = {};
-    // Only the taps some window places here (WindowTaps.h).
-    TapRange<Index> taps[3];
+    // Only the (window, tap) pairs that hold this element (WindowTaps.h).
+    WindowWalk<Index> walks[3];
     for (int d = 0; d < 3; ++d)
-      taps[d] = tapsReaching(pos[d], p.kernel[d], p.dilation[d], p.stride[d],
-                             p.pad[d], p.out[d]);
-    for (Index kd = taps[0].first; kd < taps[0].last; ++kd) {
-      Index od = p.windowAt(0, pos[0], kd);
-      for (Index kh = od < 0 ? taps[1].last : taps[1].first; kh < taps[1].last;
-           ++kh) {
-        Index oh = p.windowAt(1, pos[1], kh);
-        for (Index kw = oh < 0 ? taps[2].last : taps[2].first;
-             kw < taps[2].last; ++kw) {
-          Index ow = p.windowAt(2, pos[2], kw);
-          if (ow < 0)
+      walks[d] = windowsHolding(pos[d], p.kernel[d], p.dilation[d], p.stride[d],
+                                p.pad[d], p.out[d]);
+    Index od, oh, ow, kd, kh, kw;
+    for (Index vd = walks[0].first; vd < walks[0].last; ++vd) {
+      if (!windowStep(walks[0], vd, pos[0], p.dilation[0], p.stride[0],
+                      p.pad[0], od, kd))
+        continue;
+      for (Index vh = walks[1].first; vh < walks[1].last; ++vh) {
+        if (!windowStep(walks[1], vh, pos[1], p.dilation[1], p.stride[1],
+                        p.pad[1], oh, kh))
+          continue;
+        for (Index vw = walks[2].first; vw < walks[2].last; ++vw) {
+          if (!windowStep(walks[2], vw, pos[2], p.dilation[2], p.stride[2],
+                          p.pad[2], ow, kw))
             continue;
           Index offset = (kd * p.kernel[1] + kh) * p.kernel[2] + kw;
           // Window (od, oh, ow) holds this element at offset (kd, kh, kw).

@@ -25,8 +25,14 @@ template <typename I> struct TapRange { I first, last; };
 /// (output * stride - padBegin), `kernel` taps `dilation` apart.
 template <typename I>
 PARTC_TAPS_FN TapRange<I> inputTaps(I start, I kernel, I dilation, I in) {
-  I first = start >= 0 ? I(0) : (-start + dilation - 1) / dilation;
-  I last = in - start <= 0 ? I(0) : (in - 1 - start) / dilation + 1;
+  I first, last;
+  if (dilation == 1) { // no division, the common case on the GPU
+    first = start >= 0 ? I(0) : -start;
+    last = in - start <= 0 ? I(0) : in - start;
+  } else {
+    first = start >= 0 ? I(0) : (-start + dilation - 1) / dilation;
+    last = in - start <= 0 ? I(0) : (in - 1 - start) / dilation + 1;
+  }
   if (last > kernel)
     last = kernel;
   if (first > last)
@@ -42,26 +48,67 @@ PARTC_TAPS_FN I paddedTaps(I start, I kernel, I dilation, I in, I padEnd) {
   I room = in + padEnd - start;
   if (room <= 0)
     return 0;
-  I taps = (room - 1) / dilation + 1;
+  I taps = dilation == 1 ? room : (room - 1) / dilation + 1;
   return taps < kernel ? taps : kernel;
 }
 
-/// The taps that reach input position `pos` from a window that exists:
-/// tap k belongs to output (pos + padBegin - k * dilation) / stride where
-/// that is a whole number in [0, out). Callers still test divisibility.
+/// A walk over the (output, tap) pairs of one dimension whose window holds
+/// input position `pos`: steps [first, last) over taps, or over outputs
+/// where those are fewer (a stride far larger than the dilation), so that
+/// a gradient gathers in min(kernel, outputs) steps.
+template <typename I> struct WindowWalk {
+  I first, last;
+  bool byOutput;
+};
+
+/// Tap k and output o hold `pos` when o * stride + k * dilation equals
+/// pos + padBegin, with k in [0, kernel) and o in [0, out).
 template <typename I>
-PARTC_TAPS_FN TapRange<I> tapsReaching(I pos, I kernel, I dilation, I stride,
-                                       I padBegin, I out) {
-  I reach = pos + padBegin; // output * stride + k * dilation
+PARTC_TAPS_FN WindowWalk<I> windowsHolding(I pos, I kernel, I dilation,
+                                           I stride, I padBegin, I out) {
+  I reach = pos + padBegin;
+  if (reach < 0 || out <= 0)
+    return {0, 0, false};
+  // Taps: k * dilation <= reach <= k * dilation + (out - 1) * stride.
   I lastStart = (out - 1) * stride;
-  I first =
+  I tapFirst =
       reach <= lastStart ? I(0) : (reach - lastStart + dilation - 1) / dilation;
-  I last = reach < 0 ? I(0) : reach / dilation + 1;
-  if (last > kernel)
-    last = kernel;
-  if (first > last)
-    first = last;
-  return {first, last};
+  I tapLast = reach / dilation + 1;
+  if (tapLast > kernel)
+    tapLast = kernel;
+  // Outputs: o * stride <= reach <= o * stride + (kernel - 1) * dilation.
+  I span = (kernel - 1) * dilation;
+  I outFirst = reach <= span ? I(0) : (reach - span + stride - 1) / stride;
+  I outLast = reach / stride + 1;
+  if (outLast > out)
+    outLast = out;
+  I taps = tapLast > tapFirst ? tapLast - tapFirst : I(0);
+  I outputs = outLast > outFirst ? outLast - outFirst : I(0);
+  if (outputs < taps)
+    return {outFirst, outFirst + outputs, true};
+  return {tapFirst, tapFirst + taps, false};
+}
+
+/// Step `v` of such a walk: its output and tap, or false where the step
+/// falls between them (not a whole number of strides or dilations).
+template <typename I>
+PARTC_TAPS_FN bool windowStep(const WindowWalk<I> &walk, I v, I pos, I dilation,
+                              I stride, I padBegin, I &output, I &tap) {
+  I reach = pos + padBegin;
+  if (walk.byOutput) {
+    I rest = reach - v * stride;
+    if (rest % dilation != 0)
+      return false;
+    output = v;
+    tap = rest / dilation;
+    return true;
+  }
+  I rest = reach - v * dilation;
+  if (rest % stride != 0)
+    return false;
+  output = rest / stride;
+  tap = v;
+  return true;
 }
 
 } // namespace partc::runtime
