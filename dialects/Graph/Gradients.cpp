@@ -673,19 +673,68 @@ LogicalResult SplitOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 LogicalResult SliceOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                      ArrayRef<bool>,
                                      MutableArrayRef<Value> dx) {
+  // The gradient puts dy back where the slice read it and zeros elsewhere,
+  // from ops that have kernels everywhere: reverse the dimensions read
+  // backwards, spread strided ones apart with zeros (a unit axis padded to
+  // the step and merged), then pad to the input's shape.
   auto input = tensorType(getInput());
+  auto output = tensorType(getOutput());
   int64_t rank = input.getRank();
+  ArrayRef<int64_t> starts = getStarts(), steps = getSteps();
+  SmallVector<int64_t> first(rank), stride(rank), length(rank);
+  bool reversed = false, spread = false;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t n = output.getDimSize(d);
+    stride[d] = steps[d] < 0 ? -steps[d] : steps[d];
+    // The lowest input index read, and the extent from it to the highest.
+    first[d] = n == 0         ? 0
+               : steps[d] > 0 ? starts[d]
+                              : starts[d] + (n - 1) * steps[d];
+    length[d] = n == 0 ? 0 : (n - 1) * stride[d] + 1;
+    reversed |= n > 1 && steps[d] < 0;
+    spread |= n > 1 && stride[d] > 1;
+  }
+  Value grad = dy[0];
+  Location loc = getLoc();
+  if (reversed) {
+    SmallVector<int64_t> from(rank, 0), to(output.getShape()), by(rank, 1);
+    for (int64_t d = 0; d < rank; ++d)
+      if (output.getDimSize(d) > 1 && steps[d] < 0) {
+        from[d] = output.getDimSize(d) - 1;
+        to[d] = -1;
+        by[d] = -1;
+      }
+    grad = SliceOp::create(b, loc, grad, from, to, by);
+  }
+  if (spread) {
+    // [.., n, ..] -> [.., n, 1, ..] -> pad to [.., n, step, ..] -> [.., n *
+    // step, ..] -> the first (n - 1) * step + 1.
+    SmallVector<int64_t> unit, pads, merged;
+    SmallVector<int64_t> padAfter;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t n = output.getDimSize(d);
+      unit.push_back(n);
+      padAfter.push_back(0);
+      if (n > 1 && stride[d] > 1) {
+        unit.push_back(1);
+        padAfter.push_back(stride[d] - 1);
+      }
+      merged.push_back(n > 1 && stride[d] > 1 ? n * stride[d] : n);
+    }
+    pads.assign(unit.size(), 0);
+    pads.append(padAfter);
+    grad = ReshapeOp::create(b, loc, grad, unit);
+    grad = PadOp::create(b, loc, grad, pads, "constant", APFloat(0.0));
+    grad = ReshapeOp::create(b, loc, grad, merged);
+    SmallVector<int64_t> from(rank, 0), by(rank, 1);
+    grad = SliceOp::create(b, loc, grad, from, length, by);
+  }
   SmallVector<int64_t> pads(2 * rank);
   for (int64_t d = 0; d < rank; ++d) {
-    if (getSteps()[d] != 1)
-      return emitOpError() << "has step " << getSteps()[d] << " in dimension "
-                           << d
-                           << "; gradients of strided slices are not "
-                              "supported yet";
-    pads[d] = getStarts()[d];
-    pads[d + rank] = input.getDimSize(d) - getEnds()[d];
+    pads[d] = first[d];
+    pads[d + rank] = input.getDimSize(d) - first[d] - length[d];
   }
-  dx[0] = PadOp::create(b, getLoc(), dy[0], pads, "constant", APFloat(0.0));
+  dx[0] = PadOp::create(b, loc, grad, pads, "constant", APFloat(0.0));
   return success();
 }
 

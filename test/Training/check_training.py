@@ -256,6 +256,27 @@ def gradient_cases():
          "st": np.array([1, 1], np.int64), "en": np.array([6, 3], np.int64),
          "ax": np.array([1, 3], np.int64), "k": randn(1, 5, 1, 1),
          "kshape": np.array([2, 5, 3, 1], np.int64)}, "mse")
+    # Strided slices: Swin's patch merging (the four phases of a 2x2 grid,
+    # channels last, concatenated), then a slice read backwards with step
+    # -2, so the gradient spreads, reverses and pads.
+    big = np.iinfo(np.int64).max
+    yield ("strided_slices", [
+        helper.make_node("MatMul", ["x", "w0"], ["h"]),
+    ] + [helper.make_node("Slice", ["h", f"st{k}", "en", "ax", "two"],
+                          [f"p{k}"]) for k in range(4)] + [
+        helper.make_node("Concat", ["p0", "p1", "p2", "p3"], ["cat"], axis=3),
+        helper.make_node("Slice", ["cat", "rst", "ren", "rax", "rsp"], ["r"]),
+        helper.make_node("MatMul", ["r", "w1"], ["y"])],
+        {"x": randn(2, 4, 6, 3)}, (2, 2, 2, 4),
+        {"w0": randn(3, 3), "w1": randn(12, 4),
+         "st0": np.array([0, 0], np.int64), "st1": np.array([1, 0], np.int64),
+         "st2": np.array([0, 1], np.int64), "st3": np.array([1, 1], np.int64),
+         "en": np.array([big, big], np.int64),
+         "ax": np.array([1, 2], np.int64), "two": np.array([2, 2], np.int64),
+         "rst": np.array([-1, 2], np.int64),
+         "ren": np.array([-big, -big], np.int64),
+         "rax": np.array([1, 2], np.int64),
+         "rsp": np.array([-1, -2], np.int64)}, "mse")
     # Training-mode dropout: partc's counter-based mask, drawn again by
     # the backward pass (onnx_numpy.dropout_mask is the reference).
     yield ("dropout", [

@@ -14,13 +14,11 @@ save("no_params",[helper.make_node("Relu",["x"],["y"],name="relu")],[f("x",[2,4]
 save("two_outputs",[helper.make_node("MatMul",["x","w"],["y"],name="mm"),helper.make_node("Relu",["y"],["z"],name="r")],[f("x",[2,4])],[f("y",[2,3]),f("z",[2,3])],[w])
 # an op without a gradient: ReduceMax
 save("reduce_max",[helper.make_node("MatMul",["x","w"],["h"],name="mm"),helper.make_node("ReduceMax",["h"],["y"],name="max1",axes=[1],keepdims=1)],[f("x",[2,4])],[f("y",[2,1])],[w])
-# batch norm: running statistics computed, one value per channel, and a
-# strided slice
+# batch norm: running statistics computed, one value per channel
 bn=[numpy_helper.from_array(np.ones(2,np.float32),n) for n in ("s","b","m","v")]
 save("bn_computed_mean",[helper.make_node("Neg",["m"],["nm"],name="neg"),helper.make_node("BatchNormalization",["x","s","b","nm","v"],["y"],name="bn1")],[f("x",[2,2,3,3])],[f("y",[2,2,3,3])],bn)
 save("bn_one_value",[helper.make_node("BatchNormalization",["x","s","b","m","v"],["y"],name="bn1")],[f("x",[1,2,1,1])],[f("y",[1,2,1,1])],bn)
 ints=lambda n,v: numpy_helper.from_array(np.array(v,np.int64),n)
-save("strided_slice",[helper.make_node("MatMul",["x","w"],["h"],name="mm"),helper.make_node("Slice",["h","st","en","ax","sp"],["y"],name="slice1")],[f("x",[2,4])],[f("y",[2,2])],[w,ints("st",[0]),ints("en",[3]),ints("ax",[1]),ints("sp",[2])])
 # scalar output for cross-entropy
 save("scalar_out",[helper.make_node("MatMul",["x","v"],["y"],name="dot")],[f("x",[4])],[f("y",[])],[numpy_helper.from_array(np.ones(4,np.float32),"v")])
 # a model with an input named labels

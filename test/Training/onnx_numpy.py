@@ -230,15 +230,17 @@ def forward_node(node, ins, rng=None):
                              for b, e in zip(bounds[:-1], bounds[1:])]
     if op == "Slice":
         starts, ends, axes = ins[1], ins[2], ins[3]
+        steps = ins[4] if len(ins) > 4 else [1] * len(axes)
         index = [slice(None)] * x.ndim
-        for s, e, a in zip(starts, ends, axes):
-            index[int(a)] = slice(int(s), int(e))
+        # Python's slices clamp and count from the end as ONNX's do.
+        for s, e, a, st in zip(starts, ends, axes, steps):
+            index[int(a)] = slice(int(s), int(e), int(st))
         index = tuple(index)
 
         def vjp(g):
             dx = np.zeros_like(x)
             dx[index] = g
-            return [dx, None, None, None]
+            return [dx] + [None] * (len(ins) - 1)
         return x[index], vjp
     if op == "Expand":
         y = x * np.ones([int(d) for d in ins[1]])

@@ -72,17 +72,6 @@ func.func @main(%x: tensor<2x2x2x2xf32> {graph.name = "x"}) -> (tensor<2x2x2x2xf
 
 // -----
 
-// Tests that the gradient of a strided slice is refused with its step.
-func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
-  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
-  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
-  // expected-error@+1 {{'graph.slice' op has step 2 in dimension 1; gradients of strided slices are not supported yet}}
-  %y = graph.slice %h {starts = array<i64: 0, 0>, ends = array<i64: 2, 4>, steps = array<i64: 1, 2>} : (tensor<2x4xf32>) -> tensor<2x2xf32>
-  return %y : tensor<2x2xf32>
-}
-
-// -----
-
 // Tests that a gather along another axis than the rows is refused.
 func.func @main(%ids: tensor<2xi64> {graph.name = "ids"}) -> (tensor<3x2xf32> {graph.name = "y"}) {
   %t = graph.constant {graph.initializer = "t", value = dense<1.0> : tensor<3x5xf32>} : () -> tensor<3x5xf32>

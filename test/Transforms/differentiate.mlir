@@ -222,6 +222,38 @@ func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {gra
 
 // -----
 
+// Tests that a strided slice's gradient spreads the result's gradient
+// apart with zeros (a unit axis padded to the step, merged, cut to the
+// last element read) and pads it back to the input's place.
+// CHECK-LABEL: func @main
+// CHECK: %[[U:.*]] = graph.reshape %{{.*}} {shape = array<i64: 2, 2, 1>} : (tensor<2x2xf32>) -> tensor<2x2x1xf32>
+// CHECK: %[[P:.*]] = graph.pad %[[U]] {pads = array<i64: 0, 0, 0, 0, 0, 1>} : (tensor<2x2x1xf32>) -> tensor<2x2x2xf32>
+// CHECK: %[[M:.*]] = graph.reshape %[[P]] {shape = array<i64: 2, 4>} : (tensor<2x2x2xf32>) -> tensor<2x4xf32>
+// CHECK: %[[C:.*]] = graph.slice %[[M]] {ends = array<i64: 2, 3>, starts = array<i64: 0, 0>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x3xf32>
+// CHECK: graph.pad %[[C]] {pads = array<i64: 0, 1, 0, 1>} : (tensor<2x3xf32>) -> tensor<2x5xf32>
+func.func @main(%x: tensor<2x5xf32> {graph.name = "x"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x5xf32>} : () -> tensor<2x5xf32>
+  %h = graph.mul %x, %w : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %y = graph.slice %h {starts = array<i64: 0, 1>, ends = array<i64: 2, 5>, steps = array<i64: 1, 2>} : (tensor<2x5xf32>) -> tensor<2x2xf32>
+  return %y : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that a slice read backwards has its gradient reversed first, then
+// placed from the lowest index it read.
+// CHECK-LABEL: func @main
+// CHECK: %[[R:.*]] = graph.slice %{{.*}} {ends = array<i64: -1, 3>, starts = array<i64: 1, 0>, steps = array<i64: -1, 1>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+// CHECK: graph.pad %[[R]] {pads = array<i64: 1, 0, 1, 0>} : (tensor<2x3xf32>) -> tensor<4x3xf32>
+func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<4x3xf32>} : () -> tensor<4x3xf32>
+  %h = graph.mul %x, %w : (tensor<4x3xf32>, tensor<4x3xf32>) -> tensor<4x3xf32>
+  %y = graph.slice %h {starts = array<i64: 2, 0>, ends = array<i64: 0, 3>, steps = array<i64: -1, 1>} : (tensor<4x3xf32>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
 // Tests that a constant pad's gradient is the slice of the padded region's
 // gradient back to the input's place.
 // CHECK-LABEL: func @main
