@@ -766,27 +766,52 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                       MutableArrayRef<Value> dx) {
   // An embedding lookup's gradient: every row picked adds its gradient
   // into the table (scatter_nd with add, rows picked twice add twice).
+  // Along another axis (a class token's x[:, 0]), the same with that axis
+  // moved to the front and back.
   auto data = tensorType(getData());
   auto indices = tensorType(getIndices());
-  if (getAxis() != 0)
-    return emitOpError() << "gathers along axis " << getAxis()
-                         << "; only gathers of rows (axis 0, embeddings) "
-                            "have a gradient yet";
   if (!indices.getElementType().isInteger(64))
     return emitOpError() << "has indices of type " << indices
                          << "; its gradient needs int64 indices";
   Location loc = getLoc();
+  int64_t rank = data.getRank();
+  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
   int64_t picked = indices.getNumElements();
-  SmallVector<int64_t> rows{picked};
-  rows.append(data.getShape().begin() + 1, data.getShape().end());
+  int64_t indexRank = indices.getRank();
+  // The data's dimensions with `axis` first.
+  SmallVector<int64_t> toFront{axis}, fromFront(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      toFront.push_back(d);
+  for (int64_t d = 0; d < rank; ++d)
+    fromFront[toFront[d]] = d;
+  SmallVector<int64_t> table, rows{picked};
+  for (int64_t d : toFront)
+    table.push_back(data.getDimSize(d));
+  rows.append(table.begin() + 1, table.end());
+  // dy is data[:axis] + indices + data[axis + 1:]: the indices' dimensions
+  // go first, then the rest in order.
+  Value grad = dy[0];
+  if (axis != 0 && indexRank > 0) {
+    SmallVector<int64_t> indicesFirst;
+    for (int64_t d = 0; d < indexRank; ++d)
+      indicesFirst.push_back(axis + d);
+    for (int64_t d = 0; d < axis; ++d)
+      indicesFirst.push_back(d);
+    for (int64_t d = axis + indexRank; d < rank - 1 + indexRank; ++d)
+      indicesFirst.push_back(d);
+    grad = TransposeOp::create(b, loc, grad, indicesFirst);
+  }
   Value tuples =
       ReshapeOp::create(b, loc, getIndices(), ArrayRef<int64_t>{picked, 1});
-  Value updates = ReshapeOp::create(b, loc, dy[0], rows);
+  Value updates = ReshapeOp::create(b, loc, grad, rows);
   // A zero broadcast, not a zero constant: a vocabulary-sized table of
   // zeros would be stored in the plan (folding keeps small ones).
   Value zeros = ExpandOp::create(
-      b, loc, scalar(b, loc, data.getElementType(), 0.0), data.getShape());
-  dx[0] = ScatterNdOp::create(b, loc, zeros, tuples, updates,
-                              b.getStringAttr("add"));
+      b, loc, scalar(b, loc, data.getElementType(), 0.0), table);
+  Value scattered = ScatterNdOp::create(b, loc, zeros, tuples, updates,
+                                        b.getStringAttr("add"));
+  dx[0] =
+      axis == 0 ? scattered : TransposeOp::create(b, loc, scattered, fromFront);
   return success();
 }

@@ -277,6 +277,22 @@ def gradient_cases():
          "ren": np.array([-big, -big], np.int64),
          "rax": np.array([1, 2], np.int64),
          "rsp": np.array([-1, -2], np.int64)}, "mse")
+    # Gathers along the sequence axis: a class token's x[:, 0] (a scalar
+    # index) and tokens picked by a list with a repeat and a negative
+    # index, so their gradients scatter and add along axis 1.
+    yield ("gather_tokens", [
+        helper.make_node("MatMul", ["x", "w0"], ["h"]),
+        helper.make_node("Gather", ["h", "first"], ["cls"], axis=1),
+        helper.make_node("Gather", ["h", "picks"], ["tok"], axis=1),
+        helper.make_node("ReduceMean", ["tok"], ["avg"], axes=[1], keepdims=0),
+        helper.make_node("Add", ["cls", "avg"], ["s"]),
+        helper.make_node("Gather", ["s", "cols"], ["c"], axis=-1),
+        helper.make_node("MatMul", ["c", "w1"], ["y"])],
+        {"x": randn(2, 5, 4)}, (2, 3),
+        {"w0": randn(4, 4), "w1": randn(3, 3),
+         "first": np.array(0, np.int64),
+         "picks": np.array([-1, 2, 2], np.int64),
+         "cols": np.array([3, 0, 3], np.int64)}, "mse")
     # Training-mode dropout: partc's counter-based mask, drawn again by
     # the backward pass (onnx_numpy.dropout_mask is the reference).
     yield ("dropout", [

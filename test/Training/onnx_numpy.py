@@ -148,14 +148,17 @@ def forward_node(node, ins, rng=None):
                              unbroadcast(np.where(c, 0, g), b.shape)]
     if op == "Gather":
         data, idx = ins
-        assert attr(node, "axis", 0) == 0
+        axis = attr(node, "axis", 0) % data.ndim
         idx = idx.astype(np.int64)
+        # data[..., idx, ...] along `axis`; negative indices count from the
+        # end, as numpy's do.
+        where = (slice(None),) * axis + (idx,)
 
         def vjp(g):
             dx = np.zeros_like(data)
-            np.add.at(dx, idx, g)
+            np.add.at(dx, where, g)
             return [dx, None]
-        return data[idx], vjp
+        return data[where], vjp
     if op == "LayerNormalization":
         return layer_norm(node, ins)
     x = ins[0]

@@ -72,16 +72,6 @@ func.func @main(%x: tensor<2x2x2x2xf32> {graph.name = "x"}) -> (tensor<2x2x2x2xf
 
 // -----
 
-// Tests that a gather along another axis than the rows is refused.
-func.func @main(%ids: tensor<2xi64> {graph.name = "ids"}) -> (tensor<3x2xf32> {graph.name = "y"}) {
-  %t = graph.constant {graph.initializer = "t", value = dense<1.0> : tensor<3x5xf32>} : () -> tensor<3x5xf32>
-  // expected-error@+1 {{gathers along axis 1; only gathers of rows (axis 0, embeddings) have a gradient yet}}
-  %y = graph.gather %t, %ids {axis = 1 : i64} : (tensor<3x5xf32>, tensor<2xi64>) -> tensor<3x2xf32>
-  return %y : tensor<3x2xf32>
-}
-
-// -----
-
 // Tests that a pad's gradient is refused in a mode other than constant.
 func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {graph.name = "y"}) {
   %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>

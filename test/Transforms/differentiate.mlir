@@ -254,6 +254,23 @@ func.func @main(%x: tensor<4x3xf32> {graph.name = "x"}) -> (tensor<2x3xf32> {gra
 
 // -----
 
+// Tests that a gather along another axis than the rows scatters its
+// gradient with that axis moved to the front, then moves it back.
+// CHECK-LABEL: func @main
+// CHECK: %[[G:.*]] = graph.transpose %{{.*}} {perm = array<i64: 1, 0>} : (tensor<3x2xf32>) -> tensor<2x3xf32>
+// CHECK: %[[I:.*]] = graph.reshape %{{.*}} {shape = array<i64: 2, 1>} : (tensor<2xi64>) -> tensor<2x1xi64>
+// CHECK: %[[U:.*]] = graph.reshape %[[G]] {shape = array<i64: 2, 3>}
+// CHECK: %[[Z:.*]] = graph.expand %{{.*}} {shape = array<i64: 5, 3>} : (tensor<f32>) -> tensor<5x3xf32>
+// CHECK: %[[S:.*]] = graph.scatter_nd %[[Z]], %[[I]], %[[U]] {reduction = "add"}
+// CHECK: graph.transpose %[[S]] {perm = array<i64: 1, 0>} : (tensor<5x3xf32>) -> tensor<3x5xf32>
+func.func @main(%ids: tensor<2xi64> {graph.name = "ids"}) -> (tensor<3x2xf32> {graph.name = "y"}) {
+  %t = graph.constant {graph.initializer = "t", value = dense<1.0> : tensor<3x5xf32>} : () -> tensor<3x5xf32>
+  %y = graph.gather %t, %ids {axis = 1 : i64} : (tensor<3x5xf32>, tensor<2xi64>) -> tensor<3x2xf32>
+  return %y : tensor<3x2xf32>
+}
+
+// -----
+
 // Tests that a constant pad's gradient is the slice of the padded region's
 // gradient back to the input's place.
 // CHECK-LABEL: func @main
