@@ -437,6 +437,46 @@ LogicalResult ReduceMeanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+/// The gradient of a maximum or minimum over `axes`: each element equal to
+/// its extremum takes an even share of the result's gradient (ties split
+/// it, as PyTorch's amax and amin do); the others get none.
+static Value extremumGradient(OpBuilder &b, Location loc, Value input,
+                              Value result, Value grad, ArrayRef<int64_t> axes,
+                              bool keepdims) {
+  auto type = tensorType(input);
+  SmallVector<int64_t> kept(type.getShape());
+  for (int64_t a : axes)
+    kept[a] = 1;
+  if (!keepdims) {
+    result = ReshapeOp::create(b, loc, result, kept);
+    grad = ReshapeOp::create(b, loc, grad, kept);
+  }
+  Value hit = EqualOp::create(b, loc, input, result);
+  auto floatType =
+      RankedTensorType::get(type.getShape(), type.getElementType());
+  Value mask = CastOp::create(b, loc, floatType, hit,
+                              TypeAttr::get(type.getElementType()));
+  Value ties = ReduceSumOp::create(b, loc, mask, axes, /*keepdims=*/1);
+  Value share = DivOp::create(b, loc, grad, ties);
+  return MulOp::create(b, loc, mask, share);
+}
+
+LogicalResult ReduceMaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  dx[0] = extremumGradient(b, getLoc(), getInput(), getOutput(), dy[0],
+                           getAxes(), getKeepdims() != 0);
+  return success();
+}
+
+LogicalResult ReduceMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  dx[0] = extremumGradient(b, getLoc(), getInput(), getOutput(), dy[0],
+                           getAxes(), getKeepdims() != 0);
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                          ArrayRef<bool> needed,
                                          MutableArrayRef<Value> dx) {

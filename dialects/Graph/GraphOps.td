@@ -671,8 +671,10 @@ def Graph_ReduceSumOp : Graph_ReduceOp<"reduce_sum", "Sum",
                                        [Graph_Differentiable]>;
 def Graph_ReduceMeanOp : Graph_ReduceOp<"reduce_mean", "Mean",
                                         [Graph_Differentiable]>;
-def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum">;
-def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum">;
+def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum",
+                                       [Graph_Differentiable]>;
+def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum",
+                                       [Graph_Differentiable]>;
 def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
 
 /// Ops that work along one axis, each line of the input on its own.

@@ -293,6 +293,19 @@ def gradient_cases():
          "first": np.array(0, np.int64),
          "picks": np.array([-1, 2, 2], np.int64),
          "cols": np.array([3, 0, 3], np.int64)}, "mse")
+    # Maxima and minima (PointNet's global max pool, a row's range): the
+    # gradient goes to each extremum's element.
+    yield ("reduce_extrema", [
+        helper.make_node("MatMul", ["x", "w0"], ["h"]),
+        helper.make_node("ReduceMin", ["h"], ["mn"], axes=[0], keepdims=1),
+        helper.make_node("Sub", ["h", "mn"], ["s"]),
+        helper.make_node("ReduceMax", ["s"], ["mx"], axes=[1], keepdims=1),
+        helper.make_node("Mul", ["s", "mx"], ["t"]),
+        helper.make_node("ReduceMax", ["t"], ["g"], axes=[0], keepdims=0),
+        helper.make_node("Add", ["t", "g"], ["u"]),
+        helper.make_node("MatMul", ["u", "w1"], ["y"])],
+        {"x": randn(6, 4)}, (6, 3),
+        {"w0": randn(4, 5), "w1": randn(5, 3)}, "mse")
     # Training-mode dropout: partc's counter-based mask, drawn again by
     # the backward pass (onnx_numpy.dropout_mask is the reference).
     yield ("dropout", [

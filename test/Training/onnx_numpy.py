@@ -190,6 +190,17 @@ def forward_node(node, ins, rng=None):
         axis = attr(node, "axis", -1)
         y = np.log(softmax(x, axis))
         return y, lambda g: [g - np.exp(y) * g.sum(axis, keepdims=True)]
+    if op in ("ReduceMax", "ReduceMin"):
+        axes, keep = reduce_axes(node, x, ins)
+        y = (x.max if op == "ReduceMax" else x.min)(axes, keepdims=True)
+
+        def vjp(g):
+            # Ties share the gradient evenly, as PyTorch's amax does.
+            mask = (x == y).astype(x.dtype)
+            g = g if keep else np.expand_dims(g, axes)
+            return [mask * g / mask.sum(axes, keepdims=True)] + \
+                [None] * (len(ins) - 1)
+        return (y if keep else np.squeeze(y, axes)), vjp
     if op in ("ReduceSum", "ReduceMean"):
         axes, keep = reduce_axes(node, x, ins)
         y = x.sum(axes, keepdims=keep)

@@ -4,8 +4,8 @@
 func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x1xf32> {graph.name = "y"}) {
   %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
   %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
-  // expected-error@+1 {{'graph.reduce_max' has no gradient yet, so the model cannot be trained through it}}
-  %y = graph.reduce_max %h {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  // expected-error@+1 {{'graph.reduce_prod' has no gradient yet, so the model cannot be trained through it}}
+  %y = graph.reduce_prod %h {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
   return %y : tensor<2x1xf32>
 }
 

@@ -271,6 +271,25 @@ func.func @main(%ids: tensor<2xi64> {graph.name = "ids"}) -> (tensor<3x2xf32> {g
 
 // -----
 
+// Tests that a maximum's gradient goes to the elements equal to it, ties
+// sharing it evenly.
+// CHECK-LABEL: func @main
+// CHECK: %[[Y:.*]] = graph.reshape %{{.*}} {shape = array<i64: 2, 1>} : (tensor<2xf32>) -> tensor<2x1xf32>
+// CHECK: %[[G:.*]] = graph.reshape %{{.*}} {shape = array<i64: 2, 1>} : (tensor<2xf32>) -> tensor<2x1xf32>
+// CHECK: %[[E:.*]] = graph.equal %{{.*}}, %[[Y]] : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xi1>
+// CHECK: %[[M:.*]] = graph.cast %[[E]] {to = f32} : (tensor<2x4xi1>) -> tensor<2x4xf32>
+// CHECK: %[[T:.*]] = graph.reduce_sum %[[M]] {axes = array<i64: 1>}
+// CHECK: %[[S:.*]] = graph.div %[[G]], %[[T]]
+// CHECK: graph.mul %[[M]], %[[S]] : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = graph.reduce_max %h {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
+
+// -----
+
 // Tests that a constant pad's gradient is the slice of the padded region's
 // gradient back to the input's place.
 // CHECK-LABEL: func @main
