@@ -203,6 +203,279 @@ LogicalResult ErfOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 }
 
 //===----------------------------------------------------------------------===//
+// More math and activations, written in graph ops (each a step of a fused
+// element-wise chain on the GPU). At a kink the gradient is PyTorch's.
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Builds an element-wise gradient from graph ops: constants of the
+/// input's element type and comparisons turned into 0/1 masks.
+struct PointwiseGrad {
+  OpBuilder &b;
+  Location loc;
+  Value x;
+
+  Value c(double value) {
+    return scalar(b, loc, tensorType(x).getElementType(), value);
+  }
+  Value mask(Value predicate) {
+    auto type = tensorType(predicate);
+    Type element = tensorType(x).getElementType();
+    return CastOp::create(b, loc,
+                          RankedTensorType::get(type.getShape(), element),
+                          predicate, TypeAttr::get(element));
+  }
+  Value mul(Value l, Value r) { return MulOp::create(b, loc, l, r); }
+  Value add(Value l, Value r) {
+    return AddOp::create(b, loc, l, r, StringAttr());
+  }
+  Value sub(Value l, Value r) { return SubOp::create(b, loc, l, r); }
+  Value div(Value l, Value r) { return DivOp::create(b, loc, l, r); }
+  Value gt(Value l, Value r) { return GreaterOp::create(b, loc, l, r); }
+  Value lt(Value l, Value r) { return LessOp::create(b, loc, l, r); }
+  Value where(Value cond, Value l, Value r) {
+    return WhereOp::create(b, loc, cond, l, r);
+  }
+  /// 1 where lo < v < hi, else 0.
+  Value inside(Value v, double lo, double hi) {
+    // One statement per op: the IR's order must not depend on the
+    // compiler's order of evaluating arguments.
+    Value above = gt(v, c(lo));
+    Value below = lt(v, c(hi));
+    return mask(AndOp::create(b, loc, above, below));
+  }
+  /// 1 / sqrt(v).
+  Value rsqrt(Value v) {
+    return ReciprocalOp::create(b, loc, SqrtOp::create(b, loc, v));
+  }
+};
+} // namespace
+
+LogicalResult ReciprocalOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                          ArrayRef<bool>,
+                                          MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value y = getResult();
+  dx[0] = g.mul(dy[0], NegOp::create(b, getLoc(), g.mul(y, y)));
+  return success();
+}
+
+/// Floor, Ceil, Round and Sign are flat wherever they have a slope.
+static Value zeroGradient(OpBuilder &b, Location loc, Value x) {
+  auto type = tensorType(x);
+  return ExpandOp::create(b, loc, scalar(b, loc, type.getElementType(), 0.0),
+                          type.getShape());
+}
+LogicalResult FloorOp::buildGradient(OpBuilder &b, ArrayRef<Value>,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  dx[0] = zeroGradient(b, getLoc(), getInput());
+  return success();
+}
+LogicalResult CeilOp::buildGradient(OpBuilder &b, ArrayRef<Value>,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = zeroGradient(b, getLoc(), getInput());
+  return success();
+}
+LogicalResult RoundOp::buildGradient(OpBuilder &b, ArrayRef<Value>,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  dx[0] = zeroGradient(b, getLoc(), getInput());
+  return success();
+}
+LogicalResult SignOp::buildGradient(OpBuilder &b, ArrayRef<Value>,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  dx[0] = zeroGradient(b, getLoc(), getInput());
+  return success();
+}
+
+LogicalResult SinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  dx[0] = g.mul(dy[0], CosOp::create(b, getLoc(), getInput()));
+  return success();
+}
+
+LogicalResult CosOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  dx[0] = g.mul(dy[0], NegOp::create(b, getLoc(),
+                                     SinOp::create(b, getLoc(), getInput())));
+  return success();
+}
+
+LogicalResult TanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value y = getResult();
+  dx[0] = g.mul(dy[0], g.add(g.c(1.0), g.mul(y, y)));
+  return success();
+}
+
+LogicalResult AsinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = g.mul(dy[0], g.rsqrt(g.sub(g.c(1.0), g.mul(x, x))));
+  return success();
+}
+
+LogicalResult AcosOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = NegOp::create(b, getLoc(),
+                        g.mul(dy[0], g.rsqrt(g.sub(g.c(1.0), g.mul(x, x)))));
+  return success();
+}
+
+LogicalResult AtanOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = g.div(dy[0], g.add(g.c(1.0), g.mul(x, x)));
+  return success();
+}
+
+LogicalResult SinhOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  dx[0] = g.mul(dy[0], CoshOp::create(b, getLoc(), getInput()));
+  return success();
+}
+
+LogicalResult CoshOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  dx[0] = g.mul(dy[0], SinhOp::create(b, getLoc(), getInput()));
+  return success();
+}
+
+LogicalResult AsinhOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = g.mul(dy[0], g.rsqrt(g.add(g.mul(x, x), g.c(1.0))));
+  return success();
+}
+
+LogicalResult AcoshOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = g.mul(dy[0], g.rsqrt(g.sub(g.mul(x, x), g.c(1.0))));
+  return success();
+}
+
+LogicalResult AtanhOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                     ArrayRef<bool>,
+                                     MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  dx[0] = g.div(dy[0], g.sub(g.c(1.0), g.mul(x, x)));
+  return success();
+}
+
+LogicalResult ClipOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // Inside the bounds only, as PyTorch's hardtanh (ReLU6) passes it; an
+  // infinite bound never stops it.
+  PointwiseGrad g{b, getLoc(), getInput()};
+  dx[0] = g.mul(dy[0], g.inside(getInput(), getMin().convertToDouble(),
+                                getMax().convertToDouble()));
+  return success();
+}
+
+LogicalResult LeakyReluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value slope = g.where(g.gt(getInput(), g.c(0.0)), g.c(1.0),
+                        g.c(getAlpha().convertToDouble()));
+  dx[0] = g.mul(dy[0], slope);
+  return success();
+}
+
+LogicalResult EluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  Value negative =
+      g.mul(g.c(getAlpha().convertToDouble()), ExpOp::create(b, getLoc(), x));
+  dx[0] = g.mul(dy[0], g.where(g.gt(x, g.c(0.0)), g.c(1.0), negative));
+  return success();
+}
+
+LogicalResult SeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  double gamma = getGamma().convertToDouble();
+  Value negative = g.mul(g.c(gamma * getAlpha().convertToDouble()),
+                         ExpOp::create(b, getLoc(), x));
+  dx[0] = g.mul(dy[0], g.where(g.gt(x, g.c(0.0)), g.c(gamma), negative));
+  return success();
+}
+
+LogicalResult CeluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  Value negative =
+      ExpOp::create(b, getLoc(), g.div(x, g.c(getAlpha().convertToDouble())));
+  dx[0] = g.mul(dy[0], g.where(g.gt(x, g.c(0.0)), g.c(1.0), negative));
+  return success();
+}
+
+LogicalResult HardSigmoidOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                           ArrayRef<bool>,
+                                           MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  double alpha = getAlpha().convertToDouble();
+  Value t =
+      g.add(g.mul(getInput(), g.c(alpha)), g.c(getBeta().convertToDouble()));
+  dx[0] = g.mul(dy[0], g.mul(g.inside(t, 0.0, 1.0), g.c(alpha)));
+  return success();
+}
+
+LogicalResult HardSwishOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                         ArrayRef<bool>,
+                                         MutableArrayRef<Value> dx) {
+  // x * clamp(x / 6 + 1 / 2, 0, 1): 0 below -3, x / 3 + 1 / 2 up to 3,
+  // 1 above (PyTorch's hardswish_backward).
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  Value middle = g.add(g.div(x, g.c(3.0)), g.c(0.5));
+  Value slope = g.where(g.lt(x, g.c(-3.0)), g.c(0.0),
+                        g.where(g.gt(x, g.c(3.0)), g.c(1.0), middle));
+  dx[0] = g.mul(dy[0], slope);
+  return success();
+}
+
+LogicalResult MishOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // tanh(sp) + x sigmoid(x) (1 - tanh(sp)^2), sp = softplus(x).
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value x = getInput();
+  Value t = TanhOp::create(b, getLoc(), SoftplusOp::create(b, getLoc(), x));
+  Value s = SigmoidOp::create(b, getLoc(), x);
+  Value slope = g.add(t, g.mul(g.mul(x, s), g.sub(g.c(1.0), g.mul(t, t))));
+  dx[0] = g.mul(dy[0], slope);
+  return success();
+}
+
+LogicalResult SoftsignOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                        ArrayRef<bool>,
+                                        MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value d = g.add(g.c(1.0), AbsOp::create(b, getLoc(), getInput()));
+  dx[0] = g.div(dy[0], g.mul(d, d));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
 // Binary arithmetic
 //===----------------------------------------------------------------------===//
 
@@ -297,6 +570,40 @@ LogicalResult WhereOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     dx[2] = unbroadcast(b, loc,
                         WhereOp::create(b, loc, getCondition(), zero, dy[0]),
                         getY().getType());
+  return success();
+}
+
+/// Max and Min of two tensors: the gradient to the side that won, halved
+/// between the two on a tie (PyTorch's maximum and minimum).
+static void extremumOfTwoGradient(OpBuilder &b, Location loc, Value lhs,
+                                  Value rhs, Value grad, bool isMax,
+                                  ArrayRef<bool> needed,
+                                  MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, loc, lhs};
+  Value wins = g.mask(isMax ? g.gt(lhs, rhs) : g.lt(lhs, rhs));
+  Value ties = g.mask(EqualOp::create(b, loc, lhs, rhs));
+  Value half = g.c(0.5);
+  Value share = g.add(wins, g.mul(ties, half)); // lhs's share
+  Value lhsGrad = g.mul(grad, share);
+  if (needed[0])
+    dx[0] = unbroadcast(b, loc, lhsGrad, lhs.getType());
+  if (needed[1])
+    dx[1] = unbroadcast(b, loc, g.sub(grad, lhsGrad), rhs.getType());
+}
+
+LogicalResult MaxOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  extremumOfTwoGradient(b, getLoc(), getLhs(), getRhs(), dy[0],
+                        /*isMax=*/true, needed, dx);
+  return success();
+}
+
+LogicalResult MinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                   ArrayRef<bool> needed,
+                                   MutableArrayRef<Value> dx) {
+  extremumOfTwoGradient(b, getLoc(), getLhs(), getRhs(), dy[0],
+                        /*isMax=*/false, needed, dx);
   return success();
 }
 

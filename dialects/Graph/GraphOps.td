@@ -170,31 +170,50 @@ def Graph_LogOp : Graph_MathOp<"log", "Log", "Natural logarithm",
     [Graph_Differentiable]>;
 def Graph_AbsOp : Graph_MathOp<"abs", "Abs", "Absolute value",
     [Graph_Differentiable]>;
-def Graph_ReciprocalOp : Graph_MathOp<"reciprocal", "Reciprocal", "1 / x">;
-def Graph_FloorOp : Graph_MathOp<"floor", "Floor", "Round down">;
-def Graph_CeilOp : Graph_MathOp<"ceil", "Ceil", "Round up">;
-def Graph_RoundOp : Graph_MathOp<"round", "Round", "Round half to even">;
-def Graph_SinOp : Graph_MathOp<"sin", "Sin", "Sine">;
-def Graph_CosOp : Graph_MathOp<"cos", "Cos", "Cosine">;
-def Graph_TanOp : Graph_MathOp<"tan", "Tan", "Tangent">;
-def Graph_AsinOp : Graph_MathOp<"asin", "Asin", "Arcsine">;
-def Graph_AcosOp : Graph_MathOp<"acos", "Acos", "Arccosine">;
-def Graph_AtanOp : Graph_MathOp<"atan", "Atan", "Arctangent">;
-def Graph_SinhOp : Graph_MathOp<"sinh", "Sinh", "Hyperbolic sine">;
-def Graph_CoshOp : Graph_MathOp<"cosh", "Cosh", "Hyperbolic cosine">;
-def Graph_AsinhOp : Graph_MathOp<"asinh", "Asinh", "Inverse hyperbolic sine">;
+def Graph_ReciprocalOp : Graph_MathOp<"reciprocal", "Reciprocal", "1 / x",
+    [Graph_Differentiable]>;
+def Graph_FloorOp : Graph_MathOp<"floor", "Floor", "Round down",
+    [Graph_Differentiable]>;
+def Graph_CeilOp : Graph_MathOp<"ceil", "Ceil", "Round up",
+    [Graph_Differentiable]>;
+def Graph_RoundOp : Graph_MathOp<"round", "Round", "Round half to even",
+    [Graph_Differentiable]>;
+def Graph_SinOp : Graph_MathOp<"sin", "Sin", "Sine",
+    [Graph_Differentiable]>;
+def Graph_CosOp : Graph_MathOp<"cos", "Cos", "Cosine",
+    [Graph_Differentiable]>;
+def Graph_TanOp : Graph_MathOp<"tan", "Tan", "Tangent",
+    [Graph_Differentiable]>;
+def Graph_AsinOp : Graph_MathOp<"asin", "Asin", "Arcsine",
+    [Graph_Differentiable]>;
+def Graph_AcosOp : Graph_MathOp<"acos", "Acos", "Arccosine",
+    [Graph_Differentiable]>;
+def Graph_AtanOp : Graph_MathOp<"atan", "Atan", "Arctangent",
+    [Graph_Differentiable]>;
+def Graph_SinhOp : Graph_MathOp<"sinh", "Sinh", "Hyperbolic sine",
+    [Graph_Differentiable]>;
+def Graph_CoshOp : Graph_MathOp<"cosh", "Cosh", "Hyperbolic cosine",
+    [Graph_Differentiable]>;
+def Graph_AsinhOp : Graph_MathOp<"asinh", "Asinh", "Inverse hyperbolic sine",
+    [Graph_Differentiable]>;
 def Graph_AcoshOp : Graph_MathOp<"acosh", "Acosh",
-    "Inverse hyperbolic cosine">;
+    "Inverse hyperbolic cosine",
+    [Graph_Differentiable]>;
 def Graph_AtanhOp : Graph_MathOp<"atanh", "Atanh",
-    "Inverse hyperbolic tangent">;
-def Graph_SignOp : Graph_MathOp<"sign", "Sign", "Sign">;
+    "Inverse hyperbolic tangent",
+    [Graph_Differentiable]>;
+def Graph_SignOp : Graph_MathOp<"sign", "Sign", "Sign",
+    [Graph_Differentiable]>;
 def Graph_NotOp : Graph_MathOp<"not", "Not", "Logical not">;
 def Graph_SoftplusOp : Graph_MathOp<"softplus", "Softplus", "log(1 + exp(x))",
     [Graph_Differentiable]>;
 def Graph_HardSwishOp : Graph_MathOp<"hard_swish", "HardSwish",
-                                     "x * hard_sigmoid(x)">;
-def Graph_MishOp : Graph_MathOp<"mish", "Mish", "x * tanh(softplus(x))">;
-def Graph_SoftsignOp : Graph_MathOp<"softsign", "Softsign", "x / (1 + |x|)">;
+                                     "x * hard_sigmoid(x)",
+    [Graph_Differentiable]>;
+def Graph_MishOp : Graph_MathOp<"mish", "Mish", "x * tanh(softplus(x))",
+    [Graph_Differentiable]>;
+def Graph_SoftsignOp : Graph_MathOp<"softsign", "Softsign", "x / (1 + |x|)",
+    [Graph_Differentiable]>;
 
 def Graph_GeluOp : Graph_MathOp<"gelu", "Gelu", "Gaussian error linear unit",
     [Graph_Differentiable]> {
@@ -202,17 +221,20 @@ def Graph_GeluOp : Graph_MathOp<"gelu", "Gelu", "Gaussian error linear unit",
                        DefaultValuedStrAttr<StrAttr, "none">:$approximate);
 }
 def Graph_LeakyReluOp : Graph_MathOp<"leaky_relu", "LeakyRelu",
-                                     "x >= 0 ? x : alpha * x"> {
+                                     "x >= 0 ? x : alpha * x",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "0.01">:$alpha);
 }
 def Graph_EluOp : Graph_MathOp<"elu", "Elu",
-                               "x >= 0 ? x : alpha * (exp(x) - 1)"> {
+                               "x >= 0 ? x : alpha * (exp(x) - 1)",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
 }
 def Graph_HardSigmoidOp : Graph_MathOp<"hard_sigmoid", "HardSigmoid",
-                                       "clamp(alpha * x + beta, 0, 1)"> {
+                                       "clamp(alpha * x + beta, 0, 1)",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "0.2">:$alpha,
                        DefaultValuedAttr<F64Attr, "0.5">:$beta);
@@ -224,13 +246,15 @@ def Graph_ShrinkOp : Graph_MathOp<"shrink", "Shrink",
       DefaultValuedAttr<F64Attr, "0.5">:$lambd);
 }
 def Graph_SeluOp : Graph_MathOp<"selu", "Selu",
-    "x > 0 ? gamma * x : gamma * (alpha * exp(x) - alpha)"> {
+    "x > 0 ? gamma * x : gamma * (alpha * exp(x) - alpha)",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
       DefaultValuedAttr<F64Attr, "1.67326319217681884765625">:$alpha,
       DefaultValuedAttr<F64Attr, "1.05070102214813232421875">:$gamma);
 }
 def Graph_CeluOp : Graph_MathOp<"celu", "Celu",
-    "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))"> {
+    "max(0, x) + min(0, alpha * (exp(x / alpha) - 1))",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
 }
@@ -241,7 +265,8 @@ def Graph_ThresholdedReluOp : Graph_MathOp<"thresholded_relu",
 }
 /// Clip's bounds arrive as inputs from opset 11 on, so its import is not
 /// generic.
-def Graph_ClipOp : Graph_MathOp<"clip", "", "clamp(x, min, max)"> {
+def Graph_ClipOp : Graph_MathOp<"clip", "", "clamp(x, min, max)",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
       DefaultValuedAttr<F64Attr, "-std::numeric_limits<double>::infinity()">:$min,
       DefaultValuedAttr<F64Attr, "std::numeric_limits<double>::infinity()">:$max);
@@ -301,8 +326,8 @@ def Graph_DivOp : Graph_BinaryOp<"div", "", "Division", 0,
                                  [Graph_Differentiable]>;
 def Graph_PowOp : Graph_BinaryOp<"pow", "", "Power", 0,
                                  [Graph_Differentiable]>;
-def Graph_MinOp : Graph_BinaryOp<"min", "", "Minimum">;
-def Graph_MaxOp : Graph_BinaryOp<"max", "", "Maximum">;
+def Graph_MinOp : Graph_BinaryOp<"min", "", "Minimum", 0, [Graph_Differentiable]>;
+def Graph_MaxOp : Graph_BinaryOp<"max", "", "Maximum", 0, [Graph_Differentiable]>;
 def Graph_ModOp : Graph_BinaryOp<"mod", "", "Modulo (sign of the divisor)">;
 def Graph_EqualOp : Graph_BinaryOp<"equal", "", "Equality (i1 result)", 1>;
 def Graph_LessOp : Graph_BinaryOp<"less", "", "Less than (i1 result)", 1>;

@@ -52,8 +52,11 @@ def make_model(name, nodes, inputs, output_shape, params, dtype):
         [numpy_helper.from_array(np.asarray(a, dtype if a.dtype.kind == "f"
                                             else a.dtype), n)
          for n, a in params.items()])
-    # LayerNormalization needs opset 17; the others are written for 13.
-    opset = 17 if any(n.op_type == "LayerNormalization" for n in nodes) else 13
+    # LayerNormalization needs opset 17, Mish 18; the others are written
+    # for 13.
+    types = {n.op_type for n in nodes}
+    opset = 18 if "Mish" in types else 17 if "LayerNormalization" in types \
+        else 13
     model = helper.make_model(graph,
                               opset_imports=[helper.make_opsetid("", opset)])
     path = os.path.join(WORK, name + ".onnx")
@@ -306,6 +309,42 @@ def gradient_cases():
         helper.make_node("MatMul", ["u", "w1"], ["y"])],
         {"x": randn(6, 4)}, (6, 3),
         {"w0": randn(4, 5), "w1": randn(5, 3)}, "mse")
+    # The other activations and math ops, each on a linear layer's output
+    # (kept away from their domains' edges), summed: Clip (ReLU6's
+    # gradient, inside the bounds), the ReLU variants, MobileNet v3's hard
+    # ones, Mish, trigonometry, the rounding ops (no gradient), Max and Min.
+    act = [("Clip", ["h", "lo", "hi"], {}), ("LeakyRelu", ["h"], {"alpha": 0.1}),
+           ("Elu", ["h"], {"alpha": 0.7}), ("Selu", ["h"], {}),
+           ("Celu", ["h"], {"alpha": 1.3}),
+           ("HardSigmoid", ["h"], {"alpha": 0.3, "beta": 0.4}),
+           ("HardSwish", ["h"], {}), ("Mish", ["h"], {}),
+           ("Softsign", ["h"], {}), ("Sin", ["h"], {}), ("Cos", ["h"], {}),
+           ("Atan", ["h"], {}), ("Sinh", ["t"], {}), ("Cosh", ["t"], {}),
+           ("Asinh", ["h"], {}), ("Tan", ["t"], {}), ("Asin", ["t"], {}),
+           ("Acos", ["t"], {}), ("Atanh", ["t"], {}), ("Acosh", ["p"], {}),
+           ("Reciprocal", ["p"], {}), ("Floor", ["h"], {}),
+           ("Ceil", ["h"], {}), ("Round", ["h"], {}), ("Sign", ["h"], {}),
+           ("Max", ["h", "t"], {}), ("Min", ["h", "t"], {})]
+    def constant(name, value):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TensorProto.DOUBLE, [], [value]))
+    nodes = [constant(n, v) for n, v in (("lo", -0.5), ("hi", 0.8),
+                                         ("nine", 0.9), ("threehalves", 1.5))]
+    nodes += [helper.make_node("MatMul", ["x", "w0"], ["h"]),
+             helper.make_node("Tanh", ["h"], ["th"]),
+             helper.make_node("Mul", ["th", "nine"], ["t"]),
+             helper.make_node("Mul", ["h", "h"], ["hh"]),
+             helper.make_node("Add", ["hh", "threehalves"], ["p"])]
+    total = None
+    for k, (op, operands, attrs) in enumerate(act):
+        nodes.append(helper.make_node(op, operands, [f"a{k}"], **attrs))
+        if total is not None:
+            nodes.append(helper.make_node("Add", [total, f"a{k}"], [f"s{k}"]))
+        total = f"s{k}" if total is not None else f"a{k}"
+    nodes.append(helper.make_node("MatMul", [total, "w1"], ["y"]))
+    yield ("activations_more", nodes, {"x": randn(6, 4)}, (6, 3),
+           {"w0": randn(4, 8, scale=0.5), "w1": randn(8, 3, scale=0.3)},
+           "mse")
     # Training-mode dropout: partc's counter-based mask, drawn again by
     # the backward pass (onnx_numpy.dropout_mask is the reference).
     yield ("dropout", [

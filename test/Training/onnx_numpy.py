@@ -120,7 +120,14 @@ def forward_node(node, ins, rng=None):
               "Sub": (lambda a, b: a - b, lambda g, a, b: (g, -g)),
               "Mul": (lambda a, b: a * b, lambda g, a, b: (g * b, g * a)),
               "Div": (lambda a, b: a / b,
-                      lambda g, a, b: (g / b, -g * a / (b * b)))}
+                      lambda g, a, b: (g / b, -g * a / (b * b))),
+              # Ties split the gradient in halves, as PyTorch's maximum.
+              "Max": (np.maximum,
+                      lambda g, a, b: (g * ((a > b) + 0.5 * (a == b)),
+                                       g * ((b > a) + 0.5 * (a == b)))),
+              "Min": (np.minimum,
+                      lambda g, a, b: (g * ((a < b) + 0.5 * (a == b)),
+                                       g * ((b < a) + 0.5 * (a == b))))}
     if op in binary:
         f, d = binary[op]
         a, b = ins
@@ -177,7 +184,63 @@ def forward_node(node, ins, rng=None):
         "Identity": (lambda x: x, lambda g, x, y: g),
         "Erf": (np.vectorize(math.erf),
                 lambda g, x, y: g * 2 / np.sqrt(np.pi) * np.exp(-x * x)),
+        "Reciprocal": (lambda x: 1 / x, lambda g, x, y: -g * y * y),
+        "Floor": (np.floor, lambda g, x, y: 0 * g),
+        "Ceil": (np.ceil, lambda g, x, y: 0 * g),
+        "Round": (np.round, lambda g, x, y: 0 * g),
+        "Sign": (np.sign, lambda g, x, y: 0 * g),
+        "Sin": (np.sin, lambda g, x, y: g * np.cos(x)),
+        "Cos": (np.cos, lambda g, x, y: -g * np.sin(x)),
+        "Tan": (np.tan, lambda g, x, y: g * (1 + y * y)),
+        "Asin": (np.arcsin, lambda g, x, y: g / np.sqrt(1 - x * x)),
+        "Acos": (np.arccos, lambda g, x, y: -g / np.sqrt(1 - x * x)),
+        "Atan": (np.arctan, lambda g, x, y: g / (1 + x * x)),
+        "Sinh": (np.sinh, lambda g, x, y: g * np.cosh(x)),
+        "Cosh": (np.cosh, lambda g, x, y: g * np.sinh(x)),
+        "Asinh": (np.arcsinh, lambda g, x, y: g / np.sqrt(x * x + 1)),
+        "Acosh": (np.arccosh, lambda g, x, y: g / np.sqrt(x * x - 1)),
+        "Atanh": (np.arctanh, lambda g, x, y: g / (1 - x * x)),
+        "Softsign": (lambda x: x / (1 + np.abs(x)),
+                     lambda g, x, y: g / (1 + np.abs(x)) ** 2),
+        "HardSwish": (lambda x: x * np.clip(x / 6 + 0.5, 0, 1),
+                      lambda g, x, y: g * np.where(
+                          x < -3, 0, np.where(x > 3, 1, x / 3 + 0.5))),
+        "Mish": (lambda x: x * np.tanh(np.log1p(np.exp(x))),
+                 lambda g, x, y: g * (
+                     np.tanh(np.log1p(np.exp(x))) + x / (1 + np.exp(-x)) *
+                     (1 - np.tanh(np.log1p(np.exp(x))) ** 2))),
     }
+    alpha = attr(node, "alpha", None)
+    if op == "LeakyRelu":
+        a = 0.01 if alpha is None else alpha
+        unary[op] = (lambda x: np.where(x >= 0, x, a * x),
+                     lambda g, x, y: g * np.where(x > 0, 1, a))
+    if op == "Elu":
+        a = 1.0 if alpha is None else alpha
+        unary[op] = (lambda x: np.where(x >= 0, x, a * np.expm1(x)),
+                     lambda g, x, y: g * np.where(x > 0, 1, a * np.exp(x)))
+    if op == "Celu":
+        a = 1.0 if alpha is None else alpha
+        unary[op] = (lambda x: np.maximum(x, 0) +
+                     np.minimum(0, a * np.expm1(x / a)),
+                     lambda g, x, y: g * np.where(x > 0, 1, np.exp(x / a)))
+    if op == "Selu":
+        a = 1.67326319217681884765625 if alpha is None else alpha
+        gamma = attr(node, "gamma", 1.05070102214813232421875)
+        unary[op] = (lambda x: gamma * np.where(x > 0, x, a * np.expm1(x)),
+                     lambda g, x, y: g * gamma * np.where(x > 0, 1,
+                                                          a * np.exp(x)))
+    if op == "HardSigmoid":
+        a = 0.2 if alpha is None else alpha
+        beta = attr(node, "beta", 0.5)
+        unary[op] = (lambda x: np.clip(a * x + beta, 0, 1),
+                     lambda g, x, y: g * a * ((a * x + beta > 0) &
+                                              (a * x + beta < 1)))
+    if op == "Clip":
+        lo, hi = ins[1], ins[2]
+        y = np.clip(x, lo, hi)
+        # Inside the bounds only, as PyTorch's hardtanh (ReLU6).
+        return y, lambda g: [g * ((x > lo) & (x < hi)), None, None]
     if op in unary:
         f, d = unary[op]
         y = f(x)

@@ -290,6 +290,45 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2xf32> {graph
 
 // -----
 
+// Tests that Clip (ReLU6) passes the gradient strictly inside its bounds.
+// CHECK-LABEL: func @main
+// CHECK: %[[LO:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<f32>}
+// CHECK: %[[ABOVE:.*]] = graph.greater %[[H:.*]], %[[LO]]
+// CHECK: %[[HI:.*]] = graph.constant {value = dense<6.000000e+00> : tensor<f32>}
+// CHECK: %[[BELOW:.*]] = graph.less %[[H]], %[[HI]]
+// CHECK: %[[AND:.*]] = graph.and %[[ABOVE]], %[[BELOW]]
+// CHECK: %[[MASK:.*]] = graph.cast %[[AND]] {to = f32} : (tensor<2x4xi1>) -> tensor<2x4xf32>
+// CHECK: graph.mul %{{.*}}, %[[MASK]]
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x4xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = graph.clip %h {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
+// Tests that Max of two tensors gives the gradient to the larger side,
+// halves on a tie, and sums the broadcast side's share.
+// CHECK-LABEL: func @main
+// CHECK: %[[GT:.*]] = graph.greater %[[X:.*]], %[[W:.*]] : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xi1>
+// CHECK: %[[WINS:.*]] = graph.cast %[[GT]] {to = f32}
+// CHECK: %[[EQ:.*]] = graph.equal %[[X]], %[[W]]
+// CHECK: %[[TIES:.*]] = graph.cast %[[EQ]] {to = f32}
+// CHECK: %[[HALF:.*]] = graph.constant {value = dense<5.000000e-01> : tensor<f32>}
+// CHECK: %[[HALVES:.*]] = graph.mul %[[TIES]], %[[HALF]]
+// CHECK: %[[SHARE:.*]] = graph.add %[[WINS]], %[[HALVES]]
+// CHECK: %[[LHS:.*]] = graph.mul %[[DY:.*]], %[[SHARE]]
+// CHECK: %[[RHS:.*]] = graph.sub %[[DY]], %[[LHS]]
+// CHECK: graph.reduce_sum %[[RHS]] {axes = array<i64: 0>} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x4xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %y = graph.max %x, %w : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
 // Tests that a constant pad's gradient is the slice of the padded region's
 // gradient back to the input's place.
 // CHECK-LABEL: func @main
