@@ -533,9 +533,10 @@ def PrepareTraining : Pass<"partc-prepare-training", "mlir::ModuleOp"> {
     dropouts keep step and seed 0 (one fixed mask).
   }];
   let options = [
-    Option<"batchNormMomentum", "batch-norm-momentum", "double", "0.1",
+    Option<"batchNormMomentum", "batch-norm-momentum", "double", "-1",
            "PyTorch's BatchNorm momentum: the weight of the batch's "
-           "statistics in the running ones">,
+           "statistics in the running ones, for every norm; negative: "
+           "each norm's own (the model's momentum, else 0.1)">,
     Option<"onlyMarked", "only-marked", "bool", "false",
            "Convert only training_mode norms, without running statistics "
            "(inference)">,

@@ -162,8 +162,9 @@ struct CompilePipelineOptions
   Option<double> batchNormMomentum{
       *this, "batch-norm-momentum",
       llvm::cl::desc("Weight of the batch's statistics in batch norm's "
-                     "running ones (PyTorch's momentum)"),
-      llvm::cl::init(0.1)};
+                     "running ones (PyTorch's momentum) for every norm; "
+                     "negative: each norm's own, from the model"),
+      llvm::cl::init(-1)};
   Option<int64_t> seed{*this, "seed",
                        llvm::cl::desc("Dropout's seed until the run sets one"),
                        llvm::cl::init(0)};

@@ -44,9 +44,28 @@ FailureOr<graph::ConstantOp> runningStatistic(graph::BatchNormOp bn,
 /// share one (rare) share its state.
 using StatisticVariables = llvm::DenseMap<Operation *, Value>;
 
-LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double momentum,
+LogicalResult prepareBatchNorm(graph::BatchNormOp bn, double chosenMomentum,
                                StatisticVariables &variables) {
   auto input = cast<RankedTensorType>(bn.getInput().getType());
+  // --batch-norm-momentum where given, else the model's own (ONNX's
+  // momentum is the running statistics' weight), else PyTorch's 0.1.
+  double momentum = 0.1;
+  if (chosenMomentum >= 0) {
+    momentum = chosenMomentum;
+  } else if (std::optional<APFloat> stated = bn.getMomentum()) {
+    double weight = stated->convertToDouble();
+    if (!(weight >= 0 && weight <= 1)) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%g", weight);
+      return bn.emitOpError()
+                 << "has momentum " << text
+                 << "; the running statistics' weight must be in [0, 1] "
+                    "(hint: --batch-norm-momentum sets PyTorch's momentum "
+                    "for every norm)",
+             failure();
+    }
+    momentum = 1 - weight;
+  }
   auto mean = runningStatistic(bn, bn.getMean(), "mean");
   auto variance = runningStatistic(bn, bn.getVariance(), "variance");
   if (failed(mean) || failed(variance))
@@ -155,7 +174,9 @@ struct PrepareTrainingPass
     auto func = getMainFunction(getOperation());
     if (failed(func))
       return signalPassFailure();
-    if (!(batchNormMomentum >= 0 && batchNormMomentum <= 1)) {
+    // Negative: each norm's own momentum, from the model.
+    if (!(batchNormMomentum < 0 ||
+          (batchNormMomentum >= 0 && batchNormMomentum <= 1))) {
       char value[32];
       std::snprintf(value, sizeof value, "%g", double(batchNormMomentum));
       func->emitError() << "--batch-norm-momentum must be in [0, 1], got "

@@ -632,7 +632,8 @@ def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm", [
                        Graph_Tensor:$bias, Graph_Tensor:$mean,
                        Graph_Tensor:$variance,
                        DefaultValuedAttr<F64Attr, "1e-5">:$epsilon,
-                       UnitAttr:$training_mode);
+                       UnitAttr:$training_mode,
+                       OptionalAttr<F64Attr>:$momentum);
   let results = (outs Graph_Tensor:$output);
 }
 

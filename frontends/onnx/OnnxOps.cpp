@@ -14,6 +14,8 @@
 #include "llvm/Support/MathExtras.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -871,6 +873,22 @@ LogicalResult importBatchNorm(NodeImporter &n) {
       n.f64("epsilon", n.attrFloat("epsilon", 1e-5))};
   if (trainingMode)
     attrs.push_back(n.unit("training_mode"));
+  // The running statistics' weight (PyTorch's 1 - momentum), which
+  // training keeps: as the shortest decimal that gives the file's float,
+  // so that PyTorch's 0.1 stays 0.1 rather than 1 - 0.9f.
+  if (const auto *a = n.attr("momentum")) {
+    float stored = a->f();
+    double momentum = stored;
+    for (int digits = 1; digits <= 9; ++digits) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.*g", digits, double(stored));
+      if (std::strtof(text, nullptr) == stored) {
+        momentum = std::strtod(text, nullptr);
+        break;
+      }
+    }
+    attrs.push_back(n.f64("momentum", momentum));
+  }
   return emit(
       n, n.build1("batch_norm",
                   {n.input(0), n.input(1), n.input(2), n.input(3), n.input(4)},

@@ -24,6 +24,17 @@ func.func @main(%x: tensor<1x3xf32> {graph.name = "x"}) -> (tensor<1x3xf32> {gra
 
 // -----
 
+// Tests that a norm whose own momentum is outside [0, 1] is refused.
+func.func @main(%x: tensor<4x2xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %m = graph.constant {graph.initializer = "mean", value = dense<0.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  // expected-error@+1 {{has momentum 1.5; the running statistics' weight must be in [0, 1] (hint: --batch-norm-momentum sets PyTorch's momentum for every norm)}}
+  %y = graph.batch_norm %x, %g, %g, %m, %g {momentum = 1.5 : f64} : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
 // Tests that a momentum outside [0, 1] is refused (a graph without batch
 // norm, which the first RUN leaves alone).
 // MOMENTUM: --batch-norm-momentum must be in [0, 1], got 1.5

@@ -27,6 +27,22 @@ func.func @main(%x: tensor<2x3x4x4xf32> {graph.name = "x"}) -> (tensor<2x3x4x4xf
 
 // -----
 
+// Tests that a norm's own momentum (ONNX's: the running statistics'
+// weight, 0.99 as torchvision's MobileNet v3 exports it) gives the batch
+// 1 - 0.99, and that --batch-norm-momentum overrides it.
+// CHECK-LABEL: func @main
+// CHECK: graph.update_running_stats {{.*}} {count = 4 : i64, momentum = 0.010000000000000009 : f64}
+// MOMENTUM: graph.update_running_stats {{.*}} {count = 4 : i64, momentum = 2.500000e-01 : f64}
+func.func @main(%x: tensor<4x2xf32> {graph.name = "x"}) -> (tensor<4x2xf32> {graph.name = "y"}) {
+  %g = graph.constant {graph.initializer = "g", value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %m = graph.constant {graph.initializer = "mean", value = dense<0.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %v = graph.constant {graph.initializer = "var", value = dense<1.0> : tensor<2xf32>} : () -> tensor<2xf32>
+  %y = graph.batch_norm %x, %g, %g, %m, %v {momentum = 0.99 : f64} : (tensor<4x2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> tensor<4x2xf32>
+  return %y : tensor<4x2xf32>
+}
+
+// -----
+
 // Tests that two norms sharing running statistics share one variable each
 // and that a graph without batch norm is left as it is.
 // CHECK-LABEL: func @main

@@ -224,8 +224,9 @@ static cl::opt<std::string> betasOpt("betas",
 static cl::opt<double> batchNormMomentumOpt(
     "batch-norm-momentum",
     cl::desc("Weight of the batch's statistics in batch norm's running "
-             "ones, PyTorch's momentum (0.1)"),
-    cl::init(0.1), cl::cat(trainingCategory));
+             "ones, PyTorch's momentum, for every norm (default: each "
+             "norm's own, 1 - its ONNX momentum; 0.1 where it has none)"),
+    cl::init(-1), cl::cat(trainingCategory));
 static cl::opt<double> epsOpt("eps", cl::desc("AdamW's epsilon"),
                               cl::init(1e-8), cl::cat(trainingCategory));
 static cl::opt<std::string> recomputeOpt(
