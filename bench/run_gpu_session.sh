@@ -566,6 +566,9 @@ if [[ $what == *training* ]]; then
   timeout 150 python3 test/Training/check_training.py $B $W/tr recompute --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   # Against PyTorch itself (ResNet-18 and Chainer's MLP, 20 steps).
   timeout 150 python3 test/Training/check_torch.py $B $W/ttorch --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
+  # One step's gradients of six torchvision models against PyTorch's
+  # float64 (MobileNets, ShuffleNet, SqueezeNet, EfficientNet, GoogLeNet).
+  timeout 300 python3 test/Training/check_torch_gradients.py $B $W/tgrad --backend cuda --precision fp32 2>&1 | tee -a $OUT/train-check.txt
   fi
   IFS=, read -ra specs <<< "${TRAIN_SPECS:-resnet50 64 224}"
   for spec in "${specs[@]}"; do
