@@ -694,6 +694,12 @@ LogicalResult importConvTranspose(NodeImporter &n) {
   if (outputShape && outputShape->size() == k + 2)
     outputShape =
         SmallVector<int64_t>(outputShape->begin() + 2, outputShape->end());
+  // Checked before any arithmetic: the attribute may hold anything.
+  if (outputShape)
+    for (int64_t extent : *outputShape)
+      if (extent < 1 || extent > (int64_t(1) << 31))
+        return n.error() << "output_shape " << extent
+                         << " must lie in [1, 2^31]";
   if (!outputShape && (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")) {
     outputShape.emplace();
     for (size_t i = 0; i < k; ++i)
