@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Graph/GraphOps.h"
+#include "runtime/kernels/Resize.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -70,6 +71,12 @@ SmallVector<int64_t> swapLastTwo(int64_t rank) {
   std::iota(perm.begin(), perm.end(), 0);
   std::swap(perm[rank - 1], perm[rank - 2]);
   return perm;
+}
+
+/// An axis attribute (I64Attr, read unsigned) counted from the front.
+int64_t nonNegativeAxis(uint64_t attribute, int64_t rank) {
+  auto axis = static_cast<int64_t>(attribute);
+  return axis < 0 ? axis + rank : axis;
 }
 
 LogicalResult refuseFused(Operation *op, StringAttr activation) {
@@ -784,6 +791,27 @@ LogicalResult ReduceMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult GlobalMaxPoolOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                             ArrayRef<bool>,
+                                             MutableArrayRef<Value> dx) {
+  SmallVector<int64_t> spatial;
+  for (int64_t d = 2; d < tensorType(getInput()).getRank(); ++d)
+    spatial.push_back(d);
+  dx[0] = extremumGradient(b, getLoc(), getInput(), getOutput(), dy[0], spatial,
+                           /*keepdims=*/true);
+  return success();
+}
+
+LogicalResult CumSumOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  // Element j reaches every sum that counts it: the running sum the other
+  // way, exclusive as the forward one was.
+  dx[0] = CumSumOp::create(b, getLoc(), dy[0].getType(), dy[0], getAxis(),
+                           getExclusive(), getReverse() ? 0 : 1);
+  return success();
+}
+
 LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                          ArrayRef<bool> needed,
                                          MutableArrayRef<Value> dx) {
@@ -846,6 +874,44 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 // Losses
 //===----------------------------------------------------------------------===//
 
+LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                       ArrayRef<bool> needed,
+                                       MutableArrayRef<Value> dx) {
+  // y = x r s with r = 1 / sqrt(mean(x^2) + eps) over [axis, rank) and
+  // g = dy s: dx = r g - x r^3 mean(g x); the scale's gradient is dy x r
+  // summed over the other dimensions.
+  Location loc = getLoc();
+  auto input = tensorType(getInput());
+  int64_t rank = input.getRank();
+  int64_t axis = nonNegativeAxis(getAxis(), rank);
+  SmallVector<int64_t> axes;
+  for (int64_t d = axis; d < rank; ++d)
+    axes.push_back(d);
+  Type element = input.getElementType();
+  Value x = getInput();
+  Value meanSquare = ReduceMeanOp::create(b, loc, MulOp::create(b, loc, x, x),
+                                          axes, /*keepdims=*/1);
+  Value shifted = AddOp::create(
+      b, loc, meanSquare,
+      scalar(b, loc, element, getEpsilon().convertToDouble()), StringAttr());
+  Value r = ReciprocalOp::create(b, loc, SqrtOp::create(b, loc, shifted));
+  if (needed[0]) {
+    Value g = getScale() ? MulOp::create(b, loc, dy[0], getScale()).getResult()
+                         : dy[0];
+    Value gx = ReduceMeanOp::create(b, loc, MulOp::create(b, loc, g, x), axes,
+                                    /*keepdims=*/1);
+    Value rCubed =
+        MulOp::create(b, loc, MulOp::create(b, loc, r, r), r).getResult();
+    Value along = MulOp::create(b, loc, x, MulOp::create(b, loc, gx, rCubed));
+    dx[0] = SubOp::create(b, loc, MulOp::create(b, loc, g, r), along);
+  }
+  if (getScale() && needed[1]) {
+    Value normalized = MulOp::create(b, loc, x, r);
+    dx[1] = unbroadcast(b, loc, MulOp::create(b, loc, dy[0], normalized),
+                        getScale().getType());
+  }
+  return success();
+}
 LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b,
                                                    ArrayRef<Value> dy,
                                                    ArrayRef<bool>,
@@ -1108,23 +1174,17 @@ LogicalResult PadOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
 // Gathers
 //===----------------------------------------------------------------------===//
 
-LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
-                                      ArrayRef<bool>,
-                                      MutableArrayRef<Value> dx) {
-  // An embedding lookup's gradient: every row picked adds its gradient
-  // into the table (scatter_nd with add, rows picked twice add twice).
-  // Along another axis (a class token's x[:, 0]), the same with that axis
-  // moved to the front and back.
-  auto data = tensorType(getData());
-  auto indices = tensorType(getIndices());
-  if (!indices.getElementType().isInteger(64))
-    return emitOpError() << "has indices of type " << indices
-                         << "; its gradient needs int64 indices";
-  Location loc = getLoc();
+/// The gradient of numpy.take(data, indices, axis) (data of type `data`)
+/// from the result's gradient `grad`: every slice picked adds its gradient
+/// where it came from (scatter_nd with add, slices picked twice add
+/// twice), along another axis than the first with that axis moved to the
+/// front and back.
+static Value takeGradient(OpBuilder &b, Location loc, Value grad, Value indices,
+                          int64_t axis, RankedTensorType data) {
+  auto indexType = tensorType(indices);
   int64_t rank = data.getRank();
-  int64_t axis = getAxis() < 0 ? getAxis() + rank : getAxis();
-  int64_t picked = indices.getNumElements();
-  int64_t indexRank = indices.getRank();
+  int64_t picked = indexType.getNumElements();
+  int64_t indexRank = indexType.getRank();
   // The data's dimensions with `axis` first.
   SmallVector<int64_t> toFront{axis}, fromFront(rank);
   for (int64_t d = 0; d < rank; ++d)
@@ -1136,9 +1196,8 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   for (int64_t d : toFront)
     table.push_back(data.getDimSize(d));
   rows.append(table.begin() + 1, table.end());
-  // dy is data[:axis] + indices + data[axis + 1:]: the indices' dimensions
-  // go first, then the rest in order.
-  Value grad = dy[0];
+  // grad is data[:axis] + indices + data[axis + 1:]: the indices'
+  // dimensions go first, then the rest in order.
   if (axis != 0 && indexRank > 0) {
     SmallVector<int64_t> indicesFirst;
     for (int64_t d = 0; d < indexRank; ++d)
@@ -1150,7 +1209,7 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     grad = TransposeOp::create(b, loc, grad, indicesFirst);
   }
   Value tuples =
-      ReshapeOp::create(b, loc, getIndices(), ArrayRef<int64_t>{picked, 1});
+      ReshapeOp::create(b, loc, indices, ArrayRef<int64_t>{picked, 1});
   Value updates = ReshapeOp::create(b, loc, grad, rows);
   // A zero broadcast, not a zero constant: a vocabulary-sized table of
   // zeros would be stored in the plan (folding keeps small ones).
@@ -1158,7 +1217,227 @@ LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
       b, loc, scalar(b, loc, data.getElementType(), 0.0), table);
   Value scattered = ScatterNdOp::create(b, loc, zeros, tuples, updates,
                                         b.getStringAttr("add"));
-  dx[0] =
-      axis == 0 ? scattered : TransposeOp::create(b, loc, scattered, fromFront);
+  return axis == 0 ? scattered
+                   : TransposeOp::create(b, loc, scattered, fromFront);
+}
+
+LogicalResult GatherOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  // An embedding lookup's gradient; along another axis, a class token's
+  // x[:, 0].
+  auto data = tensorType(getData());
+  auto indices = tensorType(getIndices());
+  if (!indices.getElementType().isInteger(64))
+    return emitOpError() << "has indices of type " << indices
+                         << "; its gradient needs int64 indices";
+  int64_t axis = nonNegativeAxis(getAxis(), data.getRank());
+  dx[0] = takeGradient(b, getLoc(), dy[0], getIndices(), axis, data);
+  return success();
+}
+
+/// An int64 constant of `shape` (one extent not 1) counting 0, 1, ... along
+/// that extent.
+static Value iotaAlong(OpBuilder &b, Location loc, ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t extent : shape)
+    count *= extent;
+  SmallVector<int64_t> values(count);
+  std::iota(values.begin(), values.end(), int64_t(0));
+  auto type = RankedTensorType::get(shape, b.getI64Type());
+  return ConstantOp::create(b, loc,
+                            DenseElementsAttr::get(type, ArrayRef(values)));
+}
+
+/// The gradient of GatherElements(data, indices, axis) (and of TopK's
+/// values, which are that gather of its indices) from the result's
+/// gradient `grad`: each element adds into the one it was read from.
+/// Written as scatter_nd with add, whose index tuples are each element's
+/// own coordinates with the `axis` one replaced by its index.
+static FailureOr<Value> gatherElementsGradient(Operation *op, OpBuilder &b,
+                                               Value grad, Value indices,
+                                               int64_t axis,
+                                               RankedTensorType data) {
+  Location loc = op->getLoc();
+  auto indexType = tensorType(indices);
+  int64_t rank = indexType.getRank(), count = indexType.getNumElements();
+  // ScatterND's tuples address at most 8 dimensions (IndexTuples.h).
+  if (rank > 8)
+    return op->emitOpError()
+           << "of rank " << rank
+           << " has no gradient: index tuples cover 8 dimensions at most";
+  if (!indexType.getElementType().isInteger(64)) {
+    auto i64 = RankedTensorType::get(indexType.getShape(), b.getI64Type());
+    indices =
+        CastOp::create(b, loc, i64, indices, TypeAttr::get(b.getI64Type()));
+  }
+  SmallVector<Value> columns;
+  for (int64_t d = 0; d < rank; ++d) {
+    Value column = indices;
+    if (d != axis) {
+      // Coordinate d of every element: a count along d, broadcast.
+      SmallVector<int64_t> shape(rank, 1);
+      shape[d] = indexType.getDimSize(d);
+      column = iotaAlong(b, loc, shape);
+      if (ArrayRef<int64_t>(shape) != indexType.getShape())
+        column = ExpandOp::create(b, loc, column, indexType.getShape());
+    }
+    columns.push_back(
+        ReshapeOp::create(b, loc, column, ArrayRef<int64_t>{count, 1}));
+  }
+  Value tuples =
+      rank == 1 ? columns[0] : ConcatOp::create(b, loc, columns, 1).getResult();
+  Value updates = ReshapeOp::create(b, loc, grad, ArrayRef<int64_t>{count});
+  Value zeros = ExpandOp::create(
+      b, loc, scalar(b, loc, data.getElementType(), 0.0), data.getShape());
+  return ScatterNdOp::create(b, loc, zeros, tuples, updates,
+                             b.getStringAttr("add"))
+      .getResult();
+}
+
+LogicalResult GatherElementsOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                              ArrayRef<bool>,
+                                              MutableArrayRef<Value> dx) {
+  auto data = tensorType(getData());
+  int64_t axis = nonNegativeAxis(getAxis(), data.getRank());
+  FailureOr<Value> grad =
+      gatherElementsGradient(*this, b, dy[0], getIndices(), axis, data);
+  if (failed(grad))
+    return failure();
+  dx[0] = *grad;
+  return success();
+}
+
+LogicalResult TopKOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                    ArrayRef<bool>, MutableArrayRef<Value> dx) {
+  // The indices carry no gradient; the values are the input gathered at
+  // them.
+  auto input = tensorType(getInput());
+  if (!dy[0]) {
+    dx[0] = ExpandOp::create(b, getLoc(),
+                             scalar(b, getLoc(), input.getElementType(), 0.0),
+                             input.getShape());
+    return success();
+  }
+  int64_t axis = nonNegativeAxis(getAxis(), input.getRank());
+  FailureOr<Value> grad =
+      gatherElementsGradient(*this, b, dy[0], getIndices(), axis, input);
+  if (failed(grad))
+    return failure();
+  dx[0] = *grad;
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Resampling
+//===----------------------------------------------------------------------===//
+
+/// A constant of `element` type with `values` along dimension `d` of a
+/// rank-`rank` shape of ones elsewhere, to broadcast along the others.
+static Value alongDimension(OpBuilder &b, Location loc, Type element,
+                            ArrayRef<double> values, int64_t d, int64_t rank) {
+  SmallVector<int64_t> shape(rank, 1);
+  shape[d] = static_cast<int64_t>(values.size());
+  auto type = RankedTensorType::get(shape, element);
+  SmallVector<Attribute> attrs;
+  for (double v : values)
+    attrs.push_back(b.getFloatAttr(element, v));
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, attrs));
+}
+
+static Value indexVector(OpBuilder &b, Location loc, ArrayRef<int64_t> values) {
+  auto type = RankedTensorType::get({static_cast<int64_t>(values.size())},
+                                    b.getI64Type());
+  return ConstantOp::create(b, loc, DenseElementsAttr::get(type, values));
+}
+
+LogicalResult ResizeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  // Nearest and (multi-)linear resampling are separable: along each
+  // resized dimension, every output reads one input index (nearest) or two
+  // with weights 1 - w and w (linear; the corners' weights are the
+  // products). The gradient undoes one dimension at a time with the
+  // gradient of a gather along it, from the coordinates that the kernels
+  // compute (runtime/kernels/Resize.h).
+  namespace rs = ::partc::runtime::resize;
+  auto input = tensorType(getInput());
+  auto output = tensorType(getOutput());
+  int64_t rank = input.getRank();
+  rs::Params p;
+  std::string why;
+  if (!rs::parseMode(getMode().str(), p.mode, why) ||
+      !rs::parseCoordinates(getCoordinateTransformationMode().str(),
+                            p.coordinates, why) ||
+      !rs::parseRounding(getNearestMode().str(), p.rounding, why))
+    return emitOpError() << "has no gradient: " << why;
+  ArrayRef<double> scales = getScales();
+  if (rank > rs::kMaxRank || static_cast<int64_t>(scales.size()) != rank)
+    return emitOpError() << "of rank " << rank << " with " << scales.size()
+                         << " scales has no gradient";
+  p.rank = static_cast<int>(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    p.inShape[d] = input.getDimSize(d);
+    p.outShape[d] = output.getDimSize(d);
+    p.scale[d] = scales[d];
+  }
+  Location loc = getLoc();
+  Type element = input.getElementType();
+  Value grad = dy[0];
+  SmallVector<int64_t> shape(output.getShape());
+  for (int64_t d = 0; d < rank; ++d) {
+    int dim = static_cast<int>(d);
+    if (!rs::resized(p, dim))
+      continue;
+    int64_t in = p.inShape[d], out = p.outShape[d];
+    SmallVector<int64_t> from = shape;
+    from[d] = in;
+    auto fromType = RankedTensorType::get(from, element);
+    if (p.mode == rs::Mode::Nearest) {
+      SmallVector<int64_t> index(out);
+      for (int64_t x = 0; x < out; ++x)
+        index[x] =
+            rs::nearestIndex(p.rounding, rs::sourceCoordinate(p, dim, x), in);
+      // An integer upsampling that repeats each input `step` times in
+      // order (nearest x2 of a U-Net or an FPN): a sum over the repeats.
+      int64_t step = in > 0 && out % in == 0 ? out / in : 0;
+      bool repeats = step > 0;
+      for (int64_t x = 0; repeats && x < out; ++x)
+        repeats = index[x] == x / step;
+      if (repeats) {
+        SmallVector<int64_t> split = from;
+        split.insert(split.begin() + d + 1, step);
+        Value grouped = ReshapeOp::create(b, loc, grad, split);
+        grad = ReduceSumOp::create(b, loc, grouped, ArrayRef<int64_t>{d + 1},
+                                   /*keepdims=*/0);
+      } else {
+        grad =
+            takeGradient(b, loc, grad, indexVector(b, loc, index), d, fromType);
+      }
+    } else {
+      SmallVector<int64_t> low(out), high(out);
+      SmallVector<double> upper(out), lower(out);
+      for (int64_t x = 0; x < out; ++x) {
+        double c = rs::sourceCoordinate(p, dim, x), f = std::floor(c);
+        low[x] = rs::clampIndex(static_cast<int64_t>(f), in);
+        high[x] = rs::clampIndex(static_cast<int64_t>(f) + 1, in);
+        upper[x] = c - f;
+        lower[x] = 1 - upper[x];
+      }
+      Value toLow = MulOp::create(
+          b, loc, grad, alongDimension(b, loc, element, lower, d, rank));
+      Value toHigh = MulOp::create(
+          b, loc, grad, alongDimension(b, loc, element, upper, d, rank));
+      // Separate statements: the order of the ops does not depend on the
+      // compiler's order of evaluating arguments.
+      Value fromLow =
+          takeGradient(b, loc, toLow, indexVector(b, loc, low), d, fromType);
+      Value fromHigh =
+          takeGradient(b, loc, toHigh, indexVector(b, loc, high), d, fromType);
+      grad = AddOp::create(b, loc, fromLow, fromHigh, StringAttr());
+    }
+    shape[d] = in;
+  }
+  dx[0] = grad;
   return success();
 }

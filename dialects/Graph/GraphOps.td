@@ -616,7 +616,7 @@ def Graph_AvgPoolOp : Graph_PoolOp<"avg_pool", "Average pooling",
 def Graph_GlobalAvgPoolOp : Graph_UnaryOp<"global_avg_pool",
     "Mean over all spatial dimensions", [Graph_Differentiable]>;
 def Graph_GlobalMaxPoolOp : Graph_UnaryOp<"global_max_pool",
-                                          "Max over all spatial dimensions">;
+    "Max over all spatial dimensions", [Graph_Differentiable]>;
 
 def Graph_BatchNormOp : Graph_ComputeOp<"batch_norm", [
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
@@ -646,7 +646,7 @@ def Graph_LayerNormOp : Graph_ComputeOp<"layer_norm", [Graph_Differentiable,
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm", [
+def Graph_RmsNormOp : Graph_ComputeOp<"rms_norm", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Root-mean-square normalization over dimensions [axis, rank)";
   let description = [{
@@ -729,7 +729,7 @@ class Graph_ArgReduceOp<string mnemonic, string which>
 def Graph_ArgMaxOp : Graph_ArgReduceOp<"arg_max", "Max">;
 def Graph_ArgMinOp : Graph_ArgReduceOp<"arg_min", "Min">;
 
-def Graph_CumSumOp : Graph_AxisOp<"cum_sum"> {
+def Graph_CumSumOp : Graph_AxisOp<"cum_sum", [Graph_Differentiable]> {
   let summary = "Running sum along `axis` (ONNX CumSum)";
   let description = [{
     y[..., i, ...] = sum of x[..., j, ...] for j <= i (j < i when
@@ -747,7 +747,7 @@ def Graph_CumSumOp : Graph_AxisOp<"cum_sum"> {
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_TopKOp : Graph_AxisOp<"top_k"> {
+def Graph_TopKOp : Graph_AxisOp<"top_k", [Graph_Differentiable]> {
   let summary = "The k largest (or smallest) elements along `axis` (ONNX TopK)";
   let description = [{
     Values and their i64 indices, sorted from the most extreme; equal values
@@ -814,7 +814,7 @@ def Graph_GatherOp : Graph_ComputeOp<"gather", [Graph_Differentiable,
 }
 
 def Graph_GatherElementsOp : Graph_ComputeOp<"gather_elements", [
-    DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
+    Graph_Differentiable, DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface>]> {
   let summary = "Elements of data picked along one axis (ONNX GatherElements)";
   let description = [{
     out[i] = data[i with its `axis` coordinate replaced by indices[i]]; the
@@ -831,7 +831,7 @@ def Graph_GatherElementsOp : Graph_ComputeOp<"gather_elements", [
   let results = (outs Graph_Tensor:$output);
 }
 
-def Graph_ResizeOp : Graph_ComputeOp<"resize", [
+def Graph_ResizeOp : Graph_ComputeOp<"resize", [Graph_Differentiable,
     DeclareOpInterfaceMethods<Graph_BatchRuleOpInterface, ["sliceBatch"]>]> {
   let summary = "Nearest or (multi-)linear resampling (ONNX Resize)";
   let description = [{

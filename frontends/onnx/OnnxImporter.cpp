@@ -682,10 +682,10 @@ OwningOpRef<ModuleOp> ModelImporter::run() {
   }
   // Legacy broadcasting (opsets 1-6) is translated; other old attributes
   // such as consumed_inputs are ignored, as they do not change results.
-  if (opset < 1 || opset > 22)
+  if (opset < 1 || opset > 23)
     return emitError(fileLoc())
                << "uses default-domain opset " << opset
-               << "; partc supports opsets 1 through 22 (convert the model "
+               << "; partc supports opsets 1 through 23 (convert the model "
                   "with onnx.version_converter)",
            nullptr;
 

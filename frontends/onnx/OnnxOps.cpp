@@ -968,6 +968,52 @@ LogicalResult importLayerNorm(NodeImporter &n) {
                            n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
 }
 
+/// RMSNormalization (opset 23): x / sqrt(mean(x^2) + epsilon) * scale over
+/// dimensions [axis, rank), the scale broadcast to the normalized shape.
+/// stash_type only names the type of the statistics, which partc keeps in
+/// float32 or wider anyway.
+LogicalResult importRmsNorm(NodeImporter &n) {
+  if (failed(requireInputs(n, 2)))
+    return failure();
+  Value x = n.input(0), scale = n.input(1);
+  if (!isa<FloatType>(elemOf(x)) || elemOf(scale) != elemOf(x))
+    return n.error() << "needs a float input and a scale "
+                        "of the same type";
+  auto axis = normAxis(n, n.attrInt("axis", -1), rankOf(x));
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> norm = shapeOf(x).drop_front(*axis);
+  ArrayRef<int64_t> given = shapeOf(scale);
+  // Leading ones beyond the normalized rank broadcast away.
+  while (given.size() > norm.size() && given.front() == 1)
+    given = given.drop_front();
+  bool fits = given.size() <= norm.size();
+  for (size_t i = 0; fits && i < given.size(); ++i) {
+    int64_t want = norm[norm.size() - given.size() + i];
+    fits = given[i] == want || given[i] == 1;
+  }
+  if (!fits)
+    return n.error() << "scale of shape "
+                     << llvm::interleaved_array(shapeOf(scale))
+                     << " does not broadcast to the normalized shape "
+                     << llvm::interleaved_array(norm) << " (axis " << *axis
+                     << ")";
+  if (shapeOf(scale) != norm) {
+    auto expanded = n.build1("expand", {scale}, {n.ints("shape", norm)});
+    if (failed(expanded))
+      return failure();
+    if (shapeOf(*expanded) != norm) {
+      expanded = n.build1("reshape", {*expanded}, {n.ints("shape", norm)});
+      if (failed(expanded))
+        return failure();
+    }
+    scale = *expanded;
+  }
+  return emit(n, n.build1("rms_norm", {x, scale},
+                          {n.i64("axis", *axis),
+                           n.f64("epsilon", n.attrFloat("epsilon", 1e-5))}));
+}
+
 NodeHandler reduce(StringRef op, int64_t axesInputOpset) {
   return [op, axesInputOpset](NodeImporter &n) -> LogicalResult {
     if (failed(requireInputs(n, 1)))
@@ -1417,6 +1463,7 @@ const llvm::StringMap<NodeHandler> &onnxNodeHandlers() {
     };
     h["BatchNormalization"] = importBatchNorm;
     h["LayerNormalization"] = importLayerNorm;
+    h["RMSNormalization"] = importRmsNorm;
     h["ReduceSum"] = reduce("reduce_sum", 13);
     h["ReduceMean"] = reduce("reduce_mean", 18);
     h["ReduceMax"] = reduce("reduce_max", 18);

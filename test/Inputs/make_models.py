@@ -739,3 +739,19 @@ for name, shape in (("ln_empty_huge.onnx", [0, 2**40]),
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
         [numpy_helper.from_array(np.ones(1, np.float32), "s")]), name,
         opset=17)
+
+# rms_norm.onnx: opset 23's RMSNormalization over the last two dimensions,
+# its scale [4] broadcast to them; rms_norm_bad_scale.onnx: a scale [3]
+# that does not broadcast to [3, 4].
+x = rng.standard_normal((2, 3, 4))
+s = rng.standard_normal(4)
+y = x / np.sqrt((x * x).mean(axis=(1, 2), keepdims=True) + 1e-3) * s
+for name, scale in (("rms_norm.onnx", s), ("rms_norm_bad_scale.onnx",
+                                            rng.standard_normal(3))):
+    save(helper.make_graph(
+        [helper.make_node("RMSNormalization", ["x", "s"], ["y"], axis=-2,
+                          epsilon=1e-3, name="rms")], "rms",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
+        [init("s", scale)]), name, opset=23)
+write_data_set("rms_norm_data", x, y)

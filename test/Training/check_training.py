@@ -52,11 +52,11 @@ def make_model(name, nodes, inputs, output_shape, params, dtype):
         [numpy_helper.from_array(np.asarray(a, dtype if a.dtype.kind == "f"
                                             else a.dtype), n)
          for n, a in params.items()])
-    # LayerNormalization needs opset 17, Mish 18; the others are written
-    # for 13.
+    # LayerNormalization needs opset 17, Mish 18, RMSNormalization 23; the
+    # others are written for 13.
     types = {n.op_type for n in nodes}
-    opset = 18 if "Mish" in types else 17 if "LayerNormalization" in types \
-        else 13
+    opset = 23 if "RMSNormalization" in types else 18 if "Mish" in types \
+        else 17 if "LayerNormalization" in types else 13
     model = helper.make_model(graph,
                               opset_imports=[helper.make_opsetid("", opset)])
     path = os.path.join(WORK, name + ".onnx")
@@ -345,6 +345,60 @@ def gradient_cases():
     yield ("activations_more", nodes, {"x": randn(6, 4)}, (6, 3),
            {"w0": randn(4, 8, scale=0.5), "w1": randn(8, 3, scale=0.3)},
            "mse")
+    # Ops that pick, sort and accumulate along an axis: GatherElements
+    # (a negative index, a repeat), TopK's values and CumSum both ways
+    # (exclusive, reverse); each gradient adds back where its element came
+    # from.
+    yield ("gathers_sorts", [
+        helper.make_node("MatMul", ["x", "w0"], ["h"]),
+        helper.make_node("GatherElements", ["h", "idx"], ["ge"], axis=1),
+        helper.make_node("TopK", ["h", "k"], ["tv", "ti"], axis=1),
+        helper.make_node("CumSum", ["h", "one"], ["cs"], exclusive=1),
+        helper.make_node("CumSum", ["cs", "zero"], ["cr"], reverse=1),
+        helper.make_node("Concat", ["ge", "tv"], ["c"], axis=1),
+        helper.make_node("MatMul", ["c", "w1"], ["p"]),
+        helper.make_node("MatMul", ["cr", "w2"], ["q"]),
+        helper.make_node("Add", ["p", "q"], ["y"])],
+        {"x": randn(4, 6)}, (4, 3),
+        {"w0": randn(6, 6), "w1": randn(5, 3), "w2": randn(6, 3, scale=0.3),
+         "idx": np.array([[0, -1, 2], [5, 5, 1], [3, 0, -6], [2, 4, 4]],
+                         np.int64),
+         "k": np.array([2], np.int64), "one": np.array(1, np.int64),
+         "zero": np.array(0, np.int64)}, "mse")
+    # Resampling as U-Nets and FPNs do it (nearest x2, bilinear to a size,
+    # align_corners, a nearest downsampling), RMSNormalization over the
+    # last two dimensions with a broadcast scale, a global max pool.
+    def scales(name, values):
+        return helper.make_node("Constant", [], [name], value=helper.make_tensor(
+            name, TensorProto.DOUBLE, [4], values))
+    yield ("resize_rms_norm", [
+        scales("s2", [1, 1, 2, 2]), scales("s15", [1, 1, 1.5, 2]),
+        helper.make_node("Mul", ["x", "w"], ["a"]),
+        helper.make_node("Resize", ["a", "", "s2"], ["r0"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric",
+                         nearest_mode="floor"),
+        helper.make_node("Resize", ["a", "", "", "size67"], ["r1"],
+                         mode="linear"),
+        helper.make_node("Resize", ["a", "", "", "size36"], ["r2"],
+                         mode="nearest", nearest_mode="round_prefer_ceil"),
+        helper.make_node("Resize", ["a", "", "s15"], ["r3"], mode="linear",
+                         coordinate_transformation_mode="align_corners"),
+        helper.make_node("RMSNormalization", ["r0", "g"], ["n0"], axis=-2,
+                         epsilon=1e-3),
+        # (Opset 23's ReduceMean takes its axes as an input.)
+        helper.make_node("GlobalAveragePool", ["n0"], ["g0"]),
+        helper.make_node("GlobalAveragePool", ["r1"], ["g1"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g2"]),
+        helper.make_node("GlobalMaxPool", ["r3"], ["g3"])] + [
+        helper.make_node("Reshape", [f"g{i}", "rows"], [f"m{i}"])
+        for i in range(4)] + [
+        helper.make_node("Concat", ["m0", "m1", "m2", "m3"], ["c"], axis=1),
+        helper.make_node("MatMul", ["c", "w1"], ["y"])],
+        {"x": randn(2, 3, 4, 4)}, (2, 3),
+        {"w": randn(1, 3, 1, 1), "g": randn(8), "w1": randn(12, 3),
+         "size67": np.array([2, 3, 6, 7], np.int64),
+         "size36": np.array([2, 3, 3, 6], np.int64),
+         "rows": np.array([2, 3], np.int64)}, "mse")
     # Training-mode dropout: partc's counter-based mask, drawn again by
     # the backward pass (onnx_numpy.dropout_mask is the reference).
     yield ("dropout", [
@@ -388,7 +442,7 @@ def labels_for(loss, shape, dtype):
 
 
 FLOAT32_CASES = {"conv_bn_pool", "residual_concat_slice",
-                 "embedding_layer_norm", "gelu_formulas"}
+                 "embedding_layer_norm", "gelu_formulas", "resize_rms_norm"}
 
 
 def check_gradients():

@@ -168,6 +168,33 @@ def forward_node(node, ins, rng=None):
         return data[where], vjp
     if op == "LayerNormalization":
         return layer_norm(node, ins)
+    if op == "RMSNormalization":
+        return rms_norm(node, ins)
+    if op == "GatherElements":
+        data, idx = ins
+        axis = attr(node, "axis", 0) % data.ndim
+        idx = idx.astype(np.int64) % data.shape[axis]
+
+        def vjp(g):
+            return [scatter_along(g, idx, axis, data.shape), None]
+        return np.take_along_axis(data, idx, axis), vjp
+    if op == "TopK":
+        x, k = ins[0], int(ins[1].reshape(-1)[0])
+        axis = attr(node, "axis", -1) % x.ndim
+        largest = attr(node, "largest", 1)
+        # Stable: equal values keep the order of their indices.
+        idx = np.argsort(-x if largest else x, axis=axis, kind="stable")
+        idx = np.take(idx, range(k), axis)
+        values = np.take_along_axis(x, idx, axis)
+        return (values, idx), \
+            lambda g: [scatter_along(g, idx, axis, x.shape), None]
+    if op == "CumSum":
+        x, axis = ins[0], int(np.asarray(ins[1]).reshape(-1)[0])
+        exclusive, reverse = attr(node, "exclusive", 0), attr(node, "reverse", 0)
+        return cum_sum(x, axis, exclusive, reverse), \
+            lambda g: [cum_sum(g, axis, exclusive, 1 - reverse), None]
+    if op == "Resize":
+        return resize(node, ins)
     x = ins[0]
     unary = {
         "Relu": (lambda x: np.maximum(x, 0), lambda g, x, y: g * (x > 0)),
@@ -288,6 +315,11 @@ def forward_node(node, ins, rng=None):
         return conv(node, ins)
     if op in ("MaxPool", "AveragePool"):
         return pool(node, x)
+    if op == "GlobalMaxPool":
+        axes = tuple(range(2, x.ndim))
+        y = x.max(axes, keepdims=True)
+        mask = (x == y).astype(x.dtype)
+        return y, lambda g: [mask * g / mask.sum(axes, keepdims=True)]
     if op == "GlobalAveragePool":
         axes = tuple(range(2, x.ndim))
         count = np.prod(x.shape[2:])
@@ -323,6 +355,96 @@ def forward_node(node, ins, rng=None):
         y = x * np.ones([int(d) for d in ins[1]])
         return y, lambda g: [unbroadcast(g, x.shape), None]
     raise NotImplementedError(op)
+
+
+def scatter_along(g, idx, axis, shape):
+    """The gradient of take_along_axis(data, idx, axis): g added where
+    each element was read from."""
+    where = list(np.indices(idx.shape, sparse=True))
+    where[axis] = idx
+    dx = np.zeros(shape)
+    np.add.at(dx, tuple(where), g)
+    return dx
+
+
+def cum_sum(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    y = np.cumsum(x, axis)
+    if exclusive:
+        y = y - x
+    return np.flip(y, axis) if reverse else y
+
+
+def resize_matrix(n_in, n_out, scale, mode, coordinates, rounding):
+    """The [n_out, n_in] matrix of one dimension's resampling, from ONNX's
+    definition of Resize."""
+    m = np.zeros((n_out, n_in))
+    for x in range(n_out):
+        if coordinates == "half_pixel":
+            c = (x + 0.5) / scale - 0.5
+        elif coordinates == "pytorch_half_pixel":
+            c = (x + 0.5) / scale - 0.5 if n_in * scale > 1 else 0.0
+        elif coordinates == "align_corners":
+            c = x * (n_in - 1) / (n_in * scale - 1) if n_in * scale > 1 else 0.0
+        else:  # asymmetric
+            c = x / scale
+        if mode == "nearest":
+            f = np.floor(c)
+            if rounding == "floor":
+                i = f
+            elif rounding == "ceil":
+                i = np.ceil(c)
+            elif c - f == 0.5:
+                i = f + (rounding == "round_prefer_ceil")
+            else:
+                i = np.floor(c + 0.5)
+            m[x, int(min(max(i, 0), n_in - 1))] = 1
+        else:
+            f = np.floor(c)
+            lo, hi = (int(min(max(j, 0), n_in - 1)) for j in (f, f + 1))
+            m[x, lo] += 1 - (c - f)
+            m[x, hi] += c - f
+    return m
+
+
+def resize(node, ins):
+    """Resize 13 (X, roi, scales[, sizes]), nearest or linear, as
+    one resampling matrix per dimension."""
+    x = ins[0]
+    scales = ins[2] if len(ins) > 2 and ins[2] is not None and ins[2].size \
+        else None
+    if scales is None:
+        sizes = ins[3].astype(np.int64)
+        scales = sizes / np.array(x.shape)
+    else:
+        sizes = np.floor(np.array(x.shape) * scales).astype(np.int64)
+    mode = attr(node, "mode", "nearest")
+    coords = attr(node, "coordinate_transformation_mode", "half_pixel")
+    rounding = attr(node, "nearest_mode", "round_prefer_floor")
+    mats = [resize_matrix(n, int(o), s, mode, coords, rounding)
+            for n, o, s in zip(x.shape, sizes, scales)]
+
+    def apply(v, transpose):
+        for d, m in enumerate(mats):
+            v = np.moveaxis(np.tensordot(m.T if transpose else m, v,
+                                         axes=([1], [d])), 0, d)
+        return v
+    return apply(x, False), lambda g: [apply(g, True)] + [None] * (len(ins) - 1)
+
+
+def rms_norm(node, ins):
+    x, scale = ins
+    axis = attr(node, "axis", -1) % x.ndim
+    eps = attr(node, "epsilon", 1e-5)
+    axes = tuple(range(axis, x.ndim))
+    r = 1 / np.sqrt((x * x).mean(axes, keepdims=True) + eps)
+
+    def vjp(g):
+        gs = g * scale
+        dx = r * gs - x * r ** 3 * (gs * x).mean(axes, keepdims=True)
+        return [dx, unbroadcast(g * x * r, scale.shape)]
+    return x * r * scale, vjp
 
 
 def layer_norm(node, ins):
@@ -496,12 +618,17 @@ class Graph:
         tape = []
         streams = 0
         for node in self.model.graph.node:
-            ins = [values[n] for n in node.input]
+            ins = [values[n] if n else None for n in node.input]
             rng = None
             if node.op_type == "Dropout":
                 rng = (streams, self.step, self.seed)
                 streams += 1
             y, vjp = forward_node(node, ins, rng)
+            # Extra outputs (TopK's indices) carry no gradient.
+            if isinstance(y, tuple):
+                for name, value in zip(node.output[1:], y[1:]):
+                    values[name] = value
+                y = y[0]
             values[node.output[0]] = y
             tape.append((node, vjp))
         return values, tape

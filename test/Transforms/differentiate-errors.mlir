@@ -80,3 +80,15 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {gra
   %y = graph.pad %h {pads = array<i64: 0, 1, 0, 1>, mode = "reflect"} : (tensor<2x4xf32>) -> tensor<2x6xf32>
   return %y : tensor<2x6xf32>
 }
+
+// -----
+
+// Tests that GatherElements of a rank past what index tuples address (8
+// dimensions) is refused for its gradient with the rank.
+func.func @main(%x: tensor<1x1x1x1x1x1x1x1x2xf32> {graph.name = "x"}, %i: tensor<1x1x1x1x1x1x1x1x2xi64> {graph.name = "i"}) -> (tensor<1x1x1x1x1x1x1x1x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<1x1x1x1x1x1x1x1x2xf32>} : () -> tensor<1x1x1x1x1x1x1x1x2xf32>
+  %h = graph.mul %x, %w : (tensor<1x1x1x1x1x1x1x1x2xf32>, tensor<1x1x1x1x1x1x1x1x2xf32>) -> tensor<1x1x1x1x1x1x1x1x2xf32>
+  // expected-error@+1 {{of rank 9 has no gradient: index tuples cover 8 dimensions at most}}
+  %y = graph.gather_elements %h, %i {axis = 8 : i64} : (tensor<1x1x1x1x1x1x1x1x2xf32>, tensor<1x1x1x1x1x1x1x1x2xi64>) -> tensor<1x1x1x1x1x1x1x1x2xf32>
+  return %y : tensor<1x1x1x1x1x1x1x1x2xf32>
+}

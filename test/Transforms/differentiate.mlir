@@ -343,6 +343,137 @@ func.func @main(%x: tensor<2x3xf32> {graph.name = "x"}) -> (tensor<2x6xf32> {gra
 
 // -----
 
+// Tests that a global max pool's gradient goes to each channel's maximum,
+// ties sharing it.
+// CHECK-LABEL: func @main
+// CHECK: %[[HIT:.*]] = graph.equal %[[H:.*]], %[[Y:.*]] : (tensor<2x3x4x4xf32>, tensor<2x3x1x1xf32>) -> tensor<2x3x4x4xi1>
+// CHECK: %[[MASK:.*]] = graph.cast %[[HIT]] {to = f32}
+// CHECK: %[[TIES:.*]] = graph.reduce_sum %[[MASK]] {axes = array<i64: 2, 3>}
+// CHECK: %[[SHARE:.*]] = graph.div %{{.*}}, %[[TIES]]
+// CHECK: graph.mul %[[MASK]], %[[SHARE]] : (tensor<2x3x4x4xf32>, tensor<2x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+func.func @main(%x: tensor<2x3x4x4xf32> {graph.name = "x"}) -> (tensor<2x3x1x1xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x3x4x4xf32>} : () -> tensor<2x3x4x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %y = graph.global_max_pool %h : (tensor<2x3x4x4xf32>) -> tensor<2x3x1x1xf32>
+  return %y : tensor<2x3x1x1xf32>
+}
+
+// -----
+
+// Tests that a running sum's gradient is the running sum the other way,
+// exclusive as the forward one was.
+// CHECK-LABEL: func @main
+// CHECK: graph.cum_sum %{{.*}} {axis = 1 : i64, exclusive = 1 : i64} : (tensor<2x5xf32>)
+// CHECK: graph.cum_sum %{{.*}} {axis = 1 : i64, exclusive = 1 : i64, reverse = 1 : i64} : (tensor<2x5xf32>)
+func.func @main(%x: tensor<2x5xf32> {graph.name = "x"}) -> (tensor<2x5xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x5xf32>} : () -> tensor<2x5xf32>
+  %h = graph.mul %x, %w : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %y = graph.cum_sum %h {axis = 1 : i64, exclusive = 1 : i64, reverse = 0 : i64} : (tensor<2x5xf32>) -> tensor<2x5xf32>
+  return %y : tensor<2x5xf32>
+}
+
+// -----
+
+// Tests that GatherElements' gradient adds each element back where it was
+// read: scatter_nd with add, whose tuples are the elements' coordinates
+// with the axis one replaced by the index.
+// CHECK-LABEL: func @main(%{{.*}}: tensor<2x5xf32> {graph.name = "x"}, %arg1: tensor<2x3xi64>
+// CHECK: %[[ROW:.*]] = graph.constant {value = dense<{{\[\[}}0], [1]]> : tensor<2x1xi64>}
+// CHECK: %[[ROWS:.*]] = graph.expand %[[ROW]] {shape = array<i64: 2, 3>}
+// CHECK: %[[C0:.*]] = graph.reshape %[[ROWS]] {shape = array<i64: 6, 1>}
+// CHECK: %[[C1:.*]] = graph.reshape %arg1 {shape = array<i64: 6, 1>}
+// CHECK: %[[TUPLES:.*]] = graph.concat %[[C0]], %[[C1]] {axis = 1 : i64} : (tensor<6x1xi64>, tensor<6x1xi64>) -> tensor<6x2xi64>
+// CHECK: %[[UPDATES:.*]] = graph.reshape %{{.*}} {shape = array<i64: 6>} : (tensor<2x3xf32>) -> tensor<6xf32>
+// CHECK: graph.scatter_nd %{{.*}}, %[[TUPLES]], %[[UPDATES]] {reduction = "add"} : (tensor<2x5xf32>, tensor<6x2xi64>, tensor<6xf32>) -> tensor<2x5xf32>
+func.func @main(%x: tensor<2x5xf32> {graph.name = "x"}, %i: tensor<2x3xi64> {graph.name = "i"}) -> (tensor<2x3xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x5xf32>} : () -> tensor<2x5xf32>
+  %h = graph.mul %x, %w : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %y = graph.gather_elements %h, %i {axis = 1 : i64} : (tensor<2x5xf32>, tensor<2x3xi64>) -> tensor<2x3xf32>
+  return %y : tensor<2x3xf32>
+}
+
+// -----
+
+// Tests that TopK's values scatter their gradient back to the indices it
+// picked.
+// CHECK-LABEL: func @main
+// CHECK: %{{.*}}, %[[IDX:.*]] = graph.top_k
+// CHECK: %[[C1:.*]] = graph.reshape %[[IDX]] {shape = array<i64: 4, 1>}
+// CHECK: %[[TUPLES:.*]] = graph.concat %{{.*}}, %[[C1]] {axis = 1 : i64}
+// CHECK: graph.scatter_nd %{{.*}}, %[[TUPLES]], %{{.*}} {reduction = "add"} : (tensor<2x5xf32>, tensor<4x2xi64>, tensor<4xf32>) -> tensor<2x5xf32>
+func.func @main(%x: tensor<2x5xf32> {graph.name = "x"}) -> (tensor<2x2xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x5xf32>} : () -> tensor<2x5xf32>
+  %h = graph.mul %x, %w : (tensor<2x5xf32>, tensor<2x5xf32>) -> tensor<2x5xf32>
+  %v, %k = graph.top_k %h {axis = 1 : i64, k = 2 : i64, largest = 1 : i64} : (tensor<2x5xf32>) -> (tensor<2x2xf32>, tensor<2x2xi64>)
+  return %v : tensor<2x2xf32>
+}
+
+// -----
+
+// Tests that nearest x2 upsampling's gradient sums each input element's
+// repeats, one resized dimension at a time.
+// CHECK-LABEL: func @main
+// CHECK: %[[H:.*]] = graph.reshape %{{.*}} {shape = array<i64: 1, 2, 3, 2, 6>} : (tensor<1x2x6x6xf32>)
+// CHECK: %[[HS:.*]] = graph.reduce_sum %[[H]] {axes = array<i64: 3>, keepdims = 0 : i64} : (tensor<1x2x3x2x6xf32>) -> tensor<1x2x3x6xf32>
+// CHECK: %[[W:.*]] = graph.reshape %[[HS]] {shape = array<i64: 1, 2, 3, 3, 2>}
+// CHECK: graph.reduce_sum %[[W]] {axes = array<i64: 4>, keepdims = 0 : i64} : (tensor<1x2x3x3x2xf32>) -> tensor<1x2x3x3xf32>
+// CHECK-NOT: graph.scatter_nd
+func.func @main(%x: tensor<1x2x3x3xf32> {graph.name = "x"}) -> (tensor<1x2x6x6xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<1x2x3x3xf32>} : () -> tensor<1x2x3x3xf32>
+  %h = graph.mul %x, %w : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %y = graph.resize %h {sizes = array<i64: 1, 2, 6, 6>, scales = array<f64: 1.0, 1.0, 2.0, 2.0>, mode = "nearest", coordinate_transformation_mode = "asymmetric", nearest_mode = "floor"} : (tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32>
+  return %y : tensor<1x2x6x6xf32>
+}
+
+// -----
+
+// Tests that a linear resize's gradient gives each output's two neighbours
+// their weighted shares (3 to 5 columns, half_pixel: weights 0.2, 0.6, 1,
+// 0.4, 0.8 below and 0.8, 0.4, 0, 0.6, 0.2 above, the neighbours clamped at
+// the edges).
+// CHECK-LABEL: func @main
+// CHECK: %[[DOWN:.*]] = graph.constant {value = dense<{{\[\[\[\[}}2.000000e-01, 6.000000e-01, 1.000000e+00, 4.000000e-01, 8.000000e-01]]]]> : tensor<1x1x1x5xf32>}
+// CHECK: %[[TOLOW:.*]] = graph.mul %[[G:.*]], %[[DOWN]]
+// CHECK: %[[UP:.*]] = graph.constant {value = dense<{{\[\[\[\[}}8.000000e-01, 4.000000e-01, 0.000000e+00, 6.000000e-01, 2.000000e-01]]]]> : tensor<1x1x1x5xf32>}
+// CHECK: %[[TOHIGH:.*]] = graph.mul %[[G]], %[[UP]]
+// CHECK: graph.constant {value = dense<[0, 0, 1, 1, 2]> : tensor<5xi64>}
+// CHECK: graph.transpose %[[TOLOW]] {perm = array<i64: 3, 0, 1, 2>}
+// CHECK: %[[LOW:.*]] = graph.scatter_nd {{.*}} {reduction = "add"} : (tensor<3x1x2x3xf32>, tensor<5x1xi64>, tensor<5x1x2x3xf32>) -> tensor<3x1x2x3xf32>
+// CHECK: %[[LOWBACK:.*]] = graph.transpose %[[LOW]] {perm = array<i64: 1, 2, 3, 0>}
+// CHECK: graph.constant {value = dense<[0, 1, 2, 2, 2]> : tensor<5xi64>}
+// CHECK: graph.transpose %[[TOHIGH]] {perm = array<i64: 3, 0, 1, 2>}
+// CHECK: %[[HIGH:.*]] = graph.scatter_nd
+// CHECK: %[[HIGHBACK:.*]] = graph.transpose %[[HIGH]] {perm = array<i64: 1, 2, 3, 0>}
+// CHECK: graph.add %[[LOWBACK]], %[[HIGHBACK]] : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+func.func @main(%x: tensor<1x2x3x3xf32> {graph.name = "x"}) -> (tensor<1x2x3x5xf32> {graph.name = "z"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<1x2x3x3xf32>} : () -> tensor<1x2x3x3xf32>
+  %h = graph.mul %x, %w : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
+  %z = graph.resize %h {sizes = array<i64: 1, 2, 3, 5>, scales = array<f64: 1.0, 1.0, 1.0, 1.6666666666666667>, mode = "linear"} : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x5xf32>
+  return %z : tensor<1x2x3x5xf32>
+}
+
+// -----
+
+// Tests RMS normalization's scale gradient: dy x r summed over the rows,
+// r = 1 / sqrt(mean(x^2) + eps).
+// CHECK-LABEL: func @main
+// CHECK: %[[SQ:.*]] = graph.mul %arg0, %arg0 : (tensor<2x4xf32>, tensor<2x4xf32>)
+// CHECK: %[[MS:.*]] = graph.reduce_mean %[[SQ]] {axes = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+// CHECK: %[[EPS:.*]] = graph.constant {value = dense<9.99999974E-6> : tensor<f32>}
+// CHECK: %[[SH:.*]] = graph.add %[[MS]], %[[EPS]]
+// CHECK: %[[SQRT:.*]] = graph.sqrt %[[SH]]
+// CHECK: %[[R:.*]] = graph.reciprocal %[[SQRT]]
+// CHECK: %[[N:.*]] = graph.mul %arg0, %[[R]] : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+// CHECK: %[[DS:.*]] = graph.mul %{{.*}}, %[[N]]
+// CHECK: graph.reduce_sum %[[DS]] {axes = array<i64: 0>} : (tensor<2x4xf32>) -> tensor<1x4xf32>
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x4xf32> {graph.name = "y"}) {
+  %s = graph.constant {graph.initializer = "s", value = dense<1.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %y = graph.rms_norm %x, %s {axis = 1 : i64, epsilon = 1.0e-05 : f64} : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
+}
+
+// -----
+
 // Tests that cross-entropy reads logits sliced from a product of padded
 // columns in place: the loss and its gradient take the padded product
 // with `classes`, and the gradient flows to the weight with no pad of it.
