@@ -395,6 +395,27 @@ LogicalResult ClipOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
+LogicalResult ShrinkOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                      ArrayRef<bool>,
+                                      MutableArrayRef<Value> dx) {
+  // Slope 1 outside [-lambd, lambd], 0 inside.
+  PointwiseGrad g{b, getLoc(), getInput()};
+  double lambd = getLambd().convertToDouble();
+  Value below = g.lt(getInput(), g.c(-lambd));
+  Value above = g.gt(getInput(), g.c(lambd));
+  dx[0] = g.mul(dy[0], g.mask(OrOp::create(b, getLoc(), below, above)));
+  return success();
+}
+
+LogicalResult ThresholdedReluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                               ArrayRef<bool>,
+                                               MutableArrayRef<Value> dx) {
+  PointwiseGrad g{b, getLoc(), getInput()};
+  Value passes = g.gt(getInput(), g.c(getAlpha().convertToDouble()));
+  dx[0] = g.mul(dy[0], g.mask(passes));
+  return success();
+}
+
 LogicalResult LeakyReluOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                          ArrayRef<bool>,
                                          MutableArrayRef<Value> dx) {
@@ -788,6 +809,37 @@ LogicalResult ReduceMinOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                          MutableArrayRef<Value> dx) {
   dx[0] = extremumGradient(b, getLoc(), getInput(), getOutput(), dy[0],
                            getAxes(), getKeepdims() != 0);
+  return success();
+}
+
+LogicalResult ReduceProdOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
+                                          ArrayRef<bool>,
+                                          MutableArrayRef<Value> dx) {
+  // Each element's gradient is dy times the product of the others: y / x
+  // where the reduction has no zero. Zeros are counted apart, so that no
+  // division by zero is ever selected: with one zero only that element
+  // gets the product of the others; with two or more, every element's
+  // product of the others has a zero in it.
+  Location loc = getLoc();
+  auto input = tensorType(getInput());
+  PointwiseGrad g{b, loc, getInput()};
+  Value x = getInput();
+  ArrayRef<int64_t> axes = getAxes();
+  Value isZero = EqualOp::create(b, loc, x, g.c(0.0));
+  Value zeroMask = g.mask(isZero);
+  Value zeroCount = ReduceSumOp::create(b, loc, zeroMask, axes,
+                                        /*keepdims=*/1);
+  Value zerosAsOnes = g.where(isZero, g.c(1.0), x);
+  Value others = ReduceProdOp::create(b, loc, zerosAsOnes, axes,
+                                      /*keepdims=*/1);
+  Value quotient = g.div(others, zerosAsOnes);
+  Value noZero = EqualOp::create(b, loc, zeroCount, g.c(0.0));
+  Value oneZero = EqualOp::create(b, loc, zeroCount, g.c(1.0));
+  Value theZero = AndOp::create(b, loc, oneZero, isZero);
+  Value atTheZero = g.where(theZero, others, g.c(0.0));
+  Value local = g.where(noZero, quotient, atTheZero);
+  Value grad = unreduce(b, loc, dy[0], axes, getKeepdims() != 0, input);
+  dx[0] = g.mul(local, grad);
   return success();
 }
 

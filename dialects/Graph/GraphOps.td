@@ -240,7 +240,8 @@ def Graph_HardSigmoidOp : Graph_MathOp<"hard_sigmoid", "HardSigmoid",
                        DefaultValuedAttr<F64Attr, "0.5">:$beta);
 }
 def Graph_ShrinkOp : Graph_MathOp<"shrink", "Shrink",
-    "x < -lambd ? x + bias : (x > lambd ? x - bias : 0)"> {
+    "x < -lambd ? x + bias : (x > lambd ? x - bias : 0)",
+    [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
       DefaultValuedAttr<F64Attr, "0.0">:$bias,
       DefaultValuedAttr<F64Attr, "0.5">:$lambd);
@@ -259,7 +260,7 @@ def Graph_CeluOp : Graph_MathOp<"celu", "Celu",
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
 }
 def Graph_ThresholdedReluOp : Graph_MathOp<"thresholded_relu",
-    "ThresholdedRelu", "x > alpha ? x : 0"> {
+    "ThresholdedRelu", "x > alpha ? x : 0", [Graph_Differentiable]> {
   let arguments = (ins Graph_Tensor:$input,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha);
 }
@@ -701,7 +702,8 @@ def Graph_ReduceMaxOp : Graph_ReduceOp<"reduce_max", "Maximum",
                                        [Graph_Differentiable]>;
 def Graph_ReduceMinOp : Graph_ReduceOp<"reduce_min", "Minimum",
                                        [Graph_Differentiable]>;
-def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product">;
+def Graph_ReduceProdOp : Graph_ReduceOp<"reduce_prod", "Product",
+                                        [Graph_Differentiable]>;
 
 /// Ops that work along one axis, each line of the input on its own.
 class Graph_AxisOp<string mnemonic, list<Trait> traits = []>

@@ -365,6 +365,25 @@ def gradient_cases():
                          np.int64),
          "k": np.array([2], np.int64), "one": np.array(1, np.int64),
          "zero": np.array(0, np.int64)}, "mse")
+    # Products over an axis, of rows with no zero, one and two: the input
+    # cancels the parameter exactly there, so the gradient reaches the
+    # zeros (one zero: the product of the others; two: nothing). Then
+    # Shrink and ThresholdedRelu.
+    w = randn(4, 5, scale=0.8)
+    x = randn(4, 5)
+    for i, j in ((1, 2), (2, 0), (2, 3)):
+        x[i, j] = -w[i, j]
+    yield ("reduce_prod", [
+        helper.make_node("Add", ["x", "w"], ["m"]),
+        helper.make_node("ReduceProd", ["m"], ["p"], axes=[1], keepdims=1),
+        helper.make_node("ReduceProd", ["m"], ["q"], axes=[0], keepdims=0),
+        helper.make_node("Shrink", ["m"], ["s"], lambd=0.3, bias=0.1),
+        helper.make_node("ThresholdedRelu", ["m"], ["t"], alpha=0.2),
+        helper.make_node("Add", ["s", "t"], ["st"]),
+        helper.make_node("Mul", ["st", "p"], ["sp"]),
+        helper.make_node("Add", ["sp", "q"], ["u"]),
+        helper.make_node("MatMul", ["u", "w1"], ["y"])],
+        {"x": x}, (4, 2), {"w": w, "w1": randn(5, 2)}, "mse")
     # Resampling as U-Nets and FPNs do it (nearest x2, bilinear to a size,
     # align_corners, a nearest downsampling), RMSNormalization over the
     # last two dimensions with a broadcast scale, a global max pool.

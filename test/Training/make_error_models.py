@@ -12,8 +12,9 @@ w=numpy_helper.from_array(np.ones((4,3),np.float32),"w")
 save("no_params",[helper.make_node("Relu",["x"],["y"],name="relu")],[f("x",[2,4])],[f("y",[2,4])],[])
 # two outputs
 save("two_outputs",[helper.make_node("MatMul",["x","w"],["y"],name="mm"),helper.make_node("Relu",["y"],["z"],name="r")],[f("x",[2,4])],[f("y",[2,3]),f("z",[2,3])],[w])
-# an op without a gradient: ReduceProd
-save("reduce_prod",[helper.make_node("MatMul",["x","w"],["h"],name="mm"),helper.make_node("ReduceProd",["h"],["y"],name="prod1",axes=[1],keepdims=1)],[f("x",[2,4])],[f("y",[2,1])],[w])
+# an op without a gradient: a float Mod
+two=numpy_helper.from_array(np.full((1,),2,np.float32),"two")
+save("float_mod",[helper.make_node("MatMul",["x","w"],["h"],name="mm"),helper.make_node("Mod",["h","two"],["y"],name="mod1",fmod=1)],[f("x",[2,4])],[f("y",[2,3])],[w,two])
 # batch norm: running statistics computed, one value per channel
 bn=[numpy_helper.from_array(np.ones(2,np.float32),n) for n in ("s","b","m","v")]
 save("bn_computed_mean",[helper.make_node("Neg",["m"],["nm"],name="neg"),helper.make_node("BatchNormalization",["x","s","b","nm","v"],["y"],name="bn1")],[f("x",[2,2,3,3])],[f("y",[2,2,3,3])],bn)

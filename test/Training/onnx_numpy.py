@@ -263,6 +263,15 @@ def forward_node(node, ins, rng=None):
         unary[op] = (lambda x: np.clip(a * x + beta, 0, 1),
                      lambda g, x, y: g * a * ((a * x + beta > 0) &
                                               (a * x + beta < 1)))
+    if op == "Shrink":
+        lambd, bias = attr(node, "lambd", 0.5), attr(node, "bias", 0.0)
+        unary[op] = (lambda x: np.where(x < -lambd, x + bias,
+                                        np.where(x > lambd, x - bias, 0)),
+                     lambda g, x, y: g * ((x < -lambd) | (x > lambd)))
+    if op == "ThresholdedRelu":
+        a = 1.0 if alpha is None else alpha
+        unary[op] = (lambda x: np.where(x > a, x, 0),
+                     lambda g, x, y: g * (x > a))
     if op == "Clip":
         lo, hi = ins[1], ins[2]
         y = np.clip(x, lo, hi)
@@ -290,6 +299,22 @@ def forward_node(node, ins, rng=None):
             g = g if keep else np.expand_dims(g, axes)
             return [mask * g / mask.sum(axes, keepdims=True)] + \
                 [None] * (len(ins) - 1)
+        return (y if keep else np.squeeze(y, axes)), vjp
+    if op == "ReduceProd":
+        axes, keep = reduce_axes(node, x, ins)
+        y = x.prod(axes, keepdims=True)
+
+        def vjp(g):
+            # The product of the others, element by element.
+            g = g if keep else np.expand_dims(g, axes)
+            others = np.empty_like(x)
+            for idx in np.ndindex(x.shape):
+                rest = x.copy()
+                rest[idx] = 1
+                block = tuple(slice(None) if d in axes else slice(i, i + 1)
+                              for d, i in enumerate(idx))
+                others[idx] = rest[block].prod()
+            return [others * g] + [None] * (len(ins) - 1)
         return (y if keep else np.squeeze(y, axes)), vjp
     if op in ("ReduceSum", "ReduceMean"):
         axes, keep = reduce_axes(node, x, ins)

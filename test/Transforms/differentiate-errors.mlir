@@ -1,12 +1,13 @@
 // RUN: partc-opt %s --partc-differentiate --split-input-file --verify-diagnostics
 
 // Tests that an op without a gradient rule on the path to the loss is named.
-func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x1xf32> {graph.name = "y"}) {
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x4xf32> {graph.name = "y"}) {
   %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
   %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
-  // expected-error@+1 {{'graph.reduce_prod' has no gradient yet, so the model cannot be trained through it}}
-  %y = graph.reduce_prod %h {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
-  return %y : tensor<2x1xf32>
+  %c = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  // expected-error@+1 {{'graph.mod' has no gradient yet, so the model cannot be trained through it}}
+  %y = graph.mod %h, %c : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xf32>
+  return %y : tensor<2x4xf32>
 }
 
 // -----

@@ -474,6 +474,30 @@ func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x4xf32> {gra
 
 // -----
 
+// Tests that a product's gradient is y / x where the reduction has no
+// zero, the product of the others at a lone zero, and 0 with two zeros:
+// zeros are counted and read as ones, so no division by zero is selected.
+// CHECK-LABEL: func @main
+// CHECK: %[[ISZERO:.*]] = graph.equal %[[H:.*]], %{{.*}} : (tensor<2x4xf32>, tensor<f32>) -> tensor<2x4xi1>
+// CHECK: %[[MASK:.*]] = graph.cast %[[ISZERO]] {to = f32}
+// CHECK: %[[COUNT:.*]] = graph.reduce_sum %[[MASK]] {axes = array<i64: 1>}
+// CHECK: %[[ONES:.*]] = graph.where %[[ISZERO]], %{{.*}}, %[[H]]
+// CHECK: %[[OTHERS:.*]] = graph.reduce_prod %[[ONES]] {axes = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+// CHECK: %[[QUOTIENT:.*]] = graph.div %[[OTHERS]], %[[ONES]]
+// CHECK: %[[NONE:.*]] = graph.equal %[[COUNT]]
+// CHECK: %[[ONE:.*]] = graph.equal %[[COUNT]]
+// CHECK: %[[THEZERO:.*]] = graph.and %[[ONE]], %[[ISZERO]]
+// CHECK: %[[ATZERO:.*]] = graph.where %[[THEZERO]], %[[OTHERS]], %{{.*}}
+// CHECK: graph.where %[[NONE]], %[[QUOTIENT]], %[[ATZERO]]
+func.func @main(%x: tensor<2x4xf32> {graph.name = "x"}) -> (tensor<2x1xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<2x4xf32>} : () -> tensor<2x4xf32>
+  %h = graph.mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %y = graph.reduce_prod %h {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  return %y : tensor<2x1xf32>
+}
+
+// -----
+
 // Tests that cross-entropy reads logits sliced from a product of padded
 // columns in place: the loss and its gradient take the padded product
 // with `classes`, and the gradient flows to the weight with no pad of it.
