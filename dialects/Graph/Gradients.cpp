@@ -73,6 +73,11 @@ SmallVector<int64_t> swapLastTwo(int64_t rank) {
   return perm;
 }
 
+/// The longest index or weight table a gradient rule writes into the plan
+/// for one dimension (32 MiB of int64): longer ones are refused rather
+/// than built at compile time.
+constexpr int64_t kMaxGradientTable = int64_t(1) << 22;
+
 /// An axis attribute (I64Attr, read unsigned) counted from the front.
 int64_t nonNegativeAxis(uint64_t attribute, int64_t rank) {
   auto axis = static_cast<int64_t>(attribute);
@@ -1323,6 +1328,12 @@ static FailureOr<Value> gatherElementsGradient(Operation *op, OpBuilder &b,
     indices =
         CastOp::create(b, loc, i64, indices, TypeAttr::get(b.getI64Type()));
   }
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis && indexType.getDimSize(d) > kMaxGradientTable)
+      return op->emitOpError()
+             << "has no gradient: dimension " << d << " of its indices has "
+             << indexType.getDimSize(d) << " elements, more than the "
+             << kMaxGradientTable << " a coordinate table may hold";
   SmallVector<Value> columns;
   for (int64_t d = 0; d < rank; ++d) {
     Value column = indices;
@@ -1442,6 +1453,11 @@ LogicalResult ResizeOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
     if (!rs::resized(p, dim))
       continue;
     int64_t in = p.inShape[d], out = p.outShape[d];
+    if (out > kMaxGradientTable)
+      return emitOpError() << "has no gradient: its dimension " << d
+                           << " is resized to " << out
+                           << " elements, more than the " << kMaxGradientTable
+                           << " an index table may hold";
     SmallVector<int64_t> from = shape;
     from[d] = in;
     auto fromType = RankedTensorType::get(from, element);

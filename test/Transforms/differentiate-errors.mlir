@@ -93,3 +93,27 @@ func.func @main(%x: tensor<1x1x1x1x1x1x1x1x2xf32> {graph.name = "x"}, %i: tensor
   %y = graph.gather_elements %h, %i {axis = 8 : i64} : (tensor<1x1x1x1x1x1x1x1x2xf32>, tensor<1x1x1x1x1x1x1x1x2xi64>) -> tensor<1x1x1x1x1x1x1x1x2xf32>
   return %y : tensor<1x1x1x1x1x1x1x1x2xf32>
 }
+
+// -----
+
+// Tests that a resize whose gradient would need an index table longer than
+// 2^22 entries is refused with the dimension and its length.
+func.func @main(%x: tensor<1x1x1x2xf32> {graph.name = "x"}) -> (tensor<1x1x1x8388608xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<1x1x1x2xf32>} : () -> tensor<1x1x1x2xf32>
+  %h = graph.mul %x, %w : (tensor<1x1x1x2xf32>, tensor<1x1x1x2xf32>) -> tensor<1x1x1x2xf32>
+  // expected-error@+1 {{has no gradient: its dimension 3 is resized to 8388608 elements, more than the 4194304 an index table may hold}}
+  %y = graph.resize %h {sizes = array<i64: 1, 1, 1, 8388608>, scales = array<f64: 1.0, 1.0, 1.0, 4194304.0>, mode = "nearest"} : (tensor<1x1x1x2xf32>) -> tensor<1x1x1x8388608xf32>
+  return %y : tensor<1x1x1x8388608xf32>
+}
+
+// -----
+
+// Tests that GatherElements whose gradient would need a coordinate table
+// longer than 2^22 entries is refused with the dimension and its length.
+func.func @main(%x: tensor<8388608x2xf32> {graph.name = "x"}, %i: tensor<8388608x1xi64> {graph.name = "i"}) -> (tensor<8388608x1xf32> {graph.name = "y"}) {
+  %w = graph.constant {graph.initializer = "w", value = dense<1.0> : tensor<8388608x2xf32>} : () -> tensor<8388608x2xf32>
+  %h = graph.mul %x, %w : (tensor<8388608x2xf32>, tensor<8388608x2xf32>) -> tensor<8388608x2xf32>
+  // expected-error@+1 {{has no gradient: dimension 0 of its indices has 8388608 elements, more than the 4194304 a coordinate table may hold}}
+  %y = graph.gather_elements %h, %i {axis = 1 : i64} : (tensor<8388608x2xf32>, tensor<8388608x1xi64>) -> tensor<8388608x1xf32>
+  return %y : tensor<8388608x1xf32>
+}
