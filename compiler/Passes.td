@@ -228,7 +228,17 @@ def FuseNormalizations
     (LayerNormalization came in 17): one graph.layer_norm of x, taking the
     weight (ones where folding dropped it) and a constant per-channel bias
     added after it.
+
+    With `skip-initializers` (training, where it runs before
+    differentiation so that a norm's gradient is one op rather than a
+    dozen), a chain whose epsilon, exponent or numerator is an initializer
+    is left alone: an initializer is a parameter to train. The weight and
+    bias may be initializers: they become the fused op's operands.
   }];
+  let options = [
+    Option<"skipInitializers", "skip-initializers", "bool", "false",
+           "Constants that are initializers are not the formula's">,
+  ];
 }
 
 def MatchGelu : Pass<"partc-match-gelu", "mlir::ModuleOp"> {

@@ -13,6 +13,7 @@ namespace {
 
 /// Ops of one written-out RMS normalization, root last.
 struct RmsChain {
+  bool skipInitializers = false;
   Value input;
   double epsilon = 0;
   SmallVector<Operation *> ops;
@@ -24,10 +25,21 @@ template <typename OpTy> OpTy singleUse(Value v) {
   return op && op->hasOneUse() ? op : OpTy();
 }
 
-/// x where `v` is pow(x, 2) or x * x.
-Value squaredOperand(Value v) {
+/// Whether `v` is a model initializer, which training takes for a
+/// parameter, not a constant of the formula.
+bool isInitializer(Value v) {
+  Operation *def = v.getDefiningOp();
+  return def && def->hasAttr(graph::GraphDialect::kInitializerAttrName);
+}
+
+/// x where `v` is pow(x, 2) or x * x (the 2 not an initializer where
+/// `skipInitializers`).
+Value squaredOperand(Value v, bool skipInitializers) {
   if (auto pow = singleUse<graph::PowOp>(v))
-    return isUniformFloatConstant(pow.getRhs(), 2.0) ? pow.getLhs() : Value();
+    return isUniformFloatConstant(pow.getRhs(), 2.0) &&
+                   !(skipInitializers && isInitializer(pow.getRhs()))
+               ? pow.getLhs()
+               : Value();
   if (auto mul = singleUse<graph::MulOp>(v))
     return mul.getLhs() == mul.getRhs() && !mul->hasAttr("activation")
                ? mul.getLhs()
@@ -49,9 +61,10 @@ bool matchRootMeanSquare(Value v, RmsChain &chain) {
     epsilon = scalarF32Constant(eps);
   }
   auto mean = singleUse<graph::ReduceMeanOp>(meanValue);
-  if (!epsilon || !mean || !mean.getKeepdims())
+  if (!epsilon || !mean || !mean.getKeepdims() ||
+      (chain.skipInitializers && isInitializer(eps)))
     return false;
-  Value x = squaredOperand(mean.getInput());
+  Value x = squaredOperand(mean.getInput(), chain.skipInitializers);
   auto type = x ? dyn_cast<RankedTensorType>(x.getType()) : nullptr;
   if (!type || !type.getElementType().isF32() || type.getRank() < 1 ||
       mean.getAxes().size() != 1 || mean.getAxes()[0] != type.getRank() - 1)
@@ -82,6 +95,7 @@ bool matchRmsNorm(Operation *root, RmsChain &chain) {
       } else if (auto div = singleUse<graph::DivOp>(r);
                  div && !div->hasAttr("activation") &&
                  isUniformFloatConstant(div.getLhs(), 1.0) &&
+                 !(chain.skipInitializers && isInitializer(div.getLhs())) &&
                  cast<RankedTensorType>(div.getLhs().getType())
                          .getNumElements() == 1) {
         rms = div.getRhs();
@@ -151,6 +165,7 @@ centredInput(Value input, const RmsChain &chain) {
 
 struct FuseNormalizationsPass
     : public impl::FuseNormalizationsBase<FuseNormalizationsPass> {
+  using FuseNormalizationsBase::FuseNormalizationsBase;
   void runOnOperation() override {
     SmallVector<Operation *> roots;
     getOperation().walk([&](Operation *op) {
@@ -160,6 +175,7 @@ struct FuseNormalizationsPass
     llvm::SmallPtrSet<Operation *, 16> erased;
     for (Operation *root : roots) {
       RmsChain chain;
+      chain.skipInitializers = skipInitializers;
       if (erased.contains(root) || !matchRmsNorm(root, chain))
         continue;
       Value weight;

@@ -212,9 +212,14 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   if (o.padMatMulColumns)
     pm.addPass(createPadMatMulColumns());
   // Training differentiates the graph as imported, before any fusion but
-  // Gelu's: its formula's gradient is one step rather than a dozen ops.
+  // Gelu's and the norms': their formulas' gradients are one step rather
+  // than a dozen ops.
   if (o.train && o.fuseElementwise)
     pm.addPass(createMatchGelu({/*skipInitializers=*/true}));
+  // Layer and RMS norms written out (exports below opset 17, Llama's) as
+  // one op each: their gradient is then one op too, not a dozen.
+  if (o.train && o.fuseElementwise)
+    pm.addPass(createFuseNormalizations({/*skipInitializers=*/true}));
   if (o.train) {
     PrepareTrainingOptions prepare;
     prepare.batchNormMomentum = o.batchNormMomentum;

@@ -1,4 +1,5 @@
 // RUN: partc-opt %s --partc-fuse-normalizations --split-input-file | FileCheck %s
+// RUN: partc-opt %s --partc-fuse-normalizations=skip-initializers=true --split-input-file | FileCheck %s --check-prefix=TRAIN
 
 // Tests Llama's RMS normalization, x * (1 / sqrt(mean(x^2) + eps)), and the
 // per-channel weight after it, as one op.
@@ -128,4 +129,44 @@ func.func @layer_norm_partial(%x: tensor<4x8xf32>, %x2: tensor<4x8xf32>) -> (ten
   %n2 = graph.div %d2, %s2 : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
   %y2 = graph.mul %n2, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   return %y, %y2, %d2 : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that before training's differentiation (skip-initializers) a
+// layer norm whose weight and bias are initializers still fuses (they are
+// parameters and become its operands), while one whose epsilon is an
+// initializer does not: that initializer is a parameter to train. Without
+// the option both fuse.
+// CHECK-LABEL: func @main
+// CHECK-COUNT-2: graph.layer_norm
+// TRAIN-LABEL: func @main
+// TRAIN: %[[W:.*]] = graph.constant {graph.initializer = "w"
+// TRAIN: %[[B:.*]] = graph.constant {graph.initializer = "b"
+// TRAIN: graph.layer_norm %arg0, %[[W]], %[[B]] {axis = 1 : i64
+// TRAIN-NOT: graph.layer_norm
+// TRAIN: graph.sqrt
+func.func @main(%x: tensor<4x8xf32>, %z: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %two = graph.constant {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
+  %eps = graph.constant {value = dense<1.0e-5> : tensor<f32>} : () -> tensor<f32>
+  %peps = graph.constant {graph.initializer = "eps", value = dense<1.0e-5> : tensor<f32>} : () -> tensor<f32>
+  %w = graph.constant {graph.initializer = "w", value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %b = graph.constant {graph.initializer = "b", value = dense<0.25> : tensor<8xf32>} : () -> tensor<8xf32>
+  %mx = graph.reduce_mean %x {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %cx = graph.sub %x, %mx : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %px = graph.pow %cx, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %vx = graph.reduce_mean %px {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %ax = graph.add %vx, %eps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %sx = graph.sqrt %ax : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %nx = graph.div %cx, %sx : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %wx = graph.mul %nx, %w : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %yx = graph.add %wx, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %mz = graph.reduce_mean %z {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %cz = graph.sub %z, %mz : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  %pz = graph.pow %cz, %two : (tensor<4x8xf32>, tensor<f32>) -> tensor<4x8xf32>
+  %vz = graph.reduce_mean %pz {axes = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %az = graph.add %vz, %peps : (tensor<4x1xf32>, tensor<f32>) -> tensor<4x1xf32>
+  %sz = graph.sqrt %az : (tensor<4x1xf32>) -> tensor<4x1xf32>
+  %nz = graph.div %cz, %sz : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
+  return %yx, %nz : tensor<4x8xf32>, tensor<4x8xf32>
 }

@@ -1,10 +1,11 @@
 //===- FuzzCompile.cpp - libFuzzer target: an ONNX model through partc ----===//
 //
 // Input: a serialized ONNX ModelProto. It is imported and compiled for one
-// or two devices (the placement search, splitting and lowering all run),
-// exported to a plan that must pass the runtime's verifier (a plan the
-// compiler wrote and the runtime refuses is a compiler bug, reported as a
-// crash), and run on the CPU reference when small.
+// or two devices (the placement search, splitting and lowering all run) or
+// as a training step on one, exported to a plan that must pass the
+// runtime's verifier (a plan the compiler wrote and the runtime refuses is
+// a compiler bug, reported as a crash), and run on the CPU reference when
+// small.
 //
 // The custom mutator edits the model's structure (attributes, shapes,
 // initializers, wiring, op types, opset) rather than its bytes, so that
@@ -476,6 +477,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   mlir::partc::CompilePipelineOptions options;
   // One or two devices, decided by the input so that a crash reproduces.
   options.devices = size % 2 ? "2" : "1";
+  // One input in four compiles a training step on one device instead (MSE
+  // on its output, SGD with momentum; half of them with every activation
+  // computed again), so that differentiation, the gradient rules and the
+  // optimizer's passes see the mutants too.
+  if (size % 4 == 3) {
+    options.devices = "1";
+    options.train = true;
+    options.momentum = 0.9;
+    if (size % 8 == 7)
+      options.recompute = "all";
+  }
   PassManager pm(&context);
   mlir::partc::buildCompilePipeline(pm, options);
   if (failed(pm.run(*module)))
