@@ -2,6 +2,7 @@
 
   train_gpt2.py OUT_DIR [--layers 12] [--batch 16] [--length 256]
                 [--dropout 0.1] [--steps 3] [--timed 10] [--no-compile]
+                [--opset 17] [--export-only]
 
 Builds Hugging Face's GPT2LMHeadModel with GPT-2 small's shape (768 wide,
 12 heads, vocabulary 50257; random weights, seed 0; eager attention), and
@@ -38,6 +39,9 @@ ap.add_argument("--dropout", type=float, default=0.1)
 ap.add_argument("--steps", type=int, default=3)
 ap.add_argument("--timed", type=int, default=10)
 ap.add_argument("--no-compile", action="store_true")
+ap.add_argument("--opset", type=int, default=17,
+                help="ONNX opset of the export (below 17 layer norm is "
+                     "written out op by op)")
 ap.add_argument("--export-only", action="store_true",
                 help="write the model and the batch, time nothing")
 args = ap.parse_args()
@@ -76,7 +80,7 @@ tokens = torch.randint(0, config.vocab_size, (args.batch, args.length + 1))
 x, labels = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
 path = os.path.join(args.out, "model.onnx")
 t0 = time.perf_counter()
-torch.onnx.export(net, (x,), path, dynamo=False, opset_version=17,
+torch.onnx.export(net, (x,), path, dynamo=False, opset_version=args.opset,
                   input_names=["input"], output_names=["logits"],
                   training=torch.onnx.TrainingMode.TRAINING,
                   do_constant_folding=False)
