@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "dialects/Graph/GraphOps.h"
+#include "runtime/kernels/IndexTuples.h"
 #include "runtime/kernels/Resize.h"
 
 #include "mlir/IR/Builders.h"
@@ -927,10 +928,6 @@ LogicalResult LayerNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   return success();
 }
 
-//===----------------------------------------------------------------------===//
-// Losses
-//===----------------------------------------------------------------------===//
-
 LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
                                        ArrayRef<bool> needed,
                                        MutableArrayRef<Value> dx) {
@@ -969,6 +966,11 @@ LogicalResult RmsNormOp::buildGradient(OpBuilder &b, ArrayRef<Value> dy,
   }
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// Losses
+//===----------------------------------------------------------------------===//
+
 LogicalResult SoftmaxCrossEntropyOp::buildGradient(OpBuilder &b,
                                                    ArrayRef<Value> dy,
                                                    ArrayRef<bool>,
@@ -1318,11 +1320,11 @@ static FailureOr<Value> gatherElementsGradient(Operation *op, OpBuilder &b,
   Location loc = op->getLoc();
   auto indexType = tensorType(indices);
   int64_t rank = indexType.getRank(), count = indexType.getNumElements();
-  // ScatterND's tuples address at most 8 dimensions (IndexTuples.h).
-  if (rank > 8)
+  constexpr int64_t kMaxTuple = ::partc::runtime::IndexTuples::kMaxTuple;
+  if (rank > kMaxTuple)
     return op->emitOpError()
-           << "of rank " << rank
-           << " has no gradient: index tuples cover 8 dimensions at most";
+           << "of rank " << rank << " has no gradient: index tuples cover "
+           << kMaxTuple << " dimensions at most";
   if (!indexType.getElementType().isInteger(64)) {
     auto i64 = RankedTensorType::get(indexType.getShape(), b.getI64Type());
     indices =
