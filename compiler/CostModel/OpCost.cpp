@@ -23,14 +23,18 @@ static double bytesOf(Type t) {
 }
 
 /// The share of the matrix rate fused attention reaches, and the share of
-/// its products a causal mask leaves. Fitted to the attention kernels'
-/// profiles on one H100 and one H200 (2026-11-28, session 32): BERT-large
-/// 16 x 384 in f32 (partc's TF32 kernel, 3.60 ms for 24 layers: 0.22 of
-/// the preset's TF32 rate) and bf16 (cuDNN's, 1.34 ms: 0.29 of the bf16
-/// rate); GPT-2 medium 8 x 512, causal, 2.47 and 0.96 ms: 0.78 and 0.80 of
-/// the full products' time (blocks on the diagonal are computed whole).
-constexpr double kAttentionUtilizationF32 = 0.22;
+/// its products a causal mask leaves. 16-bit: cuDNN's kernel on BERT-large
+/// 16 x 384 (1.34 ms for 24 layers on an H100, session 32: 0.29 of the
+/// bf16 rate); GPT-2 medium 8 x 512, causal, 0.80 of the full products'
+/// time (blocks on the diagonal are computed whole). f32: partc's TF32
+/// kernel on one H200 (session 36), which takes two tiles of queries a
+/// warp where it can (64-wide heads or narrower, 256 queries or more, no
+/// causal mask): 0.37 of the TF32 rate (BERT-large, 2.18 ms), else one,
+/// 0.28 (GPT-2 medium, causal, 2.09 ms with the 0.8 share; BERT-large on
+/// one tile 2.79 ms, 0.29).
 constexpr double kAttentionUtilization16 = 0.29;
+constexpr double kAttentionUtilizationF32 = 0.28;
+constexpr double kAttentionUtilizationF32TwoTiles = 0.37;
 constexpr double kCausalAttentionShare = 0.8;
 /// 16-bit products (cuBLASLt's GEMMs) against the preset's matrix rate,
 /// whose 0.6 of the peak was fitted to ResNet-50's convolutions:
@@ -79,8 +83,12 @@ static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
     (bias.getDefiningOp<graph::ConstantOp>() ? w.weightBytes
                                              : w.activationBytes) += b;
   }
-  w.matrixUtilization =
-      w.sixteenBit ? kAttentionUtilization16 : kAttentionUtilizationF32;
+  int64_t queries = scoresType.getDimSize(rank - 2);
+  bool twoTiles =
+      !causal && queries >= 256 && m.scores.getLhsShape().back() <= 64;
+  w.matrixUtilization = w.sixteenBit ? kAttentionUtilization16
+                        : twoTiles   ? kAttentionUtilizationF32TwoTiles
+                                     : kAttentionUtilizationF32;
   return causal;
 }
 

@@ -3,15 +3,29 @@
 // Tests attention predicted as the kernel partc-fuse-attention makes of it
 // after placement: one layer of BERT-large (16 x 384, f32, a padding mask)
 // charges its first product and softmax nothing and its last product both
-// products' FLOPs at the attention kernels' share of the TF32 rate (0.22;
-// the three ops apart: 59 + 86 + 59 us).
+// products' FLOPs at the share of the TF32 rate partc's kernel reaches with
+// two tiles of queries a warp (0.37; the three ops apart: 59 + 86 + 59 us).
 func.func @bert(%qkv: tensor<6144x3072xf32>, %mask: tensor<16x1x1x384xf32>) -> tensor<6144x1024xf32> {
   // expected-remark@+1 {{utilization=1.000 h200_us=0.00 charged_flops=0}}
   %s = graph.strided_matmul %qkv, %qkv {alpha = 1.250000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 16, 16, 384, 64>, lhs_strides = array<i64: 1179648, 64, 3072, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 1024 : i64, rhs_shape = array<i64: 16, 16, 64, 384>, rhs_strides = array<i64: 1179648, 64, 1, 3072>, shape = array<i64: 16, 16, 384, 384>} : (tensor<6144x3072xf32>, tensor<6144x3072xf32>) -> tensor<16x16x384x384xf32>
   // expected-remark@+1 {{utilization=1.000 h200_us=0.00 charged_flops=0}}
   %p = graph.softmax %s, %mask {axis = 3 : i64} : (tensor<16x16x384x384xf32>, tensor<16x1x1x384xf32>) -> tensor<16x16x384x384xf32>
-  // expected-remark@+1 {{utilization=0.220 h200_us=154.99 charged_flops=9663676416}}
+  // expected-remark@+1 {{utilization=0.370 h200_us=94.99 charged_flops=9663676416}}
   %o = graph.strided_matmul %p, %qkv {lhs_offset = 0 : i64, lhs_shape = array<i64: 16, 16, 384, 384>, lhs_strides = array<i64: 2359296, 147456, 384, 1>, perm = array<i64: 0, 2, 1, 3>, rhs_offset = 2048 : i64, rhs_shape = array<i64: 16, 16, 384, 64>, rhs_strides = array<i64: 1179648, 64, 3072, 1>, shape = array<i64: 6144, 1024>} : (tensor<16x16x384x384xf32>, tensor<6144x3072xf32>) -> tensor<6144x1024xf32>
+  return %o : tensor<6144x1024xf32>
+}
+
+// -----
+
+// Tests the same layer with 8 heads 128 wide: too wide for two tiles of
+// queries a warp, so the one-tile share of the TF32 rate (0.28).
+func.func @wide_heads(%qkv: tensor<6144x3072xf32>, %mask: tensor<16x1x1x384xf32>) -> tensor<6144x1024xf32> {
+  // expected-remark@+1 {{utilization=1.000 h200_us=0.00 charged_flops=0}}
+  %s = graph.strided_matmul %qkv, %qkv {alpha = 1.250000e-01 : f64, lhs_offset = 0 : i64, lhs_shape = array<i64: 16, 8, 384, 128>, lhs_strides = array<i64: 1179648, 128, 3072, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 1024 : i64, rhs_shape = array<i64: 16, 8, 128, 384>, rhs_strides = array<i64: 1179648, 128, 1, 3072>, shape = array<i64: 16, 8, 384, 384>} : (tensor<6144x3072xf32>, tensor<6144x3072xf32>) -> tensor<16x8x384x384xf32>
+  // expected-remark@+1 {{utilization=1.000 h200_us=0.00 charged_flops=0}}
+  %p = graph.softmax %s, %mask {axis = 3 : i64} : (tensor<16x8x384x384xf32>, tensor<16x1x1x384xf32>) -> tensor<16x8x384x384xf32>
+  // expected-remark@+1 {{utilization=0.280 h200_us=123.28 charged_flops=9663676416}}
+  %o = graph.strided_matmul %p, %qkv {lhs_offset = 0 : i64, lhs_shape = array<i64: 16, 8, 384, 384>, lhs_strides = array<i64: 1179648, 147456, 384, 1>, perm = array<i64: 0, 2, 1, 3>, rhs_offset = 2048 : i64, rhs_shape = array<i64: 16, 8, 384, 128>, rhs_strides = array<i64: 1179648, 128, 3072, 1>, shape = array<i64: 6144, 1024>} : (tensor<16x8x384x384xf32>, tensor<6144x3072xf32>) -> tensor<6144x1024xf32>
   return %o : tensor<6144x1024xf32>
 }
 
