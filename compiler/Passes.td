@@ -145,7 +145,12 @@ def FuseAttention : Pass<"partc-fuse-attention", "mlir::ModuleOp"> {
     expands and casts that keep the [M, N] slices, a constant lower
     triangle of [M, N] slices or the `and` of one with anything (a
     decoder's mask and a padding mask), or such a mask folded to a
-    constant; kernels may then skip the keys past each query.
+    constant; kernels may then skip the keys past each query. The bias is
+    handed over at the shape that holds all it says
+    (graph::narrowedBiasShape: through expands, an `and` with a constant
+    all true, and the casts and wheres of such values, rebuilt at that
+    shape), so that a padding mask expanded to every query is read once
+    per key; the full-size chain left unused is erased.
   }];
 }
 

@@ -79,7 +79,10 @@ static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
       w.outputBytes;
   w.weightBytes = 0;
   if (Value bias = m.softmax.getBias()) {
-    double b = bytesOf(bias.getType());
+    // Read at the shape that holds all it says (a padding mask per key).
+    auto type = cast<RankedTensorType>(bias.getType());
+    double b = bytesOf(RankedTensorType::get(graph::narrowedBiasShape(bias),
+                                             type.getElementType()));
     (bias.getDefiningOp<graph::ConstantOp>() ? w.weightBytes
                                              : w.activationBytes) += b;
   }
@@ -209,6 +212,11 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
         ins.push_back(toTensorType(cast<ShapedType>(operand.getType())));
         w.inputIsWeight.push_back(operand.getDefiningOp<graph::ConstantOp>() !=
                                   nullptr);
+      }
+      // The fused op reads the bias at the shape that holds all it says.
+      if (Value bias = match->softmax.getBias()) {
+        SmallVector<int64_t> narrowed = graph::narrowedBiasShape(bias);
+        ins.back().shape.assign(narrowed.begin(), narrowed.end());
       }
     }
   w.signature = ::partc::runtime::kernelSignature(w.kernel, w.attrs, ins, outs);

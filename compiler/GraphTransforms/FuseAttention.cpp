@@ -21,6 +21,59 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       fuse(weighted, causalMasks);
   }
 
+  /// A value that broadcasts to `v` and equals it there, at
+  /// graph::narrowedBiasShape(v): through expands, an `and` with a
+  /// constant all true, and the casts and wheres of such values, which are
+  /// built again, before `builder`'s point and on the replaced op's
+  /// device, at the narrower shape. The bias of attention then reads as
+  /// what it is: Hugging Face's exports (transformers 5) expand BERT's
+  /// padding mask [B, 1, 1, N] to [B, 1, M, N] through
+  /// and(all true [1, 1, M, 1], mask), and the f32 kernel loads a bias the
+  /// same for every query once a step instead of once a row.
+  static Value narrowBroadcast(Value v, OpBuilder &builder) {
+    Operation *def = v.getDefiningOp();
+    if (auto expand = dyn_cast_or_null<graph::ExpandOp>(def))
+      return narrowBroadcast(expand.getInput(), builder);
+    if (auto both = dyn_cast_or_null<graph::AndOp>(def)) {
+      if (graph::isAllTrue(both.getLhs()))
+        return narrowBroadcast(both.getRhs(), builder);
+      if (graph::isAllTrue(both.getRhs()))
+        return narrowBroadcast(both.getLhs(), builder);
+      return v;
+    }
+    auto placeLike = [&](Operation *made) {
+      for (NamedAttribute a : def->getDiscardableAttrs())
+        made->setAttr(a.getName(), a.getValue());
+      return made->getResult(0);
+    };
+    if (auto convert = dyn_cast_or_null<graph::CastOp>(def)) {
+      Value input = narrowBroadcast(convert.getInput(), builder);
+      if (input == convert.getInput())
+        return v;
+      Type element = convert.getTo();
+      auto type = RankedTensorType::get(
+          cast<RankedTensorType>(input.getType()).getShape(), element);
+      return placeLike(graph::CastOp::create(builder, convert.getLoc(), type,
+                                             input, TypeAttr::get(element)));
+    }
+    if (auto select = dyn_cast_or_null<graph::WhereOp>(def)) {
+      Value condition = narrowBroadcast(select.getCondition(), builder);
+      Value x = narrowBroadcast(select.getX(), builder);
+      Value y = narrowBroadcast(select.getY(), builder);
+      if (condition == select.getCondition() && x == select.getX() &&
+          y == select.getY())
+        return v;
+      auto narrowed =
+          graph::WhereOp::create(builder, select.getLoc(), condition, x, y);
+      if (narrowed.getType() == select.getType()) {
+        narrowed.erase();
+        return v;
+      }
+      return placeLike(narrowed);
+    }
+    return v;
+  }
+
   /// Fuses the attention whose last product is `weighted` (scores x
   /// values), if it is one.
   static void fuse(graph::StridedMatMulOp weighted,
@@ -48,11 +101,11 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
                                       scoresType.getDimSize(rank - 1));
       causal = known.first->second;
     }
+    OpBuilder builder(weighted);
     SmallVector<Value> operands = {scores.getLhs(), scores.getRhs(),
                                    weighted.getRhs()};
     if (bias)
-      operands.push_back(bias);
-    OpBuilder builder(weighted);
+      operands.push_back(narrowBroadcast(bias, builder));
     auto fused = graph::AttentionOp::create(
         builder,
         FusedLoc::get(weighted.getContext(),
@@ -66,6 +119,22 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     weighted.erase();
     softmax.erase();
     scores.erase();
+    if (bias && bias != operands.back())
+      eraseUnusedChain(bias);
+  }
+
+  /// Erases the ops narrowBroadcast looked through that nothing reads any
+  /// more (the full-size mask), from `v` back.
+  static void eraseUnusedChain(Value v) {
+    Operation *def = v.getDefiningOp();
+    if (!def || !def->use_empty() ||
+        !isa<graph::ExpandOp, graph::AndOp, graph::CastOp, graph::WhereOp,
+             graph::ConstantOp>(def))
+      return;
+    SmallVector<Value> operands(def->getOperands());
+    def->erase();
+    for (Value operand : operands)
+      eraseUnusedChain(operand);
   }
 };
 

@@ -3,6 +3,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/TypeUtilities.h"
+#include "runtime/Support.h"
 
 namespace mlir::partc::graph {
 
@@ -105,6 +106,43 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
   APFloat filled = values.getSplatValue<APFloat>();
   return filled.isInfinity() && filled.isNegative() &&
          falseAboveDiagonal(select.getOperand(0), {queries, keys});
+}
+
+bool isAllTrue(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                         : DenseElementsAttr();
+  if (!values || !values.getElementType().isInteger(1))
+    return false;
+  return llvm::all_of(values.getValues<bool>(), [](bool b) { return b; });
+}
+
+SmallVector<int64_t> narrowedBiasShape(Value bias) {
+  auto own = cast<RankedTensorType>(bias.getType()).getShape();
+  Operation *def = bias.getDefiningOp();
+  if (auto expand = dyn_cast_or_null<ExpandOp>(def))
+    return narrowedBiasShape(expand.getInput());
+  if (auto both = dyn_cast_or_null<AndOp>(def)) {
+    if (isAllTrue(both.getLhs()))
+      return narrowedBiasShape(both.getRhs());
+    if (isAllTrue(both.getRhs()))
+      return narrowedBiasShape(both.getLhs());
+  }
+  if (auto convert = dyn_cast_or_null<CastOp>(def))
+    return narrowedBiasShape(convert.getInput());
+  if (auto select = dyn_cast_or_null<WhereOp>(def)) {
+    SmallVector<int64_t> shape = narrowedBiasShape(select.getCondition());
+    for (Value operand : {select.getX(), select.getY()}) {
+      ::partc::runtime::Shape joined;
+      SmallVector<int64_t> next = narrowedBiasShape(operand);
+      if (!::partc::runtime::broadcastShapes(
+              {shape.begin(), shape.end()}, {next.begin(), next.end()}, joined))
+        return {own.begin(), own.end()};
+      shape.assign(joined.begin(), joined.end());
+    }
+    return shape;
+  }
+  return {own.begin(), own.end()};
 }
 
 std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted) {

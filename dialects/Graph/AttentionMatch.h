@@ -49,6 +49,17 @@ DictionaryAttr fusedAttentionAttributes(const AttentionMatch &match,
 /// reshapes, expands and casts that keep the [M, N] slices).
 bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys);
 
+/// Whether `v` is a constant whose every element is true.
+bool isAllTrue(Value v);
+
+/// The shape at which an attention's `bias` holds all it says: `bias`'s
+/// own shape, narrowed to extent 1 along dimensions it only repeats
+/// (through expands, an `and` with a constant all true, and the casts and
+/// wheres of such values). partc-fuse-attention hands the fused op the
+/// bias at this shape; the cost model finds the fused kernel's signature
+/// with it.
+SmallVector<int64_t> narrowedBiasShape(Value bias);
+
 } // namespace mlir::partc::graph
 
 #endif // PARTC_DIALECTS_GRAPH_ATTENTIONMATCH_H

@@ -1244,9 +1244,18 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &ctx,
       p, static_cast<int>(headSize), element, f32 && !ctx.options.tf32, hasBias,
       biasStridesAligned, stridesAligned,
       std::array<int64_t, 3>{att.q.offset, att.k.offset, att.v.offset});
+  // cuDNN's engines load every operand's rows 16 bytes at a time: rows
+  // an odd number of elements apart made them fault (misaligned address).
+  bool cudnnAligned = stridesAligned;
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t out = att.result.strides[d], bias = biasStrides[d];
+    if ((att.result.shape[d] != 1 && out != 1 && out % perChunk) ||
+        (bias > 1 && bias % perChunk))
+      cudnnAligned = false;
+  }
   AttentionGeometry geometry;
   // cuDNN's fused attention takes 16-bit operands only.
-  if (!f32 && ctx.options.cudnnGraph &&
+  if (!f32 && ctx.options.cudnnGraph && cudnnAligned &&
       cudnnGeometry(att, biasStrides, hasBias, geometry)) {
     geometry.element = element;
     geometry.causal = p.causal;

@@ -113,3 +113,33 @@ func.func @causal_masks(%q: tensor<1x2x4x16xbf16>, %pad: tensor<1x1x1x4xi1>) -> 
   %o3 = graph.strided_matmul %p3, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
   return %o0, %o1, %o2, %o3 : tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>
 }
+
+// -----
+
+// Tests Hugging Face's BERT mask (transformers 5): the padding mask
+// [B, 1, 1, N] and-ed with an all-true [1, 1, M, 1], expanded to
+// [B, 1, M, N] and turned into 0 / -inf in each layer. The fused op reads
+// the same mask at [B, 1, 1, N] (where and cast rebuilt there, on the
+// layer's device); the full-size chain, left unused, is erased.
+// CHECK-LABEL: func @padding_expanded
+func.func @padding_expanded(%q: tensor<2x2x4x16xbf16>, %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x16xbf16> {
+  // CHECK-DAG: %[[ZERO:.*]] = graph.constant {value = dense<0.000000e+00> : tensor<1xf32>}
+  // CHECK-DAG: %[[INF:.*]] = graph.constant {value = dense<0xFF800000> : tensor<1xf32>}
+  // CHECK-NOT: graph.and
+  // CHECK-NOT: graph.expand
+  // CHECK: %[[W:.*]] = graph.where %arg1, %[[ZERO]], %[[INF]] {graph.device = 1 : i64} : (tensor<2x1x1x4xi1>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x1x4xf32>
+  // CHECK: %[[C:.*]] = graph.cast %[[W]] {graph.device = 1 : i64, to = bf16} : (tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xbf16>
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %[[C]]
+  // CHECK-NOT: tensor<2x1x4x4
+  %true = graph.constant {value = dense<true> : tensor<1x1x4x1xi1>} : () -> tensor<1x1x4x1xi1>
+  %both = graph.and %true, %pad : (tensor<1x1x4x1xi1>, tensor<2x1x1x4xi1>) -> tensor<2x1x4x4xi1>
+  %full = graph.expand %both {shape = array<i64: 2, 1, 4, 4>} : (tensor<2x1x4x4xi1>) -> tensor<2x1x4x4xi1>
+  %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xf32>} : () -> tensor<1xf32>
+  %inf = graph.constant {value = dense<0xFF800000> : tensor<1xf32>} : () -> tensor<1xf32>
+  %bias32 = graph.where %full, %zero, %inf {graph.device = 1 : i64} : (tensor<2x1x4x4xi1>, tensor<1xf32>, tensor<1xf32>) -> tensor<2x1x4x4xf32>
+  %bias = graph.cast %bias32 {graph.device = 1 : i64, to = bf16} : (tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xbf16>
+  %s = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 2, 2, 4, 4>} : (tensor<2x2x4x16xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x4xbf16>
+  %p = graph.softmax %s, %bias {axis = 3 : i64, graph.device = 1 : i64} : (tensor<2x2x4x4xbf16>, tensor<2x1x4x4xbf16>) -> tensor<2x2x4x4xbf16>
+  %o = graph.strided_matmul %p, %q {graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 2, 2, 4, 16>} : (tensor<2x2x4x4xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x16xbf16>
+  return %o : tensor<2x2x4x16xbf16>
+}

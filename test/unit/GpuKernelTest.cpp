@@ -1508,7 +1508,8 @@ AttrMap attentionAttrs(const strided::View &q, const strided::View &k,
 // graph.attention's fused kernels (f32 with and without TF32, bf16, f16)
 // against the CPU's three ops: heads read in place from a fused projection
 // with a causal mask and a fully masked row (16-byte loads), unaligned
-// views (element loads), keys and values shared by every head, one query;
+// views (element loads), keys and values shared by every head, BERT's
+// padding mask with aligned and with odd rows, one query;
 // each head size, neither length a multiple of the kernels' steps.
 TEST(GpuKernels, AttentionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
@@ -1595,6 +1596,24 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, w}, rtol,
           padding, true, tf32);
+    }
+    {
+      // The same with rows an odd number of elements apart: element
+      // loads, and the bias read per row although it is the same for
+      // every query (f32: 64 keys a step, two tiles a warp).
+      int64_t b = 2, h = 4, s = 256, d = 64, w = h * d + 1;
+      strided::View q{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      strided::View k{{b, h, d, s}, {s * w, d, 1, w}, 0};
+      strided::View v{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      auto padding = [&](size_t input, std::vector<float> &x) {
+        if (input == 3)
+          for (int64_t j = 100; j < s; ++j)
+            x[j] = -INFINITY;
+      };
+      expectTypedMatchesCpu(
+          "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
+          {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, h * d},
+          rtol, padding, true, tf32);
     }
     {
       strided::View q{{3, 1, 32}, {32, 32, 1}, 0};
