@@ -755,3 +755,52 @@ for name, scale in (("rms_norm.onnx", s), ("rms_norm_bad_scale.onnx",
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 4])],
         [init("s", scale)]), name, opset=23)
 write_data_set("rms_norm_data", x, y)
+
+# attention_padding.onnx: attention (2 heads of 16) with a padding mask as
+# Hugging Face's encoders export it (transformers 5): the mask, here token j of a row is
+# kept where its first feature is >= 0, and-ed with an all-true constant
+# [1, 1, 6, 1], expanded to every query and turned into 0 / -inf.
+# partc-fuse-attention reads it at [batch, 1, 1, 6]. Its own generator, so
+# that the models above keep their data.
+rng_pad = np.random.default_rng(11)
+pq, pk, pv = (rng_pad.standard_normal((32, 32)) * 0.2 for _ in range(3))
+nodes = [
+    helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+    helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+    helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+] + head_split() + [
+    helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
+    helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
+    helper.make_node("Gather", ["x", "first"], ["x0"], name="first_feature",
+                     axis=2),
+    helper.make_node("GreaterOrEqual", ["x0", "zero"], ["kept"], name="kept"),
+    helper.make_node("Unsqueeze", ["kept", "axes"], ["kept4"], name="kept4"),
+    helper.make_node("And", ["all_queries", "kept4"], ["both"], name="both"),
+    helper.make_node("Expand", ["both", "square"], ["full"], name="full"),
+    helper.make_node("Where", ["full", "zero", "ninf"], ["bias"], name="bias"),
+    helper.make_node("Add", ["ss", "bias"], ["sb"], name="masked"),
+] + head_merge("sb", "y")
+graph = helper.make_graph(
+    nodes, "attention_padding",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 32])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 32])],
+    [init("wq", pq), init("wk", pk), init("wv", pv),
+     init("scale", np.array(4.0)), init("zero", np.array(0.0)),
+     init("ninf", np.array(-np.inf)),
+     numpy_helper.from_array(np.array(0, np.int64), "first"),
+     numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+     numpy_helper.from_array(np.ones((1, 1, 6, 1), bool), "all_queries"),
+     numpy_helper.from_array(np.array([1, 1, 6, 6], np.int64), "square"),
+     numpy_helper.from_array(np.array([-1, 6, 2, 16], np.int64), "heads"),
+     numpy_helper.from_array(np.array([-1, 6, 32], np.int64), "merged")])
+save(graph, "attention_padding.onnx")
+xp = rng_pad.standard_normal((4, 6, 32))
+xp[:, 0, 0] = 1.0  # every row keeps its first token
+keep = (xp[:, :, 0] >= 0)[:, None, None, :]
+heads16 = lambda t: t.reshape(4, 6, 2, 16).transpose(0, 2, 1, 3)
+sp = heads16(xp @ pq) @ heads16(xp @ pk).transpose(0, 1, 3, 2) / 4.0
+sp = np.where(keep, sp, -np.inf)
+pp = np.exp(sp - sp.max(-1, keepdims=True))
+pp /= pp.sum(-1, keepdims=True)
+yp = (pp @ heads16(xp @ pv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
+write_data_set("attention_padding_data", xp, yp)
