@@ -66,7 +66,10 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       auto narrowed =
           graph::WhereOp::create(builder, select.getLoc(), condition, x, y);
       if (narrowed.getType() == select.getType()) {
+        // Nothing narrower: drop what was built for it.
         narrowed.erase();
+        for (Value built : {condition, x, y})
+          eraseUnusedChain(built);
         return v;
       }
       return placeLike(narrowed);

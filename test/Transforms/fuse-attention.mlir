@@ -143,3 +143,25 @@ func.func @padding_expanded(%q: tensor<2x2x4x16xbf16>, %pad: tensor<2x1x1x4xi1>)
   %o = graph.strided_matmul %p, %q {graph.device = 1 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 2, 2, 4, 16>} : (tensor<2x2x4x4xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x16xbf16>
   return %o : tensor<2x2x4x16xbf16>
 }
+
+// -----
+
+// Tests a bias that holds a different value for each query (the condition
+// varies along them): nothing narrower is built, and the cast made for a
+// narrower branch is dropped again.
+// CHECK-LABEL: func @not_narrower
+func.func @not_narrower(%q: tensor<2x2x4x16xbf16>, %keep: tensor<2x1x4x4xi1>, %small: tensor<2x1x1x4xf32>) -> tensor<2x2x4x16xbf16> {
+  // CHECK-NOT: tensor<2x1x1x4xbf16>
+  // CHECK: %[[B:.*]] = graph.where %arg1
+  // CHECK-SAME: -> tensor<2x1x4x4xbf16>
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %[[B]]
+  // CHECK-NOT: tensor<2x1x1x4xbf16>
+  %full = graph.expand %small {shape = array<i64: 2, 1, 4, 4>} : (tensor<2x1x1x4xf32>) -> tensor<2x1x4x4xf32>
+  %x = graph.cast %full {graph.device = 0 : i64, to = bf16} : (tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xbf16>
+  %inf = graph.constant {value = dense<0xFF80> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %bias = graph.where %keep, %x, %inf {graph.device = 0 : i64} : (tensor<2x1x4x4xi1>, tensor<2x1x4x4xbf16>, tensor<1xbf16>) -> tensor<2x1x4x4xbf16>
+  %s = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 2, 2, 4, 4>} : (tensor<2x2x4x16xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x4xbf16>
+  %p = graph.softmax %s, %bias {axis = 3 : i64, graph.device = 0 : i64} : (tensor<2x2x4x4xbf16>, tensor<2x1x4x4xbf16>) -> tensor<2x2x4x4xbf16>
+  %o = graph.strided_matmul %p, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 2, 2, 4, 16>} : (tensor<2x2x4x4xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x16xbf16>
+  return %o : tensor<2x2x4x16xbf16>
+}
