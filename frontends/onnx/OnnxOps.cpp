@@ -1261,7 +1261,13 @@ LogicalResult importDropout(NodeImporter &n) {
     Attribute attr;
     if (!matchPattern(training, m_Constant(&attr)))
       return n.notConstant(training, "training_mode"), failure();
-    for (uint8_t b : elementsToBytes(cast<ElementsAttr>(attr)))
+    // A scalar by the spec; read no more (a huge folded constant there
+    // took minutes to expand, a fuzz finding).
+    auto elements = cast<ElementsAttr>(attr);
+    if (elements.getNumElements() != 1)
+      return n.error() << "training_mode must be a scalar, got "
+                       << elements.getNumElements() << " values";
+    for (uint8_t b : elementsToBytes(elements))
       trainingMode = trainingMode || b;
   }
   double ratio = 0.5;

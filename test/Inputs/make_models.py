@@ -804,3 +804,16 @@ pp = np.exp(sp - sp.max(-1, keepdims=True))
 pp /= pp.sum(-1, keepdims=True)
 yp = (pp @ heads16(xp @ pv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
 write_data_set("attention_padding_data", xp, yp)
+
+# dropout_mode_huge.onnx: Dropout whose training_mode, by the spec a
+# scalar, is a folded constant of 2^40 values (a fuzz finding of session
+# 36: expanding it took minutes).
+save(helper.make_graph(
+    [helper.make_node("ConstantOfShape", ["s"], ["mode"], name="fill",
+                      value=numpy_helper.from_array(np.array([1], bool))),
+     helper.make_node("Dropout", ["x", "ratio", "mode"], ["y"], name="drop")],
+    "dropout_mode_huge",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    [numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "s"),
+     init("ratio", np.array(0.5))]), "dropout_mode_huge.onnx")
