@@ -796,6 +796,306 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 || Tiles > 1 ? 2
   }
 }
 
+//===----------------------------------------------------------------------===//
+// 16-bit, keys and values copied asynchronously
+//===----------------------------------------------------------------------===//
+
+/// How a thread takes its share of a tile of D-wide 16-bit rows, 16 bytes
+/// at a time: rows `row`, `row` + kRowsApart, ..., at column `col`.
+template <int D> struct TileShare16 {
+  static constexpr int kPerRow = D / 8;
+  static_assert(kAttentionThreads % kPerRow == 0, "whole rows per pass");
+  static constexpr int kRowsApart = kAttentionThreads / kPerRow;
+  int row = threadIdx.x / kPerRow, col = threadIdx.x % kPerRow * 8;
+};
+
+/// Starts copying `rows` rows of D 16-bit elements (row i at src + i *
+/// rowStride, 16-byte aligned) into dst, of Rows rows, zeros after them,
+/// without waiting (cp.async).
+template <int D, int Rows>
+__device__ __forceinline__ void stageTile16(u16 (*dst)[D + 8], const u16 *src,
+                                            int64_t rowStride, int rows) {
+  using Share = TileShare16<D>;
+  static_assert(Rows % Share::kRowsApart == 0, "whole passes");
+  Share share;
+  unsigned to = static_cast<unsigned>(
+      __cvta_generic_to_shared(&dst[share.row][share.col]));
+  const u16 *from = src + share.row * rowStride + share.col;
+#pragma unroll
+  for (int j = 0; j < Rows / Share::kRowsApart; ++j) {
+    int r = share.row + j * Share::kRowsApart;
+    unsigned target = to + j * Share::kRowsApart * (D + 8) * 2;
+    // A row past the end copies nothing and fills zeros.
+    const u16 *source =
+        r < rows ? from + j * Share::kRowsApart * rowStride : src;
+    int bytes = r < rows ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(target),
+                 "l"(source), "r"(bytes));
+  }
+}
+
+/// A bias pair's two 16-bit codes as f32 (the low one first).
+template <int E> __device__ __forceinline__ float2 widePair(unsigned pair) {
+  if constexpr (E == FusedParams::BF16)
+    return make_float2(__uint_as_float(pair << 16),
+                       __uint_as_float(pair & 0xffff0000u));
+  return make_float2(wideFrom16(pair & 0xffff, E), wideFrom16(pair >> 16, E));
+}
+
+/// graph.attention on 16-bit operands whose rows lie 16 bytes apart, the
+/// f32 kernel's structure on m16n8k16 products: the next step's keys and
+/// values are copied (cp.async) while this step's are computed on; each
+/// warp takes Tiles tiles of 16 queries, so that each key and value
+/// fragment read from shared memory feeds Tiles products; the bias is read
+/// where it lies, with KeyBias (a padding mask, or none) once a step for all
+/// of a lane's rows; only the last, partial step checks which keys exist.
+/// attentionKernel above takes the other layouts, and skips the steps an
+/// unstated causal mask hides (tuning times both).
+template <int D, int E, int Tiles, bool KeyBias>
+__global__ void __launch_bounds__(kAttentionThreads, Tiles > 1 || D >= 128 ? 2
+                                                     : D >= 64             ? 3
+                                                                           : 4)
+    attentionKernel16(AttentionParams p) {
+  constexpr int Keys = kKeys, Queries = kQueries * Tiles;
+  static_assert(4 * Keys >= Queries, "the queries fill the tiles");
+  // Two steps' keys and values, 4 Keys rows of D + 8 (rows padded by 16
+  // bytes: the 8 rows a fragment load reads start in different banks).
+  extern __shared__ __align__(16) u16 staged16[];
+  auto tiles = reinterpret_cast<u16(*)[D + 8]>(staged16);
+  auto keysOf = [&](int step) { return tiles + (step % 2) * 2 * Keys; };
+  auto valuesOf = [&](int step) {
+    return tiles + (step % 2) * 2 * Keys + Keys;
+  };
+
+  int query0 = (blockIdx.x % p.queryBlocks) * Queries;
+  BatchOffsets off = batchOffsetsOf(p, blockIdx.x / p.queryBlocks);
+  const u16 *q = static_cast<const u16 *>(p.q) + off.q,
+            *k = static_cast<const u16 *>(p.k) + off.k,
+            *v = static_cast<const u16 *>(p.v) + off.v,
+            *bias =
+                p.bias ? static_cast<const u16 *>(p.bias) + off.bias : nullptr;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int fragRow = lane / 4, fragCol = (lane % 4) * 2;
+
+  stageTile16<D, Queries>(tiles, q + query0 * p.qRow, p.qRow,
+                          min(Queries, p.m - query0));
+  commitStaged();
+  waitStaged<0>();
+  __syncthreads();
+  // Tile i of this warp: queries warp * 16 * Tiles + 16 i, and 16 on.
+  unsigned qFrag[Tiles][D / 16][4];
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i)
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const u16 *base =
+          &tiles[(warp * Tiles + i) * 16 + fragRow][kk * 16 + fragCol];
+      qFrag[i][kk][0] = load32(base);
+      qFrag[i][kk][1] = load32(base + 8 * (D + 8));
+      qFrag[i][kk][2] = load32(base + 8);
+      qFrag[i][kk][3] = load32(base + 8 * (D + 8) + 8);
+    }
+  __syncthreads(); // the queries are read: their space takes the steps
+
+  float acc[Tiles][D / 8][4];
+  float rowMax[Tiles][2], rowSum[Tiles][2];
+  // Each row's bias (rows past the queries read the last one's: they are
+  // never written).
+  const u16 *rowBias[KeyBias ? 1 : Tiles][2];
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i) {
+#pragma unroll
+    for (int t = 0; t < D / 8; ++t)
+      acc[i][t][0] = acc[i][t][1] = acc[i][t][2] = acc[i][t][3] = 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      rowMax[i][r] = -INFINITY;
+      rowSum[i][r] = 0.f;
+      if constexpr (!KeyBias) {
+        int row =
+            min(query0 + (warp * Tiles + i) * 16 + fragRow + 8 * r, p.m - 1);
+        rowBias[i][r] = bias + row * p.biasRow;
+      }
+    }
+  }
+
+  int keyEnd = p.causal ? min(p.n, query0 + Queries) : p.n;
+  auto stage = [&](int step) {
+    int key0 = step * Keys, valid = min(Keys, p.n - key0);
+    stageTile16<D, Keys>(keysOf(step), k + key0 * p.kRow, p.kRow, valid);
+    stageTile16<D, Keys>(valuesOf(step), v + key0 * p.vRow, p.vRow, valid);
+  };
+  stage(0);
+  commitStaged();
+  constexpr int kBiasTiles = KeyBias ? 1 : Tiles, kBiasRows = KeyBias ? 1 : 2;
+  for (int step = 0, key0 = 0; key0 < keyEnd; ++step, key0 += Keys) {
+    // The next step's copies start before this step's wait (a group is
+    // committed either way, so that one is always pending).
+    if (key0 + Keys < keyEnd)
+      stage(step + 1);
+    commitStaged();
+    int valid = min(Keys, p.n - key0);
+    bool whole = valid == Keys;
+
+    // The bias first: its loads are in flight during the wait and the
+    // products. A lane's two keys are adjacent: one 4-byte load where the
+    // bias runs along the keys aligned; keys past the end read none.
+    float2 add[kBiasTiles][Keys / 8][kBiasRows];
+    if (!bias) {
+#pragma unroll
+      for (int i = 0; i < kBiasTiles; ++i)
+#pragma unroll
+        for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+          for (int r = 0; r < kBiasRows; ++r)
+            add[i][t][r] = make_float2(0.f, 0.f);
+    } else if (whole && p.biasVector) {
+#pragma unroll
+      for (int i = 0; i < kBiasTiles; ++i)
+#pragma unroll
+        for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+          for (int r = 0; r < kBiasRows; ++r) {
+            const u16 *row = KeyBias ? bias : rowBias[i][r];
+            add[i][t][r] = widePair<E>(load32(row + key0 + t * 8 + fragCol));
+          }
+    } else {
+#pragma unroll
+      for (int i = 0; i < kBiasTiles; ++i)
+#pragma unroll
+        for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+          for (int r = 0; r < kBiasRows; ++r) {
+            int key = t * 8 + fragCol;
+            const u16 *at =
+                (KeyBias ? bias : rowBias[i][r]) + (key0 + key) * p.biasCol;
+            add[i][t][r] = make_float2(
+                key < valid ? wideFrom16(at[0], E) : 0.f,
+                key + 1 < valid ? wideFrom16(at[p.biasCol], E) : 0.f);
+          }
+    }
+
+    waitStaged<1>();
+    __syncthreads();
+    u16(*keys)[D + 8] = keysOf(step);
+    u16(*values)[D + 8] = valuesOf(step);
+
+    // Scores of this warp's queries and the step's keys: tiles of 16 x 8,
+    // keys as the column-major second operand (8 keys of 16 elements a
+    // pair of matrices); each key fragment feeds every query tile.
+    float s[Tiles][Keys / 8][4];
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i)
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t)
+        s[i][t][0] = s[i][t][1] = s[i][t][2] = s[i][t][3] = 0.f;
+#pragma unroll
+    for (int t = 0; t < Keys / 8; t += 2)
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        unsigned b[4];
+        loadMatrices<false>(b, &keys[t * 8 + (lane / 16) * 8 + lane % 8]
+                                    [kk * 16 + ((lane / 8) % 2) * 8]);
+#pragma unroll
+        for (int i = 0; i < Tiles; ++i) {
+          mma16816<E>(s[i][t], qFrag[i][kk], b[0], b[1]);
+          mma16816<E>(s[i][t + 1], qFrag[i][kk], b[2], b[3]);
+        }
+      }
+#pragma unroll
+    for (int i = 0; i < Tiles; ++i) {
+      // Scale and add the bias (natural units); keys past the end of a
+      // partial step are masked.
+#pragma unroll
+      for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          float2 bias2 = KeyBias ? add[0][t][0] : add[i][t][r];
+          s[i][t][2 * r] = fmaf(s[i][t][2 * r], p.scale, bias2.x);
+          s[i][t][2 * r + 1] = fmaf(s[i][t][2 * r + 1], p.scale, bias2.y);
+        }
+      if (!whole) {
+#pragma unroll
+        for (int t = 0; t < Keys / 8; ++t)
+#pragma unroll
+          for (int j = 0; j < 4; ++j)
+            if (t * 8 + fragCol + (j & 1) >= valid)
+              s[i][t][j] = -INFINITY;
+      }
+      onlineSoftmaxStep(s[i], rowMax[i], rowSum[i], acc[i]);
+    }
+    // acc += p v: two score tiles make one 16 x 16 operand; the values,
+    // row-major [key][element], are the second operand transposed; each
+    // value fragment feeds every query tile.
+#pragma unroll
+    for (int kk = 0; kk < Keys / 16; ++kk) {
+      unsigned a[Tiles][4];
+#pragma unroll
+      for (int i = 0; i < Tiles; ++i) {
+        a[i][0] = pack2<E>(s[i][2 * kk][0], s[i][2 * kk][1]);
+        a[i][1] = pack2<E>(s[i][2 * kk][2], s[i][2 * kk][3]);
+        a[i][2] = pack2<E>(s[i][2 * kk + 1][0], s[i][2 * kk + 1][1]);
+        a[i][3] = pack2<E>(s[i][2 * kk + 1][2], s[i][2 * kk + 1][3]);
+      }
+#pragma unroll
+      for (int t = 0; t < D / 8; t += 2) {
+        unsigned b[4];
+        loadMatrices<true>(b, &values[kk * 16 + ((lane / 8) % 2) * 8 + lane % 8]
+                                     [(t + lane / 16) * 8]);
+#pragma unroll
+        for (int i = 0; i < Tiles; ++i) {
+          mma16816<E>(acc[i][t], a[i], b[0], b[1]);
+          mma16816<E>(acc[i][t + 1], a[i], b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads(); // this step's tiles are read: step + 2 may take them
+  }
+
+#pragma unroll
+  for (int i = 0; i < Tiles; ++i) {
+    float factor[2];
+    outputFactors(rowSum[i], p.nanToZero, factor);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      int row = query0 + (warp * Tiles + i) * 16 + fragRow + 8 * r;
+      if (row >= p.m)
+        continue;
+      u16 *o = static_cast<u16 *>(p.out) + off.out + row * p.outRow;
+#pragma unroll
+      for (int t = 0; t < D / 8; ++t) {
+        float low = acc[i][t][2 * r] * factor[r],
+              high = acc[i][t][2 * r + 1] * factor[r];
+        if (p.outVector) {
+          *reinterpret_cast<unsigned *>(o + t * 8 + fragCol) =
+              narrowPairTo16(low, high, E);
+        } else {
+          o[t * 8 + fragCol] = narrowTo16(low, E);
+          o[t * 8 + fragCol + 1] = narrowTo16(high, E);
+        }
+      }
+    }
+  }
+}
+
+/// Launches one instance of attentionKernel16 with its shared memory
+/// (dynamic: above 48 KB for 128-wide heads).
+template <int D, int E, int Tiles, bool KeyBias>
+void launch16Instance(const AttentionParams &p, int64_t batches,
+                      cudaStream_t stream) {
+  constexpr int bytes = 4 * kKeys * (D + 8) * 2;
+  auto kernel = attentionKernel16<D, E, Tiles, KeyBias>;
+  if constexpr (bytes > 48 * 1024) {
+    static const cudaError_t raised = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    (void)raised;
+  }
+  AttentionParams params = p;
+  params.queryBlocks = (p.m + kQueries * Tiles - 1) / (kQueries * Tiles);
+  dim3 grid(static_cast<unsigned>(batches * params.queryBlocks));
+  kernel<<<grid, kAttentionThreads, bytes, stream>>>(params);
+}
+
 /// Launches one instance of attentionKernelF32 with its shared memory,
 /// raising the kernel's dynamic limit once where it needs more than 48 KB
 /// (if that fails, so does the launch, and the caller's check says so).
@@ -842,9 +1142,11 @@ void launchAttentionF32(const AttentionParams &p, int64_t batches, bool vector,
   }
 }
 
+/// `staged`: a 16-bit attention takes attentionKernel16 (its operands' rows
+/// 16 bytes apart, the bias's too or none).
 template <int D, int E>
 cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
-                               bool split, cudaStream_t stream) {
+                               bool split, bool staged, cudaStream_t stream) {
   int64_t batches = 1;
   for (int d = 0; d < p.batchRank; ++d)
     batches *= p.batchShape[d];
@@ -875,28 +1177,45 @@ cudaError_t launchAttentionFor(const AttentionParams &p, bool vector,
     launchAttentionF32<D, kF32KeysPerStep<D>, 1>(p, batches, vector, split,
                                                  stream);
     return cudaGetLastError();
+  } else {
+    if (staged) {
+      // Two query tiles a warp where the queries fill the GPU with blocks of
+      // 128 (as in f32); a causal mask's smaller blocks skip more.
+      bool keyBias = !p.bias || p.biasRow == 0;
+      if constexpr (D <= 64) {
+        if (keyBias && p.m >= 256 && !p.causal) {
+          launch16Instance<D, E, 2, true>(p, batches, stream);
+          return cudaGetLastError();
+        }
+      }
+      if (keyBias)
+        launch16Instance<D, E, 1, true>(p, batches, stream);
+      else
+        launch16Instance<D, E, 1, false>(p, batches, stream);
+      return cudaGetLastError();
+    }
+    dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
+    if (vector)
+      attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
+    else
+      attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
+    return cudaGetLastError();
   }
-  dim3 grid(static_cast<unsigned>(batches * p.queryBlocks));
-  if (vector)
-    attentionKernel<D, E, true><<<grid, kAttentionThreads, 0, stream>>>(p);
-  else
-    attentionKernel<D, E, false><<<grid, kAttentionThreads, 0, stream>>>(p);
-  return cudaGetLastError();
 }
 
 /// `split`: f32 without TF32 (three TF32 products each).
 template <int E>
 cudaError_t launchAttention(const AttentionParams &p, int headSize, bool vector,
-                            bool split, cudaStream_t stream) {
+                            bool split, bool staged, cudaStream_t stream) {
   switch (headSize) {
   case 16:
-    return launchAttentionFor<16, E>(p, vector, split, stream);
+    return launchAttentionFor<16, E>(p, vector, split, staged, stream);
   case 32:
-    return launchAttentionFor<32, E>(p, vector, split, stream);
+    return launchAttentionFor<32, E>(p, vector, split, staged, stream);
   case 64:
-    return launchAttentionFor<64, E>(p, vector, split, stream);
+    return launchAttentionFor<64, E>(p, vector, split, staged, stream);
   default:
-    return launchAttentionFor<128, E>(p, vector, split, stream);
+    return launchAttentionFor<128, E>(p, vector, split, staged, stream);
   }
 }
 
@@ -917,8 +1236,10 @@ __global__ void maskAboveDiagonalKernel(u16 *x, int64_t n, int64_t rows,
       x[i] = value;
 }
 
-/// graph.attention: partc's kernel above or, where it is faster on this
-/// device and agrees with it, one of cuDNN's fused-attention plans.
+/// graph.attention: partc's kernels above or, where it is faster on this
+/// device and agrees with them, one of cuDNN's fused-attention plans. In
+/// 16-bit with aligned rows both of partc's kernels are candidates, the
+/// asynchronous one first (the reference the others must agree with).
 class AttentionKernel : public GpuKernel {
 public:
   AttentionKernel(AttentionParams p, int headSize, unsigned char element,
@@ -926,7 +1247,11 @@ public:
                   bool stridesAligned, std::array<int64_t, 3> offsets)
       : p_(p), headSize_(headSize), element_(element), split_(split),
         hasBias_(hasBias), biasStridesAligned_(biasStridesAligned),
-        stridesAligned_(stridesAligned), offsets_(offsets) {}
+        stridesAligned_(stridesAligned), offsets_(offsets) {
+    if (element != FusedParams::F32 && stridesAligned &&
+        (!hasBias || biasStridesAligned))
+      ownKernels_ = 2;
+  }
 
   void useCudnn(std::shared_ptr<const CudnnAttention> cudnn) {
     if (cudnn && cudnn->size() > 0)
@@ -943,7 +1268,9 @@ public:
   Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out, TuneScratch &scratch) override;
   const char *variant() const override {
-    return chosen_ == 0 ? "partc" : cudnn_->label(chosen_ - 1).c_str();
+    if (chosen_ >= ownKernels_)
+      return cudnn_->label(chosen_ - ownKernels_).c_str();
+    return chosen_ == 0 ? "partc" : "partc (bias tile)";
   }
 
 private:
@@ -961,7 +1288,10 @@ private:
   std::array<int64_t, 3> offsets_;
   std::shared_ptr<const CudnnAttention> cudnn_;
   CudnnAttention::Binding binding_;
-  /// 0: partc's kernel; c > 0: cuDNN's plan c - 1.
+  /// partc's candidates: 2 where attentionKernel16 applies (candidate 0),
+  /// attentionKernel or attentionKernelF32 being the last.
+  size_t ownKernels_ = 1;
+  /// c < ownKernels_: partc's kernel c; else cuDNN's plan c - ownKernels_.
   size_t chosen_ = 0;
 };
 
@@ -976,9 +1306,9 @@ Status AttentionKernel::runCandidate(size_t c, DeviceContext &ctx,
              *v = at(2, offsets_[2]);
   const void *bias = hasBias_ ? in[3].data : nullptr;
   // cuDNN's plans were made for 16-byte aligned operands.
-  if (c > 0 && aligned16(q) && aligned16(k) && aligned16(v) &&
+  if (c >= ownKernels_ && aligned16(q) && aligned16(k) && aligned16(v) &&
       (!bias || aligned16(bias)) && aligned16(result))
-    return cudnn_->run(ctx, c - 1, binding_, q, k, v, bias, result);
+    return cudnn_->run(ctx, c - ownKernels_, binding_, q, k, v, bias, result);
   AttentionParams params = p_;
   params.q = q;
   params.k = k;
@@ -995,19 +1325,23 @@ Status AttentionKernel::runCandidate(size_t c, DeviceContext &ctx,
       reinterpret_cast<uintptr_t>(result) % 8 == 0 && p_.outRow % 2 == 0;
   for (int d = 0; d < p_.batchRank; ++d)
     params.outVector = params.outVector && p_.outBatch[d] % 2 == 0;
+  // attentionKernel16 copies 16 bytes at a time: where this call's
+  // operands do not allow it, the other kernel computes the same.
+  bool staged =
+      c == 0 && ownKernels_ == 2 && vector && (!bias || params.biasVector);
   cudaError_t err;
   switch (element_) {
   case FusedParams::F32:
     err = launchAttention<FusedParams::F32>(params, headSize_, vector, split_,
-                                            ctx.stream);
+                                            false, ctx.stream);
     break;
   case FusedParams::BF16:
     err = launchAttention<FusedParams::BF16>(params, headSize_, vector, false,
-                                             ctx.stream);
+                                             staged, ctx.stream);
     break;
   default:
     err = launchAttention<FusedParams::F16>(params, headSize_, vector, false,
-                                            ctx.stream);
+                                            staged, ctx.stream);
   }
   return cudaStatus(err, "attention");
 }
@@ -1016,20 +1350,18 @@ Status AttentionKernel::tune(DeviceContext &ctx,
                              const std::vector<TensorRef> &in,
                              const std::vector<TensorRef> &out,
                              TuneScratch &scratch) {
-  if (!cudnn_)
-    return Status();
   // The operands stay where they are: cuDNN's plans need them aligned.
+  bool aligned = aligned16(out[0].data);
   for (size_t i = 0; i < in.size(); ++i) {
     int64_t offset = i < 3 ? offsets_[i] : 0;
-    if (!aligned16(static_cast<const u16 *>(in[i].data) + offset)) {
-      cudnn_.reset();
-      return Status();
-    }
+    aligned =
+        aligned && aligned16(static_cast<const u16 *>(in[i].data) + offset);
   }
-  if (!aligned16(out[0].data)) {
+  if (!aligned)
     cudnn_.reset();
+  size_t count = ownKernels_ + (cudnn_ ? cudnn_->size() : 0);
+  if (count < 2)
     return Status();
-  }
   unsigned char element = element_;
   // Operands from scratch filled with a fixed pattern (the arena holds no
   // values yet), packed into slot 3.
@@ -1072,7 +1404,7 @@ Status AttentionKernel::tune(DeviceContext &ctx,
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaMemsetAsync(buffer, 0, outBytes, ctx.stream), "tuning"));
   return pickFastest(
-      ctx, scratch, cudnn_->size() + 1,
+      ctx, scratch, count,
       [&](size_t c, void *result) {
         return runCandidate(c, ctx, patterned, result);
       },

@@ -1717,6 +1717,39 @@ TEST(GpuKernels, ProductsWithTanhGeluMatchCpu) {
     }
 }
 
+// Pooling's 2-D kernel (16 bytes of channels a thread) in every type
+// against the CPU: Inception v3's stem max pool (3x3, stride 2, no
+// padding), its branch average pools (3x3, stride 1, padding counted) and
+// one that leaves the padding out; ceil_mode's window past the end; rows
+// of a channel count the kernel does not take (the general kernels).
+TEST(GpuKernels, PoolingIn2dMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    bool isMax;
+    std::vector<int64_t> strides, pads;
+    int includePad, ceil;
+    Shape x, y;
+  } cases[] = {
+      {true, {2, 2}, {0, 0, 0, 0}, 0, 0, {2, 11, 11, 16}, {2, 5, 5, 16}},
+      {false, {1, 1}, {1, 1, 1, 1}, 1, 0, {2, 7, 7, 24}, {2, 7, 7, 24}},
+      {false, {1, 1}, {1, 1, 1, 1}, 0, 0, {2, 7, 7, 8}, {2, 7, 7, 8}},
+      {false, {2, 2}, {0, 0, 0, 0}, 0, 1, {1, 8, 8, 16}, {1, 4, 4, 16}},
+      {true, {2, 2}, {1, 1, 1, 1}, 0, 0, {2, 9, 9, 12}, {2, 5, 5, 12}},
+  };
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(shapeToString(c.x) + (c.isMax ? " max" : " average"));
+      AttrMap pool = windowAttrs(c.strides, c.pads);
+      pool.set("kernel_shape", AttrValue::ofInts({3, 3}));
+      pool.set("ceil_mode", AttrValue::ofInts({c.ceil}));
+      pool.set("count_include_pad", AttrValue::ofInts({c.includePad}));
+      pool.set("channels_last", AttrValue::ofInts({1}));
+      expectTypedMatchesCpu(c.isMax ? "max_pool" : "avg_pool", pool, t, {c.x},
+                            c.y, t == DType::F32 ? 1e-5f : 1e-2f);
+    }
+}
+
 TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
