@@ -78,11 +78,11 @@ static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
                           m.weighted.viewBytes(1)) +
       w.outputBytes;
   w.weightBytes = 0;
-  if (Value bias = m.softmax.getBias()) {
-    // Read at the shape that holds all it says (a padding mask per key).
+  // Read at the shape that holds all it says (a padding mask per key), or
+  // not at all (a causal mask only).
+  if (auto [bias, shape] = graph::fusedBias(m, causal); bias) {
     auto type = cast<RankedTensorType>(bias.getType());
-    double b = bytesOf(RankedTensorType::get(graph::narrowedBiasShape(bias),
-                                             type.getElementType()));
+    double b = bytesOf(RankedTensorType::get(shape, type.getElementType()));
     (bias.getDefiningOp<graph::ConstantOp>() ? w.weightBytes
                                              : w.activationBytes) += b;
   }
@@ -204,9 +204,10 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
       w.attrs = toKernelAttrs(graph::fusedAttentionAttributes(*match, causal));
       ins.clear();
       w.inputIsWeight.clear();
+      auto [bias, biasShape] = graph::fusedBias(*match, causal);
       for (Value operand :
-           {match->scores.getLhs(), match->scores.getRhs(),
-            match->weighted.getRhs(), match->softmax.getBias()}) {
+           {Value(match->scores.getLhs()), Value(match->scores.getRhs()),
+            Value(match->weighted.getRhs()), bias}) {
         if (!operand)
           continue;
         ins.push_back(toTensorType(cast<ShapedType>(operand.getType())));
@@ -214,10 +215,8 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
                                   nullptr);
       }
       // The fused op reads the bias at the shape that holds all it says.
-      if (Value bias = match->softmax.getBias()) {
-        SmallVector<int64_t> narrowed = graph::narrowedBiasShape(bias);
-        ins.back().shape.assign(narrowed.begin(), narrowed.end());
-      }
+      if (bias)
+        ins.back().shape.assign(biasShape.begin(), biasShape.end());
     }
   w.signature = ::partc::runtime::kernelSignature(w.kernel, w.attrs, ins, outs);
   w.inputs = std::move(ins);

@@ -22,23 +22,24 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
   }
 
   /// A value that broadcasts to `v` and equals it there, at
-  /// graph::narrowedBiasShape(v): through expands, an `and` with a
-  /// constant all true, and the casts and wheres of such values, which are
-  /// built again, before `builder`'s point and on the replaced op's
+  /// graph::narrowedBiasShape(v, causal): through expands, the deciding
+  /// operand of an `and`, and the casts and wheres of such values, which
+  /// are built again, before `builder`'s point and on the replaced op's
   /// device, at the narrower shape. The bias of attention then reads as
   /// what it is: Hugging Face's exports (transformers 5) expand BERT's
   /// padding mask [B, 1, 1, N] to [B, 1, M, N] through
-  /// and(all true [1, 1, M, 1], mask), and the f32 kernel loads a bias the
-  /// same for every query once a step instead of once a row.
-  static Value narrowBroadcast(Value v, OpBuilder &builder) {
+  /// and(all true [1, 1, M, 1], mask), and GPT-2's causal mask is
+  /// and(lower triangle, padding mask), whose triangle the fused op's
+  /// `causal` restores; the kernels load a bias the same for every query
+  /// once a step instead of once a row.
+  static Value narrowBroadcast(Value v, graph::CausalExtents causal,
+                               OpBuilder &builder) {
     Operation *def = v.getDefiningOp();
     if (auto expand = dyn_cast_or_null<graph::ExpandOp>(def))
-      return narrowBroadcast(expand.getInput(), builder);
+      return narrowBroadcast(expand.getInput(), causal, builder);
     if (auto both = dyn_cast_or_null<graph::AndOp>(def)) {
-      if (graph::isAllTrue(both.getLhs()))
-        return narrowBroadcast(both.getRhs(), builder);
-      if (graph::isAllTrue(both.getRhs()))
-        return narrowBroadcast(both.getLhs(), builder);
+      if (Value deciding = graph::decidingOperand(both, causal))
+        return narrowBroadcast(deciding, causal, builder);
       return v;
     }
     auto placeLike = [&](Operation *made) {
@@ -47,7 +48,7 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       return made->getResult(0);
     };
     if (auto convert = dyn_cast_or_null<graph::CastOp>(def)) {
-      Value input = narrowBroadcast(convert.getInput(), builder);
+      Value input = narrowBroadcast(convert.getInput(), causal, builder);
       if (input == convert.getInput())
         return v;
       Type element = convert.getTo();
@@ -57,9 +58,13 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
                                              input, TypeAttr::get(element)));
     }
     if (auto select = dyn_cast_or_null<graph::WhereOp>(def)) {
-      Value condition = narrowBroadcast(select.getCondition(), builder);
-      Value x = narrowBroadcast(select.getX(), builder);
-      Value y = narrowBroadcast(select.getY(), builder);
+      // Only a condition whose false side is -inf may lose the triangle.
+      Value condition = narrowBroadcast(
+          select.getCondition(),
+          graph::isMinusInfSplat(select.getY()) ? causal : std::nullopt,
+          builder);
+      Value x = narrowBroadcast(select.getX(), std::nullopt, builder);
+      Value y = narrowBroadcast(select.getY(), std::nullopt, builder);
       if (condition == select.getCondition() && x == select.getX() &&
           y == select.getY())
         return v;
@@ -93,22 +98,28 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
       return;
     auto scoresType = cast<RankedTensorType>(scores.getType());
     int64_t rank = scoresType.getRank();
+    int64_t queries = scoresType.getDimSize(rank - 2),
+            keys = scoresType.getDimSize(rank - 1);
     Value bias = softmax.getBias();
     // Every layer reads the same mask: it is proved once.
     bool causal = false;
     if (bias) {
       auto known = causalMasks.try_emplace(bias, false);
       if (known.second)
-        known.first->second =
-            graph::masksAboveDiagonal(bias, scoresType.getDimSize(rank - 2),
-                                      scoresType.getDimSize(rank - 1));
+        known.first->second = graph::masksAboveDiagonal(bias, queries, keys);
       causal = known.first->second;
     }
     OpBuilder builder(weighted);
     SmallVector<Value> operands = {scores.getLhs(), scores.getRhs(),
                                    weighted.getRhs()};
-    if (bias)
-      operands.push_back(narrowBroadcast(bias, builder));
+    // A mask that only hides the keys past each query is the causal
+    // masking itself: the fused op reads none.
+    if (bias && !(causal && graph::onlyHidesKeysPastQuery(bias, queries, keys)))
+      operands.push_back(narrowBroadcast(
+          bias,
+          causal ? graph::CausalExtents(std::make_pair(queries, keys))
+                 : std::nullopt,
+          builder));
     auto fused = graph::AttentionOp::create(
         builder,
         FusedLoc::get(weighted.getContext(),

@@ -96,16 +96,8 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
     return true;
   }
   auto select = bias.getDefiningOp<WhereOp>();
-  if (!select)
-    return false;
-  auto fill = select.getOperand(2).getDefiningOp<ConstantOp>();
-  auto values =
-      fill ? dyn_cast<DenseElementsAttr>(fill.getValue()) : DenseElementsAttr();
-  if (!values || !values.isSplat() || !isa<FloatType>(values.getElementType()))
-    return false;
-  APFloat filled = values.getSplatValue<APFloat>();
-  return filled.isInfinity() && filled.isNegative() &&
-         falseAboveDiagonal(select.getOperand(0), {queries, keys});
+  return select && isMinusInfSplat(select.getY()) &&
+         falseAboveDiagonal(select.getCondition(), {queries, keys});
 }
 
 bool isAllTrue(Value v) {
@@ -117,24 +109,100 @@ bool isAllTrue(Value v) {
   return llvm::all_of(values.getValues<bool>(), [](bool b) { return b; });
 }
 
-SmallVector<int64_t> narrowedBiasShape(Value bias) {
+bool isMinusInfSplat(Value v) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                         : DenseElementsAttr();
+  if (!values || !values.isSplat() || !isa<FloatType>(values.getElementType()))
+    return false;
+  APFloat value = values.getSplatValue<APFloat>();
+  return value.isInfinity() && value.isNegative();
+}
+
+namespace {
+
+/// Whether `v`, through slice views, is a constant of [M, N] slices true
+/// exactly where the column is at most the row.
+bool isLowerTriangle(Value v, std::pair<int64_t, int64_t> extents) {
+  v = throughSliceViews(v);
+  auto constant = v.getDefiningOp<ConstantOp>();
+  if (!constant || lastTwo(v) != extents)
+    return false;
+  auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+  if (!values || !values.getElementType().isInteger(1))
+    return false;
+  auto [rows, cols] = extents;
+  int64_t index = 0;
+  for (bool value : values.getValues<bool>()) {
+    int64_t col = index % cols, row = (index / cols) % rows;
+    ++index;
+    if (value != (col <= row))
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool onlyHidesKeysPastQuery(Value bias, int64_t queries, int64_t keys) {
+  if (!bias || lastTwo(bias) != std::make_pair(queries, keys))
+    return false;
+  bias = throughSliceViews(bias);
+  if (auto constant = bias.getDefiningOp<ConstantOp>()) {
+    auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
+    if (!values || !isa<FloatType>(values.getElementType()))
+      return false;
+    int64_t index = 0;
+    for (APFloat value : values.getValues<APFloat>()) {
+      int64_t col = index % keys, row = (index / keys) % queries;
+      ++index;
+      bool hidden = value.isInfinity() && value.isNegative();
+      if (col > row ? !hidden : !value.isZero())
+        return false;
+    }
+    return true;
+  }
+  auto select = bias.getDefiningOp<WhereOp>();
+  if (!select || !isMinusInfSplat(select.getY()) ||
+      !isLowerTriangle(select.getCondition(), {queries, keys}))
+    return false;
+  auto zero = select.getX().getDefiningOp<ConstantOp>();
+  auto values =
+      zero ? dyn_cast<DenseElementsAttr>(zero.getValue()) : DenseElementsAttr();
+  return values && values.isSplat() &&
+         isa<FloatType>(values.getElementType()) &&
+         values.getSplatValue<APFloat>().isZero();
+}
+
+Value decidingOperand(AndOp both, CausalExtents causal) {
+  auto dropped = [&](Value v) {
+    return isAllTrue(v) || (causal && isLowerTriangle(v, *causal));
+  };
+  if (dropped(both.getLhs()))
+    return both.getRhs();
+  if (dropped(both.getRhs()))
+    return both.getLhs();
+  return Value();
+}
+
+SmallVector<int64_t> narrowedBiasShape(Value bias, CausalExtents causal) {
   auto own = cast<RankedTensorType>(bias.getType()).getShape();
   Operation *def = bias.getDefiningOp();
   if (auto expand = dyn_cast_or_null<ExpandOp>(def))
-    return narrowedBiasShape(expand.getInput());
-  if (auto both = dyn_cast_or_null<AndOp>(def)) {
-    if (isAllTrue(both.getLhs()))
-      return narrowedBiasShape(both.getRhs());
-    if (isAllTrue(both.getRhs()))
-      return narrowedBiasShape(both.getLhs());
-  }
+    return narrowedBiasShape(expand.getInput(), causal);
+  if (auto both = dyn_cast_or_null<AndOp>(def))
+    if (Value deciding = decidingOperand(both, causal))
+      return narrowedBiasShape(deciding, causal);
   if (auto convert = dyn_cast_or_null<CastOp>(def))
-    return narrowedBiasShape(convert.getInput());
+    return narrowedBiasShape(convert.getInput(), causal);
   if (auto select = dyn_cast_or_null<WhereOp>(def)) {
-    SmallVector<int64_t> shape = narrowedBiasShape(select.getCondition());
+    // Only a condition whose false side is -inf may lose the triangle.
+    SmallVector<int64_t> shape = narrowedBiasShape(
+        select.getCondition(),
+        isMinusInfSplat(select.getY()) ? causal : std::nullopt);
     for (Value operand : {select.getX(), select.getY()}) {
       ::partc::runtime::Shape joined;
-      SmallVector<int64_t> next = narrowedBiasShape(operand);
+      SmallVector<int64_t> next = narrowedBiasShape(operand, std::nullopt);
       if (!::partc::runtime::broadcastShapes(
               {shape.begin(), shape.end()}, {next.begin(), next.end()}, joined))
         return {own.begin(), own.end()};
@@ -143,6 +211,21 @@ SmallVector<int64_t> narrowedBiasShape(Value bias) {
     return shape;
   }
   return {own.begin(), own.end()};
+}
+
+std::pair<Value, SmallVector<int64_t>> fusedBias(AttentionMatch match,
+                                                 bool causal) {
+  Value bias = match.softmax.getBias();
+  auto scoresType = cast<RankedTensorType>(match.scores.getType());
+  int64_t rank = scoresType.getRank();
+  int64_t queries = scoresType.getDimSize(rank - 2),
+          keys = scoresType.getDimSize(rank - 1);
+  if (!bias || (causal && onlyHidesKeysPastQuery(bias, queries, keys)))
+    return {Value(), {}};
+  CausalExtents extents;
+  if (causal)
+    extents = std::make_pair(queries, keys);
+  return {bias, narrowedBiasShape(bias, extents)};
 }
 
 std::optional<AttentionMatch> matchAttention(StridedMatMulOp weighted) {

@@ -52,13 +52,42 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys);
 /// Whether `v` is a constant whose every element is true.
 bool isAllTrue(Value v);
 
+/// The [M, N] extents of a causal attention's scores: given, the narrowing
+/// below may also drop the mask's lower triangle, which the fused op's
+/// `causal` restores.
+using CausalExtents = std::optional<std::pair<int64_t, int64_t>>;
+
+/// Of an `and` in an attention mask's condition, the operand that decides
+/// it: the other is a constant all true or, under `causal`, an exact lower
+/// triangle of [M, N] slices (true where the key's index is at most the
+/// query's) inside a where filled with -inf above the diagonal, so that
+/// only the causal masking tells them apart. Null where neither is.
+Value decidingOperand(AndOp both, CausalExtents causal);
+
+/// Whether `v` is a splat constant of -inf.
+bool isMinusInfSplat(Value v);
+
+/// Whether a causal attention's `bias` adds nothing but its causal masking
+/// does: 0 wherever the key's index is at most the query's, -inf past it
+/// (a constant, or where(lower triangle, 0, -inf)), so that the fused op
+/// needs no bias (a decoder exported without a padding mask).
+bool onlyHidesKeysPastQuery(Value bias, int64_t queries, int64_t keys);
+
 /// The shape at which an attention's `bias` holds all it says: `bias`'s
 /// own shape, narrowed to extent 1 along dimensions it only repeats
-/// (through expands, an `and` with a constant all true, and the casts and
+/// (through expands, the deciding operand of an `and`, and the casts and
 /// wheres of such values). partc-fuse-attention hands the fused op the
 /// bias at this shape; the cost model finds the fused kernel's signature
-/// with it.
-SmallVector<int64_t> narrowedBiasShape(Value bias);
+/// with it. `causal`: see CausalExtents (only within the condition of a
+/// where whose other branch is -inf).
+SmallVector<int64_t> narrowedBiasShape(Value bias, CausalExtents causal);
+
+/// The bias graph.attention reads for `match` (null where it reads none,
+/// onlyHidesKeysPastQuery) and its shape (narrowedBiasShape), `causal` as
+/// masksAboveDiagonal says: what partc-fuse-attention hands the fused op,
+/// for the cost model's bytes and signature.
+std::pair<Value, SmallVector<int64_t>> fusedBias(AttentionMatch match,
+                                                 bool causal);
 
 } // namespace mlir::partc::graph
 

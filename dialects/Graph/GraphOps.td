@@ -498,9 +498,11 @@ def Graph_AttentionOp : Graph_Op<"attention", [
     M, N]. The logical result [batch..., M, Dv] is permuted by `perm` and
     stored contiguously with shape `shape`. Runs after placement, on one
     device's ops (the batch is split before), in inference plans. `causal`
-    states what the compiler proved of `bias`: it is -inf wherever a key's
-    index exceeds its query's (a decoder's mask), so a kernel may skip
-    those scores without reading the bias there; the result is the same.
+    hides every key whose index exceeds its query's (-inf added to those
+    scores, whatever `bias` holds there): partc-fuse-attention sets it
+    where it proved the mask -inf there (a decoder's mask), and may then
+    drop the mask's lower triangle, so kernels skip those scores and read
+    a padding mask per key instead of per query.
 
     ```mlir
     // 4 heads of 16 of a [32, 3 * 64] projection of 2 sequences of 16.

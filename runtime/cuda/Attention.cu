@@ -52,7 +52,9 @@ struct AttentionParams {
   int m = 0, n = 0, queryBlocks = 0;
   float scale = 1;
   bool nanToZero = false;
-  /// The bias hides every key past its query (graph.attention's causal).
+  /// Keys past each query are hidden (graph.attention's causal): the
+  /// kernels skip the steps past a block's last query and add -inf on the
+  /// ones that cross its diagonal.
   bool causal = false;
   /// Whether the bias tile loads 16 bytes at a time.
   bool biasVector = false;
@@ -207,6 +209,23 @@ __device__ BatchOffsets batchOffsetsOf(const AttentionParams &p, int64_t b) {
     o.out += i * p.outBatch[d];
   }
   return o;
+}
+
+/// graph.attention's `causal`: adds -inf to a warp's scores `s` (mma
+/// accumulator layout) whose key lies past its query, the key of element j
+/// of tile t being (t * 8 + keyLane + (j & 1)) and its query (j >> 1) * 8
+/// rows below the lane's first; `ahead` is the step's first key less the
+/// lane's first query. Only steps that reach past a tile's first query
+/// call it.
+template <int Tiles>
+__device__ __forceinline__ void hideKeysPastQuery(float (&s)[Tiles][4],
+                                                  int ahead, int keyLane) {
+#pragma unroll
+  for (int t = 0; t < Tiles; ++t)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (ahead + t * 8 + keyLane + (j & 1) > (j >> 1) * 8)
+        s[t][j] += -INFINITY;
 }
 
 /// One step of the online softmax on a warp's scores `s` (16 queries x
@@ -379,6 +398,9 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 ? 2 : 4)
           if (t * 8 + fragCol + (j & 1) >= valid)
             s[t][j] = -INFINITY;
     }
+    int warpRow0 = query0 + warp * 16;
+    if (p.causal && key0 + kKeys - 1 > warpRow0)
+      hideKeysPastQuery(s, key0 - warpRow0 - fragRow, fragCol);
     onlineSoftmaxStep(s, rowMax, rowSum, acc);
     // acc += p v: two score tiles make one 16 x 16 operand; the values,
     // row-major [key][element], are the second operand transposed.
@@ -741,6 +763,9 @@ __global__ void __launch_bounds__(kAttentionThreads, D >= 128 || Tiles > 1 ? 2
             if (t * 8 + 2 * member + (j & 1) >= valid)
               s[i][t][j] = -INFINITY;
       }
+      int tileRow0 = query0 + (warp * Tiles + i) * 16;
+      if (p.causal && key0 + Keys - 1 > tileRow0)
+        hideKeysPastQuery(s[i], key0 - tileRow0 - group, 2 * member);
       onlineSoftmaxStep(s[i], rowMax[i], rowSum[i], acc[i]);
     }
     // acc += p v with the keys in the order a lane holds them; each value
@@ -867,8 +892,18 @@ __global__ void __launch_bounds__(kAttentionThreads, Tiles > 1 || D >= 128 ? 2
     return tiles + (step % 2) * 2 * Keys + Keys;
   };
 
-  int query0 = (blockIdx.x % p.queryBlocks) * Queries;
-  BatchOffsets off = batchOffsetsOf(p, blockIdx.x / p.queryBlocks);
+  // Under a causal mask a block's work grows with its queries: the last
+  // query blocks of every batch entry go first, so that the short ones
+  // fill the last wave instead of the long ones trailing it.
+  int queryBlock = blockIdx.x % p.queryBlocks,
+      batch = blockIdx.x / p.queryBlocks;
+  if (p.causal) {
+    int batches = gridDim.x / p.queryBlocks;
+    queryBlock = p.queryBlocks - 1 - blockIdx.x / batches;
+    batch = blockIdx.x % batches;
+  }
+  int query0 = queryBlock * Queries;
+  BatchOffsets off = batchOffsetsOf(p, batch);
   const u16 *q = static_cast<const u16 *>(p.q) + off.q,
             *k = static_cast<const u16 *>(p.k) + off.k,
             *v = static_cast<const u16 *>(p.v) + off.v,
@@ -1022,6 +1057,9 @@ __global__ void __launch_bounds__(kAttentionThreads, Tiles > 1 || D >= 128 ? 2
             if (t * 8 + fragCol + (j & 1) >= valid)
               s[i][t][j] = -INFINITY;
       }
+      int tileRow0 = query0 + (warp * Tiles + i) * 16;
+      if (p.causal && key0 + Keys - 1 > tileRow0)
+        hideKeysPastQuery(s[i], key0 - tileRow0 - fragRow, fragCol);
       onlineSoftmaxStep(s[i], rowMax[i], rowSum[i], acc[i]);
     }
     // acc += p v: two score tiles make one 16 x 16 operand; the values,
@@ -1387,9 +1425,9 @@ Status AttentionKernel::tune(DeviceContext &ctx,
   }
   const u16 minusInf =
       element_ == FusedParams::BF16 ? u16(0xff80) : u16(0xfc00);
-  // A causal attention's bias is -inf past the diagonal (what `causal`
-  // promises); the pattern's must be too.
-  if (p_.causal)
+  // A causal attention's bias, where partc-fuse-attention kept it whole,
+  // is -inf past the diagonal; the pattern's is too.
+  if (p_.causal && hasBias_)
     maskAboveDiagonalKernel<<<64, 256, 0, ctx.stream>>>(
         static_cast<u16 *>(patterned[3].data), in[3].type.numElements(), p_.m,
         p_.n, minusInf);
@@ -1553,7 +1591,7 @@ Status createAttentionKernel(const KernelArgs &a, DeviceContext &ctx,
   p.queryBlocks = static_cast<int>((m + kQueries - 1) / kQueries);
   p.scale = static_cast<float>(att.scale);
   p.nanToZero = att.nanToZero;
-  p.causal = hasBias && a.attrs.getInt("causal", 0) != 0;
+  p.causal = att.causal;
   bool f32 = type == DType::F32;
   // 16-byte loads need every row of q, k and v to start 16 bytes apart.
   int64_t perChunk = f32 ? 4 : 8;

@@ -4,6 +4,7 @@
 #include "runtime/kernels/StridedMatMul.h"
 
 #include <cblas.h>
+#include <cmath>
 #include <cstring>
 
 namespace partc::runtime {
@@ -216,12 +217,23 @@ public:
         product_(att.q, att.k, strided::contiguous(att.scores),
                  static_cast<float>(att.scale)),
         softmax_(std::move(softmax)),
-        weighted_(strided::contiguous(att.scores), att.v, att.result, 1.f) {}
+        weighted_(strided::contiguous(att.scores), att.v, att.result, 1.f),
+        causal_(att.causal) {}
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
     TensorType type{DType::F32, scores_};
     std::vector<float> s(numElements(scores_)), p(s.size());
     PARTC_RETURN_IF_ERROR(product_.run({in[0], in[1]}, {{s.data(), type}}));
+    if (causal_) {
+      // -inf added, as a bias hiding them would add it.
+      int64_t rows = scores_[scores_.size() - 2], cols = scores_.back();
+      for (size_t i = 0; i < s.size(); ++i) {
+        int64_t col = static_cast<int64_t>(i) % cols,
+                row = static_cast<int64_t>(i) / cols % rows;
+        if (col > row)
+          s[i] += -INFINITY;
+      }
+    }
     std::vector<TensorRef> softmaxIn = {{s.data(), type}};
     if (in.size() == 4)
       softmaxIn.push_back(in[3]);
@@ -234,6 +246,7 @@ private:
   StridedMatMulKernel product_;
   std::unique_ptr<Kernel> softmax_;
   StridedMatMulKernel weighted_;
+  bool causal_;
 };
 
 bool isMatrixType(DType t) {
@@ -307,6 +320,7 @@ Status strided::parseAttention(const KernelArgs &a, Attention &att) {
   att.result.offset = 0;
   att.scale = a.attrs.getFloat("scale");
   att.nanToZero = a.attrs.getInt("nan_to_zero") != 0;
+  att.causal = a.attrs.getInt("causal", 0) != 0;
   return Status();
 }
 

@@ -378,6 +378,8 @@ struct Attention {
   std::vector<int64_t> scores;
   double scale = 1;
   bool nanToZero = false;
+  /// Keys past each query are hidden (-inf), whatever the bias says there.
+  bool causal = false;
 };
 
 /// Checks an attention's views as the two strided_matmuls it fuses (q x k

@@ -82,13 +82,22 @@ func.func @unfused(%q: tensor<1x2x8x16xbf16>, %q24: tensor<1x2x8x24xbf16>) -> (t
 // Tests that a mask proved -inf above the diagonal marks the attention
 // causal: where(and(lower triangle, padding), 0, -inf), as Hugging Face's
 // GPT-2 exports it, and the same mask folded to a constant; a triangle
-// that keeps a key past its query, and a padding mask alone, do not.
+// that keeps a key past its query, and a padding mask alone, do not. The
+// fused op hides the keys past each query itself, so the first reads the
+// padding mask alone, per key (the triangle and its `and` are gone), and
+// the second, whose mask hides nothing else, reads none.
 // CHECK-LABEL: func @causal_masks
 func.func @causal_masks(%q: tensor<1x2x4x16xbf16>, %pad: tensor<1x1x1x4xi1>) -> (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) {
-  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {causal = true
-  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {causal = true
-  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {graph.device
-  // CHECK: graph.attention %arg0, %arg0, %arg0, %{{.*}} {graph.device
+  // CHECK-NOT: true, false, false, false
+  // CHECK: %[[LEAKY:.*]] = graph.and
+  // CHECK: %[[M2:.*]] = graph.where %[[LEAKY]]
+  // CHECK: %[[M3:.*]] = graph.where %arg1
+  // CHECK: %[[PAD:.*]] = graph.where %arg1, %{{.*}}, %{{.*}} {graph.device = 0 : i64} : (tensor<1x1x1x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<1x1x1x4xbf16>
+  // CHECK-NEXT: graph.attention %arg0, %arg0, %arg0, %[[PAD]] {causal = true
+  // CHECK-NEXT: graph.attention %arg0, %arg0, %arg0 {causal = true
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %[[M2]] {graph.device
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %[[M3]] {graph.device
+  // CHECK-NOT: graph.and
   %tril = graph.constant {value = dense<[[[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>} : () -> tensor<1x1x4x4xi1>
   %leaky = graph.constant {value = dense<[[[[true, true, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]]]> : tensor<1x1x4x4xi1>} : () -> tensor<1x1x4x4xi1>
   %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xbf16>} : () -> tensor<1xbf16>
@@ -112,6 +121,26 @@ func.func @causal_masks(%q: tensor<1x2x4x16xbf16>, %pad: tensor<1x1x1x4xi1>) -> 
   %p3 = graph.softmax %s3, %m3 {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<1x1x1x4xbf16>) -> tensor<1x2x4x4xbf16>
   %o3 = graph.strided_matmul %p3, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
   return %o0, %o1, %o2, %o3 : tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>
+}
+
+// -----
+
+// Tests a decoder's mask without padding, where(lower triangle, 0, -inf)
+// computed from a constant condition: the fused op is causal, reads no
+// mask, and the mask's ops are erased.
+// CHECK-LABEL: func @causal_only
+func.func @causal_only(%q: tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16> {
+  // CHECK-NOT: graph.where
+  // CHECK: graph.attention %arg0, %arg0, %arg0 {causal = true
+  // CHECK-NOT: graph.where
+  %tril = graph.constant {value = dense<[[true, false, false, false], [true, true, false, false], [true, true, true, false], [true, true, true, true]]> : tensor<4x4xi1>} : () -> tensor<4x4xi1>
+  %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %ninf = graph.constant {value = dense<0xFF80> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %m = graph.where %tril, %zero, %ninf {graph.device = 0 : i64} : (tensor<4x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<4x4xbf16>
+  %s = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 1, 2, 4, 4>} : (tensor<1x2x4x16xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x4xbf16>
+  %p = graph.softmax %s, %m {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x2x4x4xbf16>, tensor<4x4xbf16>) -> tensor<1x2x4x4xbf16>
+  %o = graph.strided_matmul %p, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 1, 2, 4, 16>} : (tensor<1x2x4x4xbf16>, tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16>
+  return %o : tensor<1x2x4x16xbf16>
 }
 
 // -----

@@ -1553,6 +1553,20 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}}, {b * s, h * d},
           rtol, [&](size_t input, std::vector<float> &x) { causal(input, x); },
           true, tf32);
+      // Stated causal over a padding mask per key (GPT-2's mask once
+      // partc-fuse-attention drops its triangle), and with no mask: the
+      // kernels hide the keys past each query themselves.
+      auto padding = [&](size_t input, std::vector<float> &x) {
+        if (input == 3)
+          for (int64_t j = s - 7; j < s; ++j)
+            x[s + j] = -INFINITY;
+      };
+      expectTypedMatchesCpu("attention", stated, t,
+                            {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}},
+                            {b * s, h * d}, rtol, padding, true, tf32);
+      expectTypedMatchesCpu("attention", stated, t,
+                            {{b * s, w}, {b * s, w}, {b * s, w}},
+                            {b * s, h * d}, rtol, {}, true, tf32);
     }
     {
       strided::View q{{2, 3, 37, 16}, {3 * 37 * 17, 37 * 17, 17, 1}, 1};

@@ -474,6 +474,31 @@ TEST(Kernels, AttentionWeighsValuesBySoftmaxOfScaledScores) {
   EXPECT_EQ(z[1], 0.f);
 }
 
+// `causal` hides the keys past each query whatever the bias says there
+// (partc-fuse-attention drops the lower triangle from a decoder's mask and
+// keeps the padding mask per key): with no bias, with a bias of zeros, and
+// with a padding mask that hides key 0 from both queries.
+TEST(Kernels, AttentionCausalHidesKeysPastTheQuery) {
+  std::vector<float> q = {1, 0}, k = {0, 1}, v = {1, 3};
+  AttrMap causal = attentionAttrs(true);
+  causal.set("causal", AttrValue::ofInts({1}));
+  auto y = runF32("attention", causal,
+                  {{{1, 2, 1}, q}, {{1, 1, 2}, k}, {{1, 2, 1}, v}}, {1, 2, 1});
+  EXPECT_EQ(y[0], 1.f); // query 0 sees key 0 only, not key 1's score of 2
+  EXPECT_NEAR(y[1], 2.f, 1e-6);
+  auto z = runF32(
+      "attention", causal,
+      {{{1, 2, 1}, q}, {{1, 1, 2}, k}, {{1, 2, 1}, v}, {{2}, {0.f, 0.f}}},
+      {1, 2, 1});
+  EXPECT_EQ(z, y);
+  auto w = runF32(
+      "attention", causal,
+      {{{1, 2, 1}, q}, {{1, 1, 2}, k}, {{1, 2, 1}, v}, {{2}, {-INFINITY, 0.f}}},
+      {1, 2, 1});
+  EXPECT_EQ(w[0], 0.f); // every key hidden: nan_to_zero
+  EXPECT_NEAR(w[1], 3.f, 1e-6);
+}
+
 TEST(Kernels, AttentionRefusesAMaskThatDoesNotBroadcast) {
   std::unique_ptr<Kernel> k;
   Status s = createCpuKernel("attention", attentionAttrs(false),
