@@ -65,6 +65,9 @@ bool falseAboveDiagonal(Value condition, std::pair<int64_t, int64_t> extents) {
   if (!values || !values.getElementType().isInteger(1))
     return false;
   auto [rows, cols] = extents;
+  // A splat may stand for more elements than could be walked.
+  if (values.isSplat())
+    return !values.getSplatValue<bool>() || cols <= 1;
   int64_t index = 0;
   for (bool value : values.getValues<bool>()) {
     int64_t col = index % cols, row = (index / cols) % rows;
@@ -86,6 +89,10 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
     auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
     if (!values || !isa<FloatType>(values.getElementType()))
       return false;
+    if (values.isSplat()) {
+      APFloat value = values.getSplatValue<APFloat>();
+      return (value.isInfinity() && value.isNegative()) || keys <= 1;
+    }
     int64_t index = 0;
     for (APFloat value : values.getValues<APFloat>()) {
       int64_t col = index % keys, row = (index / keys) % queries;

@@ -1264,16 +1264,6 @@ __global__ void fillCodeKernel(u16 *x, int64_t n, u16 value) {
     x[i] = value;
 }
 
-/// Sets the elements of [..., rows, cols] past the diagonal (col > row) to
-/// the 16-bit code `value`: a causal attention's mask, for tuning.
-__global__ void maskAboveDiagonalKernel(u16 *x, int64_t n, int64_t rows,
-                                        int64_t cols, u16 value) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(blockDim.x) * gridDim.x)
-    if (i % cols > (i / cols) % rows)
-      x[i] = value;
-}
-
 /// graph.attention: partc's kernels above or, where it is faster on this
 /// device and agrees with them, one of cuDNN's fused-attention plans. In
 /// 16-bit with aligned rows both of partc's kernels are candidates, the
@@ -1425,12 +1415,10 @@ Status AttentionKernel::tune(DeviceContext &ctx,
   }
   const u16 minusInf =
       element_ == FusedParams::BF16 ? u16(0xff80) : u16(0xfc00);
-  // A causal attention's bias, where partc-fuse-attention kept it whole,
-  // is -inf past the diagonal; the pattern's is too.
-  if (p_.causal && hasBias_)
-    maskAboveDiagonalKernel<<<64, 256, 0, ctx.stream>>>(
-        static_cast<u16 *>(patterned[3].data), in[3].type.numElements(), p_.m,
-        p_.n, minusInf);
+  // No pattern masks the keys past the diagonal: every candidate hides
+  // them itself (cuDNN's plans as partc's kernels), and a pattern bias of
+  // -inf there would let the bias-tile kernel skip what it cannot skip on
+  // a narrowed padding mask.
   // With nan_to_zero a row the mask hides entirely must come out 0: the
   // bias's first row is hidden, so a plan that differs there is dropped.
   if (hasBias_ && p_.nanToZero) {
