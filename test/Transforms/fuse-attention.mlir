@@ -145,6 +145,24 @@ func.func @causal_only(%q: tensor<1x2x4x16xbf16>) -> tensor<1x2x4x16xbf16> {
 
 // -----
 
+// Tests a mask from a splat condition of 2^40 elements: proved causal
+// (false everywhere) without walking them, and kept as it is.
+// CHECK-LABEL: func @huge_splat_mask
+func.func @huge_splat_mask(%q: tensor<1x1x1048576x16xbf16>) -> tensor<1x1x1048576x16xbf16> {
+  // CHECK: %[[M:.*]] = graph.where
+  // CHECK: graph.attention %arg0, %arg0, %arg0, %[[M]] {causal = true
+  %none = graph.constant {value = dense<false> : tensor<1048576x1048576xi1>} : () -> tensor<1048576x1048576xi1>
+  %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %ninf = graph.constant {value = dense<0xFF80> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %m = graph.where %none, %zero, %ninf {graph.device = 0 : i64} : (tensor<1048576x1048576xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<1048576x1048576xbf16>
+  %s = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 1, 1048576, 16>, lhs_strides = array<i64: 16777216, 16777216, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 1, 16, 1048576>, rhs_strides = array<i64: 16777216, 16777216, 1, 16>, shape = array<i64: 1, 1, 1048576, 1048576>} : (tensor<1x1x1048576x16xbf16>, tensor<1x1x1048576x16xbf16>) -> tensor<1x1x1048576x1048576xbf16>
+  %p = graph.softmax %s, %m {axis = 3 : i64, graph.device = 0 : i64, nan_to_zero = true} : (tensor<1x1x1048576x1048576xbf16>, tensor<1048576x1048576xbf16>) -> tensor<1x1x1048576x1048576xbf16>
+  %o = graph.strided_matmul %p, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 1, 1, 1048576, 1048576>, lhs_strides = array<i64: 1099511627776, 1099511627776, 1048576, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 1, 1, 1048576, 16>, rhs_strides = array<i64: 16777216, 16777216, 16, 1>, shape = array<i64: 1, 1, 1048576, 16>} : (tensor<1x1x1048576x1048576xbf16>, tensor<1x1x1048576x16xbf16>) -> tensor<1x1x1048576x16xbf16>
+  return %o : tensor<1x1x1048576x16xbf16>
+}
+
+// -----
+
 // Tests Hugging Face's BERT mask (transformers 5): the padding mask
 // [B, 1, 1, N] and-ed with an all-true [1, 1, M, 1], expanded to
 // [B, 1, M, N] and turned into 0 / -inf in each layer. The fused op reads
