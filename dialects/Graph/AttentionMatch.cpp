@@ -49,6 +49,23 @@ Value throughSliceViews(Value v) {
   return v;
 }
 
+/// Whether `holds(value, row, column)` is true of every element of
+/// `values` read as [..., rows, cols] slices (stopping at the first that
+/// is not).
+template <typename T, typename Holds>
+bool everySliceElement(DenseElementsAttr values,
+                       std::pair<int64_t, int64_t> extents, Holds holds) {
+  auto [rows, cols] = extents;
+  int64_t index = 0;
+  for (T value : values.getValues<T>()) {
+    int64_t col = index % cols, row = (index / cols) % rows;
+    ++index;
+    if (!holds(value, row, col))
+      return false;
+  }
+  return true;
+}
+
 /// Whether the boolean `condition`, broadcast to [..., M, N], is false
 /// wherever the column exceeds the row: a constant lower triangle of
 /// exactly [M, N] slices, or the `and` of one with anything (a decoder's
@@ -64,18 +81,13 @@ bool falseAboveDiagonal(Value condition, std::pair<int64_t, int64_t> extents) {
   auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!values || !values.getElementType().isInteger(1))
     return false;
-  auto [rows, cols] = extents;
   // A splat may stand for more elements than could be walked.
   if (values.isSplat())
-    return !values.getSplatValue<bool>() || cols <= 1;
-  int64_t index = 0;
-  for (bool value : values.getValues<bool>()) {
-    int64_t col = index % cols, row = (index / cols) % rows;
-    ++index;
-    if (value && col > row)
-      return false;
-  }
-  return true;
+    return !values.getSplatValue<bool>() || extents.second <= 1;
+  return everySliceElement<bool>(values, extents,
+                                 [](bool value, int64_t row, int64_t col) {
+                                   return !value || col <= row;
+                                 });
 }
 
 } // namespace
@@ -93,14 +105,11 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
       APFloat value = values.getSplatValue<APFloat>();
       return (value.isInfinity() && value.isNegative()) || keys <= 1;
     }
-    int64_t index = 0;
-    for (APFloat value : values.getValues<APFloat>()) {
-      int64_t col = index % keys, row = (index / keys) % queries;
-      ++index;
-      if (col > row && !(value.isInfinity() && value.isNegative()))
-        return false;
-    }
-    return true;
+    return everySliceElement<APFloat>(
+        values, {queries, keys},
+        [](const APFloat &value, int64_t row, int64_t col) {
+          return col <= row || (value.isInfinity() && value.isNegative());
+        });
   }
   auto select = bias.getDefiningOp<WhereOp>();
   return select && isMinusInfSplat(select.getY()) &&
@@ -138,15 +147,10 @@ bool isLowerTriangle(Value v, std::pair<int64_t, int64_t> extents) {
   auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
   if (!values || !values.getElementType().isInteger(1))
     return false;
-  auto [rows, cols] = extents;
-  int64_t index = 0;
-  for (bool value : values.getValues<bool>()) {
-    int64_t col = index % cols, row = (index / cols) % rows;
-    ++index;
-    if (value != (col <= row))
-      return false;
-  }
-  return true;
+  return everySliceElement<bool>(values, extents,
+                                 [](bool value, int64_t row, int64_t col) {
+                                   return value == (col <= row);
+                                 });
 }
 
 } // namespace
@@ -159,15 +163,12 @@ bool onlyHidesKeysPastQuery(Value bias, int64_t queries, int64_t keys) {
     auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
     if (!values || !isa<FloatType>(values.getElementType()))
       return false;
-    int64_t index = 0;
-    for (APFloat value : values.getValues<APFloat>()) {
-      int64_t col = index % keys, row = (index / keys) % queries;
-      ++index;
-      bool hidden = value.isInfinity() && value.isNegative();
-      if (col > row ? !hidden : !value.isZero())
-        return false;
-    }
-    return true;
+    return everySliceElement<APFloat>(
+        values, {queries, keys},
+        [](const APFloat &value, int64_t row, int64_t col) {
+          return col <= row ? value.isZero()
+                            : value.isInfinity() && value.isNegative();
+        });
   }
   auto select = bias.getDefiningOp<WhereOp>();
   if (!select || !isMinusInfSplat(select.getY()) ||

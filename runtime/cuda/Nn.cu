@@ -873,6 +873,15 @@ __global__ void pool2dLastKernel(const uint4 *x, uint4 *y, Pool2d p) {
   y[(blockIdx.y * p.outW + ow) * p.units + unit] = acc.store();
 }
 
+template <int E>
+void launchPool2dAs(bool isMax, dim3 grid, int block, const uint4 *x, uint4 *y,
+                    const Pool2d &q, cudaStream_t s) {
+  if (isMax)
+    pool2dLastKernel<true, E><<<grid, block, 0, s>>>(x, y, q);
+  else
+    pool2dLastKernel<false, E><<<grid, block, 0, s>>>(x, y, q);
+}
+
 /// Runs pool2dLastKernel where it applies (`element`: FusedParams::F32,
 /// BF16 or F16); false where the general kernels must.
 bool launchPool2dLast(const void *x, void *y, const PoolParams &p,
@@ -912,28 +921,13 @@ bool launchPool2dLast(const void *x, void *y, const PoolParams &p,
   auto *out = static_cast<uint4 *>(y);
   switch (element) {
   case FusedParams::F32:
-    if (p.isMax)
-      pool2dLastKernel<true, FusedParams::F32>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
-    else
-      pool2dLastKernel<false, FusedParams::F32>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
+    launchPool2dAs<FusedParams::F32>(p.isMax, grid, kBlock, in, out, q, s);
     break;
   case FusedParams::BF16:
-    if (p.isMax)
-      pool2dLastKernel<true, FusedParams::BF16>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
-    else
-      pool2dLastKernel<false, FusedParams::BF16>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
+    launchPool2dAs<FusedParams::BF16>(p.isMax, grid, kBlock, in, out, q, s);
     break;
   default:
-    if (p.isMax)
-      pool2dLastKernel<true, FusedParams::F16>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
-    else
-      pool2dLastKernel<false, FusedParams::F16>
-          <<<grid, kBlock, 0, s>>>(in, out, q);
+    launchPool2dAs<FusedParams::F16>(p.isMax, grid, kBlock, in, out, q, s);
   }
   return true;
 }
