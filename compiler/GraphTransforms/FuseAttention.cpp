@@ -16,10 +16,18 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     SmallVector<graph::StridedMatMulOp> products;
     getOperation().walk(
         [&](graph::StridedMatMulOp op) { products.push_back(op); });
-    DenseMap<Value, bool> causalMasks;
+    MaskMemo masks;
     for (graph::StridedMatMulOp weighted : products)
-      fuse(weighted, causalMasks);
+      fuse(weighted, masks);
   }
+
+  /// What was found of each mask, which every layer reads: whether it is
+  /// proved causal, and the bias the fused ops read for it (built once, at
+  /// the first layer, which comes before the others).
+  struct MaskMemo {
+    DenseMap<Value, bool> causal;
+    DenseMap<Value, Value> fusedBias;
+  };
 
   /// A value that broadcasts to `v` and equals it there, at
   /// graph::narrowedBiasShape(v, causal): through expands, the deciding
@@ -84,8 +92,7 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
 
   /// Fuses the attention whose last product is `weighted` (scores x
   /// values), if it is one.
-  static void fuse(graph::StridedMatMulOp weighted,
-                   DenseMap<Value, bool> &causalMasks) {
+  static void fuse(graph::StridedMatMulOp weighted, MaskMemo &masks) {
     std::optional<graph::AttentionMatch> match =
         graph::matchAttention(weighted);
     if (!match)
@@ -104,7 +111,7 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     // Every layer reads the same mask: it is proved once.
     bool causal = false;
     if (bias) {
-      auto known = causalMasks.try_emplace(bias, false);
+      auto known = masks.causal.try_emplace(bias, false);
       if (known.second)
         known.first->second = graph::masksAboveDiagonal(bias, queries, keys);
       causal = known.first->second;
@@ -114,12 +121,17 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
                                    weighted.getRhs()};
     // A mask that only hides the keys past each query is the causal
     // masking itself: the fused op reads none.
-    if (bias && !(causal && graph::onlyHidesKeysPastQuery(bias, queries, keys)))
-      operands.push_back(narrowBroadcast(
-          bias,
-          causal ? graph::CausalExtents(std::make_pair(queries, keys))
-                 : std::nullopt,
-          builder));
+    if (bias &&
+        !(causal && graph::onlyHidesKeysPastQuery(bias, queries, keys))) {
+      auto known = masks.fusedBias.try_emplace(bias, Value());
+      if (known.second)
+        known.first->second = narrowBroadcast(
+            bias,
+            causal ? graph::CausalExtents(std::make_pair(queries, keys))
+                   : std::nullopt,
+            builder);
+      operands.push_back(known.first->second);
+    }
     auto fused = graph::AttentionOp::create(
         builder,
         FusedLoc::get(weighted.getContext(),

@@ -99,6 +99,30 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
                                                         : 1e-4f;
   constexpr int kRepeats = 3;
   float best = INFINITY;
+  // Each candidate that agreed: its best time so far, and the buffer it
+  // wrote (a library may rebind its plan when the pointers change).
+  struct Timed {
+    size_t candidate;
+    void *result;
+    float msec;
+  };
+  std::vector<Timed> timed;
+  // `repeats` runs of candidate c between two events, after one untimed
+  // run when `warm` (the previous call ran another candidate).
+  auto timeRuns = [&](size_t c, void *result, bool warm, float &msec) {
+    if (warm)
+      status = run(c, result);
+    if (status.ok())
+      status = cudaStatus(cudaEventRecord(start, ctx.stream), "tuning");
+    for (int r = 0; r < kRepeats && status.ok(); ++r)
+      status = run(c, result);
+    if (status.ok())
+      status = cudaStatus(cudaEventRecord(stop, ctx.stream), "tuning");
+    if (status.ok())
+      status = cudaStatus(cudaEventSynchronize(stop), "tuning");
+    return status.ok() &&
+           cudaEventElapsedTime(&msec, start, stop) == cudaSuccess;
+  };
   // The first candidate that runs is the reference the others must agree
   // with: candidate 0 where it runs (a library's default), else the next.
   // (cuDNN's first bf16 convolution of GoogLeNet at times refused it.)
@@ -133,20 +157,31 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
       if (!(diff <= tolerance * std::max(magnitude, 1.f)))
         continue;
     }
-    cudaEventRecord(start, ctx.stream);
-    for (int r = 0; r < kRepeats && status.ok(); ++r)
-      status = run(c, result);
-    cudaEventRecord(stop, ctx.stream);
-    if (status.ok())
-      status = cudaStatus(cudaEventSynchronize(stop), "tuning");
     float msec = 0;
-    if (status.ok() &&
-        cudaEventElapsedTime(&msec, start, stop) == cudaSuccess &&
-        msec < best) {
-      best = msec;
-      chosen = c;
+    if (timeRuns(c, result, false, msec)) {
+      timed.push_back({c, result, msec});
+      if (msec < best) {
+        best = msec;
+        chosen = c;
+      }
     }
   }
+  // One timing is noisy (the clock moves under the power cap): identical
+  // layers of BERT-large chose cuBLAS in 11 of 24 and cuBLASLt in 13, 54
+  // and 49 us. Candidates within 15% of the best are timed again in two
+  // rounds, in turn, and keep their fastest.
+  for (int round = 0; round < 2 && status.ok() && timed.size() > 1; ++round)
+    for (Timed &t : timed) {
+      float msec = 0;
+      if (t.msec > 1.15f * best || !timeRuns(t.candidate, t.result, true, msec))
+        continue;
+      t.msec = std::min(t.msec, msec);
+    }
+  for (const Timed &t : timed)
+    if (t.msec < best || (t.msec == best && t.candidate < chosen)) {
+      best = t.msec;
+      chosen = t.candidate;
+    }
   cudaEventDestroy(start);
   if (stop)
     cudaEventDestroy(stop);

@@ -193,6 +193,31 @@ func.func @padding_expanded(%q: tensor<2x2x4x16xbf16>, %pad: tensor<2x1x1x4xi1>)
 
 // -----
 
+// Tests two layers reading one expanded mask: the narrowed mask is built
+// once, before the first, and both fused ops read it.
+// CHECK-LABEL: func @two_layers_one_mask
+func.func @two_layers_one_mask(%q: tensor<2x2x4x16xbf16>, %pad: tensor<2x1x1x4xi1>) -> tensor<2x2x4x16xbf16> {
+  // CHECK: %[[W:.*]] = graph.where %arg1
+  // CHECK-NOT: graph.where
+  // CHECK: %[[A:.*]] = graph.attention %arg0, %arg0, %arg0, %[[W]]
+  // CHECK-NOT: graph.where
+  // CHECK: graph.attention %[[A]], %[[A]], %[[A]], %[[W]]
+  %true = graph.constant {value = dense<true> : tensor<1x1x4x1xi1>} : () -> tensor<1x1x4x1xi1>
+  %both = graph.and %true, %pad : (tensor<1x1x4x1xi1>, tensor<2x1x1x4xi1>) -> tensor<2x1x4x4xi1>
+  %zero = graph.constant {value = dense<0.000000e+00> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %inf = graph.constant {value = dense<0xFF80> : tensor<1xbf16>} : () -> tensor<1xbf16>
+  %bias = graph.where %both, %zero, %inf {graph.device = 0 : i64} : (tensor<2x1x4x4xi1>, tensor<1xbf16>, tensor<1xbf16>) -> tensor<2x1x4x4xbf16>
+  %s0 = graph.strided_matmul %q, %q {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 2, 2, 4, 4>} : (tensor<2x2x4x16xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x4xbf16>
+  %p0 = graph.softmax %s0, %bias {axis = 3 : i64, graph.device = 0 : i64} : (tensor<2x2x4x4xbf16>, tensor<2x1x4x4xbf16>) -> tensor<2x2x4x4xbf16>
+  %o0 = graph.strided_matmul %p0, %q {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 2, 2, 4, 16>} : (tensor<2x2x4x4xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x16xbf16>
+  %s1 = graph.strided_matmul %o0, %o0 {alpha = 2.500000e-01 : f64, graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 16>, lhs_strides = array<i64: 128, 64, 16, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 16, 4>, rhs_strides = array<i64: 128, 64, 1, 16>, shape = array<i64: 2, 2, 4, 4>} : (tensor<2x2x4x16xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x4xbf16>
+  %p1 = graph.softmax %s1, %bias {axis = 3 : i64, graph.device = 0 : i64} : (tensor<2x2x4x4xbf16>, tensor<2x1x4x4xbf16>) -> tensor<2x2x4x4xbf16>
+  %o1 = graph.strided_matmul %p1, %o0 {graph.device = 0 : i64, lhs_offset = 0 : i64, lhs_shape = array<i64: 2, 2, 4, 4>, lhs_strides = array<i64: 32, 16, 4, 1>, perm = array<i64: 0, 1, 2, 3>, rhs_offset = 0 : i64, rhs_shape = array<i64: 2, 2, 4, 16>, rhs_strides = array<i64: 128, 64, 16, 1>, shape = array<i64: 2, 2, 4, 16>} : (tensor<2x2x4x4xbf16>, tensor<2x2x4x16xbf16>) -> tensor<2x2x4x16xbf16>
+  return %o1 : tensor<2x2x4x16xbf16>
+}
+
+// -----
+
 // Tests a bias that holds a different value for each query (the condition
 // varies along them): nothing narrower is built, and the cast made for a
 // narrower branch is dropped again.
