@@ -1509,8 +1509,9 @@ AttrMap attentionAttrs(const strided::View &q, const strided::View &k,
 // against the CPU's three ops: heads read in place from a fused projection
 // with a causal mask and a fully masked row (16-byte loads), unaligned
 // views (element loads), keys and values shared by every head, BERT's
-// padding mask with aligned and with odd rows, one query;
-// each head size, neither length a multiple of the kernels' steps.
+// padding mask with aligned and with odd rows, one query; stated causal
+// over a padding mask and with none; each head size, aligned and not,
+// neither length a multiple of the kernels' steps.
 TEST(GpuKernels, AttentionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -1628,6 +1629,27 @@ TEST(GpuKernels, AttentionMatchesCpu) {
           "attention", attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true), t,
           {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}}, {b * s, h * d},
           rtol, padding, true, tf32);
+    }
+    for (int64_t d : {16, 128}) {
+      // 16- and 128-wide heads whose rows lie 16 bytes apart (the
+      // asynchronous 16-bit kernel's other instances): a padding mask per
+      // key, and a bias per query and key.
+      int64_t b = 2, h = 2, s = 136, w = 3 * h * d;
+      strided::View q{{b, h, s, d}, {s * w, d, w, 1}, 0};
+      strided::View k{{b, h, d, s}, {s * w, d, 1, w}, h * d};
+      strided::View v{{b, h, s, d}, {s * w, d, w, 1}, 2 * h * d};
+      auto padding = [&](size_t input, std::vector<float> &x) {
+        if (input == 3 && x.size() == size_t(b * s))
+          for (int64_t j = 120; j < s; ++j)
+            x[s + j] = -INFINITY;
+      };
+      AttrMap a = attentionAttrs(q, k, v, {0, 2, 1, 3}, 0.125, true);
+      expectTypedMatchesCpu("attention", a, t,
+                            {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, 1, s}},
+                            {b * s, h * d}, rtol, padding, true, tf32);
+      expectTypedMatchesCpu("attention", a, t,
+                            {{b * s, w}, {b * s, w}, {b * s, w}, {b, 1, s, s}},
+                            {b * s, h * d}, rtol, {}, true, tf32);
     }
     {
       strided::View q{{3, 1, 32}, {32, 32, 1}, 0};
