@@ -817,3 +817,50 @@ save(helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
     [numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "s"),
      init("ratio", np.array(0.5))]), "dropout_mode_huge.onnx")
+
+# attention_causal.onnx: the attention above under a decoder's mask as
+# Hugging Face's exports build it: and(lower triangle [1, 1, 6, 6], the
+# padding mask [batch, 1, 1, 6]) turned into 0 / -inf. partc-fuse-attention
+# marks the op causal and hands it the padding mask alone at [batch, 1, 1,
+# 6]. Its own generator, so that the models above keep their data.
+rng_causal = np.random.default_rng(13)
+cq, ck, cv = (rng_causal.standard_normal((32, 32)) * 0.2 for _ in range(3))
+nodes = [
+    helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+    helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+    helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+] + head_split() + [
+    helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
+    helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
+    helper.make_node("Gather", ["x", "first"], ["x0"], name="first_feature",
+                     axis=2),
+    helper.make_node("GreaterOrEqual", ["x0", "zero"], ["kept"], name="kept"),
+    helper.make_node("Unsqueeze", ["kept", "axes"], ["kept4"], name="kept4"),
+    helper.make_node("And", ["triangle", "kept4"], ["both"], name="both"),
+    helper.make_node("Where", ["both", "zero", "ninf"], ["bias"], name="bias"),
+    helper.make_node("Add", ["ss", "bias"], ["sb"], name="masked"),
+] + head_merge("sb", "y")
+graph = helper.make_graph(
+    nodes, "attention_causal",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 32])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 32])],
+    [init("wq", cq), init("wk", ck), init("wv", cv),
+     init("scale", np.array(4.0)), init("zero", np.array(0.0)),
+     init("ninf", np.array(-np.inf)),
+     numpy_helper.from_array(np.array(0, np.int64), "first"),
+     numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
+     numpy_helper.from_array(np.tril(np.ones((6, 6), bool))[None, None],
+                             "triangle"),
+     numpy_helper.from_array(np.array([-1, 6, 2, 16], np.int64), "heads"),
+     numpy_helper.from_array(np.array([-1, 6, 32], np.int64), "merged")])
+save(graph, "attention_causal.onnx")
+xc = rng_causal.standard_normal((4, 6, 32))
+xc[:, 0, 0] = 1.0  # every row keeps its first token
+keep = (xc[:, :, 0] >= 0)[:, None, None, :] & np.tril(np.ones((6, 6), bool))
+heads16 = lambda t: t.reshape(4, 6, 2, 16).transpose(0, 2, 1, 3)
+sc = heads16(xc @ cq) @ heads16(xc @ ck).transpose(0, 1, 3, 2) / 4.0
+sc = np.where(keep, sc, -np.inf)
+pc = np.exp(sc - sc.max(-1, keepdims=True))
+pc /= pc.sum(-1, keepdims=True)
+yc = (pc @ heads16(xc @ cv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
+write_data_set("attention_causal_data", xc, yc)
