@@ -107,8 +107,9 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
     float msec;
   };
   std::vector<Timed> timed;
-  // `repeats` runs of candidate c between two events, after one untimed
-  // run when `warm` (the previous call ran another candidate).
+  // kRepeats runs of candidate c between two events, after one untimed
+  // run when `warm` (the previous call ran another candidate). A failure
+  // is left in `status`.
   auto timeRuns = [&](size_t c, void *result, bool warm, float &msec) {
     if (warm)
       status = run(c, result);
@@ -173,9 +174,10 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
   for (int round = 0; round < 2 && status.ok() && timed.size() > 1; ++round)
     for (Timed &t : timed) {
       float msec = 0;
-      if (t.msec > 1.15f * best || !timeRuns(t.candidate, t.result, true, msec))
-        continue;
-      t.msec = std::min(t.msec, msec);
+      if (!status.ok())
+        break;
+      if (t.msec <= 1.15f * best && timeRuns(t.candidate, t.result, true, msec))
+        t.msec = std::min(t.msec, msec);
     }
   for (const Timed &t : timed)
     if (t.msec < best || (t.msec == best && t.candidate < chosen)) {
