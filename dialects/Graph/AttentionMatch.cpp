@@ -49,13 +49,37 @@ Value throughSliceViews(Value v) {
   return v;
 }
 
+/// The elements of `v` where a graph.constant of booleans (or of floats)
+/// defines it, else null.
+DenseElementsAttr constantElements(Value v, bool floats) {
+  auto constant = v.getDefiningOp<ConstantOp>();
+  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
+                         : DenseElementsAttr();
+  if (!values || (floats ? !isa<FloatType>(values.getElementType())
+                         : !values.getElementType().isInteger(1)))
+    return DenseElementsAttr();
+  return values;
+}
+
+bool isMinusInf(const APFloat &value) {
+  return value.isInfinity() && value.isNegative();
+}
+
 /// Whether `holds(value, row, column)` is true of every element of
 /// `values` read as [..., rows, cols] slices (stopping at the first that
-/// is not).
+/// is not). `holds` depends on the position only through whether the
+/// column exceeds the row, so a splat, which may stand for more elements
+/// than could be walked, is checked at one position of each kind.
 template <typename T, typename Holds>
 bool everySliceElement(DenseElementsAttr values,
                        std::pair<int64_t, int64_t> extents, Holds holds) {
   auto [rows, cols] = extents;
+  if (values.empty())
+    return true;
+  if (values.isSplat()) {
+    T value = values.getSplatValue<T>();
+    return holds(value, 0, 0) && (cols <= 1 || holds(value, 0, 1));
+  }
   int64_t index = 0;
   for (T value : values.getValues<T>()) {
     int64_t col = index % cols, row = (index / cols) % rows;
@@ -75,15 +99,9 @@ bool falseAboveDiagonal(Value condition, std::pair<int64_t, int64_t> extents) {
   if (auto both = condition.getDefiningOp<AndOp>())
     return falseAboveDiagonal(both.getLhs(), extents) ||
            falseAboveDiagonal(both.getRhs(), extents);
-  auto constant = condition.getDefiningOp<ConstantOp>();
-  if (!constant || lastTwo(condition) != extents)
+  DenseElementsAttr values = constantElements(condition, false);
+  if (!values || lastTwo(condition) != extents)
     return false;
-  auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!values || !values.getElementType().isInteger(1))
-    return false;
-  // A splat may stand for more elements than could be walked.
-  if (values.isSplat())
-    return !values.getSplatValue<bool>() || extents.second <= 1;
   return everySliceElement<bool>(values, extents,
                                  [](bool value, int64_t row, int64_t col) {
                                    return !value || col <= row;
@@ -97,43 +115,40 @@ bool masksAboveDiagonal(Value bias, int64_t queries, int64_t keys) {
     return false;
   bias = throughSliceViews(bias);
   // A mask folded to a constant: -inf above the diagonal of every slice.
-  if (auto constant = bias.getDefiningOp<ConstantOp>()) {
-    auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!values || !isa<FloatType>(values.getElementType()))
-      return false;
-    if (values.isSplat()) {
-      APFloat value = values.getSplatValue<APFloat>();
-      return (value.isInfinity() && value.isNegative()) || keys <= 1;
-    }
+  if (DenseElementsAttr values = constantElements(bias, true))
     return everySliceElement<APFloat>(
         values, {queries, keys},
         [](const APFloat &value, int64_t row, int64_t col) {
-          return col <= row || (value.isInfinity() && value.isNegative());
+          return col <= row || isMinusInf(value);
         });
-  }
+  if (bias.getDefiningOp<ConstantOp>())
+    return false;
   auto select = bias.getDefiningOp<WhereOp>();
   return select && isMinusInfSplat(select.getY()) &&
          falseAboveDiagonal(select.getCondition(), {queries, keys});
 }
 
 bool isAllTrue(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
-                         : DenseElementsAttr();
-  if (!values || !values.getElementType().isInteger(1))
+  DenseElementsAttr values = constantElements(v, false);
+  if (!values)
     return false;
+  // A splat's one value (it may stand for more than could be walked).
+  if (values.isSplat())
+    return values.getSplatValue<bool>();
   return llvm::all_of(values.getValues<bool>(), [](bool b) { return b; });
 }
 
-bool isMinusInfSplat(Value v) {
-  auto constant = v.getDefiningOp<ConstantOp>();
-  auto values = constant ? dyn_cast<DenseElementsAttr>(constant.getValue())
-                         : DenseElementsAttr();
-  if (!values || !values.isSplat() || !isa<FloatType>(values.getElementType()))
-    return false;
-  APFloat value = values.getSplatValue<APFloat>();
-  return value.isInfinity() && value.isNegative();
+namespace {
+
+/// Whether `v` is a splat constant whose value `is` says.
+template <typename Is> bool isFloatSplat(Value v, Is is) {
+  DenseElementsAttr values = constantElements(v, true);
+  return values && values.isSplat() && is(values.getSplatValue<APFloat>());
 }
+
+} // namespace
+
+bool isMinusInfSplat(Value v) { return isFloatSplat(v, isMinusInf); }
 
 namespace {
 
@@ -141,11 +156,8 @@ namespace {
 /// exactly where the column is at most the row.
 bool isLowerTriangle(Value v, std::pair<int64_t, int64_t> extents) {
   v = throughSliceViews(v);
-  auto constant = v.getDefiningOp<ConstantOp>();
-  if (!constant || lastTwo(v) != extents)
-    return false;
-  auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
-  if (!values || !values.getElementType().isInteger(1))
+  DenseElementsAttr values = constantElements(v, false);
+  if (!values || lastTwo(v) != extents)
     return false;
   return everySliceElement<bool>(values, extents,
                                  [](bool value, int64_t row, int64_t col) {
@@ -159,27 +171,17 @@ bool onlyHidesKeysPastQuery(Value bias, int64_t queries, int64_t keys) {
   if (!bias || lastTwo(bias) != std::make_pair(queries, keys))
     return false;
   bias = throughSliceViews(bias);
-  if (auto constant = bias.getDefiningOp<ConstantOp>()) {
-    auto values = dyn_cast<DenseElementsAttr>(constant.getValue());
-    if (!values || !isa<FloatType>(values.getElementType()))
-      return false;
+  if (DenseElementsAttr values = constantElements(bias, true))
     return everySliceElement<APFloat>(
         values, {queries, keys},
         [](const APFloat &value, int64_t row, int64_t col) {
-          return col <= row ? value.isZero()
-                            : value.isInfinity() && value.isNegative();
+          return col <= row ? value.isZero() : isMinusInf(value);
         });
-  }
   auto select = bias.getDefiningOp<WhereOp>();
-  if (!select || !isMinusInfSplat(select.getY()) ||
-      !isLowerTriangle(select.getCondition(), {queries, keys}))
-    return false;
-  auto zero = select.getX().getDefiningOp<ConstantOp>();
-  auto values =
-      zero ? dyn_cast<DenseElementsAttr>(zero.getValue()) : DenseElementsAttr();
-  return values && values.isSplat() &&
-         isa<FloatType>(values.getElementType()) &&
-         values.getSplatValue<APFloat>().isZero();
+  return select && isMinusInfSplat(select.getY()) &&
+         isFloatSplat(select.getX(),
+                      [](const APFloat &value) { return value.isZero(); }) &&
+         isLowerTriangle(select.getCondition(), {queries, keys});
 }
 
 Value decidingOperand(AndOp both, CausalExtents causal) {
