@@ -756,54 +756,73 @@ for name, scale in (("rms_norm.onnx", s), ("rms_norm_bad_scale.onnx",
         [init("s", scale)]), name, opset=23)
 write_data_set("rms_norm_data", x, y)
 
-# attention_padding.onnx: attention (2 heads of 16) with a padding mask as
-# Hugging Face's encoders export it (transformers 5): the mask, here token j of a row is
-# kept where its first feature is >= 0, and-ed with an all-true constant
-# [1, 1, 6, 1], expanded to every query and turned into 0 / -inf.
-# partc-fuse-attention reads it at [batch, 1, 1, 6]. Its own generator, so
-# that the models above keep their data.
-rng_pad = np.random.default_rng(11)
-pq, pk, pv = (rng_pad.standard_normal((32, 32)) * 0.2 for _ in range(3))
-nodes = [
-    helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
-    helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
-    helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
-] + head_split() + [
-    helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
-    helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
-    helper.make_node("Gather", ["x", "first"], ["x0"], name="first_feature",
-                     axis=2),
-    helper.make_node("GreaterOrEqual", ["x0", "zero"], ["kept"], name="kept"),
-    helper.make_node("Unsqueeze", ["kept", "axes"], ["kept4"], name="kept4"),
-    helper.make_node("And", ["all_queries", "kept4"], ["both"], name="both"),
-    helper.make_node("Expand", ["both", "square"], ["full"], name="full"),
-    helper.make_node("Where", ["full", "zero", "ninf"], ["bias"], name="bias"),
-    helper.make_node("Add", ["ss", "bias"], ["sb"], name="masked"),
-] + head_merge("sb", "y")
-graph = helper.make_graph(
-    nodes, "attention_padding",
-    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 32])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 32])],
-    [init("wq", pq), init("wk", pk), init("wv", pv),
-     init("scale", np.array(4.0)), init("zero", np.array(0.0)),
-     init("ninf", np.array(-np.inf)),
-     numpy_helper.from_array(np.array(0, np.int64), "first"),
-     numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
-     numpy_helper.from_array(np.ones((1, 1, 6, 1), bool), "all_queries"),
-     numpy_helper.from_array(np.array([1, 1, 6, 6], np.int64), "square"),
-     numpy_helper.from_array(np.array([-1, 6, 2, 16], np.int64), "heads"),
-     numpy_helper.from_array(np.array([-1, 6, 32], np.int64), "merged")])
-save(graph, "attention_padding.onnx")
-xp = rng_pad.standard_normal((4, 6, 32))
-xp[:, 0, 0] = 1.0  # every row keeps its first token
-keep = (xp[:, :, 0] >= 0)[:, None, None, :]
-heads16 = lambda t: t.reshape(4, 6, 2, 16).transpose(0, 2, 1, 3)
-sp = heads16(xp @ pq) @ heads16(xp @ pk).transpose(0, 1, 3, 2) / 4.0
-sp = np.where(keep, sp, -np.inf)
-pp = np.exp(sp - sp.max(-1, keepdims=True))
-pp /= pp.sum(-1, keepdims=True)
-yp = (pp @ heads16(xp @ pv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
-write_data_set("attention_padding_data", xp, yp)
+# masked_attention(): attention (2 heads of 16) whose mask keeps token j of
+# a row where its first feature is >= 0 (`kept4`, [batch, 1, 1, 6]),
+# combined by `mask_nodes` into the condition `condition` and turned into
+# 0 / -inf, with the data set of `keep(x)`, numpy's view of that condition.
+# Each model has its own generator, so that the models above keep their
+# data.
+def masked_attention(name, seed, mask_nodes, mask_inits, condition, keep):
+    rng = np.random.default_rng(seed)
+    wq, wk, wv = (rng.standard_normal((32, 32)) * 0.2 for _ in range(3))
+    nodes = [
+        helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
+        helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
+        helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
+    ] + head_split() + [
+        helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
+        helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
+        helper.make_node("Gather", ["x", "first"], ["x0"],
+                         name="first_feature", axis=2),
+        helper.make_node("GreaterOrEqual", ["x0", "zero"], ["kept"],
+                         name="kept"),
+        helper.make_node("Unsqueeze", ["kept", "axes"], ["kept4"],
+                         name="kept4"),
+    ] + mask_nodes + [
+        helper.make_node("Where", [condition, "zero", "ninf"], ["bias"],
+                         name="bias"),
+        helper.make_node("Add", ["ss", "bias"], ["sb"], name="masked"),
+    ] + head_merge("sb", "y")
+    graph = helper.make_graph(
+        nodes, name,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                       ["batch", 6, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       ["batch", 6, 32])],
+        [init("wq", wq), init("wk", wk), init("wv", wv),
+         init("scale", np.array(4.0)), init("zero", np.array(0.0)),
+         init("ninf", np.array(-np.inf)),
+         numpy_helper.from_array(np.array(0, np.int64), "first"),
+         numpy_helper.from_array(np.array([1, 2], np.int64), "axes")] +
+        mask_inits +
+        [numpy_helper.from_array(np.array([-1, 6, 2, 16], np.int64), "heads"),
+         numpy_helper.from_array(np.array([-1, 6, 32], np.int64), "merged")])
+    save(graph, name + ".onnx")
+    x = rng.standard_normal((4, 6, 32))
+    x[:, 0, 0] = 1.0  # every row keeps its first token
+    heads = lambda t: t.reshape(4, 6, 2, 16).transpose(0, 2, 1, 3)
+    scores = heads(x @ wq) @ heads(x @ wk).transpose(0, 1, 3, 2) / 4.0
+    scores = np.where(keep(x), scores, -np.inf)
+    p = np.exp(scores - scores.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    y = (p @ heads(x @ wv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
+    write_data_set(name + "_data", x, y)
+
+
+def padding_of(x):
+    return (x[:, :, 0] >= 0)[:, None, None, :]
+
+
+# attention_padding.onnx: the padding mask as Hugging Face's encoders export
+# it (transformers 5): and-ed with an all-true constant [1, 1, 6, 1],
+# expanded to every query. partc-fuse-attention reads it at [batch, 1, 1, 6].
+masked_attention(
+    "attention_padding", 11,
+    [helper.make_node("And", ["all_queries", "kept4"], ["both"], name="both"),
+     helper.make_node("Expand", ["both", "square"], ["full"], name="full")],
+    [numpy_helper.from_array(np.ones((1, 1, 6, 1), bool), "all_queries"),
+     numpy_helper.from_array(np.array([1, 1, 6, 6], np.int64), "square")],
+    "full", padding_of)
 
 # dropout_mode_huge.onnx: Dropout whose training_mode, by the spec a
 # scalar, is a folded constant of 2^40 values (a fuzz finding of session
@@ -818,49 +837,12 @@ save(helper.make_graph(
     [numpy_helper.from_array(np.array([2**20, 2**20], np.int64), "s"),
      init("ratio", np.array(0.5))]), "dropout_mode_huge.onnx")
 
-# attention_causal.onnx: the attention above under a decoder's mask as
-# Hugging Face's exports build it: and(lower triangle [1, 1, 6, 6], the
-# padding mask [batch, 1, 1, 6]) turned into 0 / -inf. partc-fuse-attention
-# marks the op causal and hands it the padding mask alone at [batch, 1, 1,
-# 6]. Its own generator, so that the models above keep their data.
-rng_causal = np.random.default_rng(13)
-cq, ck, cv = (rng_causal.standard_normal((32, 32)) * 0.2 for _ in range(3))
-nodes = [
-    helper.make_node("MatMul", ["x", "wq"], ["q"], name="q_proj"),
-    helper.make_node("MatMul", ["x", "wk"], ["k"], name="k_proj"),
-    helper.make_node("MatMul", ["x", "wv"], ["v"], name="v_proj"),
-] + head_split() + [
-    helper.make_node("MatMul", ["qt", "kt"], ["s"], name="scores"),
-    helper.make_node("Div", ["s", "scale"], ["ss"], name="scale"),
-    helper.make_node("Gather", ["x", "first"], ["x0"], name="first_feature",
-                     axis=2),
-    helper.make_node("GreaterOrEqual", ["x0", "zero"], ["kept"], name="kept"),
-    helper.make_node("Unsqueeze", ["kept", "axes"], ["kept4"], name="kept4"),
-    helper.make_node("And", ["triangle", "kept4"], ["both"], name="both"),
-    helper.make_node("Where", ["both", "zero", "ninf"], ["bias"], name="bias"),
-    helper.make_node("Add", ["ss", "bias"], ["sb"], name="masked"),
-] + head_merge("sb", "y")
-graph = helper.make_graph(
-    nodes, "attention_causal",
-    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 32])],
-    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 32])],
-    [init("wq", cq), init("wk", ck), init("wv", cv),
-     init("scale", np.array(4.0)), init("zero", np.array(0.0)),
-     init("ninf", np.array(-np.inf)),
-     numpy_helper.from_array(np.array(0, np.int64), "first"),
-     numpy_helper.from_array(np.array([1, 2], np.int64), "axes"),
-     numpy_helper.from_array(np.tril(np.ones((6, 6), bool))[None, None],
-                             "triangle"),
-     numpy_helper.from_array(np.array([-1, 6, 2, 16], np.int64), "heads"),
-     numpy_helper.from_array(np.array([-1, 6, 32], np.int64), "merged")])
-save(graph, "attention_causal.onnx")
-xc = rng_causal.standard_normal((4, 6, 32))
-xc[:, 0, 0] = 1.0  # every row keeps its first token
-keep = (xc[:, :, 0] >= 0)[:, None, None, :] & np.tril(np.ones((6, 6), bool))
-heads16 = lambda t: t.reshape(4, 6, 2, 16).transpose(0, 2, 1, 3)
-sc = heads16(xc @ cq) @ heads16(xc @ ck).transpose(0, 1, 3, 2) / 4.0
-sc = np.where(keep, sc, -np.inf)
-pc = np.exp(sc - sc.max(-1, keepdims=True))
-pc /= pc.sum(-1, keepdims=True)
-yc = (pc @ heads16(xc @ cv)).transpose(0, 2, 1, 3).reshape(4, 6, 32)
-write_data_set("attention_causal_data", xc, yc)
+# attention_causal.onnx: a decoder's mask as Hugging Face's exports build
+# it: and(lower triangle [1, 1, 6, 6], the padding mask). partc-fuse-attention
+# marks the op causal and hands it the padding mask alone at [batch, 1, 1, 6].
+masked_attention(
+    "attention_causal", 13,
+    [helper.make_node("And", ["triangle", "kept4"], ["both"], name="both")],
+    [numpy_helper.from_array(np.tril(np.ones((6, 6), bool))[None, None],
+                             "triangle")],
+    "both", lambda x: padding_of(x) & np.tril(np.ones((6, 6), bool)))
