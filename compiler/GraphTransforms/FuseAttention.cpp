@@ -120,17 +120,18 @@ struct FuseAttentionPass : public impl::FuseAttentionBase<FuseAttentionPass> {
     SmallVector<Value> operands = {scores.getLhs(), scores.getRhs(),
                                    weighted.getRhs()};
     // A mask that only hides the keys past each query is the causal
-    // masking itself: the fused op reads none.
-    if (bias &&
-        !(causal && graph::onlyHidesKeysPastQuery(bias, queries, keys))) {
+    // masking itself: the fused op reads none (a null bias in the memo).
+    if (bias) {
       auto known = masks.fusedBias.try_emplace(bias, Value());
-      if (known.second)
+      if (known.second &&
+          !(causal && graph::onlyHidesKeysPastQuery(bias, queries, keys)))
         known.first->second = narrowBroadcast(
             bias,
             causal ? graph::CausalExtents(std::make_pair(queries, keys))
                    : std::nullopt,
             builder);
-      operands.push_back(known.first->second);
+      if (known.first->second)
+        operands.push_back(known.first->second);
     }
     auto fused = graph::AttentionOp::create(
         builder,
