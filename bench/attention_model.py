@@ -4,8 +4,9 @@ for timing graph.attention alone (partc-run --profile, Nsight
 Compute): q, k and v [batch, seq, heads * dim] are split into heads,
 scores = q k^T * scale + bias, softmax, then p v with the heads merged back.
 The bias is an input [batch, 1, 1, seq], BERT's padding mask (the same for
-every query). GPT-2's causal attention is timed in the whole model
-(bench_precision.py): a mask from initializers is not proved causal here.
+every query). With --causal the bias is GPT-2's instead: a boolean
+padding mask [batch, 1, 1, seq] and-ed with the lower triangle, as
+where(mask, 0, -inf), which partc-fuse-attention proves causal.
 """
 import argparse
 
@@ -14,7 +15,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
-def build(batch, seq, heads, dim):
+def build(batch, seq, heads, dim, causal=False):
     width = heads * dim
     nodes, inits = [], []
 
@@ -35,8 +36,18 @@ def build(batch, seq, heads, dim):
     inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT,
                                             [batch, seq, width])
               for n in ("q", "k", "v")]
-    inputs.append(helper.make_tensor_value_info(
-        "bias", TensorProto.FLOAT, [batch, 1, 1, seq]))
+    if causal:
+        inputs.append(helper.make_tensor_value_info(
+            "keep", TensorProto.BOOL, [batch, 1, 1, seq]))
+        const("triangle", np.tril(np.ones((1, 1, seq, seq), bool)))
+        const("zero", np.array(0.0, np.float32))
+        const("ninf", np.array(-np.inf, np.float32))
+        nodes.append(helper.make_node("And", ["triangle", "keep"], ["seen"]))
+        nodes.append(helper.make_node("Where", ["seen", "zero", "ninf"],
+                                      ["bias"]))
+    else:
+        inputs.append(helper.make_tensor_value_info(
+            "bias", TensorProto.FLOAT, [batch, 1, 1, seq]))
     nodes.append(helper.make_node("Add", ["scaled", "bias"], ["masked"]))
     nodes.append(helper.make_node("Softmax", ["masked"], ["probs"], axis=-1))
     nodes.append(helper.make_node("MatMul", ["probs", "v_heads"], ["context"]))
@@ -59,8 +70,9 @@ def main():
     ap.add_argument("--seq", type=int, default=384)
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--causal", action="store_true")
     a = ap.parse_args()
-    onnx.save(build(a.batch, a.seq, a.heads, a.dim), a.out)
+    onnx.save(build(a.batch, a.seq, a.heads, a.dim, a.causal), a.out)
 
 
 if __name__ == "__main__":
