@@ -23,16 +23,20 @@ static double bytesOf(Type t) {
 }
 
 /// The share of the matrix rate fused attention reaches, and the share of
-/// its products a causal mask leaves. 16-bit: cuDNN's kernel on BERT-large
-/// 16 x 384 (1.34 ms for 24 layers on an H100, session 32: 0.29 of the
-/// bf16 rate); GPT-2 medium 8 x 512, causal, 0.80 of the full products'
-/// time (blocks on the diagonal are computed whole). f32: partc's TF32
+/// its products a causal mask leaves. 16-bit: cuDNN's sm90 kernel with
+/// the mask read at its own shape (session 36), on one H200 (session 38
+/// profiles, times 1.17 for the sustained step's clock, less the fixed
+/// cost): BERT-large 16 x 384 42.2 us a layer and 4 x 384 14.8 (0.39 and
+/// 0.44 of the bf16 rate; 0.29 in session 32 on an H100, when the kernel
+/// read the mask broadcast to every head and query); GPT-2 medium 8 x 512,
+/// causal, 30 us, 0.8 of the full products' work at 0.39 (blocks on the
+/// diagonal are computed whole). f32: partc's TF32
 /// kernel on one H200 (session 36), which takes two tiles of queries a
 /// warp where it can (64-wide heads or narrower, 256 queries or more, no
 /// causal mask): 0.37 of the TF32 rate (BERT-large, 2.18 ms), else one,
 /// 0.28 (GPT-2 medium, causal, 2.09 ms with the 0.8 share; BERT-large on
 /// one tile 2.79 ms, 0.29).
-constexpr double kAttentionUtilization16 = 0.29;
+constexpr double kAttentionUtilization16 = 0.39;
 constexpr double kAttentionUtilizationF32 = 0.28;
 constexpr double kAttentionUtilizationF32TwoTiles = 0.37;
 constexpr double kCausalAttentionShare = 0.8;
@@ -45,6 +49,16 @@ constexpr double kCausalAttentionShare = 0.8;
 /// it). TF32 products reach about the preset's
 /// rate (0.64 of the peak), so f32 keeps it.
 constexpr double kSixteenBitProductShare = 1.2;
+/// Fixed costs, as shares of the preset's launchSeconds (7 us on the GPU
+/// presets, fitted to ResNet-50's convolutions at batches 64 and 16, where
+/// it also absorbs their waves at the small batch). BERT-large's profiles
+/// at batches 4 and 16 (H200, session 38) show less: cuBLASLt's 16-bit
+/// GEMMs take about 3.2 us more than their FLOPs at the marginal rate
+/// (the intercept across the two batches; 3.7 at the sustained clock),
+/// TF32 ones about 7; a layer norm streams its rows at bandwidth with
+/// about 2 us beside (3.1 us for 6 MB, 5.5 for 25 MB).
+constexpr double kSixteenBitProductFixedShare = 0.5;
+constexpr double kRowNormalizationFixedShare = 0.3;
 
 /// Whether `softmax` sits between attention's two products.
 static bool isAttentionSoftmax(graph::SoftmaxOp softmax) {
@@ -89,6 +103,9 @@ static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
   int64_t queries = scoresType.getDimSize(rank - 2);
   bool twoTiles =
       !causal && queries >= 256 && m.scores.getLhsShape().back() <= 64;
+  // cuDNN's attention keeps the whole fixed cost (about 6.5 us at the
+  // sustained clock, the intercept across BERT-large's two batches).
+  w.fixedShare = 1.0;
   w.matrixUtilization = w.sixteenBit ? kAttentionUtilization16
                         : twoTiles   ? kAttentionUtilizationF32TwoTiles
                                      : kAttentionUtilizationF32;
@@ -167,8 +184,12 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
   for (Type t : op->getResultTypes())
     outs.push_back(toTensorType(cast<ShapedType>(t)));
   if (w.sixteenBit &&
-      isa<graph::MatMulOp, graph::GemmOp, graph::StridedMatMulOp>(op))
+      isa<graph::MatMulOp, graph::GemmOp, graph::StridedMatMulOp>(op)) {
     w.matrixUtilization = kSixteenBitProductShare;
+    w.fixedShare = kSixteenBitProductFixedShare;
+  }
+  if (isa<graph::LayerNormOp, graph::RmsNormOp>(op))
+    w.fixedShare = kRowNormalizationFixedShare;
   w.kernel = kernelNameFor(op);
   w.attrs = toKernelAttrs(op);
   // A chain that will read a concatenation's parts (partc-fuse-concat,
@@ -256,7 +277,7 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
                     : d.vectorFlops;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;
-  double roofline = std::max(compute, memory) + d.launchSeconds;
+  double roofline = std::max(compute, memory) + d.launchSeconds * w.fixedShare;
   // A measured full-batch time scaled linearly to a micro-batch ignores the
   // fixed costs that dominate small kernels; the roofline with its launch
   // cost bounds it from below, so tiny micro-batches never look free.

@@ -34,6 +34,10 @@ struct OpWork {
   /// Products on bf16 or f16 operands run at the tensor cores' 16-bit
   /// rate (--precision).
   bool sixteenBit = false;
+  /// The kernel's fixed cost beyond its roofline, as a share of the
+  /// device's launchSeconds (below 1 for the kernels profiles show pay
+  /// less: 16-bit GEMMs, layer norms).
+  double fixedShare = 1.0;
   bool batched = false;
   std::string signature; // kernel signature, for cost tables
   /// What the signature is made of, to name the kernel at a micro-batch.
