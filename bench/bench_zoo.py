@@ -7,6 +7,12 @@ the same GPU, fp32 with TF32 allowed on both sides. PyTorch runs the
 transformers implementation users get (scaled_dot_product_attention).
 partc's outputs are compared with PyTorch's float32 CPU outputs. Prints a
 markdown table and where partc's kernel time goes; never a test.
+
+For the one-GPU plan of each --precisions entry the table also gives the
+cost model's predicted step (partc compile --explain, the GPU's preset)
+and the step predicted again from that plan's own profile (--cost-table),
+each against the streamed time: the zoo's rows of docs/cost-model.md's
+error per model family.
 """
 import argparse
 import importlib.util
@@ -72,6 +78,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--precisions", default="fp32",
+                    help="--precision of each one-GPU plan (fp32,bf16); "
+                         "the multi-GPU plans run the first")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
@@ -83,17 +92,26 @@ def main():
             name, "torchscript", "base", batch, seq, a.work, 17, check=False)
         data = os.path.join(directory, "test_data_set_0")
         eager = time_eager(model, inputs, a.iterations)
-        configs = [("partc", 1, [])]
+        precisions = a.precisions.split(",")
+        configs = [("partc" + ("" if p == "fp32" else " " + p), 1,
+                    ["--precision", p]) for p in precisions]
         if a.gpus >= 2:
+            first = ["--precision", precisions[0]]
             configs += [("partc pipeline", 2, ["--devices", "2", "--strategy",
-                                                "pipeline"]),
+                                                "pipeline"] + first),
                         ("partc data-parallel", 2, ["--devices", "2",
-                                                    "--strategy", "data"])]
+                                                    "--strategy", "data"] +
+                         first)]
         for label, gpus, flags in configs:
-            plan = os.path.join(directory, "%d%s.plan" % (gpus, label[-4:]))
-            sh([os.path.join(a.bin, "partc"), "compile",
-                os.path.join(directory, "model.onnx"), "-o", plan,
-                "--quiet"] + flags)
+            plan = os.path.join(directory, "%d%s.plan" % (
+                gpus, label.replace(" ", "-")))
+            compile_cmd = [os.path.join(a.bin, "partc"), "compile",
+                           os.path.join(directory, "model.onnx"), "-o", plan,
+                           "--explain"] + flags
+            explained = sh(compile_cmd)
+            m = re.search(r"predicted step ([0-9.]+) ms", explained)
+            predicted = float(m.group(1)) if m else None
+            calibrated = None
             run = [os.path.join(a.bin, "partc-run"), plan, "--backend", "cuda"]
             for i, k in enumerate(inputs):
                 run += ["--input", "%s=%s" % (k, os.path.join(
@@ -117,6 +135,11 @@ def main():
                 table = os.path.join(directory, "profile.json")
                 sh(run + ["--keep-inputs", "--quiet", "--iterations", "5",
                           "--warmup", "2", "--profile", table])
+                again = sh(compile_cmd[:4] + [plan + ".calibrated",
+                                              "--explain", "--cost-table",
+                                              table] + flags)
+                m = re.search(r"predicted step ([0-9.]+) ms", again)
+                calibrated = float(m.group(1)) if m else None
                 with open(table) as f:
                     kernels = json.load(f)["kernels"]
                 by_kind = {}
@@ -128,18 +151,31 @@ def main():
                           by_kind.items(), key=lambda x: -x[1])[:8])), flush=True)
             rows.append((name, batch, seq, label, gpus, eager, latency,
                          streamed, err,
-                         fallback.group(0) if fallback else ""))
-            print("%s %s on %d GPU(s): eager %.2f ms, partc latency %.2f, "
-                  "streamed %.2f ms/batch, rel err %.1e %s" %
-                  (rows[-1][:1] + rows[-1][3:5] + rows[-1][5:10]), flush=True)
+                         fallback.group(0) if fallback else "", predicted,
+                         calibrated))
+            print(json.dumps({"model": name, "batch": batch, "seq": seq,
+                              "plan": label, "gpus": gpus, "eager_ms": eager,
+                              "latency_ms": latency, "streamed_ms": streamed,
+                              "predicted_ms": predicted,
+                              "calibrated_ms": calibrated, "rel_err": err,
+                              "host_fallback": rows[-1][9]}), flush=True)
+
+    def versus(ms, measured):
+        if ms is None:
+            return "-"
+        return "%.2f (%+.0f%%)" % (ms, 100.0 * (ms / measured - 1.0))
+
     print("\n| model | batch x seq | plan | GPUs | PyTorch eager ms | partc "
-          "latency ms | partc streamed ms/batch | vs eager | rel err |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "latency ms | partc streamed ms/batch | vs eager | predicted | "
+          "calibrated | rel err |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for (name, batch, seq, label, gpus, eager, latency, streamed, err,
-         fallback) in rows:
-        print("| %s | %d x %s | %s | %d | %.2f | %.2f | %.2f | %.2fx | %.1e%s |"
+         fallback, predicted, calibrated) in rows:
+        print("| %s | %d x %s | %s | %d | %.2f | %.2f | %.2f | %.2fx | %s | "
+              "%s | %.1e%s |"
               % (name, batch, seq or "224^2", label, gpus, eager, latency,
-                 streamed, eager / streamed, err,
+                 streamed, eager / streamed, versus(predicted, streamed),
+                 versus(calibrated, streamed), err,
                  " (" + fallback + ")" if fallback else ""))
 
 
