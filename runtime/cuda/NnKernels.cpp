@@ -344,12 +344,14 @@ void registerNnGpuKernels(GpuKernelTable &t) {
             launchLayerNorm16(in[0].data, in[1].data,
                               hasBias ? in[2].data : nullptr, out[0].data, rows,
                               cols, sm, bm, eps,
-                              static_cast<unsigned char>(element), ctx.stream),
+                              static_cast<unsigned char>(element), ctx.stream,
+                              ctx.options.dependentLaunch),
             "layer_norm");
       return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
                                         hasBias ? in[2].as<float>() : nullptr,
                                         out[0].as<float>(), rows, cols, sm, bm,
-                                        eps, ctx.stream),
+                                        eps, ctx.stream,
+                                        ctx.options.dependentLaunch),
                         "layer_norm");
     });
     return Status();

@@ -1918,4 +1918,113 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
   cudaFree(back);
 }
 
+// A layer norm launched dependent (CudaOptions::dependentLaunch) may be
+// scheduled while the kernel before it drains; it must still read what
+// that kernel wrote. The input is zeroed, then filled by a kernel the
+// layer norm follows at once, so rows read too early would come out as
+// zeros (a race this can catch, not prove absent). Directly on a stream
+// and replayed from a captured graph (where the launch becomes a
+// programmatic edge), f32 and bf16.
+TEST(GpuKernels, DependentLayerNormWaitsForItsInput) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  int major = 0;
+  ASSERT_EQ(
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0),
+      cudaSuccess);
+  if (major < 9)
+    GTEST_SKIP() << "programmatic dependent launch needs compute capability "
+                    "9.0; this GPU has "
+                 << major << ".x";
+  const int64_t rows = 6144, cols = 1024, n = rows * cols;
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
+  for (bool sixteen : {false, true}) {
+    SCOPED_TRACE(sixteen ? "bf16" : "f32");
+    size_t bytes = sixteen ? 2 : 4;
+    unsigned char element = sixteen ? FusedParams::BF16 : FusedParams::F32;
+    void *x, *scale, *bias, *y;
+    for (void **p : {&x, &y})
+      ASSERT_EQ(cudaMalloc(p, n * bytes), cudaSuccess);
+    for (void **p : {&scale, &bias})
+      ASSERT_EQ(cudaMalloc(p, cols * bytes), cudaSuccess);
+    ASSERT_EQ(launchFillPattern(scale, cols, 7, stream, element), cudaSuccess);
+    ASSERT_EQ(launchFillPattern(bias, cols, 8, stream, element), cudaSuccess);
+    auto produceThenNormalize = [&]() {
+      EXPECT_EQ(launchFillPattern(x, n, 3, stream, element), cudaSuccess);
+      EXPECT_EQ(sixteen ? launchLayerNorm16(x, scale, bias, y, rows, cols, cols,
+                                            cols, 1e-5f, element, stream,
+                                            /*dependent=*/true)
+                        : launchLayerNorm(static_cast<float *>(x),
+                                          static_cast<float *>(scale),
+                                          static_cast<float *>(bias),
+                                          static_cast<float *>(y), rows, cols,
+                                          cols, cols, 1e-5f, stream,
+                                          /*dependent=*/true),
+                cudaSuccess);
+    };
+    // Host values of a device buffer of `count` elements.
+    auto fetch = [&](const void *d, int64_t count) {
+      std::vector<float> v(count);
+      if (sixteen) {
+        std::vector<uint16_t> raw(count);
+        cudaMemcpy(raw.data(), d, count * 2, cudaMemcpyDeviceToHost);
+        for (int64_t i = 0; i < count; ++i) {
+          uint32_t bits = uint32_t(raw[i]) << 16;
+          std::memcpy(&v[i], &bits, 4);
+        }
+      } else {
+        cudaMemcpy(v.data(), d, count * 4, cudaMemcpyDeviceToHost);
+      }
+      return v;
+    };
+    for (bool captured : {false, true}) {
+      SCOPED_TRACE(captured ? "graph" : "stream");
+      ASSERT_EQ(cudaMemsetAsync(x, 0, n * bytes, stream), cudaSuccess);
+      ASSERT_EQ(cudaMemsetAsync(y, 0, n * bytes, stream), cudaSuccess);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      if (captured) {
+        cudaGraph_t graph;
+        cudaGraphExec_t exec;
+        ASSERT_EQ(
+            cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+        produceThenNormalize();
+        ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+      } else {
+        produceThenNormalize();
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      }
+      std::vector<float> in = fetch(x, n), got = fetch(y, n),
+                         g = fetch(scale, cols), b = fetch(bias, cols);
+      double worst = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *row = in.data() + r * cols;
+        double mean = 0, var = 0;
+        for (int64_t c = 0; c < cols; ++c)
+          mean += row[c];
+        mean /= cols;
+        for (int64_t c = 0; c < cols; ++c)
+          var += (row[c] - mean) * (row[c] - mean);
+        double inv = 1.0 / std::sqrt(var / cols + 1e-5);
+        for (int64_t c = 0; c < cols; ++c) {
+          double want = (row[c] - mean) * inv * g[c] + b[c];
+          worst = std::max(worst, std::abs(want - got[r * cols + c]));
+        }
+      }
+      // bf16 rounds each output once (about 2^-8 of values up to ~4).
+      EXPECT_LT(worst, sixteen ? 3e-2 : 1e-4);
+    }
+    for (void *p : {x, scale, bias, y})
+      cudaFree(p);
+  }
+  cudaStreamDestroy(stream);
+}
+
 } // namespace
