@@ -58,6 +58,9 @@ def main():
     ap.add_argument("--devices", default="1",
                     help="partc compile --devices: the GPU's preset for the "
                          "cost model's prediction (1xh100, 1xh200)")
+    ap.add_argument("--run-flags", default="",
+                    help="extra partc-run flags for the timed runs, "
+                         "space-separated (--dependent-launch)")
     ap.add_argument("--no-torch", action="store_true",
                     help="export only (torch_peers --no-compile --no-bf16)")
     a = ap.parse_args()
@@ -108,7 +111,7 @@ def main():
                               "--backend", "cuda", "--iterations",
                               str(a.iterations), "--warmup", "5",
                               "--keep-inputs", "--stream", "--quiet"] +
-                             extra + inputs)
+                             a.run_flags.split() + extra + inputs)
                     m = re.search(r"([0-9.]+) ms per batch", out)
                     return float(m.group(1)) if m else None
                 partc_ms[precision] = timed(["--keep-outputs"])
