@@ -1964,20 +1964,27 @@ TEST(GpuKernels, DependentLayerNormWaitsForItsInput) {
                                           /*dependent=*/true),
                 cudaSuccess);
     };
-    // Host values of a device buffer of `count` elements.
+    // The CPU's layer norm is the reference (bf16 rounded as the plan
+    // rounds it); buffers are copied back as they lie.
+    DType dtype = sixteen ? DType::BF16 : DType::F32;
+    TensorType rowsType{dtype, {rows, cols}}, paramType{dtype, {cols}};
+    AttrMap attrs;
+    attrs.set("axis", AttrValue::ofInts({1}));
+    attrs.set("epsilon", AttrValue::ofFloats({1e-5}));
+    std::unique_ptr<Kernel> cpu;
+    ASSERT_TRUE(createCpuKernel("layer_norm", attrs,
+                                {rowsType, paramType, paramType}, {rowsType},
+                                cpu)
+                    .ok());
     auto fetch = [&](const void *d, int64_t count) {
-      std::vector<float> v(count);
-      if (sixteen) {
-        std::vector<uint16_t> raw(count);
-        cudaMemcpy(raw.data(), d, count * 2, cudaMemcpyDeviceToHost);
-        for (int64_t i = 0; i < count; ++i) {
-          uint32_t bits = uint32_t(raw[i]) << 16;
-          std::memcpy(&v[i], &bits, 4);
-        }
-      } else {
-        cudaMemcpy(v.data(), d, count * 4, cudaMemcpyDeviceToHost);
-      }
-      return v;
+      std::vector<uint8_t> raw(count * bytes);
+      cudaMemcpy(raw.data(), d, raw.size(), cudaMemcpyDeviceToHost);
+      return raw;
+    };
+    auto valueAt = [&](const std::vector<uint8_t> &raw, int64_t i) {
+      if (sixteen)
+        return bf16ToFloat(reinterpret_cast<const uint16_t *>(raw.data())[i]);
+      return reinterpret_cast<const float *>(raw.data())[i];
     };
     for (bool captured : {false, true}) {
       SCOPED_TRACE(captured ? "graph" : "stream");
@@ -2001,24 +2008,19 @@ TEST(GpuKernels, DependentLayerNormWaitsForItsInput) {
         produceThenNormalize();
         ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
       }
-      std::vector<float> in = fetch(x, n), got = fetch(y, n),
-                         g = fetch(scale, cols), b = fetch(bias, cols);
+      std::vector<uint8_t> in = fetch(x, n), got = fetch(y, n),
+                           g = fetch(scale, cols), b = fetch(bias, cols),
+                           want(n * bytes);
+      ASSERT_TRUE(cpu->run({{in.data(), rowsType},
+                            {g.data(), paramType},
+                            {b.data(), paramType}},
+                           {{want.data(), rowsType}})
+                      .ok());
       double worst = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *row = in.data() + r * cols;
-        double mean = 0, var = 0;
-        for (int64_t c = 0; c < cols; ++c)
-          mean += row[c];
-        mean /= cols;
-        for (int64_t c = 0; c < cols; ++c)
-          var += (row[c] - mean) * (row[c] - mean);
-        double inv = 1.0 / std::sqrt(var / cols + 1e-5);
-        for (int64_t c = 0; c < cols; ++c) {
-          double want = (row[c] - mean) * inv * g[c] + b[c];
-          worst = std::max(worst, std::abs(want - got[r * cols + c]));
-        }
-      }
-      // bf16 rounds each output once (about 2^-8 of values up to ~4).
+      for (int64_t i = 0; i < n; ++i)
+        worst = std::max<double>(worst,
+                                 std::abs(valueAt(want, i) - valueAt(got, i)));
+      // bf16: one rounding apart at most (2^-8 of values up to ~4).
       EXPECT_LT(worst, sixteen ? 3e-2 : 1e-4);
     }
     for (void *p : {x, scale, bias, y})
