@@ -60,7 +60,7 @@ def main():
                          "cost model's prediction (1xh100, 1xh200)")
     ap.add_argument("--run-flags", default="",
                     help="extra partc-run flags for the timed runs, "
-                         "space-separated (--dependent-launch)")
+                         "space-separated")
     ap.add_argument("--no-torch", action="store_true",
                     help="export only (torch_peers --no-compile --no-bf16)")
     a = ap.parse_args()

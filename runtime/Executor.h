@@ -57,11 +57,6 @@ struct CudaOptions {
   /// memory, as is done anyway between GPUs without peer access (so that
   /// path can be checked on machines whose GPUs all reach each other).
   bool hostStaging = false;
-  /// Experimental (not yet timed): launch the kernels that wait for their
-  /// inputs themselves (layer norms) with programmatic stream serialization
-  /// on GPUs of compute capability 9.0 and up, so that each is scheduled
-  /// while the kernel before it drains instead of after it.
-  bool dependentLaunch = false;
 };
 
 /// A failure made on purpose (partc-run --inject-fault), to check that a

@@ -178,12 +178,6 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     std::string where = "GPU " + std::to_string(ctx.gpu) + " (plan device " +
                         std::to_string(d) + ")";
     PARTC_RETURN_IF_ERROR(cudaStatus(cudaSetDevice(ctx.gpu), where.c_str()));
-    int major = 0;
-    if (ctx.options.dependentLaunch &&
-        (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
-                                ctx.gpu) != cudaSuccess ||
-         major < 9))
-      ctx.options.dependentLaunch = false; // Hopper's griddepcontrol only
     PARTC_RETURN_IF_ERROR(cudaStatus(
         cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking),
         where.c_str()));

@@ -289,17 +289,14 @@ cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
                             int64_t inner, bool log, bool nanToZero,
                             const SoftmaxBias &bias, unsigned char element,
                             cudaStream_t s);
-/// `dependent`: the row kernel may start while the kernel before it in `s`
-/// drains (launchDependent; CudaOptions::dependentLaunch).
 cudaError_t launchLayerNorm16(const void *x, const void *scale,
                               const void *bias, void *y, int64_t rows,
                               int64_t cols, int64_t scaleMod, int64_t biasMod,
-                              float eps, unsigned char element, cudaStream_t s,
-                              bool dependent = false);
+                              float eps, unsigned char element, cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,
-                            float eps, cudaStream_t s, bool dependent = false);
+                            float eps, cudaStream_t s);
 cudaError_t launchGather(const void *data, const void *indices, bool idx64,
                          void *out, int64_t outer, int64_t axisLen,
                          int64_t count, int64_t innerBytes, int *badIndex,

@@ -178,7 +178,6 @@ template <unsigned char E>
 __global__ void __launch_bounds__(kThreads, 6)
     layerNorm16Rows(const u16 *x, const u16 *scale, const u16 *bias, u16 *y,
                     int64_t rows, int64_t cols, float eps) {
-  waitForPriorKernel();
   constexpr unsigned char e = E;
   int lane = threadIdx.x % 32;
   int chunks = static_cast<int>(cols / 128);
@@ -316,8 +315,8 @@ cudaError_t launchSoftmax16(const void *x, void *y, int64_t outer, int64_t axis,
 cudaError_t launchLayerNorm16(const void *x, const void *scale,
                               const void *bias, void *y, int64_t rows,
                               int64_t cols, int64_t scaleMod, int64_t biasMod,
-                              float eps, unsigned char element, cudaStream_t s,
-                              bool dependent) {
+                              float eps, unsigned char element,
+                              cudaStream_t s) {
   if (rows == 0)
     return cudaSuccess;
   auto *in = static_cast<const u16 *>(x);
@@ -327,11 +326,15 @@ cudaError_t launchLayerNorm16(const void *x, const void *scale,
   if (cols % 128 == 0 && cols <= 128 * kRowChunks && scaleMod == cols &&
       (!bias || biasMod == cols) && aligned8(x) && aligned8(y) &&
       aligned8(scale) && (!bias || aligned8(bias))) {
-    auto kernel = element == FusedParams::BF16
-                      ? layerNorm16Rows<FusedParams::BF16>
-                      : layerNorm16Rows<FusedParams::F16>;
-    return launchDependent(dependent, kernel, dim3(blocksFor(rows * 32)),
-                           dim3(kThreads), s, in, g, b, out, rows, cols, eps);
+    if (element == FusedParams::BF16)
+      layerNorm16Rows<FusedParams::BF16>
+          <<<blocksFor(rows * 32), kThreads, 0, s>>>(in, g, b, out, rows, cols,
+                                                     eps);
+    else
+      layerNorm16Rows<FusedParams::F16>
+          <<<blocksFor(rows * 32), kThreads, 0, s>>>(in, g, b, out, rows, cols,
+                                                     eps);
+    return cudaGetLastError();
   }
   layerNorm16Kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       in, g, b, out, cols, scaleMod, biasMod, eps, element);

@@ -19,40 +19,6 @@ namespace partc::runtime::cuda {
 
 constexpr int kThreads = 256;
 
-/// In a kernel launched by launchDependent: waits until the kernel before
-/// it in its stream has finished and its writes are visible. A kernel
-/// launched the usual way returns at once (and before sm_90 it is empty).
-__device__ __forceinline__ void waitForPriorKernel() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-/// Launches `kernel`; with `dependent`, allowed to start before the kernel
-/// before it in `stream` finishes (programmatic stream serialization, a
-/// programmatic edge once captured in a graph). Such a kernel must call
-/// waitForPriorKernel before it reads or writes anything another kernel
-/// touches.
-template <class... Params, class... Args>
-cudaError_t launchDependent(bool dependent, void (*kernel)(Params...),
-                            dim3 grid, dim3 block, cudaStream_t stream,
-                            Args... args) {
-  if (!dependent) {
-    kernel<<<grid, block, 0, stream>>>(static_cast<Params>(args)...);
-    return cudaGetLastError();
-  }
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = block;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
-}
-
 inline int blocksFor(int64_t n) {
   int64_t b = (n + kThreads - 1) / kThreads;
   return static_cast<int>(b < 65535 * 8 ? (b < 1 ? 1 : b) : 65535 * 8);

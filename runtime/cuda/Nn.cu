@@ -482,7 +482,6 @@ constexpr int kLayerNormChunks = 8;
 __global__ void layerNormRowsKernel(const float *x, const float *scale,
                                     const float *bias, float *y, int64_t rows,
                                     int64_t cols, float eps) {
-  waitForPriorKernel();
   int lane = threadIdx.x % 32;
   int chunks = static_cast<int>(cols / 128);
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -1049,7 +1048,7 @@ cudaError_t launchSoftmax(const float *x, float *y, int64_t outer, int64_t axis,
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,
-                            float eps, cudaStream_t s, bool dependent) {
+                            float eps, cudaStream_t s) {
   if (rows == 0)
     return cudaSuccess;
   bool rowsFit = cols % 128 == 0 && cols <= 128 * kLayerNormChunks &&
@@ -1058,9 +1057,9 @@ cudaError_t launchLayerNorm(const float *x, const float *scale,
                  (!bias || aligned16(bias));
   if (rowsFit) {
     // A warp per row.
-    return launchDependent(dependent, layerNormRowsKernel,
-                           dim3(blocksFor(rows * 32)), dim3(kThreads), s, x,
-                           scale, bias, y, rows, cols, eps);
+    layerNormRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, bias, y, rows, cols, eps);
+    return cudaGetLastError();
   }
   layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       x, scale, bias, y, cols, scaleMod, biasMod, eps);

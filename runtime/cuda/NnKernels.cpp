@@ -344,14 +344,12 @@ void registerNnGpuKernels(GpuKernelTable &t) {
             launchLayerNorm16(in[0].data, in[1].data,
                               hasBias ? in[2].data : nullptr, out[0].data, rows,
                               cols, sm, bm, eps,
-                              static_cast<unsigned char>(element), ctx.stream,
-                              ctx.options.dependentLaunch),
+                              static_cast<unsigned char>(element), ctx.stream),
             "layer_norm");
       return cudaStatus(launchLayerNorm(in[0].as<float>(), in[1].as<float>(),
                                         hasBias ? in[2].as<float>() : nullptr,
                                         out[0].as<float>(), rows, cols, sm, bm,
-                                        eps, ctx.stream,
-                                        ctx.options.dependentLaunch),
+                                        eps, ctx.stream),
                         "layer_norm");
     });
     return Status();

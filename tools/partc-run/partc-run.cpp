@@ -109,10 +109,6 @@ void usage() {
       "page-locked host memory,\n"
       "                  as between GPUs without peer access, even where "
       "they have it)\n"
-      "                 [--dependent-launch] (cuda, experimental: start "
-      "layer norms while the kernel\n"
-      "                  before them drains, on compute capability 9.0 and "
-      "up)\n"
       "                 [--devices-per-gpu K] (cuda: run K plan devices on "
       "each GPU, each on its own\n"
       "                  stream, e.g. a data-parallel plan for 2N devices "
@@ -337,8 +333,6 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.devicesPerGpu = static_cast<int>(num);
     } else if (a == "--host-staging") {
       cuda.hostStaging = true;
-    } else if (a == "--dependent-launch") {
-      cuda.dependentLaunch = true;
     } else if (flag == "--step-timeout") {
       PARTC_RETURN_IF_ERROR(value(v));
       if (!parseNumber(v.c_str(), num) || !(num >= 0) || num > 1e7)
