@@ -62,7 +62,8 @@ bool hasLowPrecisionKernel(Operation *op) {
            graph::ConvOp, graph::FusedElementwiseOp, graph::ReshapeOp,
            graph::IdentityOp, graph::TransposeOp, graph::SliceOp,
            graph::ConcatOp, graph::SplitOp, graph::ExpandOp, graph::GatherOp,
-           graph::WhereOp, graph::SoftmaxOp, graph::LayerNormOp>(op) &&
+           graph::WhereOp, graph::SoftmaxOp, graph::LayerNormOp,
+           graph::RmsNormOp>(op) &&
       !isElementwiseStep(op) && !isChannelsLastPool(op))
     return false;
   return true;

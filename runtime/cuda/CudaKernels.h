@@ -293,6 +293,11 @@ cudaError_t launchLayerNorm16(const void *x, const void *scale,
                               const void *bias, void *y, int64_t rows,
                               int64_t cols, int64_t scaleMod, int64_t biasMod,
                               float eps, unsigned char element, cudaStream_t s);
+/// RMS normalization of 16-bit rows (`element`: FusedParams::BF16 or F16),
+/// f32 inside; `scale` (16-bit, may be null) has 1 or cols values.
+cudaError_t launchRmsNorm16(const void *x, const void *scale, void *y,
+                            int64_t rows, int64_t cols, int64_t scaleCount,
+                            float eps, unsigned char element, cudaStream_t s);
 cudaError_t launchLayerNorm(const float *x, const float *scale,
                             const float *bias, float *y, int64_t rows,
                             int64_t cols, int64_t scaleMod, int64_t biasMod,

@@ -276,6 +276,77 @@ __global__ void layerNorm16Kernel(const u16 *x, const u16 *scale,
   }
 }
 
+/// RMS normalization over 16-bit rows, a warp per row (Nn.cu's
+/// rmsNormRowsKernel): the sum of squares in f32, then a second pass over
+/// the row (from cache) that scales it. `scaleCount` is 1 or cols (none
+/// where null). With Vec, eight elements per 16-byte load: cols a
+/// multiple of 8, rows and the scale 16-byte aligned.
+template <unsigned char E, bool Vec>
+__global__ void rmsNorm16Rows(const u16 *x, const u16 *scale, u16 *y,
+                              int64_t rows, int64_t cols, int64_t scaleCount,
+                              float eps) {
+  constexpr unsigned char e = E;
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  int64_t units = Vec ? cols / 8 : cols;
+  float single = scale && scaleCount == 1 ? wideFrom16(scale[0], e) : 1.f;
+  const u16 *perElement = scaleCount == 1 ? nullptr : scale;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    const u16 *xr = x + r * cols;
+    u16 *yr = y + r * cols;
+    float sum = 0.f;
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float v[8];
+        load8(xr + 8 * u, e, v);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          sum += v[i] * v[i];
+      } else {
+        float v = wideFrom16(xr[u], e);
+        sum += v * v;
+      }
+    }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float inv = 1.f / sqrtf(sum / float(cols) + eps);
+    for (int64_t u = lane; u < units; u += 32) {
+      if constexpr (Vec) {
+        float v[8], g[8];
+        load8(xr + 8 * u, e, v);
+        if (perElement)
+          load8(perElement + 8 * u, e, g);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+          v[i] = v[i] * inv * (perElement ? g[i] : single);
+        store8(yr + 8 * u, v, e);
+      } else {
+        float g = perElement ? wideFrom16(perElement[u], e) : single;
+        yr[u] = narrowTo16(wideFrom16(xr[u], e) * inv * g, e);
+      }
+    }
+  }
+}
+
+template <unsigned char E>
+cudaError_t launchRmsNorm16Typed(const u16 *x, const u16 *scale, u16 *y,
+                                 int64_t rows, int64_t cols, int64_t scaleCount,
+                                 float eps, cudaStream_t s) {
+  auto aligned = [](const void *p) {
+    return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+  };
+  bool vec = cols % 8 == 0 && aligned(x) && aligned(y) &&
+             (!scale || scaleCount == 1 || aligned(scale));
+  if (vec)
+    rmsNorm16Rows<E, true><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
+  else
+    rmsNorm16Rows<E, false><<<blocksFor(rows * 32), kThreads, 0, s>>>(
+        x, scale, y, rows, cols, scaleCount, eps);
+  return cudaGetLastError();
+}
+
 bool aligned8(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 7) == 0;
 }
@@ -339,6 +410,21 @@ cudaError_t launchLayerNorm16(const void *x, const void *scale,
   layerNorm16Kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       in, g, b, out, cols, scaleMod, biasMod, eps, element);
   return cudaGetLastError();
+}
+
+cudaError_t launchRmsNorm16(const void *x, const void *scale, void *y,
+                            int64_t rows, int64_t cols, int64_t scaleCount,
+                            float eps, unsigned char element, cudaStream_t s) {
+  if (rows == 0)
+    return cudaSuccess;
+  auto *in = static_cast<const u16 *>(x);
+  auto *g = static_cast<const u16 *>(scale);
+  auto *out = static_cast<u16 *>(y);
+  return element == FusedParams::BF16
+             ? launchRmsNorm16Typed<FusedParams::BF16>(in, g, out, rows, cols,
+                                                       scaleCount, eps, s)
+             : launchRmsNorm16Typed<FusedParams::F16>(in, g, out, rows, cols,
+                                                      scaleCount, eps, s);
 }
 
 } // namespace partc::runtime::cuda

@@ -290,7 +290,8 @@ void registerNnGpuKernels(GpuKernelTable &t) {
   t["log_softmax"] = softmaxFactory(true);
   t["rms_norm"] = [](const KernelArgs &a, DeviceContext &,
                      std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    int element = uniform16(a);
+    if (!allF32(a) && element < 0)
       return Status();
     const Shape &x = a.inputs[0].shape;
     int64_t axis = a.attrs.getInt("axis");
@@ -304,6 +305,12 @@ void registerNnGpuKernels(GpuKernelTable &t) {
     float eps = static_cast<float>(a.attrs.getFloat("epsilon"));
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
+      if (element >= 0)
+        return cudaStatus(
+            launchRmsNorm16(in[0].data, hasScale ? in[1].data : nullptr,
+                            out[0].data, rows, cols, scaleCount, eps,
+                            static_cast<unsigned char>(element), ctx.stream),
+            "rms_norm");
       return cudaStatus(launchRmsNorm(in[0].as<float>(),
                                       hasScale ? in[1].as<float>() : nullptr,
                                       out[0].as<float>(), rows, cols,

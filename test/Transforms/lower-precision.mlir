@@ -45,6 +45,25 @@ func.func @island(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
 
 // -----
 
+// Tests that the normalizations run in bf16 back to back, with no cast
+// between them: an RMS norm with its scale (Llama's and T5's, f32 in the
+// kernel), then a layer norm.
+// CHECK-LABEL: func @norms
+// CHECK: %[[X:.*]] = graph.cast %arg0 {to = bf16}
+// CHECK-DAG: %[[G:.*]] = graph.constant {value = dense<5.000000e-01> : tensor<8xbf16>}
+// CHECK: %[[R:.*]] = graph.rms_norm %[[X]], %[[G]] {{.*}} : (tensor<2x8xbf16>, tensor<8xbf16>) -> tensor<2x8xbf16>
+// CHECK-NEXT: %[[L:.*]] = graph.layer_norm %[[R]], %{{.*}}, %{{.*}} {{.*}} -> tensor<2x8xbf16>
+// CHECK-NEXT: graph.cast %[[L]] {to = f32}
+func.func @norms(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %g = graph.constant {value = dense<0.5> : tensor<8xf32>} : () -> tensor<8xf32>
+  %b = graph.constant {value = dense<0.0> : tensor<8xf32>} : () -> tensor<8xf32>
+  %r = graph.rms_norm %x, %g {axis = 1 : i64, epsilon = 1.0e-6 : f64} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  %l = graph.layer_norm %r, %g, %b {axis = 1 : i64, epsilon = 1.0e-5 : f64} : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<2x8xf32>
+  return %l : tensor<2x8xf32>
+}
+
+// -----
+
 // Tests that integer operands stay as they are: an embedding's table is
 // converted, its indices are not, and the comparison (a bool result) keeps
 // f32 operands.

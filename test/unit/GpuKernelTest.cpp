@@ -1870,6 +1870,13 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
     for (int64_t cols : {int64_t(1024), int64_t(100)})
       expectTypedMatchesCpu("layer_norm", norm, t, {{6, cols}, {cols}, {cols}},
                             {6, cols}, 2e-2f);
+    // RMS norm, eight elements a load (a scale per element, one scale,
+    // none) and one (rows of 100).
+    for (int64_t cols : {int64_t(1024), int64_t(100)})
+      expectTypedMatchesCpu("rms_norm", norm, t, {{6, cols}, {cols}}, {6, cols},
+                            2e-2f);
+    expectTypedMatchesCpu("rms_norm", norm, t, {{6, 64}, {1}}, {6, 64}, 2e-2f);
+    expectTypedMatchesCpu("rms_norm", norm, t, {{6, 64}}, {6, 64}, 2e-2f);
   }
 }
 
