@@ -33,8 +33,13 @@ def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
     `channels_last` form, with transposes around it (a constant weight's is
     folded away; a trained weight is transposed once per step for all its
     readers, and its gradient back), and then moves the transposes through
-    element-wise ops, concatenation, padding and global pooling until pairs
-    cancel, so only the model's inputs and outputs are transposed.
+    element-wise ops, concatenation, padding, global pooling and reshapes
+    that merge dimensions still in order until pairs cancel, so only the
+    model's inputs and outputs are transposed. A 2-D convolution whose
+    filter tiles its input (no overlap, padding or dilation) over fewer than
+    eight channels, a vision transformer's patch embedding, becomes instead
+    one transpose of the input into patches and a product with the filter,
+    channels last: tensor-core convolutions run such few channels badly.
   }];
 }
 

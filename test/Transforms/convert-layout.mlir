@@ -181,3 +181,61 @@ func.func @pool_gradients(%x: tensor<1x2x6x6xf32>, %dy: tensor<1x2x3x3xf32>) -> 
   %a = graph.avg_pool_grad %dy {dilations = array<i64: 1, 1>, input_shape = array<i64: 1, 2, 6, 6>, kernel_shape = array<i64: 2, 2>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x2x3x3xf32>) -> tensor<1x2x6x6xf32>
   return %m, %a : tensor<1x2x6x6xf32>, tensor<1x2x6x6xf32>
 }
+
+// -----
+
+// Tests that a convolution whose filter tiles its input over few channels
+// (a vision transformer's patch embedding) becomes a product of the
+// input's patches, laid out as the filter, with the bias in its epilogue;
+// and that the model's flatten(2).transpose(1, 2) after it cancels with
+// the transpose back to channels first, leaving a view of the product.
+// CHECK-LABEL: func @patch_embedding
+func.func @patch_embedding(%x: tensor<2x3x8x8xf32>) -> tensor<2x4x5xf32> {
+  %w = graph.constant {value = dense<1.0> : tensor<5x3x4x4xf32>} : () -> tensor<5x3x4x4xf32>
+  %b = graph.constant {value = dense<0.5> : tensor<5xf32>} : () -> tensor<5xf32>
+  // CHECK: %[[B:.*]] = graph.reshape %arg0 {shape = array<i64: 2, 3, 2, 4, 2, 4>}
+  // CHECK: %[[T:.*]] = graph.transpose %[[B]] {perm = array<i64: 0, 2, 4, 1, 3, 5>} : (tensor<2x3x2x4x2x4xf32>) -> tensor<2x2x2x3x4x4xf32>
+  // CHECK: %[[P:.*]] = graph.reshape %[[T]] {shape = array<i64: 2, 2, 2, 48>}
+  // CHECK: %[[M:.*]] = graph.matmul %[[P]], %{{.*}}, %{{.*}} : (tensor<2x2x2x48xf32>, tensor<48x5xf32>, tensor<5xf32>) -> tensor<2x2x2x5xf32>
+  // CHECK: %[[V:.*]] = graph.reshape %[[M]] {shape = array<i64: 2, 4, 5>}
+  // CHECK-NOT: graph.transpose
+  // CHECK: return %[[V]]
+  %c = graph.conv %x, %w, %b {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 4, 4>} : (tensor<2x3x8x8xf32>, tensor<5x3x4x4xf32>, tensor<5xf32>) -> tensor<2x5x2x2xf32>
+  %f = graph.reshape %c {shape = array<i64: 2, 5, 4>} : (tensor<2x5x2x2xf32>) -> tensor<2x5x4xf32>
+  %t = graph.transpose %f {perm = array<i64: 0, 2, 1>} : (tensor<2x5x4xf32>) -> tensor<2x4x5xf32>
+  return %t : tensor<2x4x5xf32>
+}
+
+// -----
+
+// Tests that convolutions a product would not run better stay convolutions:
+// overlapping windows, padding, and eight input channels or more.
+// CHECK-LABEL: func @not_patches
+// CHECK-NOT: graph.matmul
+// CHECK-COUNT-3: graph.conv {{.*}}channels_last
+func.func @not_patches(%x: tensor<1x3x8x8xf32>, %y: tensor<1x8x8x8xf32>) -> (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>, tensor<1x2x2x2xf32>) {
+  %w = graph.constant {value = dense<1.0> : tensor<2x3x4x4xf32>} : () -> tensor<2x3x4x4xf32>
+  %v = graph.constant {value = dense<1.0> : tensor<2x8x4x4xf32>} : () -> tensor<2x8x4x4xf32>
+  %a = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 2, 2>} : (tensor<1x3x8x8xf32>, tensor<2x3x4x4xf32>) -> tensor<1x2x3x3xf32>
+  %b = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 2, 2, 2, 2>, strides = array<i64: 4, 4>} : (tensor<1x3x8x8xf32>, tensor<2x3x4x4xf32>) -> tensor<1x2x3x3xf32>
+  %c = graph.conv %y, %v {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 4, 4>} : (tensor<1x8x8x8xf32>, tensor<2x8x4x4xf32>) -> tensor<1x2x2x2xf32>
+  return %a, %b, %c : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>, tensor<1x2x2x2xf32>
+}
+
+// -----
+
+// Tests that a reshape merging dimensions a transpose moved apart (heads
+// joined after attention) keeps its transpose, and that one merging
+// dimensions still in order moves before the transpose.
+// CHECK-LABEL: func @reshape_of_transpose
+// CHECK: %[[T:.*]] = graph.transpose %arg0 {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: graph.reshape %[[T]] {shape = array<i64: 2, 5, 12>}
+// CHECK: %[[R:.*]] = graph.reshape %arg1 {shape = array<i64: 2, 12, 5>}
+// CHECK: graph.transpose %[[R]] {perm = array<i64: 0, 2, 1>} : (tensor<2x12x5xf32>) -> tensor<2x5x12xf32>
+func.func @reshape_of_transpose(%x: tensor<2x3x5x4xf32>, %y: tensor<2x3x4x5xf32>) -> (tensor<2x5x12xf32>, tensor<2x5x12xf32>) {
+  %t = graph.transpose %x {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x3x5x4xf32>) -> tensor<2x5x3x4xf32>
+  %r = graph.reshape %t {shape = array<i64: 2, 5, 12>} : (tensor<2x5x3x4xf32>) -> tensor<2x5x12xf32>
+  %u = graph.transpose %y {perm = array<i64: 0, 3, 1, 2>} : (tensor<2x3x4x5xf32>) -> tensor<2x5x3x4xf32>
+  %s = graph.reshape %u {shape = array<i64: 2, 5, 12>} : (tensor<2x5x3x4xf32>) -> tensor<2x5x12xf32>
+  return %r, %s : tensor<2x5x12xf32>, tensor<2x5x12xf32>
+}
