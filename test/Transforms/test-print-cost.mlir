@@ -65,3 +65,16 @@ func.func @fixed_costs(%x: tensor<4096x1024xbf16>, %w: tensor<1024x1024xbf16>, %
   %q = graph.matmul %u, %v : (tensor<4096x1024xf32>, tensor<1024x1024xf32>) -> tensor<4096x1024xf32>
   return %p, %n, %q : tensor<4096x1024xbf16>, tensor<8x512x1024xf32>, tensor<4096x1024xf32>
 }
+
+// -----
+
+// Tests a 16-bit convolution: 7.40 GFLOP at 0.65 x 0.6 of the bf16 peak
+// (19.18 us) plus 0.6 of the fixed cost (4.2 us; ResNet-50's bf16 fit),
+// where an f32 one of the same shape keeps the TF32 fit (24.93 us plus 7).
+func.func @conv16(%x: tensor<32x56x56x64xbf16>, %w: tensor<64x3x3x64xbf16>, %y: tensor<32x56x56x64xf32>, %v: tensor<64x3x3x64xf32>) -> (tensor<32x56x56x64xbf16>, tensor<32x56x56x64xf32>) {
+  // expected-remark@+1 {{utilization=0.650 h200_us=23.37}}
+  %c = graph.conv %x, %w {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<32x56x56x64xbf16>, tensor<64x3x3x64xbf16>) -> tensor<32x56x56x64xbf16>
+  // expected-remark@+1 {{utilization=1.000 h200_us=31.93}}
+  %d = graph.conv %y, %v {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<32x56x56x64xf32>, tensor<64x3x3x64xf32>) -> tensor<32x56x56x64xf32>
+  return %c, %d : tensor<32x56x56x64xbf16>, tensor<32x56x56x64xf32>
+}
