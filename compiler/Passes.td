@@ -19,7 +19,10 @@ def FoldConstants : Pass<"partc-fold-constants", "mlir::ModuleOp"> {
     samples to fixed positions), and a floating-point add or subtract of zeros or
     multiply or divide by ones that does not broadcast its other operand
     is that operand (an exported attention without a mask adds zeros);
-    a square or cube by Pow is a multiplication.
+    a square or cube by Pow is a multiplication; and a concatenation with
+    negated parts times a constant, a rotary embedding's rotate_half times
+    its sine table, multiplies the parts themselves by the constant
+    negated where they lie.
   }];
 }
 

@@ -154,6 +154,82 @@ struct PowToMultiply : OpRewritePattern<graph::PowOp> {
   }
 };
 
+/// concat(..., -a, ...) * c, with c a constant of the same rank, is
+/// concat(..., a, ...) * c' where c' negates c along the negated parts:
+/// a rotary embedding's rotate_half, concat(-x2, x1), times its sine table
+/// (Llama's, Mistral's, Qwen's exports) then needs no negation kernel, two
+/// kernels a layer. The pieces of c' are graph ops on constants, which the
+/// driver folds.
+struct NegatedPartsIntoFactor : OpRewritePattern<graph::MulOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::MulOp op,
+                                PatternRewriter &rewriter) const override {
+    for (unsigned side : {0u, 1u}) {
+      auto concat = op->getOperand(side).getDefiningOp<graph::ConcatOp>();
+      Value factor = op->getOperand(1 - side);
+      if (!concat || !concat->hasOneUse() ||
+          !factor.getDefiningOp<graph::ConstantOp>() ||
+          concat.getType() != op.getType())
+        continue;
+      auto type = cast<RankedTensorType>(concat.getType());
+      auto factorType = cast<RankedTensorType>(factor.getType());
+      int64_t rank = type.getRank(), axis = concat.getAxis();
+      if (axis < 0)
+        axis += rank;
+      if (factorType.getRank() != rank || !type.hasStaticShape() ||
+          !isa<FloatType>(type.getElementType()))
+        continue;
+      int64_t along = factorType.getDimSize(axis);
+      if (along != 1 && along != type.getDimSize(axis))
+        continue;
+      auto negated = [](Value part) {
+        auto neg = part.getDefiningOp<graph::NegOp>();
+        return neg && neg->hasOneUse() ? neg : graph::NegOp();
+      };
+      if (llvm::none_of(concat.getInputs(), negated))
+        continue;
+      Location loc = op.getLoc();
+      SmallVector<Value> parts, pieces;
+      int64_t offset = 0;
+      for (Value part : concat.getInputs()) {
+        int64_t extent =
+            cast<RankedTensorType>(part.getType()).getDimSize(axis);
+        SmallVector<int64_t> shape(factorType.getShape());
+        shape[axis] = extent;
+        Value piece;
+        if (along == 1) {
+          piece = graph::ExpandOp::create(rewriter, loc, factor,
+                                          rewriter.getDenseI64ArrayAttr(shape));
+        } else {
+          SmallVector<int64_t> starts(rank, 0), ends(factorType.getShape()),
+              steps(rank, 1);
+          starts[axis] = offset;
+          ends[axis] = offset + extent;
+          piece = graph::SliceOp::create(rewriter, loc, factor,
+                                         rewriter.getDenseI64ArrayAttr(starts),
+                                         rewriter.getDenseI64ArrayAttr(ends),
+                                         rewriter.getDenseI64ArrayAttr(steps));
+        }
+        graph::NegOp neg = negated(part);
+        if (neg)
+          piece = graph::NegOp::create(rewriter, loc, piece);
+        pieces.push_back(piece);
+        parts.push_back(neg ? neg.getInput() : part);
+        offset += extent;
+      }
+      auto axisAttr = rewriter.getI64IntegerAttr(axis);
+      Value newFactor =
+          graph::ConcatOp::create(rewriter, loc, pieces, axisAttr);
+      Value newConcat = graph::ConcatOp::create(rewriter, loc, parts, axisAttr);
+      rewriter.replaceOpWithNewOp<graph::MulOp>(
+          op, op.getType(), side == 0 ? newConcat : newFactor,
+          side == 0 ? newFactor : newConcat);
+      return success();
+    }
+    return failure();
+  }
+};
+
 /// A rewrite keeps the replaced op's device (a training pipeline's stages
 /// are cut before the graph is simplified).
 struct KeepDevices : RewriterBase::Listener {
@@ -173,7 +249,8 @@ struct FoldConstantsPass : public impl::FoldConstantsBase<FoldConstantsPass> {
     // The greedy driver folds every op (graph ops fold through their
     // ConstantEvaluable trait and folders) and erases dead pure ops.
     RewritePatternSet patterns(&getContext());
-    patterns.add<GatherInOrder, GatherNdInOrder, PowToMultiply>(&getContext());
+    patterns.add<GatherInOrder, GatherNdInOrder, PowToMultiply,
+                 NegatedPartsIntoFactor>(&getContext());
     patterns.add<DropIdentityOperand<graph::AddOp, true>>(&getContext(), 0.0);
     patterns.add<DropIdentityOperand<graph::SubOp, false>>(&getContext(), 0.0);
     patterns.add<DropIdentityOperand<graph::MulOp, true>>(&getContext(), 1.0);

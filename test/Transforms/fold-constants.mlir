@@ -154,3 +154,49 @@ func.func @empty_pad(%x: tensor<1x4x4x8xf32>) -> (tensor<1x4x4x8xf32>, tensor<1x
   %rows = graph.pad %x {pads = array<i64: 0, 1, 0, 0, 0, 1, 0, 0>} : (tensor<1x4x4x8xf32>) -> tensor<1x6x4x8xf32>
   return %same, %rows : tensor<1x4x4x8xf32>, tensor<1x6x4x8xf32>
 }
+
+// -----
+
+// Tests that a rotary embedding's rotate_half times its sine table,
+// concat(-x2, x1) * s, becomes concat(x2, x1) * s' with s' negated where
+// the negated part lies (the table [1, 2, 1, 4]: its first two columns),
+// so no neg kernel runs; and that a table broadcast along the concatenated
+// axis is widened first.
+// CHECK-LABEL: func @rotate_half
+// CHECK-NOT: graph.neg
+// CHECK-DAG: %[[S:.*]] = graph.constant {value = dense<{{\[\[\[\[}}-1.000000e+00, -2.000000e+00, 3.000000e+00, 4.000000e+00]], {{\[\[}}-5.000000e+00, -6.000000e+00, 7.000000e+00, 8.000000e+00]]]]> : tensor<1x2x1x4xf32>}
+// CHECK-DAG: %[[B:.*]] = graph.constant {value = dense<{{\[\[\[\[}}-2.000000e+00, -2.000000e+00, 2.000000e+00, 2.000000e+00]]]]> : tensor<1x1x1x4xf32>}
+// CHECK: %[[C:.*]] = graph.concat %[[X2:.*]], %[[X1:.*]] {axis = 3 : i64}
+// CHECK: graph.mul %[[C]], %[[S]]
+// CHECK: graph.mul %[[B]], %{{.*}}
+func.func @rotate_half(%x: tensor<3x2x5x4xf32>) -> (tensor<3x2x5x4xf32>, tensor<3x2x5x4xf32>) {
+  %s = graph.constant {value = dense<[[[[1.0, 2.0, 3.0, 4.0]], [[5.0, 6.0, 7.0, 8.0]]]]> : tensor<1x2x1x4xf32>} : () -> tensor<1x2x1x4xf32>
+  %b = graph.constant {value = dense<2.0> : tensor<1x1x1x1xf32>} : () -> tensor<1x1x1x1xf32>
+  %x1 = graph.slice %x {starts = array<i64: 0, 0, 0, 0>, ends = array<i64: 3, 2, 5, 2>, steps = array<i64: 1, 1, 1, 1>} : (tensor<3x2x5x4xf32>) -> tensor<3x2x5x2xf32>
+  %x2 = graph.slice %x {starts = array<i64: 0, 0, 0, 2>, ends = array<i64: 3, 2, 5, 4>, steps = array<i64: 1, 1, 1, 1>} : (tensor<3x2x5x4xf32>) -> tensor<3x2x5x2xf32>
+  %n = graph.neg %x2 : (tensor<3x2x5x2xf32>) -> tensor<3x2x5x2xf32>
+  %r = graph.concat %n, %x1 {axis = 3 : i64} : (tensor<3x2x5x2xf32>, tensor<3x2x5x2xf32>) -> tensor<3x2x5x4xf32>
+  %m = graph.mul %r, %s : (tensor<3x2x5x4xf32>, tensor<1x2x1x4xf32>) -> tensor<3x2x5x4xf32>
+  %n2 = graph.neg %x2 : (tensor<3x2x5x2xf32>) -> tensor<3x2x5x2xf32>
+  %r2 = graph.concat %n2, %x1 {axis = 3 : i64} : (tensor<3x2x5x2xf32>, tensor<3x2x5x2xf32>) -> tensor<3x2x5x4xf32>
+  %m2 = graph.mul %b, %r2 : (tensor<1x1x1x1xf32>, tensor<3x2x5x4xf32>) -> tensor<3x2x5x4xf32>
+  return %m, %m2 : tensor<3x2x5x4xf32>, tensor<3x2x5x4xf32>
+}
+
+// -----
+
+// Tests that a negated part read elsewhere too keeps its neg, and that a
+// factor that is not a constant leaves the product alone.
+// CHECK-LABEL: func @rotate_half_kept
+// CHECK-COUNT-2: graph.neg
+func.func @rotate_half_kept(%x: tensor<2x4xf32>, %y: tensor<2x2xf32>, %f: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x4xf32>) {
+  %s = graph.constant {value = dense<3.0> : tensor<1x4xf32>} : () -> tensor<1x4xf32>
+  %n = graph.neg %y : (tensor<2x2xf32>) -> tensor<2x2xf32>
+  %r = graph.concat %n, %y {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  %m = graph.mul %r, %s : (tensor<2x4xf32>, tensor<1x4xf32>) -> tensor<2x4xf32>
+  %n2 = graph.neg %x : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %z = graph.slice %n2 {starts = array<i64: 0, 0>, ends = array<i64: 2, 2>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x2xf32>
+  %r2 = graph.concat %z, %z {axis = 1 : i64} : (tensor<2x2xf32>, tensor<2x2xf32>) -> tensor<2x4xf32>
+  %m2 = graph.mul %r2, %f : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %m, %n, %m2 : tensor<2x4xf32>, tensor<2x2xf32>, tensor<2x4xf32>
+}
