@@ -63,6 +63,13 @@ Value transposeOf(OpBuilder &b, Location loc, Value v, ArrayRef<int64_t> perm,
   return t.getResult();
 }
 
+/// The result of an op a rewrite created, placed on `device` where set.
+Value onDevice(Operation *created, std::optional<int64_t> device) {
+  if (device)
+    graph::setDevice(created, *device);
+  return created->getResult(0);
+}
+
 /// Replaces `op` by transpose(`moved`, `perm`), where `moved` computes `op`
 /// on the transposes' sources: its types are inferred again and it goes on
 /// `op`'s device.
@@ -159,11 +166,7 @@ void convertPatchConv(graph::ConvOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   std::optional<int64_t> device = graph::getDevice(op);
-  auto placed = [&](Operation *created) {
-    if (device)
-      graph::setDevice(created, *device);
-    return created->getResult(0);
-  };
+  auto placed = [&](Operation *created) { return onDevice(created, device); };
   auto x = cast<RankedTensorType>(op.getInput().getType());
   auto w = cast<RankedTensorType>(op.getWeight().getType());
   int64_t n = x.getDimSize(0), c = x.getDimSize(1), m = w.getDimSize(0);
@@ -357,11 +360,7 @@ struct BatchNormOfTranspose : OpRewritePattern<graph::BatchNormOp> {
       return failure();
     Location loc = op.getLoc();
     std::optional<int64_t> device = graph::getDevice(op);
-    auto placed = [&](Operation *created) {
-      if (device)
-        graph::setDevice(created, *device);
-      return created->getResult(0);
-    };
+    auto placed = [&](Operation *created) { return onDevice(created, device); };
     auto scalarType = RankedTensorType::get({}, type.getElementType());
     Value epsilon = placed(graph::ConstantOp::create(
         rewriter, loc, scalarType,
