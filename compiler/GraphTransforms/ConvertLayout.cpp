@@ -144,15 +144,16 @@ bool isPatchConv(graph::ConvOp op) {
   auto w = cast<RankedTensorType>(op.getWeight().getType());
   if (x.getRank() != 4 || !x.hasStaticShape() || !w.hasStaticShape() ||
       op.getChannelsLast() || op.getGroup() != 1 || op.getActivation() ||
-      op.getEpilogue().size() > 1 || x.getDimSize(1) >= kFewChannels ||
+      op.getEpilogue().size() > 1 || x.getDimSize(1) < 1 ||
+      x.getDimSize(1) >= kFewChannels ||
       w.getDimSize(2) * w.getDimSize(3) == 1) // 1x1: a product already
     return false;
   ArrayRef<int64_t> strides = op.getStrides(), pads = op.getPads(),
                     dilations = op.getDilations();
   for (int64_t d = 0; d < 2; ++d) {
     int64_t kernel = w.getDimSize(2 + d);
-    if (strides[d] != kernel || dilations[d] != 1 || pads[d] != 0 ||
-        pads[2 + d] != 0 || x.getDimSize(2 + d) % kernel != 0)
+    if (kernel < 1 || strides[d] != kernel || dilations[d] != 1 ||
+        pads[d] != 0 || pads[2 + d] != 0 || x.getDimSize(2 + d) % kernel != 0)
       return false;
   }
   return true;
