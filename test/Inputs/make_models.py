@@ -846,3 +846,58 @@ masked_attention(
     [numpy_helper.from_array(np.tril(np.ones((6, 6), bool))[None, None],
                              "triangle")],
     "both", lambda x: padding_of(x) & np.tril(np.ones((6, 6), bool)))
+
+# patch_embed.onnx: a vision transformer's patch embedding, a 4 x 4
+# convolution at stride 4 over 3 channels, then flatten(2).transpose(1, 2)
+# to [batch, patches, width]. partc-convert-layout runs it as a transpose
+# into patches and one product.
+pw = rng.standard_normal((5, 3, 4, 4)) * 0.3
+pb = rng.standard_normal(5) * 0.1
+graph = helper.make_graph(
+    [helper.make_node("Conv", ["x", "pw", "pb"], ["c"], name="patches",
+                      kernel_shape=[4, 4], strides=[4, 4]),
+     helper.make_node("Reshape", ["c", "flat"], ["f"], name="flatten"),
+     helper.make_node("Transpose", ["f"], ["y"], name="tokens", perm=[0, 2, 1])],
+    "patch_embed",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 12])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6, 5])],
+    [init("pw", pw), init("pb", pb),
+     numpy_helper.from_array(np.array([0, 5, 6], np.int64), "flat")])
+save(graph, "patch_embed.onnx")
+xp = rng.standard_normal((4, 3, 8, 12)).astype(np.float32)
+blocks = xp.reshape(4, 3, 2, 4, 3, 4).transpose(0, 2, 4, 1, 3, 5)
+yp = blocks.reshape(4, 6, 48) @ pw.reshape(5, 48).T + pb
+write_data_set("patch_embed_data", xp, yp)
+
+# rotary.onnx: Llama's rotary embedding of queries [batch, 6, 2 heads x
+# 8] as Hugging Face exports it: x * cos + rotate_half(x) * sin with
+# rotate_half(x) = concat(-x[..., 4:], x[..., :4]) and constant tables
+# [1, 1, 6, 8]. partc-fold-constants puts the negation into the sine table.
+positions = np.arange(6)[:, None] / (10000.0 ** (np.arange(4) / 4.0))[None, :]
+angles = np.concatenate([positions, positions], axis=1)[None, None]
+cos_table, sin_table = np.cos(angles), np.sin(angles)
+graph = helper.make_graph(
+    [helper.make_node("Reshape", ["x", "heads"], ["h"], name="heads"),
+     helper.make_node("Transpose", ["h"], ["t"], name="to_heads",
+                      perm=[0, 2, 1, 3]),
+     helper.make_node("Slice", ["t", "zero", "half", "last"], ["x1"], name="x1"),
+     helper.make_node("Slice", ["t", "half", "whole", "last"], ["x2"], name="x2"),
+     helper.make_node("Neg", ["x2"], ["n2"], name="neg"),
+     helper.make_node("Concat", ["n2", "x1"], ["r"], name="rotate_half", axis=-1),
+     helper.make_node("Mul", ["t", "cos"], ["a"], name="by_cos"),
+     helper.make_node("Mul", ["r", "sin"], ["b"], name="by_sin"),
+     helper.make_node("Add", ["a", "b"], ["y"], name="rotary")],
+    "rotary",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 6, 8])],
+    [init("cos", cos_table), init("sin", sin_table),
+     numpy_helper.from_array(np.array([0, 6, 2, 8], np.int64), "heads"),
+     numpy_helper.from_array(np.array([0], np.int64), "zero"),
+     numpy_helper.from_array(np.array([4], np.int64), "half"),
+     numpy_helper.from_array(np.array([8], np.int64), "whole"),
+     numpy_helper.from_array(np.array([-1], np.int64), "last")])
+save(graph, "rotary.onnx")
+xr = rng.standard_normal((4, 6, 16)).astype(np.float32)
+tr = xr.reshape(4, 6, 2, 8).transpose(0, 2, 1, 3)
+rot = np.concatenate([-tr[..., 4:], tr[..., :4]], axis=-1)
+write_data_set("rotary_data", xr, tr * cos_table + rot * sin_table)
