@@ -25,6 +25,9 @@ def main():
     ap.add_argument("--label", default="")
     ap.add_argument("--tail", type=float, default=0.5,
                     help="share of the trace, from its end, to analyse")
+    ap.add_argument("--last", type=int, default=0,
+                    help="analyse the last N kernels instead (a streamed "
+                         "run's steady state, after the tuning at load)")
     ap.add_argument("--batches", type=int, default=0,
                     help="batches in that share, for per-batch figures")
     a = ap.parse_args()
@@ -34,7 +37,7 @@ def main():
             rows.append((int(r["start_ns"]), int(r["end_ns"]),
                          int(r["stream"]), r["name"]))
     rows.sort()
-    rows = rows[int(len(rows) * (1 - a.tail)):]
+    rows = rows[-a.last:] if a.last else rows[int(len(rows) * (1 - a.tail)):]
     if len(rows) < 2:
         print(a.label, "too few kernels:", len(rows))
         return

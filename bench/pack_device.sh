@@ -23,4 +23,7 @@ if [ -n "${OLD_BIN_DIR:-}" ]; then
   tar -C /tmp/partc-pack-old -cJf .device/partc-old.tar.xz bin
 fi
 cp ../shared/bench/torch_baselines.py ../shared/bench/torch_peers.py .device/ 2>/dev/null || true
+# The kernel tracer (bench/kernel_trace.cpp), preloaded on the GPU machine.
+g++ -O2 -shared -fPIC -I/usr/local/cuda/include bench/kernel_trace.cpp \
+  -o .device/libkernel_trace.so -ldl
 du -sh .device/*
