@@ -2,8 +2,9 @@
 """Hugging Face models at their published sizes: partc against PyTorch eager.
 
 Each model (random weights, bench/export_zoo.py) is exported with the
-TorchScript exporter, compiled by partc and timed beside PyTorch eager on
-the same GPU, fp32 with TF32 allowed on both sides. PyTorch runs the
+TorchScript exporter (or the dynamo one, --exporter dynamo), compiled by
+partc and timed beside PyTorch eager on the same GPU, fp32 with TF32
+allowed on both sides. PyTorch runs the
 transformers implementation users get (scaled_dot_product_attention).
 partc's outputs are compared with PyTorch's float32 CPU outputs. Prints a
 markdown table and where partc's kernel time goes; never a test.
@@ -78,6 +79,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--gpus", type=int, default=torch.cuda.device_count())
     ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--exporter", default="torchscript",
+                    help="torchscript or dynamo (torch.onnx.export's "
+                         "default in recent PyTorch)")
     ap.add_argument("--precisions", default="fp32",
                     help="--precision of each one-GPU plan (fp32,bf16); "
                          "the multi-GPU plans run the first")
@@ -89,7 +93,7 @@ def main():
     for name in a.models.split(","):
         batch, seq = MODELS[name]
         directory, model, inputs, expected = exporter.export_one(
-            name, "torchscript", "base", batch, seq, a.work, 17, check=False)
+            name, a.exporter, "base", batch, seq, a.work, 17, check=False)
         data = os.path.join(directory, "test_data_set_0")
         eager = time_eager(model, inputs, a.iterations)
         precisions = a.precisions.split(",")

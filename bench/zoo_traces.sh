@@ -4,7 +4,8 @@
 # PyTorch eager, the cost model's predicted and calibrated steps), then a
 # kernel trace of each bf16 plan's streamed run (bench/kernel_trace.cpp,
 # bench/kernel_gaps.py): how busy the GPU stays and where it waits. A
-# benchmark, never a test. MODELS picks the zoo models (default: all).
+# benchmark, never a test. MODELS picks the zoo models (default: all),
+# EXPORTER torchscript (default) or dynamo.
 set -u
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 L=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
@@ -13,11 +14,12 @@ mkdir -p $W && tar -C $W -xJf .device/partc-bin.tar.xz
 export LD_LIBRARY_PATH=$L/cu13/lib:$L/cudnn/lib:$L/nccl/lib:$L/cublas/lib:$W/lib:${LD_LIBRARY_PATH:-}
 B=$W/bin
 MODELS=${MODELS:-bert,gpt2,vit,llama,t5enc}
+EXPORTER=${EXPORTER:-torchscript}
 timeout ${ZOO_TIMEOUT:-400} python3 bench/bench_zoo.py --bin $B --work /tmp/zoo \
-  --models $MODELS --precisions fp32,bf16 --iterations 30 --gpus 1 2>&1 |
+  --models $MODELS --exporter $EXPORTER --precisions fp32,bf16 --iterations 30 --gpus 1 2>&1 |
   grep -E '^\||kernels [0-9.]+ ms|rror' | cut -c1-300
 for m in ${MODELS//,/ }; do
-  d=/tmp/zoo/$m-torchscript
+  d=/tmp/zoo/$m-$EXPORTER
   [ -f $d/1partc-bf16.plan ] || continue
   ins=""
   i=0

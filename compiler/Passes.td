@@ -38,7 +38,9 @@ def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
     readers, and its gradient back), and then moves the transposes through
     element-wise ops, concatenation, padding, global pooling and reshapes
     that merge dimensions still in order until pairs cancel, so only the
-    model's inputs and outputs are transposed. A 2-D convolution whose
+    model's inputs and outputs are transposed; a transpose between two
+    reshapes that fold leading dimensions into one batch and back (the
+    dynamo exporter's key^T) becomes one transpose. A 2-D convolution whose
     filter tiles its input (no overlap, padding or dilation) over fewer than
     eight channels, a vision transformer's patch embedding, becomes instead
     one transpose of the input into patches and a product with the filter,

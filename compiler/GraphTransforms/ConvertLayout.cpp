@@ -481,6 +481,52 @@ struct SinkTransposeThroughReshape : OpRewritePattern<graph::ReshapeOp> {
   }
 };
 
+/// reshape(transpose(reshape(y, [a*b*.., rest]), p), [a, b, .., ...]) with
+/// p keeping the merged leading dimension first: the reshapes only fold
+/// y's leading dimensions into one batch and back, so this is one
+/// transpose of y. The dynamo exporter writes key^T that way (heads
+/// folded into the batch for a 3-D transpose); as one transpose of a view,
+/// partc-fold-matmul-views reads it in place.
+struct TransposeBetweenBatchReshapes : OpRewritePattern<graph::ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    auto inner =
+        t ? t.getInput().getDefiningOp<graph::ReshapeOp>() : graph::ReshapeOp();
+    if (!inner)
+      return failure();
+    ArrayRef<int64_t> y =
+        cast<RankedTensorType>(inner.getInput().getType()).getShape();
+    ArrayRef<int64_t> merged = inner.getType().getShape();
+    ArrayRef<int64_t> out = op.getType().getShape();
+    ArrayRef<int64_t> p = t.getPerm();
+    int64_t rank = static_cast<int64_t>(merged.size());
+    // y = [leading..., rest...] with merged = [prod(leading), rest...].
+    int64_t leading = static_cast<int64_t>(y.size()) - (rank - 1);
+    if (rank < 2 || leading < 2 || p[0] != 0 ||
+        !llvm::equal(y.drop_front(leading), merged.drop_front()) ||
+        out.size() != y.size() ||
+        !llvm::equal(out.take_front(leading), y.take_front(leading)))
+      return failure();
+    ArrayRef<int64_t> moved = t.getType().getShape();
+    if (!llvm::equal(out.drop_front(leading), moved.drop_front()))
+      return failure();
+    SmallVector<int64_t> perm;
+    for (int64_t d = 0; d < leading; ++d)
+      perm.push_back(d);
+    for (int64_t i = 1; i < rank; ++i)
+      perm.push_back(p[i] - 1 + leading);
+    std::optional<int64_t> device = graph::getDevice(op);
+    auto moved2 = rewriter.replaceOpWithNewOp<graph::TransposeOp>(
+        op, op.getType(), inner.getInput(),
+        rewriter.getDenseI64ArrayAttr(perm));
+    if (device)
+      graph::setDevice(moved2, *device);
+    return success();
+  }
+};
+
 /// A transpose that only moves unit dimensions keeps the element order: a
 /// reshape, which is a view.
 struct TransposeOfUnitDims : OpRewritePattern<graph::TransposeOp> {
@@ -531,13 +577,14 @@ struct ConvertLayoutPass : public impl::ConvertLayoutBase<ConvertLayoutPass> {
         return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    patterns.add<
-        ComposeTransposes, SinkTransposeThroughElementwise, TransposeOfUnitDims,
-        SinkTransposeThroughConcat, SinkTransposeThroughReshape,
-        SinkTransposeThroughPad, BatchNormOfTranspose,
-        GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
-        GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
-        &getContext());
+    patterns
+        .add<ComposeTransposes, SinkTransposeThroughElementwise,
+             TransposeOfUnitDims, SinkTransposeThroughConcat,
+             SinkTransposeThroughReshape, TransposeBetweenBatchReshapes,
+             SinkTransposeThroughPad, BatchNormOfTranspose,
+             GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
+             GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
+            &getContext());
     // Folding on the way turns the weights' transposes into constants.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

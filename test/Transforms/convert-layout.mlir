@@ -239,3 +239,28 @@ func.func @reshape_of_transpose(%x: tensor<2x3x5x4xf32>, %y: tensor<2x3x4x5xf32>
   %s = graph.reshape %u {shape = array<i64: 2, 5, 12>} : (tensor<2x5x3x4xf32>) -> tensor<2x5x12xf32>
   return %r, %s : tensor<2x5x12xf32>, tensor<2x5x12xf32>
 }
+
+// -----
+
+// Tests that a transpose between two reshapes that only fold the leading
+// dimensions into one batch and back (the dynamo exporter's key^T) is one
+// transpose of the unfolded tensor; and that it stays where the transpose
+// moves the folded batch or the last reshape splits it otherwise.
+// CHECK-LABEL: func @batch_folded_transpose
+// CHECK: %[[M:.*]] = graph.reshape %arg0 {shape = array<i64: 8, 16, 8>}
+// CHECK: %[[T:.*]] = graph.transpose %arg0 {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x4x16x8xf32>) -> tensor<2x4x8x16xf32>
+// CHECK: %[[U:.*]] = graph.transpose %[[M]] {perm = array<i64: 1, 0, 2>}
+// CHECK: graph.reshape %[[U]] {shape = array<i64: 16, 2, 4, 8>}
+// CHECK: %[[V:.*]] = graph.transpose %[[M]] {perm = array<i64: 0, 2, 1>}
+// CHECK: graph.reshape %[[V]] {shape = array<i64: 4, 2, 8, 16>}
+// CHECK: return %[[T]]
+func.func @batch_folded_transpose(%y: tensor<2x4x16x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<16x2x4x8xf32>, tensor<4x2x8x16xf32>) {
+  %m = graph.reshape %y {shape = array<i64: 8, 16, 8>} : (tensor<2x4x16x8xf32>) -> tensor<8x16x8xf32>
+  %t = graph.transpose %m {perm = array<i64: 0, 2, 1>} : (tensor<8x16x8xf32>) -> tensor<8x8x16xf32>
+  %o = graph.reshape %t {shape = array<i64: 2, 4, 8, 16>} : (tensor<8x8x16xf32>) -> tensor<2x4x8x16xf32>
+  %u = graph.transpose %m {perm = array<i64: 1, 0, 2>} : (tensor<8x16x8xf32>) -> tensor<16x8x8xf32>
+  %p = graph.reshape %u {shape = array<i64: 16, 2, 4, 8>} : (tensor<16x8x8xf32>) -> tensor<16x2x4x8xf32>
+  %v = graph.transpose %m {perm = array<i64: 0, 2, 1>} : (tensor<8x16x8xf32>) -> tensor<8x8x16xf32>
+  %q = graph.reshape %v {shape = array<i64: 4, 2, 8, 16>} : (tensor<8x8x16xf32>) -> tensor<4x2x8x16xf32>
+  return %o, %p, %q : tensor<2x4x8x16xf32>, tensor<16x2x4x8xf32>, tensor<4x2x8x16xf32>
+}
