@@ -518,11 +518,11 @@ struct TransposeBetweenBatchReshapes : OpRewritePattern<graph::ReshapeOp> {
     for (int64_t i = 1; i < rank; ++i)
       perm.push_back(p[i] - 1 + leading);
     std::optional<int64_t> device = graph::getDevice(op);
-    auto moved2 = rewriter.replaceOpWithNewOp<graph::TransposeOp>(
+    auto unfolded = rewriter.replaceOpWithNewOp<graph::TransposeOp>(
         op, op.getType(), inner.getInput(),
         rewriter.getDenseI64ArrayAttr(perm));
     if (device)
-      graph::setDevice(moved2, *device);
+      graph::setDevice(unfolded, *device);
     return success();
   }
 };

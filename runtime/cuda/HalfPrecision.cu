@@ -333,11 +333,8 @@ template <unsigned char E>
 cudaError_t launchRmsNorm16Typed(const u16 *x, const u16 *scale, u16 *y,
                                  int64_t rows, int64_t cols, int64_t scaleCount,
                                  float eps, cudaStream_t s) {
-  auto aligned = [](const void *p) {
-    return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-  };
-  bool vec = cols % 8 == 0 && aligned(x) && aligned(y) &&
-             (!scale || scaleCount == 1 || aligned(scale));
+  bool vec = cols % 8 == 0 && aligned16(x) && aligned16(y) &&
+             (!scale || scaleCount == 1 || aligned16(scale));
   if (vec)
     rmsNorm16Rows<E, true><<<blocksFor(rows * 32), kThreads, 0, s>>>(
         x, scale, y, rows, cols, scaleCount, eps);
