@@ -57,6 +57,10 @@ STRATEGIES = {
 
 def export_vision(work):
     """Exports the torchvision models into WORK; returns their directories."""
+    import warnings
+    # The exporter's warnings about train-mode dropout and missing shape
+    # inference are expected; they would bury the results in the log.
+    warnings.filterwarnings("ignore")
     try:
         import torch
         import torchvision
@@ -64,37 +68,49 @@ def export_vision(work):
     except ImportError as e:
         print("SKIPPED torchvision models: need python3-torch, "
               "python3-torchvision and python3-onnx (%s)" % e)
-        return []
-    dirs = []
+        return [], []
+    dirs, failures = [], []
     for name in VISION + SEGMENTATION:
         directory = os.path.join(work, name)
-        data = os.path.join(directory, "test_data_set_0")
-        os.makedirs(data, exist_ok=True)
-        torch.manual_seed(0)
-        if name in SEGMENTATION:
-            build = getattr(torchvision.models.segmentation, name)
-            model = SegmentationOutput(build(
-                weights=None, weights_backbone=None, num_classes=10)).module
-        else:
-            model = getattr(torchvision.models, name)(num_classes=10).eval()
-        x = torch.randn(2, 3, 64, 64)
-        with torch.no_grad():
-            y = model(x)
-        kwargs = dict(opset_version=17, input_names=["input"],
-                      output_names=["output"])
         try:
-            torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
-                              dynamo=False, **kwargs)
-        except TypeError:  # PyTorch before the dynamo exporter
-            torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
-                              **kwargs)
-        for file, value, tensor in (("input_0.pb", x, "input"),
-                                    ("output_0.pb", y, "output")):
-            with open(os.path.join(data, file), "wb") as f:
-                f.write(numpy_helper.from_array(value.numpy(), tensor)
-                        .SerializeToString())
-        dirs.append(directory)
-    return dirs
+            export_one(name, directory)
+            dirs.append(directory)
+        except Exception as e:  # one model's export must not hide the rest
+            print("FAIL %-28s export   %s: %s" % (name, type(e).__name__, e))
+            failures.append("%s export" % name)
+    return dirs, failures
+
+
+def export_one(name, directory):
+    """Exports torchvision's NAME with its input and PyTorch's output."""
+    import torch
+    import torchvision
+    from onnx import numpy_helper
+    data = os.path.join(directory, "test_data_set_0")
+    os.makedirs(data, exist_ok=True)
+    torch.manual_seed(0)
+    if name in SEGMENTATION:
+        build = getattr(torchvision.models.segmentation, name)
+        model = SegmentationOutput(build(
+            weights=None, weights_backbone=None, num_classes=10)).module
+    else:
+        model = getattr(torchvision.models, name)(num_classes=10).eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        y = model(x)
+    kwargs = dict(opset_version=17, input_names=["input"],
+                  output_names=["output"])
+    try:
+        torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
+                          dynamo=False, **kwargs)
+    except TypeError:  # PyTorch before the dynamo exporter
+        torch.onnx.export(model, x, os.path.join(directory, "model.onnx"),
+                          **kwargs)
+    for file, value, tensor in (("input_0.pb", x, "input"),
+                                ("output_0.pb", y, "output")):
+        with open(os.path.join(data, file), "wb") as f:
+            f.write(numpy_helper.from_array(value.numpy(), tensor)
+                    .SerializeToString())
 
 
 def main():
@@ -111,12 +127,17 @@ def main():
     ap.add_argument("--atol", default="1e-4")
     ap.add_argument("--no-vision", action="store_true")
     a = ap.parse_args()
+    # Lines in the order they happen, even through a pipe, so that a log cut
+    # short still shows the check that failed.
+    sys.stdout.reconfigure(line_buffering=True)
     os.makedirs(a.work, exist_ok=True)
     zoo = os.path.join(HERE, "zoo")
     dirs = [os.path.join(zoo, d) for d in sorted(os.listdir(zoo))]
+    failures = []
     if not a.no_vision:
-        dirs += export_vision(a.work)
-    failed = checked = 0
+        exported, failures = export_vision(a.work)
+        dirs += exported
+    failed = checked = len(failures)
     for directory in dirs:
         name = os.path.basename(directory)
         if a.only and a.only not in name:
@@ -133,16 +154,24 @@ def main():
             ]
             checked += 1
             for step in steps:
-                p = subprocess.run(step, capture_output=True, text=True,
-                                   timeout=600)
+                try:
+                    p = subprocess.run(step, capture_output=True, text=True,
+                                       timeout=600)
+                except subprocess.TimeoutExpired:
+                    p = subprocess.CompletedProcess(
+                        step, -1, "", "still running after 600 s: %s" %
+                        " ".join(step))
                 if p.returncode != 0:
                     failed += 1
+                    failures.append("%s %s" % (name, strategy))
                     print("FAIL %-28s %-8s %s" % (name, strategy,
                                                   (p.stdout + p.stderr)[-800:]))
                     break
             else:
                 print("ok   %-28s %s" % (name, strategy))
-    print("zoo: %d of %d checks passed" % (checked - failed, checked))
+    print("zoo: %d of %d checks passed%s" % (
+        checked - failed, checked,
+        "; failed: " + ", ".join(failures) if failures else ""))
     return 1 if failed or not checked else 0
 
 
