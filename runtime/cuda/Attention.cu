@@ -1295,6 +1295,12 @@ public:
   }
   Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out, TuneScratch &scratch) override;
+  bool adoptCandidate(size_t c) override {
+    if (c >= ownKernels_ + (cudnn_ ? cudnn_->size() : 0))
+      return false;
+    chosen_ = c;
+    return true;
+  }
   const char *variant() const override {
     if (chosen_ >= ownKernels_)
       return cudnn_->label(chosen_ - ownKernels_).c_str();

@@ -108,6 +108,7 @@ public:
 
   Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out, TuneScratch &scratch) override;
+  bool adoptCandidate(size_t c) override;
 
   const char *variant() const override {
     switch (chosen_) {
@@ -183,6 +184,8 @@ private:
   std::vector<cublasLtMatmulAlgo_t> gemmAlgos_;
   ConvVariant chosen_ = ConvVariant::Separate;
   size_t choice_ = 0;
+  /// tune()'s candidates: a variant and its index among that variant's.
+  std::vector<std::pair<ConvVariant, size_t>> candidates_;
   /// variant() of a graph plan: its kind, engine and knobs.
   std::string graphVariant_;
   bool hasBias_ = false, hasAddend_ = false, relu_ = false,
@@ -608,24 +611,20 @@ Status ConvKernel::runGemm(DeviceContext &ctx, const ConvOperands &ops,
 Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
                         const std::vector<TensorRef> &out,
                         TuneScratch &scratch) {
-  struct Candidate {
-    ConvVariant variant;
-    size_t index;
-  };
-  std::vector<Candidate> candidates = {{ConvVariant::Separate, 0}};
+  candidates_ = {{ConvVariant::Separate, 0}};
   for (size_t i = 0; i < fusedAlgos_.size(); ++i)
-    candidates.push_back({ConvVariant::CudnnFused, i});
+    candidates_.push_back({ConvVariant::CudnnFused, i});
   for (size_t i = 0; i < gemmAlgos_.size(); ++i)
-    candidates.push_back({ConvVariant::GemmFused, i});
+    candidates_.push_back({ConvVariant::GemmFused, i});
   if (wide_.x) {
     PARTC_RETURN_IF_ERROR(widenWeights(ctx, in[1].data));
-    candidates.push_back({ConvVariant::WidenedSeparate, 0});
+    candidates_.push_back({ConvVariant::WidenedSeparate, 0});
     for (size_t i = 0; i < wide_.fused.size(); ++i)
-      candidates.push_back({ConvVariant::WidenedFused, i});
+      candidates_.push_back({ConvVariant::WidenedFused, i});
   }
   for (size_t i = 0; graph_ && i < graph_->size(); ++i)
-    candidates.push_back({ConvVariant::Graph, i});
-  if (candidates.size() == 1)
+    candidates_.push_back({ConvVariant::Graph, i});
+  if (candidates_.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights
   // and bias are the real ones.
@@ -647,21 +646,28 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   ops.z = z;
   size_t best = 0;
   PARTC_RETURN_IF_ERROR(pickFastest(
-      ctx, scratch, candidates.size(),
+      ctx, scratch, candidates_.size(),
       [&](size_t index, void *result) {
         ops.y = result;
-        return runVariant(candidates[index].variant, candidates[index].index,
+        return runVariant(candidates_[index].first, candidates_[index].second,
                           ctx, ops);
       },
       reference, y, n_, best, element_));
-  chosen_ = candidates[best].variant;
-  choice_ = candidates[best].index;
+  adoptCandidate(best);
+  return Status();
+}
+
+bool ConvKernel::adoptCandidate(size_t c) {
+  if (c >= candidates_.size())
+    return false;
+  chosen_ = candidates_[c].first;
+  choice_ = candidates_[c].second;
   if (chosen_ == ConvVariant::Graph)
     graphVariant_ =
         std::string(graph_->fusesEpilogue(choice_) ? "cudnn-graph-fused"
                                                    : "cudnn-graph+epilogue") +
         " (" + graph_->label(choice_) + ")";
-  return Status();
+  return true;
 }
 
 } // namespace

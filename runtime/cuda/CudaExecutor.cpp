@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ExecutorImpl.h"
+#include "runtime/cuda/TunedTwins.h"
 
 namespace partc::runtime {
 
@@ -280,20 +281,26 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
     ctx.workspaceBytes = workspace;
     // Before the first run, while nothing in the arena is live.
     TuneScratch scratch;
+    std::vector<TunedTwins> twins;
     for (size_t i = 0; i < prog.instructions.size(); ++i) {
       if (!dev.kernels[i])
         continue;
       const Instruction &in = prog.instructions[i];
       std::vector<TensorRef> ins, outs;
       impl.operands(d, i, ins, outs);
+      scratch.candidateTimes().clear();
       Status s = dev.kernels[i]->tune(ctx, ins, outs, scratch);
       if (!s.ok())
         return s.prepend(where + " tuning " + describeInstruction(d, i, in));
-      // Counted by kind: the details after the name vary by shape.
-      if (const char *v = dev.kernels[i]->variant())
-        impl.variants[in.kernel + " " +
-                      std::string(v).substr(0, std::strcspn(v, " "))]++;
+      if (scratch.candidateTimes().size() > 1)
+        addTunedTwin(twins, prog, i, scratch.candidateTimes());
     }
+    chooseForTwins(twins, dev.kernels);
+    for (size_t i = 0; i < prog.instructions.size(); ++i)
+      // Counted by kind: the details after the name vary by shape.
+      if (const char *v = dev.kernels[i] ? dev.kernels[i]->variant() : nullptr)
+        impl.variants[prog.instructions[i].kernel + " " +
+                      std::string(v).substr(0, std::strcspn(v, " "))]++;
     PARTC_RETURN_IF_ERROR(
         cudaStatus(cudaStreamSynchronize(ctx.stream), where.c_str()));
     PARTC_RETURN_IF_ERROR(impl.prepareBranches(d, workspace));

@@ -52,8 +52,12 @@ public:
   Status buffer(int slot, size_t bytes, void *&result);
   /// Two unsigned words of device memory for launchMaxDifference.
   Status words(unsigned *&result);
+  /// The milliseconds pickFastest last measured for each candidate
+  /// (infinite for one that failed or disagreed); empty before it runs.
+  std::vector<float> &candidateTimes() { return times_; }
 
 private:
+  std::vector<float> times_;
   void *buffers_[4] = {};
   size_t sizes_[4] = {};
   unsigned *words_ = nullptr;
@@ -80,6 +84,10 @@ public:
                       const std::vector<TensorRef> &, TuneScratch &) {
     return Status();
   }
+  /// Makes candidate `c` of tune()'s last pickFastest the chosen one, for
+  /// kernels that pool their timings with identical twins; false where the
+  /// kernel does not take it.
+  virtual bool adoptCandidate(size_t) { return false; }
   /// Short name of the implementation tune() chose, if it chose one.
   virtual const char *variant() const { return nullptr; }
 };

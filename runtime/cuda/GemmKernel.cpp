@@ -119,6 +119,12 @@ public:
   }
   Status tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
               const std::vector<TensorRef> &out, TuneScratch &scratch) override;
+  bool adoptCandidate(size_t c) override {
+    if (c > algos_.size())
+      return false;
+    chosen_ = c;
+    return true;
+  }
   const char *variant() const override {
     return algos_.empty() ? nullptr : chosen_ ? "cublaslt-fused" : "cublas";
   }

@@ -179,11 +179,15 @@ Status pickFastest(DeviceContext &ctx, TuneScratch &scratch, size_t count,
       if (t.msec <= 1.15f * best && timeRuns(t.candidate, t.result, true, msec))
         t.msec = std::min(t.msec, msec);
     }
-  for (const Timed &t : timed)
+  std::vector<float> &times = scratch.candidateTimes();
+  times.assign(count, INFINITY);
+  for (const Timed &t : timed) {
+    times[t.candidate] = t.msec;
     if (t.msec < best || (t.msec == best && t.candidate < chosen)) {
       best = t.msec;
       chosen = t.candidate;
     }
+  }
   cudaEventDestroy(start);
   if (stop)
     cudaEventDestroy(stop);

@@ -9,6 +9,7 @@
 #include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/TunedTwins.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/StridedMatMul.h"
@@ -49,6 +50,76 @@ FusedParams paramsFor(const std::vector<ew::Step> &steps,
   for (int k = 0; k < p.inputs; ++k)
     p.mode[k] = modes[k];
   return p;
+}
+
+/// Records the candidate it was told to adopt; runs nothing.
+class AdoptingKernel : public GpuKernel {
+public:
+  Status run(DeviceContext &, const std::vector<TensorRef> &,
+             const std::vector<TensorRef> &) override {
+    return Status();
+  }
+  bool adoptCandidate(size_t c) override {
+    adopted = static_cast<int>(c);
+    return true;
+  }
+  int adopted = -1;
+};
+
+Instruction matmulOver(int64_t rows, int64_t transB) {
+  Instruction in;
+  in.kernel = "matmul";
+  in.attrs.set("trans_b", AttrValue::ofInts({transB}));
+  BufferRef a, b, y;
+  a.type = {DType::BF16, {rows, 64}};
+  b.type = {DType::BF16, {64, 64}};
+  y.type = {DType::BF16, {rows, 64}};
+  in.inputs = {a, b};
+  in.outputs = {y};
+  return in;
+}
+
+TEST(TunedTwins, IdenticalKernelsTakeTheLeastSummedCandidate) {
+  // Instructions 0, 2 and 3 are twins; 1 differs in shape, 4 in an
+  // attribute. Twin 0 alone would pick candidate 1, twin 2 candidate 2;
+  // summed, candidate 0 is least. Candidate 3 is fastest in sum but failed
+  // in twin 3, so it is never taken.
+  DeviceProgram prog;
+  prog.instructions = {matmulOver(8, 0), matmulOver(16, 0), matmulOver(8, 0),
+                       matmulOver(8, 0), matmulOver(8, 1)};
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<std::vector<float>> times = {{1.0f, 0.9f, 1.3f, 0.1f},
+                                           {1.0f, 0.5f, 1.0f, 1.0f},
+                                           {1.0f, 1.2f, 0.8f, 0.1f},
+                                           {1.0f, 1.1f, 1.0f, inf},
+                                           {1.0f, 0.5f, 1.0f, 1.0f}};
+  std::vector<TunedTwins> groups;
+  for (size_t i = 0; i < prog.instructions.size(); ++i)
+    addTunedTwin(groups, prog, i, times[i]);
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0].members, (std::vector<size_t>{0, 2, 3}));
+  std::vector<std::unique_ptr<GpuKernel>> kernels;
+  for (size_t i = 0; i < prog.instructions.size(); ++i)
+    kernels.push_back(std::make_unique<AdoptingKernel>());
+  chooseForTwins(groups, kernels);
+  auto adopted = [&](size_t i) {
+    return static_cast<AdoptingKernel &>(*kernels[i]).adopted;
+  };
+  EXPECT_EQ(adopted(0), 0);
+  EXPECT_EQ(adopted(2), 0);
+  EXPECT_EQ(adopted(3), 0);
+  // A kernel without twins keeps its own choice.
+  EXPECT_EQ(adopted(1), -1);
+  EXPECT_EQ(adopted(4), -1);
+}
+
+TEST(TunedTwins, TwinsWithDifferentCandidateListsStayApart) {
+  DeviceProgram prog;
+  prog.instructions = {matmulOver(8, 0), matmulOver(8, 0)};
+  std::vector<TunedTwins> groups;
+  addTunedTwin(groups, prog, 0, {1.0f, 0.5f});
+  addTunedTwin(groups, prog, 1, {1.0f, 0.5f, 0.2f});
+  EXPECT_EQ(groups.size(), 2u);
 }
 
 TEST(ChainCodegen, EveryStepCompilesForHopperWithoutAGpu) {
