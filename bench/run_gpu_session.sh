@@ -285,6 +285,39 @@ PY
     tail -4 $OUT/latency.txt
   fi
 fi
+if [[ $what == *twins* ]]; then
+  # Tuning pooled over identical kernels (TunedTwins.h) against each kernel
+  # keeping its own pick (--tune-each), alternated, on the transformers
+  # whose 24 identical layers had picked apart; then BERT-large bf16 beside
+  # PyTorch's bf16 peers in the same call.
+  echo "== twins"
+  for spec in ${TWIN_MODELS:-bert-large:4:384 bert-large:16:384 gpt2-medium:8:512}; do
+    w=$W/twins/${spec//:/-}
+    timeout 300 python3 -u bench/bench_precision.py --bin $B --work $w \
+      --peers .device/torch_peers.py --no-torch --precisions bf16 --models $spec \
+      2>&1 | grep '^{' > /dev/null
+    d=$(ls -d $w/*/ | head -1)
+    ins=""; for f in $d/*.npy; do n=$(basename $f .npy); [ $n = reference ] || ins="$ins --input $n=$f"; done
+    for round in 1 2; do
+      for flags in "" "--tune-each"; do
+        echo "$spec ${flags:-pooled} $(timeout 120 $B/partc-run $d/bf16.plan --backend cuda \
+          --iterations 50 --warmup 5 --keep-inputs --keep-outputs --stream --quiet $flags $ins 2>&1 |
+          grep -E 'ms per batch' | tr '\n' ' ')"
+      done
+    done
+    # Which implementations each way chose (printed with --profile).
+    for flags in "" "--tune-each"; do
+      echo "$spec ${flags:-pooled} $(timeout 120 $B/partc-run $d/bf16.plan --backend cuda \
+        --iterations 3 --warmup 1 --profile $W/twins.json --quiet $flags $ins 2>&1 |
+        grep -E 'chosen by timing' | cut -c1-700)"
+    done
+  done | tee $OUT/twins.txt
+  if [ "${TWIN_PEERS:-1}" = 1 ]; then
+    timeout 420 python3 -u bench/bench_precision.py --bin $B --work $W/twins-peers \
+      --peers .device/torch_peers.py --precisions fp32,bf16 --models bert-large:16:384 \
+      2>&1 | grep -v -i warn | tail -6 | tee $OUT/twins-peers.txt
+  fi
+fi
 if [[ $what == *precision* ]]; then
   # --precision bf16 and fp16 (issue 20): the 16-bit kernels against the
   # CPU's rounding, the zoo's transformers on the GPU against PyTorch's

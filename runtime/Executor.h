@@ -43,6 +43,10 @@ struct CudaOptions {
   /// With cudnnGraph: also time the heuristic's first engine configurations
   /// with one knob (split-K slices, tile shape...) moved at a time.
   bool cudnnKnobs = true;
+  /// Identical kernels of a device (same kernel, attributes and types) pool
+  /// their tuning times and take one implementation (TunedTwins.h), rather
+  /// than each its own pick from one noisy timing.
+  bool poolTwins = true;
   /// Run kernels the plan puts on streams other than 0 (independent
   /// branches, partc-assign-streams) on side streams of their device.
   bool branchStreams = true;

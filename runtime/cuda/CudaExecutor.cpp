@@ -295,7 +295,8 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
       if (scratch.candidateTimes().size() > 1)
         addTunedTwin(twins, prog, i, scratch.candidateTimes());
     }
-    chooseForTwins(twins, dev.kernels);
+    if (options.poolTwins)
+      chooseForTwins(twins, dev.kernels);
     for (size_t i = 0; i < prog.instructions.size(); ++i)
       // Counted by kind: the details after the name vary by shape.
       if (const char *v = dev.kernels[i] ? dev.kernels[i]->variant() : nullptr)

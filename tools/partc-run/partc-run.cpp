@@ -94,6 +94,10 @@ void usage() {
       "configurations as its\n"
       "                  heuristics set them, not also with one knob (split-K, "
       "tile shape...) moved)\n"
+      "                 [--tune-each] (cuda: let identical kernels each keep "
+      "its own tuning pick\n"
+      "                  instead of all taking the one their pooled timings "
+      "favour)\n"
       "                 [--no-branch-streams] (cuda: run branches the "
       "plan puts on streams of their\n"
       "                  own one after another on the device's stream)\n"
@@ -317,6 +321,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.cudnnGraph = false;
     } else if (a == "--no-cudnn-knobs") {
       cuda.cudnnKnobs = false;
+    } else if (a == "--tune-each") {
+      cuda.poolTwins = false;
     } else if (a == "--no-branch-streams") {
       cuda.branchStreams = false;
     } else if (a == "--no-generated-chains") {
