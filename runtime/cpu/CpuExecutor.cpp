@@ -209,6 +209,7 @@ Status CpuExecutor::run(const std::vector<TensorRef> &inputs,
   if (n == 1) {
     results[0] = runDevice(0, inputs, outputs);
   } else {
+    SingleThreadedBlas blas;
     std::vector<std::thread> threads;
     for (size_t d = 0; d < n; ++d)
       threads.emplace_back(

@@ -48,6 +48,22 @@ std::string kernelSignature(const std::string &name, const AttrMap &attrs,
                             const std::vector<TensorType> &inputs,
                             const std::vector<TensorType> &outputs);
 
+/// Keeps OpenBLAS to the calling thread while it lives. The CPU executor's
+/// device threads call it side by side: OpenBLAS's one pool of threads,
+/// shared by concurrent callers, has given wrong results in such programs
+/// (OpenBLAS issues 1755 and 2126), and each caller's pool would also
+/// oversubscribe the cores.
+class SingleThreadedBlas {
+public:
+  SingleThreadedBlas();
+  ~SingleThreadedBlas();
+  SingleThreadedBlas(const SingleThreadedBlas &) = delete;
+  SingleThreadedBlas &operator=(const SingleThreadedBlas &) = delete;
+
+private:
+  int previous_;
+};
+
 } // namespace partc::runtime
 
 #endif // PARTC_RUNTIME_KERNELS_KERNEL_H

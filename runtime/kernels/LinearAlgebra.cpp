@@ -1,6 +1,7 @@
 //===- LinearAlgebra.cpp - MatMul and Gemm through CBLAS ------------------===//
 #include "runtime/kernels/Dispatch.h"
 #include "runtime/kernels/ElementwiseOps.h"
+#include "runtime/kernels/Kernel.h"
 #include "runtime/kernels/StridedMatMul.h"
 
 #include <cblas.h>
@@ -8,6 +9,15 @@
 #include <cstring>
 
 namespace partc::runtime {
+
+SingleThreadedBlas::SingleThreadedBlas() : previous_(openblas_get_num_threads()) {
+  openblas_set_num_threads(1);
+}
+
+SingleThreadedBlas::~SingleThreadedBlas() {
+  openblas_set_num_threads(previous_);
+}
+
 namespace {
 
 template <typename T>
