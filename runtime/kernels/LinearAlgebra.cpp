@@ -10,7 +10,8 @@
 
 namespace partc::runtime {
 
-SingleThreadedBlas::SingleThreadedBlas() : previous_(openblas_get_num_threads()) {
+SingleThreadedBlas::SingleThreadedBlas()
+    : previous_(openblas_get_num_threads()) {
   openblas_set_num_threads(1);
 }
 
