@@ -74,6 +74,13 @@ def time_eager(model, inputs, iterations):
     return sorted(times)[len(times) // 2]
 
 
+def last_predicted_step(text):
+    """The step partc compile predicted last: with branches on streams,
+    the plan summary's step (their gain taken off) follows --explain's."""
+    found = re.findall(r"predicted step ([0-9.]+) ms", text)
+    return float(found[-1]) if found else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--bin", required=True)
@@ -94,8 +101,14 @@ def main():
     rows = []
     for name in a.models.split(","):
         batch, seq = MODELS[name]
-        directory, model, inputs, expected = exporter.export_one(
-            name, a.exporter, "base", batch, seq, a.work, 17, check=False)
+        try:
+            directory, model, inputs, expected = exporter.export_one(
+                name, a.exporter, "base", batch, seq, a.work, 17, check=False)
+        except Exception as e:  # the exporter's failure, not partc's
+            message = str(e).strip().splitlines()
+            print("%s: %s export failed: %s" % (
+                name, a.exporter, message[0] if message else type(e).__name__))
+            continue
         data = os.path.join(directory, "test_data_set_0")
         eager = time_eager(model, inputs, a.iterations)
         precisions = a.precisions.split(",")
@@ -115,8 +128,7 @@ def main():
                            os.path.join(directory, "model.onnx"), "-o", plan,
                            "--explain"] + flags
             explained = sh(compile_cmd)
-            m = re.search(r"predicted step ([0-9.]+) ms", explained)
-            predicted = float(m.group(1)) if m else None
+            predicted = last_predicted_step(explained)
             calibrated = None
             run = [os.path.join(a.bin, "partc-run"), plan, "--backend", "cuda"]
             for i, k in enumerate(inputs):
@@ -150,8 +162,7 @@ def main():
                 again = sh(compile_cmd[:4] + [plan + ".calibrated",
                                               "--explain", "--cost-table",
                                               table] + flags)
-                m = re.search(r"predicted step ([0-9.]+) ms", again)
-                calibrated = float(m.group(1)) if m else None
+                calibrated = last_predicted_step(again)
                 with open(table) as f:
                     kernels = json.load(f)["kernels"]
                 by_kind = {}
@@ -161,6 +172,14 @@ def main():
                 print("  %s kernels %.2f ms: %s" % (name, sum(by_kind.values()) * 1e3,
                       ", ".join("%s %.2f" % (kind, t * 1e3) for kind, t in sorted(
                           by_kind.items(), key=lambda x: -x[1])[:8])), flush=True)
+                # Where the uncalibrated model is off (partc compile
+                # --explain with the table): its largest differences.
+                lines = again.split("\n")
+                for i, line in enumerate(lines):
+                    if line.startswith("cost table:"):
+                        for row in [line] + lines[i + 2:i + 8]:
+                            print("  %s %s calibration %s" % (
+                                name, label, row.strip()), flush=True)
             rows.append((name, batch, seq, label, gpus, eager, latency,
                          streamed, err,
                          fallback.group(0) if fallback else "", predicted,

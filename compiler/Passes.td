@@ -311,7 +311,10 @@ def SearchPlacement : Pass<"partc-search-placement", "mlir::ModuleOp"> {
     device), pipeline (every device a stage), data (every device a
     replica), or auto. Records the choice and its predictions on the module
     (`graph.placement`, which the plan's metadata carries), reports it as a
-    remark and, with `explain`, prints the ranking as text or JSON. With
+    remark and, with `explain`, prints the ranking as text or JSON; with a
+    cost table, the text also sets each op kind's measured time against
+    its roofline, the largest difference first (where the uncalibrated
+    model is off). With
     `fused-attention`, attention's three ops are predicted as the fused
     kernel (graph::matchAttention) that partc-fuse-attention makes of them
     after placement. Fails,
@@ -512,7 +515,11 @@ def AssignStreams : Pass<"partc-assign-streams", "mlir::ModuleOp"> {
     orders kernels of different streams by the bytes they touch, and
     partc-plan-memory keeps a branch's buffers live until its join. The
     module's placement records how many regions were split and the
-    predicted gain. Inference plans; runs after placement and fusion.
+    predicted gain, and takes the gain off the step and period placement
+    predicted (kept as `predicted_step_ms_one_stream` and
+    `predicted_period_ms_one_stream`): per pipeline stage, its device's
+    largest gain; replicas count once. Inference plans; runs after
+    placement and fusion.
   }];
   let options = [
     Option<"maxStreams", "max-streams", "int64_t", "4",
@@ -523,6 +530,9 @@ def AssignStreams : Pass<"partc-assign-streams", "mlir::ModuleOp"> {
            "The devices that cost the branches (partc compile --devices)">,
     Option<"topology", "topology", "std::string", "\"\"",
            "A JSON description of the machine (overrides devices)">,
+    Option<"costTable", "cost-table", "std::string", "\"\"",
+           "Kernel profiles (partc-run --profile, comma-separated) that "
+           "cost the branches, as placement's">,
   ];
 }
 

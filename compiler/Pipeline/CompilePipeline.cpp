@@ -357,6 +357,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
     streams.maxStreams = o.branchStreams;
     streams.devices = o.devices;
     streams.topology = o.topology;
+    streams.costTable = o.costTable;
     pm.addPass(createAssignStreams(streams));
   }
   pm.addPass(createVerifyPlacement());

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 namespace mlir::partc {
 #define GEN_PASS_DEF_ASSIGNSTREAMS
@@ -35,6 +36,7 @@ struct Region {
   /// Ops of each branch, in block order.
   SmallVector<SmallVector<Operation *>> branches;
   Operation *join = nullptr;
+  int64_t device = 0;
 };
 
 struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
@@ -61,22 +63,78 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
     }
     device_ = topo->weakest();
     tf32_ = topo->tf32;
+    // The profile placement was costed with, so that the two agree.
+    for (StringRef rest = costTable; !rest.empty();) {
+      auto [file, tail] = rest.split(',');
+      rest = tail;
+      if (llvm::Error e = table_.load(file.str())) {
+        module.emitError() << "partc-assign-streams: --cost-table: "
+                           << llvm::toString(std::move(e))
+                           << "; hint: pass a profile written by partc-run "
+                              "--profile";
+        return signalPassFailure();
+      }
+    }
     if (maxStreams == 1)
       return;
     int regions = 0;
-    double saved = 0;
+    std::map<int64_t, double> savedOnDevice;
     for (auto func : module.getOps<func::FuncOp>())
       if (!func.isExternal())
-        assignFunction(func, regions, saved);
-    if (regions) {
-      char text[64];
-      std::snprintf(text, sizeof(text), "%.4f", saved * 1e3);
-      recordPlacement(module, "branch_regions", std::to_string(regions));
-      recordPlacement(module, "branch_saving_ms", text);
-    }
+        assignFunction(func, regions, savedOnDevice);
+    if (regions)
+      recordSavings(module, regions, savedOnDevice);
   }
 
-  void assignFunction(func::FuncOp func, int &regions, double &saved) {
+  /// Records the regions and their predicted gain, and takes the gain off
+  /// the step placement predicted on one stream a device: a pipeline's
+  /// stages run one after another, so each stage's largest gain counts;
+  /// replicas run side by side, so their gains count once.
+  void recordSavings(ModuleOp module, int regions,
+                     const std::map<int64_t, double> &savedOnDevice) {
+    double total = 0, largest = 0;
+    for (const auto &[device, seconds] : savedOnDevice) {
+      total += seconds;
+      largest = std::max(largest, seconds);
+    }
+    auto format = [](double ms) {
+      char text[64];
+      std::snprintf(text, sizeof(text), "%.4f", ms);
+      return std::string(text);
+    };
+    recordPlacement(module, "branch_regions", std::to_string(regions));
+    recordPlacement(module, "branch_saving_ms", format(total * 1e3));
+    std::map<int64_t, double> largestOfStage;
+    if (std::optional<std::string> stages =
+            placementValue(module, "device_stages")) {
+      SmallVector<StringRef> items;
+      StringRef(*stages).split(items, ',');
+      for (auto [device, seconds] : savedOnDevice) {
+        int64_t stage = device;
+        if (device < static_cast<int64_t>(items.size()))
+          items[device].getAsInteger(10, stage);
+        largestOfStage[stage] = std::max(largestOfStage[stage], seconds);
+      }
+    } else {
+      largestOfStage[0] = largest;
+    }
+    double stepSaving = 0;
+    for (const auto &[stage, seconds] : largestOfStage)
+      stepSaving += seconds;
+    auto lessSaving = [&](StringRef key, double saving) {
+      std::optional<std::string> value = placementValue(module, key);
+      double ms = 0;
+      if (!value || StringRef(*value).getAsDouble(ms))
+        return;
+      recordPlacement(module, (key + "_one_stream").str(), *value);
+      recordPlacement(module, key, format(std::max(0.0, ms - saving * 1e3)));
+    };
+    lessSaving("predicted_step_ms", stepSaving);
+    lessSaving("predicted_period_ms", largest);
+  }
+
+  void assignFunction(func::FuncOp func, int &regions,
+                      std::map<int64_t, double> &savedOnDevice) {
     Block &block = func.getBody().front();
     renumber(block);
     auto consider = [&](ValueRange values, size_t next) {
@@ -86,7 +144,7 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       double saving = assign(*region);
       if (saving > 0) {
         ++regions;
-        saved += saving;
+        savedOnDevice[region->device] += saving;
         renumber(block);
       }
     };
@@ -167,6 +225,7 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
     }
     if (!region.join)
       return std::nullopt;
+    region.device = *device;
     // A reader that is the join itself starts no branch.
     llvm::erase_if(region.branches,
                    [](const SmallVector<Operation *> &b) { return b.empty(); });
@@ -207,7 +266,8 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       Branch branch{b};
       for (Operation *op : region.branches[b]) {
         cm::OpWork work = cm::analyzeOp(op, /*batched=*/false);
-        double t = cm::predictSeconds(work, 1.0, device_, tf32_, nullptr);
+        double t = cm::predictSeconds(work, 1.0, device_, tf32_,
+                                      table_.empty() ? nullptr : &table_);
         branch.seconds += t;
         branch.busy += t * fill(op, work);
       }
@@ -243,6 +303,7 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
 
   cm::DeviceSpec device_;
   bool tf32_ = true;
+  cm::CostTable table_;
   std::vector<Operation *> order_;
   DenseMap<Operation *, size_t> position_;
 };

@@ -164,6 +164,8 @@ public:
   FailureOr<SearchResult> run();
 
 private:
+  /// Fills result_.calibration from the cost table.
+  void calibrate();
   /// Each op's seconds on `spec` for a slice of `images` of the batch.
   std::vector<double> opSecondsOn(const cm::DeviceSpec &spec,
                                   int64_t images) const;
@@ -631,6 +633,33 @@ LogicalResult PlacementSearch::explainFailure() {
          failure();
 }
 
+void PlacementSearch::calibrate() {
+  std::map<std::string, OpKindCalibration> byOp;
+  for (size_t i = 0; i < n_; ++i) {
+    const cm::OpWork &w = work_[i];
+    if (w.cls == cm::OpClass::View)
+      continue;
+    OpKindCalibration &c = byOp[ops_[i]->getName().stripDialect().str()];
+    ++c.kernels;
+    const double *measured = options_.costTable->lookup(w.signature);
+    if (!measured)
+      continue;
+    ++c.measured;
+    c.measuredSeconds += *measured;
+    c.rooflineSeconds +=
+        cm::predictSeconds(w, 1.0, device_, topo_.tf32, nullptr);
+  }
+  for (auto &[op, c] : byOp) {
+    c.op = op;
+    result_.calibration.push_back(c);
+  }
+  llvm::stable_sort(result_.calibration,
+                    [](const OpKindCalibration &a, const OpKindCalibration &b) {
+                      return std::abs(a.rooflineSeconds - a.measuredSeconds) >
+                             std::abs(b.rooflineSeconds - b.measuredSeconds);
+                    });
+}
+
 FailureOr<SearchResult> PlacementSearch::run() {
   auto start = std::chrono::steady_clock::now();
   for (Operation &op : func_.getBody().front())
@@ -652,6 +681,8 @@ FailureOr<SearchResult> PlacementSearch::run() {
     weights_ += w.weightBytes;
   if (failed(checkRequests()))
     return failure();
+  if (options_.costTable)
+    calibrate();
 
   result_.batch = batch_;
   result_.ops = n_;
@@ -810,6 +841,32 @@ std::string explainText(const SearchResult &r) {
   }
   os << "searched " << r.candidates.size() << " plans in "
      << llvm::format("%.1f", r.searchSeconds * 1e3) << " ms\n";
+  if (!r.calibration.empty()) {
+    // What the cost table corrected: where the uncalibrated model is off.
+    int64_t kernels = 0, measured = 0;
+    double roofline = 0, time = 0;
+    for (const OpKindCalibration &c : r.calibration) {
+      kernels += c.kernels;
+      measured += c.measured;
+      roofline += c.rooflineSeconds;
+      time += c.measuredSeconds;
+    }
+    os << "cost table: " << measured << " of " << kernels
+       << " kernels measured, " << ms(time) << " against " << ms(roofline)
+       << " predicted without it; by op, largest "
+          "difference first:\n";
+    os << llvm::format("  %-24s %7s %12s %12s %7s\n", "op", "kernels",
+                       "measured", "predicted", "ratio");
+    for (const OpKindCalibration &c : r.calibration) {
+      if (!c.measured)
+        continue;
+      os << llvm::format(
+          "  %-24s %3lld/%-3lld %12s %12s %6.2fx\n", c.op.c_str(),
+          (long long)c.measured, (long long)c.kernels,
+          ms(c.measuredSeconds).c_str(), ms(c.rooflineSeconds).c_str(),
+          c.measuredSeconds > 0 ? c.rooflineSeconds / c.measuredSeconds : 0.0);
+    }
+  }
   return out;
 }
 

@@ -60,8 +60,19 @@ struct Candidate {
   std::string label() const;
 };
 
+/// One op kind of a calibrated search (a cost table given): the roofline
+/// against the table's measurement, over the kernels the table holds.
+struct OpKindCalibration {
+  std::string op;
+  int64_t kernels = 0, measured = 0;
+  double rooflineSeconds = 0, measuredSeconds = 0;
+};
+
 struct SearchResult {
   Candidate best;
+  /// With a cost table: each op kind's roofline against its measurement,
+  /// largest difference first.
+  std::vector<OpKindCalibration> calibration;
   std::vector<Candidate> candidates; // best first
   int64_t batch = 1;
   size_t ops = 0;

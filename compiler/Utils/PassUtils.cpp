@@ -252,6 +252,17 @@ void recordPlacement(ModuleOp module, StringRef key, StringRef value) {
                   entries.getDictionary(ctx));
 }
 
+std::optional<std::string> placementValue(ModuleOp module, StringRef key) {
+  auto plan = module->getAttrOfType<DictionaryAttr>(
+      graph::GraphDialect::kPlacementAttrName);
+  if (!plan)
+    return std::nullopt;
+  auto value = plan.getAs<StringAttr>(key);
+  if (!value)
+    return std::nullopt;
+  return value.getValue().str();
+}
+
 void renumberAllReduceGroups(Block &body) {
   DenseMap<int64_t, int64_t> renumbered;
   for (auto reduce : body.getOps<graph::AllReduceOp>())

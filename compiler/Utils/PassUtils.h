@@ -28,6 +28,9 @@ void setNumDevices(ModuleOp module, int64_t n);
 /// chose, which the plan's metadata carries (partc-lower-to-plan).
 void recordPlacement(ModuleOp module, StringRef key, StringRef value);
 
+/// What recordPlacement recorded under `key`, if anything.
+std::optional<std::string> placementValue(ModuleOp module, StringRef key);
+
 /// Values every device can read without a transfer: function arguments,
 /// constants and host-side slices of arguments.
 bool isHostValue(Value v);

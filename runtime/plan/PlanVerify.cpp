@@ -594,10 +594,17 @@ std::string summarizePlan(const Plan &plan) {
   // partc-assign-streams' choice, as placement recorded it.
   auto regions = plan.metadata.find("branch_regions");
   auto saving = plan.metadata.find("branch_saving_ms");
-  if (regions != plan.metadata.end() && saving != plan.metadata.end())
+  if (regions != plan.metadata.end() && saving != plan.metadata.end()) {
     os << "  branches: " << regions->second
        << " region(s) run side by side on streams, predicted to save "
-       << saving->second << " ms\n";
+       << saving->second << " ms";
+    auto step = plan.metadata.find("predicted_step_ms");
+    auto oneStream = plan.metadata.find("predicted_step_ms_one_stream");
+    if (step != plan.metadata.end() && oneStream != plan.metadata.end())
+      os << ": predicted step " << step->second << " ms, " << oneStream->second
+         << " on one stream";
+    os << "\n";
+  }
   return os.str();
 }
 

@@ -1,9 +1,13 @@
 // RUN: partc-opt %s --partc-assign-streams="max-streams=5" --split-input-file --verify-diagnostics
 // RUN: not partc-opt %s --partc-assign-streams="devices=2xtpu" --split-input-file 2>&1 | FileCheck %s --check-prefix=DEVICES
+// RUN: not partc-opt %s --partc-assign-streams="cost-table=%t.missing.json" --split-input-file 2>&1 | FileCheck %s --check-prefix=TABLE
 
 // Tests that an unknown device preset (which costs the branches) is named
 // with the presets there are.
 // DEVICES: error: partc-assign-streams: --devices: unknown device 'tpu'; presets are h200,
+
+// Tests that a cost table that cannot be read is named, with what to pass.
+// TABLE: error: partc-assign-streams: --cost-table: cannot read cost table '{{.*}}.missing.json': {{.*}}; hint: pass a profile written by partc-run --profile
 
 // Tests that more streams than the plan format has are refused, with what
 // the option means.
@@ -24,3 +28,4 @@ module {
     return %r : tensor<4xf32>
   }
 }
+
