@@ -644,8 +644,10 @@ void PlacementSearch::calibrate() {
     const double *measured = options_.costTable->lookup(w.signature);
     if (!measured)
       continue;
+    // As the calibrated prediction charges it: with the gap to the next
+    // kernel, which the roofline's launch cost includes.
     ++c.measured;
-    c.measuredSeconds += *measured;
+    c.measuredSeconds += *measured + device_.kernelGapSeconds;
     c.rooflineSeconds +=
         cm::predictSeconds(w, 1.0, device_, topo_.tf32, nullptr);
   }
@@ -852,9 +854,9 @@ std::string explainText(const SearchResult &r) {
       time += c.measuredSeconds;
     }
     os << "cost table: " << measured << " of " << kernels
-       << " kernels measured, " << ms(time) << " against " << ms(roofline)
-       << " predicted without it; by op, largest "
-          "difference first:\n";
+       << " kernels measured, " << ms(time)
+       << " with the gaps between them, against " << ms(roofline)
+       << " predicted without it; by op, largest difference first:\n";
     os << llvm::format("  %-24s %7s %12s %12s %7s\n", "op", "kernels",
                        "measured", "predicted", "ratio");
     for (const OpKindCalibration &c : r.calibration) {
