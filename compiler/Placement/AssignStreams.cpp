@@ -31,6 +31,14 @@ namespace {
 constexpr unsigned kMaxBranches = 32;
 /// Ops looked at past a fork for the join.
 constexpr size_t kMaxRegionOps = 4096;
+/// The share of the predicted gain that a step shows. The occupancy rule
+/// that decides which regions to split guesses at library kernels' grids,
+/// and overstates what they gain: on an H200 GoogLeNet b32 ran 2-8% faster
+/// on streams (session 33) where it predicts 22%, Inception v3 b32 under
+/// 1% where it predicts 7%. Placement's predicted step loses this share of
+/// the gain (session 41: the full gain put GoogLeNet's prediction 17% under
+/// its measurement).
+constexpr double kRealizedGainShare = 0.25;
 
 struct Region {
   /// Ops of each branch, in block order.
@@ -86,10 +94,10 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       recordSavings(module, regions, savedOnDevice);
   }
 
-  /// Records the regions and their predicted gain, and takes the gain off
-  /// the step placement predicted on one stream a device: a pipeline's
-  /// stages run one after another, so each stage's largest gain counts;
-  /// replicas run side by side, so their gains count once.
+  /// Records the regions and their predicted gain, and takes the share of
+  /// it that steps show off the step placement predicted on one stream a
+  /// device: a pipeline's stages run one after another, so each stage's
+  /// largest gain counts; replicas run side by side, so theirs count once.
   void recordSavings(ModuleOp module, int regions,
                      const std::map<int64_t, double> &savedOnDevice) {
     double total = 0, largest = 0;
@@ -129,8 +137,8 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
       recordPlacement(module, (key + "_one_stream").str(), *value);
       recordPlacement(module, key, format(std::max(0.0, ms - saving * 1e3)));
     };
-    lessSaving("predicted_step_ms", stepSaving);
-    lessSaving("predicted_period_ms", largest);
+    lessSaving("predicted_step_ms", kRealizedGainShare * stepSaving);
+    lessSaving("predicted_period_ms", kRealizedGainShare * largest);
   }
 
   void assignFunction(func::FuncOp func, int &regions,
