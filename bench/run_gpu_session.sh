@@ -305,10 +305,11 @@ if [[ $what == *twins* ]]; then
           grep -E 'ms per batch' | tr '\n' ' ')"
       done
     done
-    # Which implementations each way chose (printed with --profile).
+    # Which implementations each way chose (--profile's note, which
+    # --quiet would silence).
     for flags in "" "--tune-each"; do
       echo "$spec ${flags:-pooled} $(timeout 120 $B/partc-run $d/bf16.plan --backend cuda \
-        --iterations 3 --warmup 1 --profile $W/twins.json --quiet $flags $ins 2>&1 |
+        --iterations 3 --warmup 1 --profile $W/twins.json $flags $ins 2>&1 |
         grep -E 'chosen by timing' | cut -c1-700)"
     done
   done | tee $OUT/twins.txt

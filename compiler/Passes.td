@@ -36,9 +36,14 @@ def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
     `channels_last` form, with transposes around it (a constant weight's is
     folded away; a trained weight is transposed once per step for all its
     readers, and its gradient back), and then moves the transposes through
-    element-wise ops, concatenation, padding, global pooling and reshapes
-    that merge dimensions still in order until pairs cancel, so only the
-    model's inputs and outputs are transposed; a transpose between two
+    element-wise ops (constants broadcast along some dimensions are
+    transposed with them), concatenation, padding, slices, global pooling,
+    reshapes that merge dimensions still in order or insert unit ones, and
+    broadcasts read through such reshapes, until pairs cancel, so only the
+    model's inputs and outputs are transposed (a transformer's heads stay
+    as the projection wrote them through Llama's rotary embedding and
+    grouped-query repeat, and attention reads the one transpose left in
+    place); a transpose between two
     reshapes that fold leading dimensions into one batch and back (the
     dynamo exporter's key^T) becomes one transpose. A 2-D convolution whose
     filter tiles its input (no overlap, padding or dilation) over fewer than

@@ -3,8 +3,9 @@
 // Rewrites 2-D convolution, pooling and training batch norm, and their
 // gradients, to channels last with a transpose on each side, then sinks
 // transposes through layout-agnostic ops (element-wise ops, concatenations,
-// pads, inference batch norm as a per-channel affine map) so that the pairs
-// between consecutive convolutions cancel.
+// pads, slices, broadcasts, inference batch norm as a per-channel affine
+// map) so that the pairs between consecutive convolutions cancel, and a
+// transformer's head transposes reach attention, which reads them in place.
 //
 //===----------------------------------------------------------------------===//
 #include "compiler/Passes.h"
@@ -233,6 +234,19 @@ graph::ExpandOp sameRankExpand(Value v) {
   return expand;
 }
 
+/// Whether `v` is a constant of `result`'s rank that broadcasts to it.
+bool isBroadcastConstant(Value v, Type result) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  auto target = dyn_cast<RankedTensorType>(result);
+  if (!v.getDefiningOp<graph::ConstantOp>() || !type || !target ||
+      type.getRank() != target.getRank() || type == target)
+    return false;
+  for (auto [have, want] : llvm::zip(type.getShape(), target.getShape()))
+    if (have != 1 && have != want)
+      return false;
+  return true;
+}
+
 /// op(transpose(a, p), transpose(b, p)) = transpose(op(a, b), p) for
 /// element-wise ops whose operands all have one shape. A function argument
 /// or a broadcast among the operands is transposed the other way instead
@@ -248,6 +262,11 @@ struct SinkTransposeThroughElementwise : RewritePattern {
       return failure();
     std::optional<ArrayRef<int64_t>> perm;
     for (Value v : op->getOperands()) {
+      // A constant broadcast along some dimensions (Llama's rotary tables,
+      // [1, 1, S, D] against [B, H, S, D]) is transposed with the rest:
+      // folding makes that a constant again.
+      if (isBroadcastConstant(v, op->getResult(0).getType()))
+        continue;
       if (v.getType() != op->getResult(0).getType())
         return failure();
       if (isa<BlockArgument>(v) || sameRankExpand(v))
@@ -271,7 +290,8 @@ struct SinkTransposeThroughElementwise : RewritePattern {
     SmallVector<Value> sources;
     Location loc = op->getLoc();
     for (Value v : op->getOperands()) {
-      if (isa<BlockArgument>(v)) {
+      if (isa<BlockArgument>(v) ||
+          isBroadcastConstant(v, op->getResult(0).getType())) {
         sources.push_back(transposeOf(rewriter, loc, v, inverse, op));
       } else if (graph::ExpandOp expand = sameRankExpand(v)) {
         ArrayRef<int64_t> shape = expand.getShape();
@@ -481,6 +501,177 @@ struct SinkTransposeThroughReshape : OpRewritePattern<graph::ReshapeOp> {
   }
 };
 
+/// slice(transpose(x, p)) = transpose(slice(x), p), the slice's bounds on
+/// each source dimension: the transpose moves fewer bytes after it, and
+/// can sink on to where a kernel reads it in place (Llama's rotary halves,
+/// attention's strided views).
+struct SinkTransposeThroughSlice : OpRewritePattern<graph::SliceOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::SliceOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    if (!t || isa<BlockArgument>(t.getInput()))
+      return failure();
+    ArrayRef<int64_t> p = t.getPerm();
+    size_t rank = p.size();
+    if (op.getStarts().size() != rank || op.getEnds().size() != rank ||
+        op.getSteps().size() != rank)
+      return failure();
+    SmallVector<int64_t> starts(rank), ends(rank), steps(rank), shape(rank);
+    for (size_t i = 0; i < rank; ++i) {
+      starts[p[i]] = op.getStarts()[i];
+      ends[p[i]] = op.getEnds()[i];
+      steps[p[i]] = op.getSteps()[i];
+      shape[p[i]] = op.getType().getDimSize(i);
+    }
+    auto type = RankedTensorType::get(shape, op.getType().getElementType());
+    auto moved =
+        graph::SliceOp::create(rewriter, op.getLoc(), type, t.getInput(),
+                               rewriter.getDenseI64ArrayAttr(starts),
+                               rewriter.getDenseI64ArrayAttr(ends),
+                               rewriter.getDenseI64ArrayAttr(steps));
+    if (auto device = graph::getDevice(op))
+      graph::setDevice(moved, *device);
+    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
+    return success();
+  }
+};
+
+/// Whether reshaping transpose(x, p) (of shape `moved`) to `merged` only
+/// merges runs of dimensions that lie consecutive and in order in x, so
+/// that the transpose can move after the reshape.
+bool mergesSourceRuns(ArrayRef<int64_t> p, ArrayRef<int64_t> moved,
+                      ArrayRef<int64_t> merged) {
+  int64_t rank = static_cast<int64_t>(moved.size()), next = 0;
+  for (int64_t extent : merged) {
+    int64_t first = next, product = 1;
+    do {
+      if (next == rank)
+        return false;
+      product *= moved[next];
+      if (next > first && p[next] != p[next - 1] + 1)
+        return false;
+      ++next;
+    } while (product < extent);
+    if (product != extent)
+      return false;
+  }
+  return next == rank;
+}
+
+/// expand(transpose(x, p)) = transpose(expand(x), p) where the broadcast
+/// is read through reshapes that the transpose can then sink through
+/// (grouped-query attention repeats each key head [B, Hkv, 1, S, D] ->
+/// [B, Hkv, n, S, D], then merges the heads): it reaches attention, which
+/// reads it in place. Other broadcasts keep the transpose on the smaller
+/// side (the dynamo exporter folds batch and heads together, which x's
+/// order does not allow).
+struct SinkTransposeThroughExpand : OpRewritePattern<graph::ExpandOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::ExpandOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    if (!t || isa<BlockArgument>(t.getInput()) || op->use_empty())
+      return failure();
+    for (Operation *user : op->getUsers()) {
+      auto reshape = dyn_cast<graph::ReshapeOp>(user);
+      if (!reshape || !reshape.getType().hasStaticShape() ||
+          !mergesSourceRuns(t.getPerm(), op.getType().getShape(),
+                            reshape.getType().getShape()))
+        return failure();
+    }
+    ArrayRef<int64_t> p = t.getPerm();
+    ArrayRef<int64_t> shape = op.getShape();
+    if (shape.size() != p.size())
+      return failure();
+    SmallVector<int64_t> sourceShape(p.size());
+    for (size_t i = 0; i < p.size(); ++i)
+      sourceShape[p[i]] = shape[i];
+    auto type =
+        RankedTensorType::get(sourceShape, op.getType().getElementType());
+    auto moved =
+        graph::ExpandOp::create(rewriter, op.getLoc(), type, t.getInput(),
+                                rewriter.getDenseI64ArrayAttr(sourceShape));
+    if (auto device = graph::getDevice(op))
+      graph::setDevice(moved, *device);
+    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
+    return success();
+  }
+};
+
+/// reshape(transpose(x, p)) where the reshape only inserts unit
+/// dimensions = transpose(reshape(x), q): each new unit dimension goes in
+/// x right after the source of the dimension before it (unit dimensions
+/// hold no data, so any place keeps the element order).
+struct SinkTransposeThroughUnitReshape : OpRewritePattern<graph::ReshapeOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(graph::ReshapeOp op,
+                                PatternRewriter &rewriter) const override {
+    auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
+    if (!t || isa<BlockArgument>(t.getInput()) ||
+        !op.getType().hasStaticShape())
+      return failure();
+    ArrayRef<int64_t> p = t.getPerm();
+    ArrayRef<int64_t> moved = t.getType().getShape();
+    ArrayRef<int64_t> out = op.getType().getShape();
+    int64_t rank = static_cast<int64_t>(moved.size());
+    if (static_cast<int64_t>(out.size()) <= rank)
+      return failure();
+    // Result dimension j is transposed dimension mapped[j], or new (-1).
+    SmallVector<int64_t> mapped;
+    int64_t i = 0;
+    for (int64_t extent : out) {
+      if (i < rank && extent == moved[i]) {
+        mapped.push_back(i++);
+      } else if (extent == 1) {
+        mapped.push_back(-1);
+      } else {
+        return failure();
+      }
+    }
+    if (i != rank)
+      return failure();
+    // The source's dimensions in order, each followed by the new unit
+    // dimensions placed after it (those before any mapped one go first).
+    SmallVector<SmallVector<int64_t>> after(rank + 1);
+    int64_t anchor = 0; // slot 0: the front; slot s + 1: after source s
+    for (auto [j, m] : llvm::enumerate(mapped)) {
+      if (m >= 0)
+        anchor = p[m] + 1;
+      else
+        after[anchor].push_back(static_cast<int64_t>(j));
+    }
+    ArrayRef<int64_t> source =
+        cast<RankedTensorType>(t.getInput().getType()).getShape();
+    SmallVector<int64_t> sourceShape, perm(out.size());
+    auto placeUnits = [&](int64_t slot) {
+      for (int64_t j : after[slot]) {
+        perm[j] = static_cast<int64_t>(sourceShape.size());
+        sourceShape.push_back(1);
+      }
+    };
+    placeUnits(0);
+    for (int64_t s = 0; s < rank; ++s) {
+      int64_t j =
+          llvm::find(mapped, llvm::find(p, s) - p.begin()) - mapped.begin();
+      perm[j] = static_cast<int64_t>(sourceShape.size());
+      sourceShape.push_back(source[s]);
+      placeUnits(s + 1);
+    }
+    std::optional<int64_t> device = graph::getDevice(op);
+    auto type =
+        RankedTensorType::get(sourceShape, op.getType().getElementType());
+    auto reshaped =
+        graph::ReshapeOp::create(rewriter, op.getLoc(), type, t.getInput(),
+                                 rewriter.getDenseI64ArrayAttr(sourceShape));
+    if (device)
+      graph::setDevice(reshaped, *device);
+    rewriter.replaceOp(op,
+                       transposeOf(rewriter, op.getLoc(), reshaped, perm, op));
+    return success();
+  }
+};
+
 /// reshape(transpose(reshape(y, [a*b*.., rest]), p), [a, b, .., ...]) with
 /// p keeping the merged leading dimension first: the reshapes only fold
 /// y's leading dimensions into one batch and back, so this is one
@@ -577,14 +768,15 @@ struct ConvertLayoutPass : public impl::ConvertLayoutBase<ConvertLayoutPass> {
         return signalPassFailure();
 
     RewritePatternSet patterns(&getContext());
-    patterns
-        .add<ComposeTransposes, SinkTransposeThroughElementwise,
-             TransposeOfUnitDims, SinkTransposeThroughConcat,
-             SinkTransposeThroughReshape, TransposeBetweenBatchReshapes,
-             SinkTransposeThroughPad, BatchNormOfTranspose,
-             GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
-             GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
-            &getContext());
+    patterns.add<
+        ComposeTransposes, SinkTransposeThroughElementwise, TransposeOfUnitDims,
+        SinkTransposeThroughConcat, SinkTransposeThroughReshape,
+        TransposeBetweenBatchReshapes, SinkTransposeThroughPad,
+        SinkTransposeThroughSlice, SinkTransposeThroughExpand,
+        SinkTransposeThroughUnitReshape, BatchNormOfTranspose,
+        GlobalPoolOfTranspose<graph::GlobalAvgPoolOp, graph::ReduceMeanOp>,
+        GlobalPoolOfTranspose<graph::GlobalMaxPoolOp, graph::ReduceMaxOp>>(
+        &getContext());
     // Folding on the way turns the weights' transposes into constants.
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
       signalPassFailure();

@@ -264,3 +264,63 @@ func.func @batch_folded_transpose(%y: tensor<2x4x16x8xf32>) -> (tensor<2x4x8x16x
   %q = graph.reshape %v {shape = array<i64: 4, 2, 8, 16>} : (tensor<8x8x16xf32>) -> tensor<4x2x8x16xf32>
   return %o, %p, %q : tensor<2x4x8x16xf32>, tensor<16x2x4x8xf32>, tensor<4x2x8x16xf32>
 }
+
+// -----
+
+// Tests Llama's rotary embedding of the query heads: the heads' transpose
+// sinks through the two halves' slices, their concatenation, the products
+// with the tables (constants broadcast over batch and heads, which become
+// [1, S, 1, D] constants) and the sum, to the end of the chain, where
+// attention reads it in place.
+// CHECK-LABEL: func @rotary_query
+// CHECK-NOT: graph.transpose
+// CHECK: %[[H:.*]] = graph.reshape %arg0
+// CHECK: graph.slice %[[H]] {ends = array<i64: 2, 16, 4, 8>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x16x4x16xf32>) -> tensor<2x16x4x8xf32>
+// CHECK: graph.slice %[[H]] {ends = array<i64: 2, 16, 4, 16>, starts = array<i64: 0, 0, 0, 8>, steps = array<i64: 1, 1, 1, 1>}
+// CHECK: graph.concat {{.*}} {axis = 3 : i64}
+// CHECK: graph.mul {{.*}} : (tensor<2x16x4x16xf32>, tensor<1x16x1x16xf32>) -> tensor<2x16x4x16xf32>
+// CHECK: %[[SUM:.*]] = graph.add
+// CHECK: %[[T:.*]] = graph.transpose %[[SUM]] {perm = array<i64: 0, 2, 1, 3>}
+// CHECK: return %[[T]]
+func.func @rotary_query(%q: tensor<2x16x64xf32>) -> tensor<2x4x16x16xf32> {
+  %cos = graph.constant {value = dense<0.5> : tensor<1x1x16x16xf32>} : () -> tensor<1x1x16x16xf32>
+  %sin = graph.constant {value = dense<0.25> : tensor<1x1x16x16xf32>} : () -> tensor<1x1x16x16xf32>
+  %heads = graph.reshape %q {shape = array<i64: 2, 16, 4, 16>} : (tensor<2x16x64xf32>) -> tensor<2x16x4x16xf32>
+  %t = graph.transpose %heads {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x16xf32>) -> tensor<2x4x16x16xf32>
+  %a = graph.mul %t, %cos : (tensor<2x4x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %lo = graph.slice %t {ends = array<i64: 2, 4, 16, 8>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x8xf32>
+  %hi = graph.slice %t {ends = array<i64: 2, 4, 16, 16>, starts = array<i64: 0, 0, 0, 8>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x8xf32>
+  %c = graph.concat %hi, %lo {axis = 3 : i64} : (tensor<2x4x16x8xf32>, tensor<2x4x16x8xf32>) -> tensor<2x4x16x16xf32>
+  %b = graph.mul %c, %sin : (tensor<2x4x16x16xf32>, tensor<1x1x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %r = graph.add %a, %b : (tensor<2x4x16x16xf32>, tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  return %r : tensor<2x4x16x16xf32>
+}
+
+// -----
+
+// Tests grouped-query attention's repeated key heads: the transpose sinks
+// through the unit dimension the reshape inserts, the broadcast and the
+// reshape that merges the repeated heads (in order in the source), so the
+// expand runs on [B, S, Hkv, n, D] and one transpose is left for attention
+// to read in place. Where the heads merge with the batch (the dynamo
+// exporter's key^T), the source's order does not allow it: the transpose
+// stays before the (larger) broadcast.
+// CHECK-LABEL: func @grouped_heads
+// CHECK: %[[U:.*]] = graph.reshape %arg0 {shape = array<i64: 2, 16, 2, 1, 16>} : (tensor<2x16x32xf32>) -> tensor<2x16x2x1x16xf32>
+// CHECK: %[[D:.*]] = graph.transpose %[[U]] {perm = array<i64: 0, 2, 3, 1, 4>} : (tensor<2x16x2x1x16xf32>) -> tensor<2x2x1x16x16xf32>
+// CHECK: %[[E:.*]] = graph.expand %[[U]] {shape = array<i64: 2, 16, 2, 2, 16>}
+// CHECK: %[[M:.*]] = graph.reshape %[[E]] {shape = array<i64: 2, 16, 4, 16>}
+// CHECK: %[[T:.*]] = graph.transpose %[[M]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x16xf32>) -> tensor<2x4x16x16xf32>
+// CHECK: %[[F:.*]] = graph.expand %[[D]] {shape = array<i64: 2, 2, 2, 16, 16>}
+// CHECK: %[[B:.*]] = graph.reshape %[[F]] {shape = array<i64: 8, 16, 16>}
+// CHECK: return %[[T]], %[[B]]
+func.func @grouped_heads(%x: tensor<2x16x32xf32>) -> (tensor<2x4x16x16xf32>, tensor<8x16x16xf32>) {
+  %k = graph.reshape %x {shape = array<i64: 2, 16, 2, 16>} : (tensor<2x16x32xf32>) -> tensor<2x16x2x16xf32>
+  %t = graph.transpose %k {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x2x16xf32>) -> tensor<2x2x16x16xf32>
+  %u = graph.reshape %t {shape = array<i64: 2, 2, 1, 16, 16>} : (tensor<2x2x16x16xf32>) -> tensor<2x2x1x16x16xf32>
+  %e = graph.expand %u {shape = array<i64: 2, 2, 2, 16, 16>} : (tensor<2x2x1x16x16xf32>) -> tensor<2x2x2x16x16xf32>
+  %m = graph.reshape %e {shape = array<i64: 2, 4, 16, 16>} : (tensor<2x2x2x16x16xf32>) -> tensor<2x4x16x16xf32>
+  %f = graph.expand %u {shape = array<i64: 2, 2, 2, 16, 16>} : (tensor<2x2x1x16x16xf32>) -> tensor<2x2x2x16x16xf32>
+  %b = graph.reshape %f {shape = array<i64: 8, 16, 16>} : (tensor<2x2x2x16x16xf32>) -> tensor<8x16x16xf32>
+  return %m, %b : tensor<2x4x16x16xf32>, tensor<8x16x16xf32>
+}
