@@ -75,8 +75,9 @@ Value onDevice(Operation *created, std::optional<int64_t> device) {
 /// on the transposes' sources: its types are inferred again and it goes on
 /// `op`'s device.
 LogicalResult replaceByTransposeOf(PatternRewriter &rewriter, Operation *op,
-                                   Operation *moved, ArrayRef<int64_t> perm) {
-  if (failed(reinferTypes(moved)))
+                                   Operation *moved, ArrayRef<int64_t> perm,
+                                   bool inferTypes = true) {
+  if (inferTypes && failed(reinferTypes(moved)))
     return failure();
   if (auto device = graph::getDevice(op))
     graph::setDevice(moved, *device);
@@ -530,10 +531,7 @@ struct SinkTransposeThroughSlice : OpRewritePattern<graph::SliceOp> {
                                rewriter.getDenseI64ArrayAttr(starts),
                                rewriter.getDenseI64ArrayAttr(ends),
                                rewriter.getDenseI64ArrayAttr(steps));
-    if (auto device = graph::getDevice(op))
-      graph::setDevice(moved, *device);
-    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, moved, p, /*inferTypes=*/false);
   }
 };
 
@@ -592,10 +590,7 @@ struct SinkTransposeThroughExpand : OpRewritePattern<graph::ExpandOp> {
     auto moved =
         graph::ExpandOp::create(rewriter, op.getLoc(), type, t.getInput(),
                                 rewriter.getDenseI64ArrayAttr(sourceShape));
-    if (auto device = graph::getDevice(op))
-      graph::setDevice(moved, *device);
-    rewriter.replaceOp(op, transposeOf(rewriter, op.getLoc(), moved, p, op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, moved, p, /*inferTypes=*/false);
   }
 };
 
@@ -658,17 +653,13 @@ struct SinkTransposeThroughUnitReshape : OpRewritePattern<graph::ReshapeOp> {
       sourceShape.push_back(source[s]);
       placeUnits(s + 1);
     }
-    std::optional<int64_t> device = graph::getDevice(op);
     auto type =
         RankedTensorType::get(sourceShape, op.getType().getElementType());
     auto reshaped =
         graph::ReshapeOp::create(rewriter, op.getLoc(), type, t.getInput(),
                                  rewriter.getDenseI64ArrayAttr(sourceShape));
-    if (device)
-      graph::setDevice(reshaped, *device);
-    rewriter.replaceOp(op,
-                       transposeOf(rewriter, op.getLoc(), reshaped, perm, op));
-    return success();
+    return replaceByTransposeOf(rewriter, op, reshaped, perm,
+                                /*inferTypes=*/false);
   }
 };
 
