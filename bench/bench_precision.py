@@ -112,7 +112,7 @@ def main():
                                 a.devices, "--explain"] +
                                ["--" + flag for flag in flags[1:]])
                 predicted[precision] = last_predicted_step(explained)
-                def timed(extra):
+                def timed(extra, plan=plan):
                     out = sh([os.path.join(a.bin, "partc-run"), plan,
                               "--backend", "cuda", "--iterations",
                               str(a.iterations), "--warmup", "5",
@@ -122,6 +122,23 @@ def main():
                     return float(m.group(1)) if m else None
                 partc_ms[precision] = timed(["--keep-outputs"])
                 with_copy[precision] = timed([])
+                # Branches on streams: the predicted gain against the one
+                # measured on one stream a device (docs/cost-model.md).
+                gain = re.search(r"predicted to save ([0-9.]+) ms", explained)
+                if gain:
+                    single = plan + ".one-stream"
+                    sh([os.path.join(a.bin, "partc"), "compile",
+                        os.path.join(work, "model.onnx"), "-o", single,
+                        "--precision", flags[0], "--devices", a.devices,
+                        "--branch-streams", "1", "--quiet"] +
+                       ["--" + flag for flag in flags[1:]])
+                    one = timed(["--keep-outputs"], single)
+                    if one and partc_ms[precision]:
+                        print("%s %s branches: predicted gain %.3f ms, "
+                              "measured %.3f ms (%.3f on one stream)" % (
+                                  model, precision, float(gain.group(1)),
+                                  one - partc_ms[precision], one),
+                              flush=True)
                 outdir = os.path.join(work, precision + "-out")
                 sh([os.path.join(a.bin, "partc-run"), plan, "--backend",
                     "cuda", "--output-dir", outdir, "--quiet"] + inputs)

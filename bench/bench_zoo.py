@@ -148,13 +148,28 @@ def main():
             # Outputs stay on the GPU, as PyTorch returns them; the same
             # stream copying each batch's outputs to the host is timed
             # apart (the zoo's outputs are 8-20 MB of f32 a batch).
-            def stream(extra):
-                out = sh(run + ["--keep-inputs", "--quiet", "--stream",
-                                "--iterations", str(5 * a.iterations)] + extra)
+            def stream(extra, command=None):
+                out = sh((command or run) + [
+                    "--keep-inputs", "--quiet", "--stream", "--iterations",
+                    str(5 * a.iterations)] + extra)
                 return float(re.search(r"([0-9.]+) ms per batch",
                                        out).group(1))
             streamed = stream(["--keep-outputs"])
             streamed_host = stream([])
+            # Branches on streams (partc-assign-streams): the same plan on
+            # one stream a device, to set the gain the compiler predicted
+            # against the one measured (docs/cost-model.md).
+            gain = re.search(r"predicted to save ([0-9.]+) ms", explained)
+            if gain:
+                single = plan + ".one-stream"
+                sh(compile_cmd[:4] + [single, "--branch-streams", "1",
+                                      "--quiet"] + flags)
+                one = stream(["--keep-outputs"],
+                             [run[0], single] + run[2:])
+                print("  %s %s branches: predicted gain %.3f ms, measured "
+                      "%.3f ms (%.3f on one stream, %.3f on streams)" % (
+                          name, label, float(gain.group(1)), one - streamed,
+                          one, streamed), flush=True)
             if gpus == 1:
                 table = os.path.join(directory, "profile.json")
                 sh(run + ["--keep-inputs", "--quiet", "--iterations", "5",

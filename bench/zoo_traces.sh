@@ -17,7 +17,7 @@ MODELS=${MODELS:-bert,gpt2,vit,llama,t5enc}
 EXPORTER=${EXPORTER:-torchscript}
 timeout ${ZOO_TIMEOUT:-400} python3 bench/bench_zoo.py --bin $B --work /tmp/zoo \
   --models $MODELS --exporter $EXPORTER --precisions fp32,bf16 --iterations 30 --gpus 1 2>&1 |
-  grep -E '^\||kernels [0-9.]+ ms|calibration|rror|export failed' | cut -c1-300
+  grep -E '^\||kernels [0-9.]+ ms|calibration|branches:|rror|export failed' | cut -c1-300
 for m in ${MODELS//,/ }; do
   d=/tmp/zoo/$m-$EXPORTER
   [ -f $d/1partc-bf16.plan ] || continue
