@@ -502,6 +502,17 @@ struct SinkTransposeThroughReshape : OpRewritePattern<graph::ReshapeOp> {
   }
 };
 
+/// Whether every reader of `t` is an op a transpose can move past, so that
+/// moving it past one reader does not leave it behind for another (a
+/// second transpose where there was one).
+bool readersLetItSink(graph::TransposeOp t) {
+  return llvm::all_of(t->getUsers(), [](Operation *user) {
+    return graph::isElementwise(user) ||
+           isa<graph::SliceOp, graph::ConcatOp, graph::PadOp, graph::ReshapeOp,
+               graph::ExpandOp, graph::TransposeOp>(user);
+  });
+}
+
 /// slice(transpose(x, p)) = transpose(slice(x), p), the slice's bounds on
 /// each source dimension: the transpose moves fewer bytes after it, and
 /// can sink on to where a kernel reads it in place (Llama's rotary halves,
@@ -511,7 +522,7 @@ struct SinkTransposeThroughSlice : OpRewritePattern<graph::SliceOp> {
   LogicalResult matchAndRewrite(graph::SliceOp op,
                                 PatternRewriter &rewriter) const override {
     auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
-    if (!t || isa<BlockArgument>(t.getInput()))
+    if (!t || isa<BlockArgument>(t.getInput()) || !readersLetItSink(t))
       return failure();
     ArrayRef<int64_t> p = t.getPerm();
     size_t rank = p.size();
@@ -569,7 +580,8 @@ struct SinkTransposeThroughExpand : OpRewritePattern<graph::ExpandOp> {
   LogicalResult matchAndRewrite(graph::ExpandOp op,
                                 PatternRewriter &rewriter) const override {
     auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
-    if (!t || isa<BlockArgument>(t.getInput()) || op->use_empty())
+    if (!t || isa<BlockArgument>(t.getInput()) || op->use_empty() ||
+        !readersLetItSink(t))
       return failure();
     for (Operation *user : op->getUsers()) {
       auto reshape = dyn_cast<graph::ReshapeOp>(user);
@@ -604,7 +616,7 @@ struct SinkTransposeThroughUnitReshape : OpRewritePattern<graph::ReshapeOp> {
                                 PatternRewriter &rewriter) const override {
     auto t = op.getInput().getDefiningOp<graph::TransposeOp>();
     if (!t || isa<BlockArgument>(t.getInput()) ||
-        !op.getType().hasStaticShape())
+        !op.getType().hasStaticShape() || !readersLetItSink(t))
       return failure();
     ArrayRef<int64_t> p = t.getPerm();
     ArrayRef<int64_t> moved = t.getType().getShape();

@@ -324,3 +324,21 @@ func.func @grouped_heads(%x: tensor<2x16x32xf32>) -> (tensor<2x4x16x16xf32>, ten
   %b = graph.reshape %f {shape = array<i64: 8, 16, 16>} : (tensor<2x2x2x16x16xf32>) -> tensor<8x16x16xf32>
   return %m, %b : tensor<2x4x16x16xf32>, tensor<8x16x16xf32>
 }
+
+// -----
+
+// Tests that a transpose with a reader it cannot move past (a softmax along
+// one of its axes) stays where it is for its slice too: moving it past the
+// slice alone would leave two transposes where there was one.
+// CHECK-LABEL: func @transpose_kept_for_softmax
+// CHECK: %[[T:.*]] = graph.transpose
+// CHECK: graph.slice %[[T]]
+// CHECK: graph.softmax %[[T]]
+// CHECK-NOT: graph.transpose
+func.func @transpose_kept_for_softmax(%x: tensor<2x16x64xf32>) -> (tensor<2x4x16x8xf32>, tensor<2x4x16x16xf32>) {
+  %h = graph.reshape %x {shape = array<i64: 2, 16, 4, 16>} : (tensor<2x16x64xf32>) -> tensor<2x16x4x16xf32>
+  %t = graph.transpose %h {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x16x4x16xf32>) -> tensor<2x4x16x16xf32>
+  %s = graph.slice %t {ends = array<i64: 2, 4, 16, 8>, starts = array<i64: 0, 0, 0, 0>, steps = array<i64: 1, 1, 1, 1>} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x8xf32>
+  %m = graph.softmax %t {axis = 3 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
+  return %s, %m : tensor<2x4x16x8xf32>, tensor<2x4x16x16xf32>
+}
