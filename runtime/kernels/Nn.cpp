@@ -94,13 +94,15 @@ public:
       pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0 &&
                   w.padEnd[i] == 0;
     pointwise_ = pointwise;
-    if (!pointwise_)
-      col_.resize(
-          static_cast<size_t>((c / group) * w.kernelSize() * w.outSize()));
   }
 
   Status run(const std::vector<TensorRef> &in,
              const std::vector<TensorRef> &out) override {
+    // Scratch on first use: kernels are also created only to validate plans
+    // (Inception v3's 64 MB a convolution made compiling it slow).
+    if (!pointwise_)
+      col_.resize(
+          static_cast<size_t>((c_ / group_) * w_.kernelSize() * w_.outSize()));
     const float *x = in[0].as<float>();
     const float *wt = in[1].as<float>();
     float *y = out[0].as<float>();

@@ -113,6 +113,9 @@ static cl::opt<std::string>
 static cl::opt<bool> printIRAfterAll("print-ir-after-all",
                                      cl::desc("Print the IR after each pass"),
                                      cl::init(false));
+static cl::opt<bool>
+    passTiming("timing", cl::desc("Print the time each pass took (to stderr)"),
+               cl::init(false));
 static cl::list<std::string>
     dimBindings("dim",
                 cl::desc("Value of a symbolic input dimension by its ONNX "
@@ -716,6 +719,8 @@ int compile() {
                           /*printModuleScope=*/true,
                           /*printAfterOnlyOnChange=*/false);
     }
+    if (passTiming)
+      pm.enableTiming();
     mlir::partc::buildCompilePipeline(pm, o);
     return pm.run(*module);
   };
