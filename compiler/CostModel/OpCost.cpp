@@ -316,6 +316,16 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
   return roofline;
 }
 
+llvm::Error CostTable::loadAll(llvm::StringRef paths) {
+  for (llvm::StringRef rest = paths; !rest.empty();) {
+    auto [file, tail] = rest.split(',');
+    rest = tail;
+    if (llvm::Error e = load(file.str()))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
 llvm::Error CostTable::load(const std::string &path) {
   auto buffer = llvm::MemoryBuffer::getFile(path);
   if (!buffer)

@@ -60,6 +60,9 @@ OpWork analyzeOp(mlir::Operation *op, bool batched,
 class CostTable {
 public:
   llvm::Error load(const std::string &path);
+  /// Loads each of `paths`, separated by commas (profiles at several batch
+  /// sizes merge).
+  llvm::Error loadAll(llvm::StringRef paths);
   bool empty() const { return seconds_.empty(); }
   const double *lookup(const std::string &signature) const {
     auto it = seconds_.find(signature);

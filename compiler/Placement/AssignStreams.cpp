@@ -72,16 +72,12 @@ struct AssignStreamsPass : public impl::AssignStreamsBase<AssignStreamsPass> {
     device_ = topo->weakest();
     tf32_ = topo->tf32;
     // The profile placement was costed with, so that the two agree.
-    for (StringRef rest = costTable; !rest.empty();) {
-      auto [file, tail] = rest.split(',');
-      rest = tail;
-      if (llvm::Error e = table_.load(file.str())) {
-        module.emitError() << "partc-assign-streams: --cost-table: "
-                           << llvm::toString(std::move(e))
-                           << "; hint: pass a profile written by partc-run "
-                              "--profile";
-        return signalPassFailure();
-      }
+    if (llvm::Error e = table_.loadAll(costTable)) {
+      module.emitError() << "partc-assign-streams: --cost-table: "
+                         << llvm::toString(std::move(e))
+                         << "; hint: pass a profile written by partc-run "
+                            "--profile";
+      return signalPassFailure();
     }
     if (maxStreams == 1)
       return;

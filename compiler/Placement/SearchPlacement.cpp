@@ -74,12 +74,8 @@ struct SearchPlacementPass : public impl::SearchPlacementBase<SearchPlacementPas
       return fail("explain takes text or json, got '" + explain + "'");
     ::partc::costmodel::CostTable table;
     // Several profiles (say, at batch 64 and at micro-batch sizes) merge.
-    for (StringRef rest = costTable; !rest.empty();) {
-      auto [file, tail] = rest.split(',');
-      rest = tail;
-      if (llvm::Error e = table.load(file.str()))
-        return fail(llvm::toString(std::move(e)));
-    }
+    if (llvm::Error e = table.loadAll(costTable))
+      return fail(llvm::toString(std::move(e)));
     int64_t numDevices = static_cast<int64_t>(topo->size());
     SearchOptions options;
     options.topology = std::move(*topo);
