@@ -235,16 +235,69 @@ graph::ExpandOp sameRankExpand(Value v) {
   return expand;
 }
 
-/// Whether `v` is a constant of `result`'s rank that broadcasts to it.
-bool isBroadcastConstant(Value v, Type result) {
+/// `v`'s static shape with leading unit dimensions up to `rank` (numpy's
+/// broadcasting), or none.
+std::optional<SmallVector<int64_t>> broadcastShape(Value v, int64_t rank) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type || !type.hasStaticShape() || type.getRank() > rank)
+    return std::nullopt;
+  SmallVector<int64_t> shape(rank - type.getRank(), 1);
+  llvm::append_range(shape, type.getShape());
+  return shape;
+}
+
+/// Whether `v` broadcasts to `result` (numpy's way: a lower rank gains
+/// leading unit dimensions) and is not of its shape. Scalars of a lower
+/// rank are left out: a transpose stays above their product, where
+/// partc-fold-matmul-views folds the scale of a query or key into the
+/// attention's product.
+bool isBroadcast(Value v, Type result) {
   auto target = dyn_cast<RankedTensorType>(result);
-  if (!v.getDefiningOp<graph::ConstantOp>() || !type || !target ||
-      type.getRank() != target.getRank() || type == target)
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!target || !type || type == target ||
+      (type.getRank() < target.getRank() && type.getNumElements() == 1))
     return false;
-  for (auto [have, want] : llvm::zip(type.getShape(), target.getShape()))
+  std::optional<SmallVector<int64_t>> shape =
+      broadcastShape(v, target.getRank());
+  if (!shape)
+    return false;
+  for (auto [have, want] : llvm::zip(*shape, target.getShape()))
     if (have != 1 && have != want)
       return false;
+  return true;
+}
+
+/// `v` of `rank` dimensions: reshaped with leading unit dimensions where it
+/// has fewer.
+Value withRank(OpBuilder &b, Location loc, Value v, int64_t rank,
+               Operation *placedLike) {
+  SmallVector<int64_t> shape = *broadcastShape(v, rank);
+  if (static_cast<int64_t>(shape.size()) == rankOf(v))
+    return v;
+  auto type = RankedTensorType::get(
+      shape, cast<RankedTensorType>(v.getType()).getElementType());
+  auto reshape =
+      graph::ReshapeOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(shape));
+  return onDevice(reshape, graph::getDevice(placedLike));
+}
+
+/// Whether `v` is a constant of `result`'s rank that broadcasts to it.
+bool isBroadcastConstant(Value v, Type result) {
+  return v.getDefiningOp<graph::ConstantOp>() && isBroadcast(v, result);
+}
+
+/// Whether transposing a tensor of `shape` by `perm` keeps its element
+/// order: only unit dimensions move, so the transpose is a reshape (a
+/// view).
+bool transposeIsView(ArrayRef<int64_t> shape, ArrayRef<int64_t> perm) {
+  int64_t previous = -1;
+  for (int64_t d : perm) {
+    if (shape[d] == 1)
+      continue;
+    if (d < previous)
+      return false;
+    previous = d;
+  }
   return true;
 }
 
@@ -261,14 +314,24 @@ struct SinkTransposeThroughElementwise : RewritePattern {
                                 PatternRewriter &rewriter) const override {
     if (!graph::isElementwise(op) || op->getNumOperands() == 0)
       return failure();
+    Type resultType = op->getResult(0).getType();
     std::optional<ArrayRef<int64_t>> perm;
+    SmallVector<Value> broadcasts;
     for (Value v : op->getOperands()) {
       // A constant broadcast along some dimensions (Llama's rotary tables,
       // [1, 1, S, D] against [B, H, S, D]) is transposed with the rest:
       // folding makes that a constant again.
-      if (isBroadcastConstant(v, op->getResult(0).getType()))
+      if (isBroadcastConstant(v, resultType))
         continue;
-      if (v.getType() != op->getResult(0).getType())
+      // So is any broadcast that the inverse transpose only reshapes:
+      // squeeze-and-excitation's [N, C, 1, 1] scale of a channels-last
+      // [N, C, H, W] map, which would otherwise be transposed to channels
+      // first and back around the product.
+      if (isBroadcast(v, resultType)) {
+        broadcasts.push_back(v);
+        continue;
+      }
+      if (v.getType() != resultType)
         return failure();
       if (isa<BlockArgument>(v) || sameRankExpand(v))
         continue;
@@ -287,12 +350,17 @@ struct SinkTransposeThroughElementwise : RewritePattern {
     SmallVector<int64_t> p(*perm), inverse(p.size());
     for (auto [i, d] : llvm::enumerate(p))
       inverse[d] = static_cast<int64_t>(i);
+    for (Value v : broadcasts)
+      if (!transposeIsView(*broadcastShape(v, p.size()), inverse))
+        return failure();
     rewriter.setInsertionPoint(op);
     SmallVector<Value> sources;
     Location loc = op->getLoc();
     for (Value v : op->getOperands()) {
-      if (isa<BlockArgument>(v) ||
-          isBroadcastConstant(v, op->getResult(0).getType())) {
+      if (isBroadcast(v, resultType)) {
+        Value full = withRank(rewriter, loc, v, p.size(), op);
+        sources.push_back(transposeOf(rewriter, loc, full, inverse, op));
+      } else if (isa<BlockArgument>(v)) {
         sources.push_back(transposeOf(rewriter, loc, v, inverse, op));
       } else if (graph::ExpandOp expand = sameRankExpand(v)) {
         ArrayRef<int64_t> shape = expand.getShape();
@@ -727,15 +795,10 @@ struct TransposeOfUnitDims : OpRewritePattern<graph::TransposeOp> {
   using OpRewritePattern::OpRewritePattern;
   LogicalResult matchAndRewrite(graph::TransposeOp op,
                                 PatternRewriter &rewriter) const override {
-    auto type = cast<RankedTensorType>(op.getInput().getType());
-    int64_t previous = -1;
-    for (int64_t d : op.getPerm()) {
-      if (type.getDimSize(d) == 1)
-        continue;
-      if (d < previous)
-        return failure();
-      previous = d;
-    }
+    if (!transposeIsView(
+            cast<RankedTensorType>(op.getInput().getType()).getShape(),
+            op.getPerm()))
+      return failure();
     // The device is read before the replacement erases `op`.
     std::optional<int64_t> device = graph::getDevice(op);
     auto reshape = rewriter.replaceOpWithNewOp<graph::ReshapeOp>(

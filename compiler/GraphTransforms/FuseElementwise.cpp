@@ -53,6 +53,27 @@ SmallVector<ChainStep, 2> stepsOf(Operation *op) {
   return steps;
 }
 
+/// Whether a value of type `from` is `to` or broadcasts to it (numpy's
+/// rules). A chain reads such a producer's inputs broadcast and computes
+/// its steps once per element of the result: squeeze-and-excitation's
+/// sigmoid of [N, C] channel scales joins the product with the [N, H, W,
+/// C] map instead of running as a kernel of its own, at the price of a
+/// sigmoid per element of a memory-bound pass.
+bool broadcastsTo(Type from, Type to) {
+  if (from == to)
+    return true;
+  auto a = dyn_cast<RankedTensorType>(from);
+  auto b = dyn_cast<RankedTensorType>(to);
+  if (!a || !b || a.getElementType() != b.getElementType() ||
+      !a.hasStaticShape() || !b.hasStaticShape() || a.getRank() > b.getRank())
+    return false;
+  int64_t skip = b.getRank() - a.getRank();
+  for (int64_t d = 0; d < a.getRank(); ++d)
+    if (a.getDimSize(d) != 1 && a.getDimSize(d) != b.getDimSize(skip + d))
+      return false;
+  return true;
+}
+
 struct FuseElementwisePass
     : public impl::FuseElementwiseBase<FuseElementwisePass> {
   void runOnOperation() override {
@@ -84,8 +105,9 @@ struct FuseElementwisePass
     }
   }
 
-  /// The ops that can run with `root`: element-wise, of root's type, on
-  /// its device, and read only by ops of the group.
+  /// The ops that can run with `root`: element-wise, of root's type or
+  /// one that broadcasts to it, on its device, and read only by ops of the
+  /// group.
   llvm::SetVector<Operation *> grow(Operation *root,
                                     const DenseSet<Operation *> &taken) {
     llvm::SetVector<Operation *> group;
@@ -101,7 +123,7 @@ struct FuseElementwisePass
           if (!producer || group.contains(producer) ||
               taken.contains(producer) ||
               producer->getBlock() != root->getBlock() ||
-              producer->getResult(0).getType() != type ||
+              !broadcastsTo(producer->getResult(0).getType(), type) ||
               graph::getDevice(producer) != graph::getDevice(root))
             continue;
           size_t more = stepsOf(producer).size();

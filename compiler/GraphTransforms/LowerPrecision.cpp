@@ -54,16 +54,18 @@ bool isChannelsLastPool(Operation *op) {
              std::numeric_limits<int32_t>::max();
 }
 
-/// Ops with a 16-bit kernel on every backend. Products and normalizations
-/// accumulate in f32 inside the kernel; data movement (and where, which
-/// selects) copies bits.
+/// Ops with a 16-bit kernel on every backend. Products, normalizations and
+/// reductions accumulate in f32 inside the kernel (a squeeze-and-excitation
+/// block's global pool would otherwise widen the whole map to f32 and
+/// back); data movement (and where, which selects) copies bits.
 bool hasLowPrecisionKernel(Operation *op) {
   if (!isa<graph::MatMulOp, graph::GemmOp, graph::StridedMatMulOp,
            graph::ConvOp, graph::FusedElementwiseOp, graph::ReshapeOp,
            graph::IdentityOp, graph::TransposeOp, graph::SliceOp,
            graph::ConcatOp, graph::SplitOp, graph::ExpandOp, graph::GatherOp,
            graph::WhereOp, graph::SoftmaxOp, graph::LayerNormOp,
-           graph::RmsNormOp>(op) &&
+           graph::RmsNormOp, graph::ReduceSumOp, graph::ReduceMeanOp,
+           graph::ReduceMaxOp, graph::ReduceMinOp>(op) &&
       !isElementwiseStep(op) && !isChannelsLastPool(op))
     return false;
   return true;

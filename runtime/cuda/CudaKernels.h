@@ -374,9 +374,11 @@ cudaError_t launchFusedElementwise(const FusedParams &p, cudaStream_t s);
 int fusedWidth(const FusedParams &p);
 unsigned fusedBlocks(const FusedParams &p, int width);
 
-cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
-                            const Strides &keep, const Strides &reduced,
-                            int64_t reduceCount, int op, cudaStream_t s);
+/// `element` (FusedParams::Element) is both operands' type; sums in f32.
+cudaError_t launchReduce(const void *x, void *y, int64_t outCount,
+                         const Strides &keep, const Strides &reduced,
+                         int64_t reduceCount, int op, unsigned char element,
+                         cudaStream_t s);
 /// The same over a contiguous [rows, cols] view, reducing the columns of
 /// each row; both dimensions non-empty.
 cudaError_t launchReduceTrailingF32(const float *x, float *y, int64_t rows,
@@ -392,6 +394,21 @@ int64_t reduceLeadingColumnBlocks(int64_t cols);
 cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
                                    unsigned *arrivals, int64_t rows,
                                    int64_t cols, int op, cudaStream_t s);
+
+/// A reduction over the middle dimension of a contiguous [batch, rows,
+/// cols] view (channels-last global pooling) of FusedParams element type
+/// `element`, summed in f32, in row chunks combined in a fixed order by
+/// the last chunk of each batch item to finish. Fits where
+/// reduceMiddleFits; `partials` holds batch * reduceMiddleChunks(...) *
+/// cols floats (none for one chunk), `arrivals` batch zeroed counters that
+/// each launch leaves zeroed.
+bool reduceMiddleFits(int64_t batch, int64_t cols, unsigned char element);
+int64_t reduceMiddleChunks(int64_t batch, int64_t rows, int64_t cols,
+                           unsigned char element);
+cudaError_t launchReduceMiddle(const void *x, void *y, float *partials,
+                               unsigned *arrivals, int64_t batch, int64_t rows,
+                               int64_t cols, int op, unsigned char element,
+                               cudaStream_t s);
 
 /// Holds the stream until the mapped host word `word` reaches `value` (or
 /// `timeoutNs` pass).

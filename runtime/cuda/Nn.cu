@@ -565,9 +565,25 @@ __device__ inline float reduceStep(int op, float acc, float v) {
 /// where the kept dimensions are innermost); threads y split each output's
 /// reduction, so that few outputs with long reductions (a global average
 /// pool at a small batch) still fill the GPU, and combine in shared memory.
-__global__ void reduceKernel(const float *x, float *y, int64_t outCount,
+/// Element `i` of `base` (of FusedParams element type `e`) as f32, and
+/// `v` stored there rounded to it.
+__device__ inline float loadElement(const void *base, int64_t i,
+                                    unsigned char e) {
+  if (e == FusedParams::F32)
+    return static_cast<const float *>(base)[i];
+  return wideFrom16(static_cast<const unsigned short *>(base)[i], e);
+}
+__device__ inline void storeElement(void *base, int64_t i, float v,
+                                    unsigned char e) {
+  if (e == FusedParams::F32)
+    static_cast<float *>(base)[i] = v;
+  else
+    static_cast<unsigned short *>(base)[i] = narrowTo16(v, e);
+}
+
+__global__ void reduceKernel(const void *x, void *y, int64_t outCount,
                              Strides keep, Strides reduced, int64_t reduceCount,
-                             int op) {
+                             int op, unsigned char element) {
   extern __shared__ float partial[];
   bool narrowKeep = narrowIndex(outCount),
        narrowReduced = narrowIndex(reduceCount);
@@ -576,8 +592,10 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
   if (o < outCount) {
     int64_t base = offsetOf(keep, 0, o, narrowKeep);
     for (int64_t r = threadIdx.y; r < reduceCount; r += blockDim.y)
-      acc =
-          reduceStep(op, acc, x[base + offsetOf(reduced, 0, r, narrowReduced)]);
+      acc = reduceStep(
+          op, acc,
+          loadElement(x, base + offsetOf(reduced, 0, r, narrowReduced),
+                      element));
   }
   partial[threadIdx.y * blockDim.x + threadIdx.x] = acc;
   __syncthreads();
@@ -585,7 +603,98 @@ __global__ void reduceKernel(const float *x, float *y, int64_t outCount,
     return;
   for (unsigned k = 1; k < blockDim.y; ++k)
     acc = reduceStep(op, acc, partial[k * blockDim.x + threadIdx.x]);
-  y[o] = op == 1 ? acc / float(reduceCount) : acc;
+  storeElement(y, o, op == 1 ? acc / float(reduceCount) : acc, element);
+}
+
+/// W consecutive elements of `base` from element `i` (a multiple of W) as
+/// f32: 16-byte loads (8 16-bit or 4 f32 values), 8-byte ones (4 16-bit),
+/// or one at a time (W = 1).
+template <int W>
+__device__ __forceinline__ void loadRun(const void *base, int64_t i,
+                                        unsigned char e, float (&v)[W]) {
+  if constexpr (W == 1) {
+    v[0] = loadElement(base, i, e);
+  } else if (e == FusedParams::F32) {
+    fusedLoadWideFrom<W>(static_cast<const float *>(base) + i, 0, e, v);
+  } else {
+    fusedLoadWideFrom<W>(static_cast<const unsigned short *>(base) + i, 0, e,
+                         v);
+  }
+}
+
+/// A reduction over the middle dimension of a contiguous [batch, rows,
+/// cols] view: a global average pool of a channels-last map (rows are its
+/// pixels, cols its channels), which the general kernel reads a few
+/// channels at a time. Block (x, b) reduces rows [x * rowsPerChunk, ...)
+/// of batch item b: its threads split into cols / W column groups of W
+/// consecutive elements (one wide load) and blockDim / groups row phases,
+/// so that a warp reads whole rows; the phases meet in shared memory in
+/// order. With several chunks, the last block of an item to finish
+/// (counted in `arrivals`, which it resets) combines the chunks' partials
+/// in order, so that the result never depends on timing.
+template <int W>
+__global__ void reduceMiddleKernel(const void *x, void *y, float *partials,
+                                   unsigned *arrivals, int64_t rows,
+                                   int64_t cols, int64_t rowsPerChunk, int op,
+                                   unsigned char element) {
+  extern __shared__ float phasePartial[];
+  __shared__ bool lastToArrive;
+  int groups = static_cast<int>(cols / W);
+  int phases = blockDim.x / groups;
+  int group = threadIdx.x % groups, phase = threadIdx.x / groups;
+  int64_t item = blockIdx.y;
+  int64_t begin = blockIdx.x * rowsPerChunk;
+  int64_t end = min(rows, begin + rowsPerChunk);
+  if (phase < phases) {
+    float acc[W];
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      acc[i] = reduceInit(op);
+    int64_t base = item * rows * cols + group * W;
+#pragma unroll 4
+    for (int64_t r = begin + phase; r < end; r += phases) {
+      float v[W];
+      loadRun<W>(x, base + r * cols, element, v);
+#pragma unroll
+      for (int i = 0; i < W; ++i)
+        acc[i] = reduceStep(op, acc[i], v[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < W; ++i)
+      phasePartial[phase * cols + group * W + i] = acc[i];
+  }
+  __syncthreads();
+  auto finish = [&](float acc) { return op == 1 ? acc / float(rows) : acc; };
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float acc = phasePartial[c];
+    for (int k = 1; k < phases; ++k)
+      acc = reduceStep(op, acc, phasePartial[k * cols + c]);
+    if (gridDim.x == 1)
+      storeElement(y, item * cols + c, finish(acc), element);
+    else
+      partials[(item * gridDim.x + blockIdx.x) * cols + c] = acc;
+  }
+  if (gridDim.x == 1)
+    return;
+  // Publish the partials before counting this block in.
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned before = atomicAdd(arrivals + item, 1u);
+    lastToArrive = before == gridDim.x - 1;
+    if (lastToArrive)
+      arrivals[item] = 0;
+  }
+  __syncthreads();
+  if (!lastToArrive)
+    return;
+  for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    float acc = reduceInit(op);
+    for (unsigned k = 0; k < gridDim.x; ++k)
+      acc = reduceStep(op, acc,
+                       __ldcg(partials + (item * gridDim.x + k) * cols + c));
+    storeElement(y, item * cols + c, finish(acc), element);
+  }
 }
 
 /// The leading reduction for narrow matrices (a bias of 768 features has 24
@@ -1081,9 +1190,10 @@ cudaError_t launchRmsNorm(const float *x, const float *scale, float *y,
   return cudaGetLastError();
 }
 
-cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
-                            const Strides &keep, const Strides &reduced,
-                            int64_t reduceCount, int op, cudaStream_t s) {
+cudaError_t launchReduce(const void *x, void *y, int64_t outCount,
+                         const Strides &keep, const Strides &reduced,
+                         int64_t reduceCount, int op, unsigned char element,
+                         cudaStream_t s) {
   // Split each reduction over up to a block of threads while the outputs
   // alone would leave most of the GPU idle (about 64K threads keep it
   // busy): a whole-tensor mean (a loss) takes one block, not 16 threads.
@@ -1094,7 +1204,73 @@ cudaError_t launchReduceF32(const float *x, float *y, int64_t outCount,
   dim3 block(kThreads / split, split);
   int64_t blocks = (outCount + block.x - 1) / block.x;
   reduceKernel<<<static_cast<unsigned>(blocks), block, kThreads * sizeof(float),
-                 s>>>(x, y, outCount, keep, reduced, reduceCount, op);
+                 s>>>(x, y, outCount, keep, reduced, reduceCount, op, element);
+  return cudaGetLastError();
+}
+
+int reduceMiddleWidth(int64_t cols, unsigned char element) {
+  if (element != FusedParams::F32 && cols % 8 == 0)
+    return 8;
+  return cols % 4 == 0 ? 4 : 1;
+}
+
+bool reduceMiddleFits(int64_t batch, int64_t cols, unsigned char element) {
+  return batch >= 1 && batch <= 65535 && cols >= 1 &&
+         cols / reduceMiddleWidth(cols, element) <= kThreads;
+}
+
+int64_t reduceMiddleChunks(int64_t batch, int64_t rows, int64_t cols,
+                           unsigned char element) {
+  // About four blocks an SM of a ~130-SM GPU, and at least 8 rows a
+  // thread in each chunk so that combining the chunks stays cheap.
+  int64_t phases = kThreads / (cols / reduceMiddleWidth(cols, element));
+  int64_t chunks = std::max<int64_t>(
+      std::min((528 + batch - 1) / batch, rows / (8 * phases)), 1);
+  int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+  return (rows + rowsPerChunk - 1) / rowsPerChunk;
+}
+
+cudaError_t launchReduceMiddle(const void *x, void *y, float *partials,
+                               unsigned *arrivals, int64_t batch, int64_t rows,
+                               int64_t cols, int op, unsigned char element,
+                               cudaStream_t s) {
+  int width = reduceMiddleWidth(cols, element);
+  // Wide loads need their first element aligned to their size; a view
+  // that is not, with more columns than a block has threads, takes the
+  // general kernel.
+  size_t bytes = element == FusedParams::F32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(x) % (width * bytes) != 0)
+    width = 1;
+  if (width == 1 && cols > kThreads) {
+    Strides keep, reduced;
+    keep.rank = 2;
+    keep.shape[0] = batch, keep.shape[1] = cols;
+    keep.stride[0][0] = rows * cols, keep.stride[0][1] = 1;
+    reduced.rank = 1;
+    reduced.shape[0] = rows;
+    reduced.stride[0][0] = cols;
+    return launchReduce(x, y, batch * cols, keep, reduced, rows, op, element,
+                        s);
+  }
+  int64_t chunks = reduceMiddleChunks(batch, rows, cols, element);
+  int64_t rowsPerChunk = (rows + chunks - 1) / chunks;
+  dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(batch));
+  size_t shared = static_cast<size_t>(kThreads) * width * sizeof(float);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid, kThreads, shared, s>>>(x, y, partials, arrivals, rows, cols,
+                                          rowsPerChunk, op, element);
+  };
+  switch (width) {
+  case 8:
+    launch(reduceMiddleKernel<8>);
+    break;
+  case 4:
+    launch(reduceMiddleKernel<4>);
+    break;
+  default:
+    launch(reduceMiddleKernel<1>);
+    break;
+  }
   return cudaGetLastError();
 }
 

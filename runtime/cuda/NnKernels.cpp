@@ -183,11 +183,54 @@ private:
   unsigned *arrivals_ = nullptr;
 };
 
+/// A reduction over the middle dimension of [batch, rows, cols]: a global
+/// pool channels last, in f32 or 16-bit.
+class ReduceMiddleKernel : public GpuKernel {
+public:
+  ReduceMiddleKernel(int64_t batch, int64_t rows, int64_t cols, int op,
+                     unsigned char element)
+      : batch_(batch), rows_(rows), cols_(cols), op_(op), element_(element) {}
+  ~ReduceMiddleKernel() override {
+    if (arrivals_)
+      cudaFree(arrivals_);
+  }
+  Status init() {
+    size_t bytes = static_cast<size_t>(batch_) * sizeof(unsigned);
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(cudaMalloc(&arrivals_, bytes), "reduction counters"));
+    return cudaStatus(cudaMemset(arrivals_, 0, bytes), "reduction counters");
+  }
+  size_t workspaceBytes() const override {
+    int64_t chunks = reduceMiddleChunks(batch_, rows_, cols_, element_);
+    return chunks > 1
+               ? static_cast<size_t>(batch_ * chunks * cols_) * sizeof(float)
+               : 0;
+  }
+  Status run(DeviceContext &ctx, const std::vector<TensorRef> &in,
+             const std::vector<TensorRef> &out) override {
+    return cudaStatus(launchReduceMiddle(in[0].data, out[0].data,
+                                         static_cast<float *>(ctx.workspace),
+                                         arrivals_, batch_, rows_, cols_, op_,
+                                         element_, ctx.stream),
+                      "reduce");
+  }
+
+private:
+  int64_t batch_, rows_, cols_;
+  int op_;
+  unsigned char element_;
+  unsigned *arrivals_ = nullptr;
+};
+
 Factory reduceFactory(int op) {
   return [op](const KernelArgs &a, DeviceContext &,
               std::unique_ptr<GpuKernel> &k) -> Status {
-    if (!allF32(a))
+    // Products (op 4) of 16-bit values stay on the CPU kernel's f32 path.
+    int sixteen = op == 4 ? -1 : uniform16(a);
+    if (!allF32(a) && sixteen < 0)
       return Status();
+    unsigned char element =
+        sixteen < 0 ? FusedParams::F32 : static_cast<unsigned char>(sixteen);
     const Shape &x = a.inputs[0].shape;
     if (x.size() > static_cast<size_t>(kMaxRank))
       return Status();
@@ -221,6 +264,33 @@ Factory reduceFactory(int op) {
                     [](bool b) { return b; });
     bool leading = contiguous && firstReduced == 0 && outCount >= 32;
     bool trailing = contiguous && lastReduced == x.size() && outCount >= 512;
+    int64_t batch = 1, inner = 1;
+    for (size_t d = 0; d < firstReduced; ++d)
+      batch *= x[d];
+    for (size_t d = lastReduced; d < x.size(); ++d)
+      inner *= x[d];
+    // Reduced axes between kept ones (or any contiguous run, in 16-bit):
+    // the middle kernel, whose warps read whole rows of channels.
+    bool middle = contiguous && count > 0 && outCount > 0 &&
+                  (firstReduced > 0 || element != FusedParams::F32) &&
+                  (lastReduced < x.size() || element != FusedParams::F32) &&
+                  reduceMiddleFits(batch, inner, element);
+    if (middle) {
+      auto kernel = std::make_unique<ReduceMiddleKernel>(batch, count, inner,
+                                                         op, element);
+      PARTC_RETURN_IF_ERROR(kernel->init());
+      k = std::move(kernel);
+      return Status();
+    }
+    if (element != FusedParams::F32) {
+      k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
+                     const std::vector<TensorRef> &out) {
+        return cudaStatus(launchReduce(in[0].data, out[0].data, outCount, keep,
+                                       reduced, count, op, element, ctx.stream),
+                          "reduce");
+      });
+      return Status();
+    }
     if (count > 0 && outCount > 0 && leading) {
       auto kernel = std::make_unique<ReduceLeadingKernel>(count, outCount, op);
       PARTC_RETURN_IF_ERROR(kernel->init());
@@ -239,9 +309,9 @@ Factory reduceFactory(int op) {
     }
     k = lambda([=](DeviceContext &ctx, const std::vector<TensorRef> &in,
                    const std::vector<TensorRef> &out) {
-      return cudaStatus(launchReduceF32(in[0].as<float>(), out[0].as<float>(),
-                                        outCount, keep, reduced, count, op,
-                                        ctx.stream),
+      return cudaStatus(launchReduce(in[0].data, out[0].data, outCount, keep,
+                                     reduced, count, op, FusedParams::F32,
+                                     ctx.stream),
                         "reduce");
     });
     return Status();

@@ -342,3 +342,53 @@ func.func @transpose_kept_for_softmax(%x: tensor<2x16x64xf32>) -> (tensor<2x4x16
   %m = graph.softmax %t {axis = 3 : i64} : (tensor<2x4x16x16xf32>) -> tensor<2x4x16x16xf32>
   return %s, %m : tensor<2x4x16x8xf32>, tensor<2x4x16x16xf32>
 }
+
+// -----
+
+// Tests that squeeze-and-excitation (EfficientNet, RegNetY, MobileNetV3)
+// stays channels last: the [N, C, 1, 1] scale of the map is only reshaped
+// to [N, 1, 1, C], so the product runs on the channels-last map, not on a
+// copy transposed to channels first and back. The broadcast operand that
+// would need moving data (a [N, C, 1, W] one) keeps the transposes.
+// CHECK-LABEL: func @squeeze_excitation
+// CHECK: %[[C:.*]] = graph.conv %{{.*}} {channels_last
+// CHECK: %[[M:.*]] = graph.reduce_mean %[[C]] {axes = array<i64: 1, 2>}
+// CHECK: %[[S:.*]] = graph.sigmoid %[[M]] : (tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+// CHECK-NOT: graph.transpose
+// CHECK: %[[P:.*]] = graph.mul %[[S]], %[[C]] : (tensor<2x1x1x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+// CHECK: graph.conv %[[P]]
+// CHECK: graph.transpose
+// CHECK: graph.mul %arg1,
+// CHECK: graph.transpose
+func.func @squeeze_excitation(%x: tensor<2x4x8x8xf32>, %s2: tensor<2x4x1x8xf32>) -> (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) {
+  %w = graph.constant {value = dense<1.0> : tensor<4x4x3x3xf32>} : () -> tensor<4x4x3x3xf32>
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %g = graph.global_avg_pool %c : (tensor<2x4x8x8xf32>) -> tensor<2x4x1x1xf32>
+  %s = graph.sigmoid %g : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %p = graph.mul %s, %c : (tensor<2x4x1x1xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %d = graph.conv %p, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %q = graph.mul %s2, %c : (tensor<2x4x1x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %e = graph.conv %q, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return %d, %e : tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>
+}
+
+// -----
+
+// Tests that ConvNeXt's layer scale, a [C, 1, 1] constant of a lower rank
+// than the map, moves with the transpose (as a [1, 1, 1, C] constant), so
+// that the block's residual add stays channels last too.
+// CHECK-LABEL: func @layer_scale
+// CHECK: %[[G:.*]] = graph.constant {value = dense<5.000000e-01> : tensor<1x1x1x4xf32>}
+// CHECK: %[[C:.*]] = graph.conv %{{.*}} {channels_last
+// CHECK: %[[P:.*]] = graph.mul %[[G]], %[[C]] : (tensor<1x1x1x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+// CHECK: %[[A:.*]] = graph.add %[[P]], %{{.*}} : (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+// CHECK: graph.conv %[[A]]
+func.func @layer_scale(%x: tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32> {
+  %w = graph.constant {value = dense<1.0> : tensor<4x4x3x3xf32>} : () -> tensor<4x4x3x3xf32>
+  %gamma = graph.constant {value = dense<0.5> : tensor<4x1x1xf32>} : () -> tensor<4x1x1xf32>
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  %p = graph.mul %gamma, %c : (tensor<4x1x1xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %a = graph.add %p, %x : (tensor<2x4x8x8xf32>, tensor<2x4x8x8xf32>) -> tensor<2x4x8x8xf32>
+  %d = graph.conv %a, %w {dilations = array<i64: 1, 1>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>} : (tensor<2x4x8x8xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x8x8xf32>
+  return %d : tensor<2x4x8x8xf32>
+}

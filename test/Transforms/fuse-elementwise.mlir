@@ -39,12 +39,12 @@ func.func @escapes(%x: tensor<4x3xf32>, %b: tensor<3xf32>) -> (tensor<4x3xf32>, 
 
 // -----
 
-// Tests that ops of other types (a broadcast to a larger shape, integers)
-// and ops on another device stay out of a chain.
+// Tests that ops of other types (integers) and ops on another device stay
+// out of a chain, while a producer of a shape that broadcasts to the
+// chain's joins it.
 // CHECK-LABEL: func @boundaries
 func.func @boundaries(%x: tensor<3xf32>, %y: tensor<2x3xf32>, %i: tensor<3xi64>) -> (tensor<2x3xf32>, tensor<3xi64>, tensor<3xf32>) {
-  // CHECK: %[[E:.*]] = graph.exp %arg0
-  // CHECK: graph.fused_elementwise %[[E]], %arg1 {args = array<i64: 0, 1, -1>, steps = ["mul", "sigmoid"]}
+  // CHECK: graph.fused_elementwise %arg0, %arg1 {args = array<i64: 0, -1, 1, -2>, steps = ["exp", "mul", "sigmoid"]}
   %e = graph.exp %x : (tensor<3xf32>) -> tensor<3xf32>
   %m = graph.mul %e, %y : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   %s = graph.sigmoid %m : (tensor<2x3xf32>) -> tensor<2x3xf32>
@@ -105,4 +105,22 @@ func.func @parameters(%x: tensor<4xf32>, %i: tensor<4xi32>) -> (tensor<4xf32>, t
   %e = graph.clip %i {min = 0.0 : f64} : (tensor<4xi32>) -> tensor<4xi32>
   %f = graph.neg %e : (tensor<4xi32>) -> tensor<4xi32>
   return %d, %f : tensor<4xf32>, tensor<4xi32>
+}
+
+// -----
+
+// Tests that a producer of a shape that broadcasts to the chain's joins it
+// (squeeze-and-excitation's sigmoid of per-channel scales), its steps run
+// per element of the result, while one read outside the chain stays apart.
+// CHECK-LABEL: func @broadcast_producer
+// CHECK: %[[F:.*]] = graph.fused_elementwise %arg1, %arg0 {args = array<i64: 0, -1, 1>, steps = ["sigmoid", "mul"]} : (tensor<2x1x1x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+// CHECK: %[[T:.*]] = graph.tanh %arg2 : (tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+// CHECK: %[[G:.*]] = graph.mul %[[T]], %arg0
+// CHECK: return %[[F]], %[[G]], %[[T]]
+func.func @broadcast_producer(%x: tensor<2x8x8x4xf32>, %s: tensor<2x1x1x4xf32>, %u: tensor<2x1x1x4xf32>) -> (tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<2x1x1x4xf32>) {
+  %g = graph.sigmoid %s : (tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+  %y = graph.mul %g, %x : (tensor<2x1x1x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  %t = graph.tanh %u : (tensor<2x1x1x4xf32>) -> tensor<2x1x1x4xf32>
+  %z = graph.mul %t, %x : (tensor<2x1x1x4xf32>, tensor<2x8x8x4xf32>) -> tensor<2x8x8x4xf32>
+  return %y, %z, %t : tensor<2x8x8x4xf32>, tensor<2x8x8x4xf32>, tensor<2x1x1x4xf32>
 }

@@ -22,7 +22,8 @@ func.func @head(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 
 // -----
 
-// Tests that an op without a 16-bit kernel on every backend (a mean) keeps
+// Tests that an op without a 16-bit kernel on every backend (a product
+// of elements) keeps
 // f32 between two 16-bit ops, with one cast on each edge, and that a value
 // read by two 16-bit ops is cast once.
 // CHECK-LABEL: func @island
@@ -30,7 +31,7 @@ func.func @head(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 // CHECK-NEXT: %[[A:.*]] = graph.relu %[[X]] : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[WA:.*]] = graph.cast %[[A]] {to = f32} : (tensor<4x8xbf16>) -> tensor<4x8xf32>
 // CHECK-NEXT: %[[B:.*]] = graph.tanh %[[X]] : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
-// CHECK-NEXT: %[[R:.*]] = graph.reduce_mean %[[WA]] {{.*}} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+// CHECK-NEXT: %[[R:.*]] = graph.reduce_prod %[[WA]] {{.*}} : (tensor<4x8xf32>) -> tensor<4x1xf32>
 // CHECK-NEXT: %[[LR:.*]] = graph.cast %[[R]] {to = bf16} : (tensor<4x1xf32>) -> tensor<4x1xbf16>
 // CHECK-NEXT: %[[S:.*]] = graph.sub %[[B]], %[[LR]] : (tensor<4x8xbf16>, tensor<4x1xbf16>) -> tensor<4x8xbf16>
 // CHECK-NEXT: %[[O:.*]] = graph.cast %[[S]] {to = f32}
@@ -38,9 +39,28 @@ func.func @head(%x: tensor<2x8xf32>) -> tensor<2x4xf32> {
 func.func @island(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
   %a = graph.relu %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
   %b = graph.tanh %x : (tensor<4x8xf32>) -> tensor<4x8xf32>
-  %r = graph.reduce_mean %a {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
+  %r = graph.reduce_prod %a {axes = array<i64: 1>, keepdims = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1xf32>
   %s = graph.sub %b, %r : (tensor<4x8xf32>, tensor<4x1xf32>) -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
+}
+
+// -----
+
+// Tests that reductions run in 16-bit (f32 sums inside the kernel): a
+// squeeze-and-excitation block's global pool reads the 16-bit map as it
+// is, with no copy widened to f32.
+// CHECK-LABEL: func @pool
+// CHECK: %[[X:.*]] = graph.cast %arg0 {to = bf16}
+// CHECK-NEXT: %[[M:.*]] = graph.reduce_mean %[[X]] {axes = array<i64: 1, 2>} : (tensor<2x4x4x8xbf16>) -> tensor<2x1x1x8xbf16>
+// CHECK-NEXT: %[[S:.*]] = graph.sigmoid %[[M]] : (tensor<2x1x1x8xbf16>) -> tensor<2x1x1x8xbf16>
+// CHECK-NEXT: %[[P:.*]] = graph.mul %[[S]], %[[X]] : (tensor<2x1x1x8xbf16>, tensor<2x4x4x8xbf16>) -> tensor<2x4x4x8xbf16>
+// CHECK-NEXT: %[[O:.*]] = graph.cast %[[P]] {to = f32}
+// CHECK-NEXT: return %[[O]]
+func.func @pool(%x: tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32> {
+  %m = graph.reduce_mean %x {axes = array<i64: 1, 2>, keepdims = 1 : i64} : (tensor<2x4x4x8xf32>) -> tensor<2x1x1x8xf32>
+  %s = graph.sigmoid %m : (tensor<2x1x1x8xf32>) -> tensor<2x1x1x8xf32>
+  %p = graph.mul %s, %x : (tensor<2x1x1x8xf32>, tensor<2x4x4x8xf32>) -> tensor<2x4x4x8xf32>
+  return %p : tensor<2x4x4x8xf32>
 }
 
 // -----

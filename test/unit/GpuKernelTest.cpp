@@ -763,7 +763,18 @@ TEST(GpuKernels, ReductionsMatchCpu) {
       {"reduce_mean", {"trailing, layer norm", {{600, 77}}, {600, 1}}, {1}},
       {"reduce_max", {"two trailing", {{520, 3, 9}}, {520, 1, 1}}, {1, 2}},
       {"reduce_min", {"leading, few rows", {{3, 130}}, {1, 130}}, {0}},
-      {"reduce_sum", {"middle (general)", {{8, 50, 6}}, {8, 1, 6}}, {1}},
+      {"reduce_sum",
+       {"middle, one column a thread", {{8, 50, 6}}, {8, 1, 6}},
+       {1}},
+      // Global pools channels last: four columns a thread, then more
+      // columns than a block has threads (the general kernel), then a
+      // map that takes row chunks.
+      {"reduce_mean",
+       {"channels-last pool", {{4, 7, 7, 64}}, {4, 1, 1, 64}},
+       {1, 2}},
+      {"reduce_max", {"wide pool", {{2, 9, 2048}}, {2, 1, 2048}}, {1}},
+      {"reduce_max", {"pool in chunks", {{3, 3000, 12}}, {3, 1, 12}}, {1}},
+      {"reduce_sum", {"outer and inner kept", {{6, 5, 7}}, {1, 5, 1}}, {0, 2}},
   };
   for (const Case &c : cases) {
     AttrMap attrs;
@@ -776,6 +787,9 @@ TEST(GpuKernels, ReductionsMatchCpu) {
   // order of float additions stays within the relative bound (signed ones
   // cancel to near zero).
   const Case chunked[] = {
+      {"reduce_mean",
+       {"SE pool in chunks", {{2, 112, 112, 32}}, {2, 1, 1, 32}},
+       {1, 2}},
       {"reduce_sum", {"leading, GPT-2's bias", {{4096, 768}}, {1, 768}}, {0}},
       {"reduce_mean", {"leading, odd columns", {{2000, 37}}, {1, 37}}, {0}},
       {"reduce_sum", {"leading, wide", {{1500, 3072}}, {1, 3072}}, {0}},
@@ -1948,6 +1962,26 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
                             2e-2f);
     expectTypedMatchesCpu("rms_norm", norm, t, {{6, 64}, {1}}, {6, 64}, 2e-2f);
     expectTypedMatchesCpu("rms_norm", norm, t, {{6, 64}}, {6, 64}, 2e-2f);
+    // Reductions, f32 inside: channels-last pools at eight, four and one
+    // column a thread, in row chunks; leading, trailing and split axes.
+    auto reduceAttrs = [](std::vector<int64_t> axes) {
+      AttrMap r;
+      r.set("axes", AttrValue::ofInts(axes));
+      r.set("keepdims", AttrValue::ofInts({1}));
+      return r;
+    };
+    expectTypedMatchesCpu("reduce_mean", reduceAttrs({1, 2}), t,
+                          {{4, 7, 7, 96}}, {4, 1, 1, 96}, 1e-2f);
+    expectTypedMatchesCpu("reduce_mean", reduceAttrs({1, 2}), t,
+                          {{2, 56, 56, 12}}, {2, 1, 1, 12}, 1e-2f);
+    expectTypedMatchesCpu("reduce_max", reduceAttrs({1}), t, {{3, 3000, 7}},
+                          {3, 1, 7}, 1e-2f);
+    expectTypedMatchesCpu("reduce_sum", reduceAttrs({0}), t, {{300, 40}},
+                          {1, 40}, 2e-2f);
+    expectTypedMatchesCpu("reduce_mean", reduceAttrs({1}), t, {{64, 100}},
+                          {64, 1}, 1e-2f);
+    expectTypedMatchesCpu("reduce_min", reduceAttrs({0, 2}), t, {{6, 5, 7}},
+                          {1, 5, 1}, 1e-2f);
   }
 }
 
