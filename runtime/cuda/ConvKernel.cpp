@@ -12,7 +12,9 @@
 //    its tensor-core kernels, so the input is first copied into channels
 //    padded with zeros, against a filter padded the same way;
 //  * graph: an execution plan of cuDNN's graph API (CudnnGraphConv.h), the
-//    convolution alone then the epilogue pass, or all of it in one plan.
+//    convolution alone then the epilogue pass, or all of it in one plan;
+//  * depthwise: a channels-last 2-D convolution with one filter per
+//    channel runs partc's own kernel, epilogue included.
 // Which is fastest depends on the shape and on the library version, so
 // tune() times them on the device at load time and keeps the fastest one
 // whose result agrees with the separate one.
@@ -27,6 +29,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace partc::runtime::cuda {
 
@@ -55,7 +58,8 @@ enum class ConvVariant {
   GemmFused,
   WidenedSeparate,
   WidenedFused,
-  Graph
+  Graph,
+  Depthwise
 };
 
 struct ConvOperands {
@@ -124,6 +128,8 @@ public:
       return "cudnn-widened-fused";
     case ConvVariant::Graph:
       return graphVariant_.c_str();
+    case ConvVariant::Depthwise:
+      return "depthwise";
     }
     return nullptr;
   }
@@ -190,6 +196,9 @@ private:
   std::string graphVariant_;
   bool hasBias_ = false, hasAddend_ = false, relu_ = false,
        channelsLast_ = false;
+  /// Set where the depthwise variant applies.
+  std::optional<DepthwiseGeometry> depthwise_;
+  bool fuseEpilogues_ = true;
   /// The operands' type in memory: FusedParams::F32, BF16 or F16.
   unsigned char element_ = FusedParams::F32;
   cudnnDataType_t stored_ = CUDNN_DATA_FLOAT;
@@ -324,6 +333,18 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
   for (size_t d = 2; d < ys.size() && !channelsLast_; ++d)
     inner_ *= ys[d];
   n_ = a.outputs[0].numElements();
+  fuseEpilogues_ = ctx.options.fuseEpilogues;
+  // One filter per channel (a multiplier of one), 2-D, channels last.
+  if (channelsLast_ && spatial == 2 && a.attrs.getInt("group") == xs[1] &&
+      ws[0] == xs[1] && ws[1] == 1) {
+    DepthwiseGeometry g;
+    g.n = xd[0], g.c = xd[1], g.h = xd[2], g.w = xd[3];
+    g.oh = yd[2], g.ow = yd[3], g.kh = wd[2], g.kw = wd[3];
+    g.padTop = padA[0], g.padLeft = padA[1];
+    g.strideH = strideA[0], g.strideW = strideA[1];
+    g.dilationH = dilA[0], g.dilationW = dilA[1];
+    depthwise_ = g;
+  }
   if (ctx.options.cudnnGraph) {
     auto wide = [](const std::vector<int> &v) {
       return std::vector<int64_t>(v.begin(), v.end());
@@ -537,6 +558,18 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
     PARTC_RETURN_IF_ERROR(
         graph_->run(ctx, index, ops.x, ops.w, ops.bias, ops.z, ops.y));
     return graph_->fusesEpilogue(index) ? Status() : runEpilogue(ctx, ops);
+  case ConvVariant::Depthwise:
+    if (!fuseEpilogues_) {
+      PARTC_RETURN_IF_ERROR(cudaStatus(
+          launchDepthwiseConv(ops.x, ops.w, nullptr, nullptr, ops.y,
+                              *depthwise_, false, element_, ctx.stream),
+          "depthwise convolution"));
+      return runEpilogue(ctx, ops);
+    }
+    return cudaStatus(launchDepthwiseConv(ops.x, ops.w, ops.bias, ops.z, ops.y,
+                                          *depthwise_, relu_, element_,
+                                          ctx.stream),
+                      "depthwise convolution");
   }
   return Status();
 }
@@ -624,6 +657,8 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   }
   for (size_t i = 0; graph_ && i < graph_->size(); ++i)
     candidates_.push_back({ConvVariant::Graph, i});
+  if (depthwise_)
+    candidates_.push_back({ConvVariant::Depthwise, 0});
   if (candidates_.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

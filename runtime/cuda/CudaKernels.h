@@ -395,6 +395,31 @@ cudaError_t launchReduceLeadingF32(const float *x, float *y, float *partials,
                                    unsigned *arrivals, int64_t rows,
                                    int64_t cols, int op, cudaStream_t s);
 
+/// Layer norm by a warp per row of at most 1024 elements, any length, of
+/// FusedParams element type `element` (scale and bias per element of the
+/// row), where the wider kernels do not fit.
+bool layerNormShortRowsFit(int64_t cols, int64_t scaleMod, int64_t biasMod,
+                           bool hasBias);
+cudaError_t launchLayerNormShortRows(const void *x, const void *scale,
+                                     const void *bias, void *y, int64_t rows,
+                                     int64_t cols, float eps,
+                                     unsigned char element, cudaStream_t s);
+
+/// A depthwise 2-D convolution channels last: input [n, h, w, c], filter
+/// [c, kh, kw, 1] (one per channel), output [n, oh, ow, c].
+struct DepthwiseGeometry {
+  int n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0, kh = 0, kw = 0;
+  int strideH = 1, strideW = 1, padTop = 0, padLeft = 0, dilationH = 1,
+      dilationW = 1;
+};
+/// y = act(conv(x, w) + bias + z) for that geometry, every operand of
+/// FusedParams element type `element` (bias and z may be null), summed in
+/// f32.
+cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
+                                const void *z, void *y,
+                                const DepthwiseGeometry &g, bool relu,
+                                unsigned char element, cudaStream_t s);
+
 /// A reduction over the middle dimension of a contiguous [batch, rows,
 /// cols] view (channels-last global pooling) of FusedParams element type
 /// `element`, summed in f32, in row chunks combined in a fixed order by

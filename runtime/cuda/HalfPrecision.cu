@@ -404,6 +404,9 @@ cudaError_t launchLayerNorm16(const void *x, const void *scale,
                                                      eps);
     return cudaGetLastError();
   }
+  if (layerNormShortRowsFit(cols, scaleMod, biasMod, bias != nullptr))
+    return launchLayerNormShortRows(x, scale, bias, y, rows, cols, eps, element,
+                                    s);
   layerNorm16Kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       in, g, b, out, cols, scaleMod, biasMod, eps, element);
   return cudaGetLastError();

@@ -1170,6 +1170,9 @@ cudaError_t launchLayerNorm(const float *x, const float *scale,
         x, scale, bias, y, rows, cols, eps);
     return cudaGetLastError();
   }
+  if (layerNormShortRowsFit(cols, scaleMod, biasMod, bias != nullptr))
+    return launchLayerNormShortRows(x, scale, bias, y, rows, cols, eps,
+                                    FusedParams::F32, s);
   layerNormKernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
       x, scale, bias, y, cols, scaleMod, biasMod, eps);
   return cudaGetLastError();
@@ -1205,6 +1208,174 @@ cudaError_t launchReduce(const void *x, void *y, int64_t outCount,
   int64_t blocks = (outCount + block.x - 1) / block.x;
   reduceKernel<<<static_cast<unsigned>(blocks), block, kThreads * sizeof(float),
                  s>>>(x, y, outCount, keep, reduced, reduceCount, op, element);
+  return cudaGetLastError();
+}
+
+namespace {
+
+/// A depthwise convolution channels last (one filter per channel, as
+/// MobileNet's, EfficientNet's and ConvNeXt's), with its epilogue: a
+/// thread computes W consecutive channels of one output pixel, one wide
+/// load of the input per tap, the per-channel taps read from the [C, KH,
+/// KW] filter (they stay in L1). cuDNN's kernels for these take 50 to 200
+/// times the memory-bound time on an H200 in bf16.
+template <int W>
+__global__ void depthwiseConvKernel(const void *x, const void *w,
+                                    const void *bias, const void *z, void *y,
+                                    DepthwiseGeometry g, bool relu,
+                                    unsigned char e) {
+  int groups = g.c / W;
+  int taps = g.kh * g.kw;
+  int64_t total = int64_t(g.n) * g.oh * g.ow * groups;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total;
+       t += int64_t(gridDim.x) * blockDim.x) {
+    int c0 = static_cast<int>(t % groups) * W;
+    int64_t pixel = t / groups;
+    int ox = static_cast<int>(pixel % g.ow);
+    int64_t rest = pixel / g.ow;
+    int oy = static_cast<int>(rest % g.oh);
+    int64_t image = rest / g.oh;
+    float acc[W];
+#pragma unroll
+    for (int u = 0; u < W; ++u)
+      acc[u] = bias ? loadElement(bias, c0 + u, e) : 0.f;
+    for (int i = 0; i < g.kh; ++i) {
+      int iy = oy * g.strideH - g.padTop + i * g.dilationH;
+      if (iy < 0 || iy >= g.h)
+        continue;
+      for (int j = 0; j < g.kw; ++j) {
+        int ix = ox * g.strideW - g.padLeft + j * g.dilationW;
+        if (ix < 0 || ix >= g.w)
+          continue;
+        float v[W];
+        loadRun<W>(x, ((image * g.h + iy) * g.w + ix) * g.c + c0, e, v);
+        int tap = i * g.kw + j;
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          acc[u] += v[u] * loadElement(w, int64_t(c0 + u) * taps + tap, e);
+      }
+    }
+    int64_t out = pixel * g.c + c0;
+    if (z) {
+      float r[W];
+      loadRun<W>(z, out, e, r);
+#pragma unroll
+      for (int u = 0; u < W; ++u)
+        acc[u] += r[u];
+    }
+#pragma unroll
+    for (int u = 0; u < W; ++u) {
+      if (relu)
+        acc[u] = fmaxf(acc[u], 0.f);
+      storeElement(y, out + u, acc[u], e);
+    }
+  }
+}
+
+} // namespace
+
+namespace {
+
+/// Layer norm over short rows of any length up to 32 x kShortRowSlots (a
+/// ConvNeXt stage's 96 or 192 channels): a warp per row, element j * 32 +
+/// lane held by that lane, f32 inside. The block-per-row kernel left 7 of
+/// 8 warps idle on such rows (0.5 ms for one of ConvNeXt-T's 64 x 56 x 56 x
+/// 96 maps, against 16 us of memory traffic).
+constexpr int kShortRowSlots = 32;
+__global__ void __launch_bounds__(kThreads)
+    layerNormShortRowsKernel(const void *x, const void *scale, const void *bias,
+                             void *y, int64_t rows, int cols, float eps,
+                             unsigned char e) {
+  int lane = threadIdx.x % 32;
+  int slots = (cols + 31) / 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t r = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;
+       r < rows; r += warps) {
+    float v[kShortRowSlots];
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kShortRowSlots; ++j) {
+      int c = j * 32 + lane;
+      v[j] = j < slots && c < cols ? loadElement(x, r * cols + c, e) : 0.f;
+      sum += v[j];
+    }
+    for (int o = 16; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols);
+    float sq = 0.f;
+#pragma unroll
+    for (int j = 0; j < kShortRowSlots; ++j) {
+      int c = j * 32 + lane;
+      float d = j < slots && c < cols ? v[j] - mean : 0.f;
+      sq += d * d;
+    }
+    for (int o = 16; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
+#pragma unroll
+    for (int j = 0; j < kShortRowSlots; ++j) {
+      int c = j * 32 + lane;
+      if (j < slots && c < cols) {
+        float out = (v[j] - mean) * inv * loadElement(scale, c, e);
+        if (bias)
+          out += loadElement(bias, c, e);
+        storeElement(y, r * cols + c, out, e);
+      }
+    }
+  }
+}
+
+} // namespace
+
+bool layerNormShortRowsFit(int64_t cols, int64_t scaleMod, int64_t biasMod,
+                           bool hasBias) {
+  return cols > 0 && cols <= 32 * kShortRowSlots && scaleMod == cols &&
+         (!hasBias || biasMod == cols);
+}
+
+cudaError_t launchLayerNormShortRows(const void *x, const void *scale,
+                                     const void *bias, void *y, int64_t rows,
+                                     int64_t cols, float eps,
+                                     unsigned char element, cudaStream_t s) {
+  layerNormShortRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
+      x, scale, bias, y, rows, static_cast<int>(cols), eps, element);
+  return cudaGetLastError();
+}
+
+int depthwiseWidth(int64_t channels, unsigned char element) {
+  if (element != FusedParams::F32 && channels % 8 == 0)
+    return 8;
+  return channels % 4 == 0 ? 4 : 1;
+}
+
+cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
+                                const void *z, void *y,
+                                const DepthwiseGeometry &g, bool relu,
+                                unsigned char element, cudaStream_t s) {
+  int width = depthwiseWidth(g.c, element);
+  size_t bytes = element == FusedParams::F32 ? 4 : 2;
+  auto aligned = [&](const void *p) {
+    return !p || reinterpret_cast<uintptr_t>(p) % (width * bytes) == 0;
+  };
+  if (!aligned(x) || !aligned(z))
+    width = 1;
+  int64_t threads = int64_t(g.n) * g.oh * g.ow * (g.c / width);
+  if (threads == 0)
+    return cudaSuccess;
+  unsigned blocks = blocksFor(threads);
+  switch (width) {
+  case 8:
+    depthwiseConvKernel<8>
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+    break;
+  case 4:
+    depthwiseConvKernel<4>
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+    break;
+  default:
+    depthwiseConvKernel<1>
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+  }
   return cudaGetLastError();
 }
 

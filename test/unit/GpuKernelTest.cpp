@@ -2031,3 +2031,114 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
 }
 
 } // namespace
+
+// partc's depthwise convolution (the convolution kernel's "depthwise"
+// candidate, which tuning takes only where it is fastest), launched
+// directly against the CPU's convolution: strides, padding, dilation, bias,
+// residual and ReLU, at eight, four and one channel a thread, in f32 and
+// 16-bit.
+TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  struct Case {
+    int c, k, stride, pad, dilation;
+    bool bias, residual, relu;
+  };
+  const Case cases[] = {{16, 3, 2, 1, 1, true, false, true},
+                        {12, 5, 1, 2, 1, true, true, false},
+                        {5, 3, 1, 2, 2, false, false, false},
+                        {24, 7, 1, 3, 1, true, false, false}};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  for (DType dtype : {DType::F32, DType::BF16, DType::F16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " c=" + std::to_string(c.c) +
+                   " k=" + std::to_string(c.k));
+      DepthwiseGeometry g;
+      g.n = 2, g.h = 11, g.w = 9, g.c = c.c, g.kh = g.kw = c.k;
+      g.strideH = g.strideW = c.stride, g.padTop = g.padLeft = c.pad;
+      g.dilationH = g.dilationW = c.dilation;
+      int span = (c.k - 1) * c.dilation + 1;
+      g.oh = (g.h + 2 * c.pad - span) / c.stride + 1;
+      g.ow = (g.w + 2 * c.pad - span) / c.stride + 1;
+      Shape xs{g.n, g.h, g.w, g.c}, wsh{g.c, g.kh, g.kw, 1}, bs{g.c},
+          ys{g.n, g.oh, g.ow, g.c};
+      std::vector<Shape> shapes{xs, wsh};
+      if (c.bias)
+        shapes.push_back(bs);
+      if (c.residual)
+        shapes.push_back(ys);
+      bool f32 = dtype == DType::F32, bf16 = dtype == DType::BF16;
+      size_t width = f32 ? 4 : 2;
+      std::vector<std::vector<uint8_t>> host;
+      std::vector<TensorType> types;
+      for (const Shape &s : shapes) {
+        types.push_back({dtype, s});
+        host.emplace_back(numElements(s) * width);
+        for (int64_t i = 0; i < numElements(s); ++i) {
+          float v = uniform(rng);
+          if (f32) {
+            std::memcpy(host.back().data() + 4 * i, &v, 4);
+          } else {
+            uint16_t h = bf16 ? floatToBf16(v) : floatToHalf(v);
+            std::memcpy(host.back().data() + 2 * i, &h, 2);
+          }
+        }
+      }
+      AttrMap attrs =
+          windowAttrs({c.stride, c.stride}, {c.pad, c.pad, c.pad, c.pad});
+      attrs.set("dilations", AttrValue::ofInts({c.dilation, c.dilation}));
+      attrs.set("group", AttrValue::ofInts({c.c}));
+      attrs.set("channels_last", AttrValue::ofInts({1}));
+      if (c.relu)
+        attrs.set("activation", AttrValue::ofString("relu"));
+      TensorType outType{dtype, ys};
+      std::unique_ptr<Kernel> cpu;
+      Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
+      ASSERT_TRUE(made.ok()) << made.message();
+      std::vector<TensorRef> cpuIn;
+      for (size_t k = 0; k < host.size(); ++k)
+        cpuIn.push_back({host[k].data(), types[k]});
+      int64_t n = numElements(ys);
+      std::vector<uint8_t> expected(n * width), got(n * width);
+      ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
+      std::vector<void *> device;
+      for (const auto &h : host) {
+        void *d = nullptr;
+        ASSERT_EQ(cudaMalloc(&d, h.size()), cudaSuccess);
+        cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice);
+        device.push_back(d);
+      }
+      void *y = nullptr;
+      ASSERT_EQ(cudaMalloc(&y, n * width), cudaSuccess);
+      unsigned char element = f32    ? FusedParams::F32
+                              : bf16 ? FusedParams::BF16
+                                     : FusedParams::F16;
+      ASSERT_EQ(launchDepthwiseConv(device[0], device[1],
+                                    c.bias ? device[2] : nullptr,
+                                    c.residual ? device.back() : nullptr, y, g,
+                                    c.relu, element, nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      auto decode = [&](const uint8_t *p) {
+        if (f32) {
+          float v;
+          std::memcpy(&v, p, 4);
+          return v;
+        }
+        uint16_t h;
+        std::memcpy(&h, p, 2);
+        return bf16 ? bf16ToFloat(h) : halfToFloat(h);
+      };
+      float tolerance = f32 ? 1e-5f : 2e-2f;
+      for (int64_t i = 0; i < n; ++i) {
+        float e = decode(expected.data() + i * width),
+              v = decode(got.data() + i * width);
+        ASSERT_NEAR(v, e, tolerance * (std::fabs(e) + 1.f)) << "element " << i;
+      }
+      for (void *d : device)
+        cudaFree(d);
+      cudaFree(y);
+    }
+}
