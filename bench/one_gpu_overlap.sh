@@ -10,12 +10,7 @@
 #   data   two replicas, half the batch each
 # A benchmark, never a test.
 set -u
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-L=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-W=/tmp/partc-gpu
-mkdir -p $W && tar -C $W -xJf .device/partc-bin.tar.xz
-export LD_LIBRARY_PATH=$L/cu13/lib:$L/cudnn/lib:$L/nccl/lib:$L/cublas/lib:$W/lib:${LD_LIBRARY_PATH:-}
-B=$W/bin
+. "$(dirname "$0")/device_env.sh"
 SPECS=${SPECS:-bert-large:4:384 bert-large:16:384 resnet50:16 resnet50:64}
 PRECISION=${PRECISION:-bf16}
 ROUNDS=${ROUNDS:-2}

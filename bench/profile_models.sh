@@ -5,12 +5,7 @@
 # prints the time by op and the costliest kernels; the profiles land in
 # $OUT. A benchmark, never a test.
 set -u
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-L=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-W=/tmp/partc-gpu
-mkdir -p $W && tar -C $W -xJf .device/partc-bin.tar.xz
-export LD_LIBRARY_PATH=$L/cu13/lib:$L/cudnn/lib:$L/nccl/lib:$L/cublas/lib:$W/lib:${LD_LIBRARY_PATH:-}
-B=$W/bin
+. "$(dirname "$0")/device_env.sh"
 OUT=${OUT:-/tmp/out}
 for spec in ${MODELS:-efficientnet_b0:64}; do
   IFS=: read -r model batch <<< "$spec"

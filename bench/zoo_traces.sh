@@ -7,12 +7,7 @@
 # benchmark, never a test. MODELS picks the zoo models (default: all),
 # EXPORTER torchscript (default) or dynamo.
 set -u
-export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
-L=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-W=/tmp/partc-gpu
-mkdir -p $W && tar -C $W -xJf .device/partc-bin.tar.xz
-export LD_LIBRARY_PATH=$L/cu13/lib:$L/cudnn/lib:$L/nccl/lib:$L/cublas/lib:$W/lib:${LD_LIBRARY_PATH:-}
-B=$W/bin
+. "$(dirname "$0")/device_env.sh"
 MODELS=${MODELS:-bert,gpt2,vit,llama,t5enc}
 EXPORTER=${EXPORTER:-torchscript}
 timeout ${ZOO_TIMEOUT:-400} python3 bench/bench_zoo.py --bin $B --work /tmp/zoo \

@@ -1465,6 +1465,26 @@ namespace {
 /// runs the f32 kernel and rounds once): the same numbers within `rtol`
 /// (products add in another order, or in TF32 where `tf32`; everything
 /// else differs by a rounding at most).
+/// `v` stored as `dtype` (f32, bf16 or f16) at `to`, and read back.
+void encodeAs(DType dtype, float v, uint8_t *to) {
+  if (dtype == DType::F32) {
+    std::memcpy(to, &v, 4);
+    return;
+  }
+  uint16_t code = dtype == DType::BF16 ? floatToBf16(v) : floatToHalf(v);
+  std::memcpy(to, &code, 2);
+}
+float decodeAs(DType dtype, const uint8_t *from) {
+  if (dtype == DType::F32) {
+    float v;
+    std::memcpy(&v, from, 4);
+    return v;
+  }
+  uint16_t code;
+  std::memcpy(&code, from, 2);
+  return dtype == DType::BF16 ? bf16ToFloat(code) : halfToFloat(code);
+}
+
 void expectTypedMatchesCpu(
     const std::string &name, const AttrMap &attrs, DType dtype,
     const std::vector<Shape> &inputs, const Shape &output, float rtol,
@@ -1473,30 +1493,14 @@ void expectTypedMatchesCpu(
   SCOPED_TRACE(name + " in " + dtypeName(dtype) +
                (fuseEpilogues ? "" : ", epilogue apart") +
                (dtype == DType::F32 && !tf32 ? ", no TF32" : ""));
-  bool bf16 = dtype == DType::BF16, f32 = dtype == DType::F32;
+  bool f32 = dtype == DType::F32;
   size_t width = f32 ? 4 : 2;
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> uniform(-2.f, 2.f);
   std::vector<TensorType> inTypes;
   std::vector<std::vector<uint8_t>> host;
-  auto encode = [&](float v, uint8_t *to) {
-    if (f32) {
-      std::memcpy(to, &v, 4);
-      return;
-    }
-    uint16_t code = bf16 ? floatToBf16(v) : floatToHalf(v);
-    std::memcpy(to, &code, 2);
-  };
-  auto decode = [&](const uint8_t *from) {
-    if (f32) {
-      float v;
-      std::memcpy(&v, from, 4);
-      return v;
-    }
-    uint16_t code;
-    std::memcpy(&code, from, 2);
-    return bf16 ? bf16ToFloat(code) : halfToFloat(code);
-  };
+  auto encode = [&](float v, uint8_t *to) { encodeAs(dtype, v, to); };
+  auto decode = [&](const uint8_t *from) { return decodeAs(dtype, from); };
   for (const Shape &s : inputs) {
     inTypes.push_back({dtype, s});
     std::vector<float> values(numElements(s));
@@ -2075,15 +2079,8 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
       for (const Shape &s : shapes) {
         types.push_back({dtype, s});
         host.emplace_back(numElements(s) * width);
-        for (int64_t i = 0; i < numElements(s); ++i) {
-          float v = uniform(rng);
-          if (f32) {
-            std::memcpy(host.back().data() + 4 * i, &v, 4);
-          } else {
-            uint16_t h = bf16 ? floatToBf16(v) : floatToHalf(v);
-            std::memcpy(host.back().data() + 2 * i, &h, 2);
-          }
-        }
+        for (int64_t i = 0; i < numElements(s); ++i)
+          encodeAs(dtype, uniform(rng), host.back().data() + width * i);
       }
       AttrMap attrs =
           windowAttrs({c.stride, c.stride}, {c.pad, c.pad, c.pad, c.pad});
@@ -2121,20 +2118,10 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
                 cudaSuccess);
       ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
                 cudaSuccess);
-      auto decode = [&](const uint8_t *p) {
-        if (f32) {
-          float v;
-          std::memcpy(&v, p, 4);
-          return v;
-        }
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        return bf16 ? bf16ToFloat(h) : halfToFloat(h);
-      };
       float tolerance = f32 ? 1e-5f : 2e-2f;
       for (int64_t i = 0; i < n; ++i) {
-        float e = decode(expected.data() + i * width),
-              v = decode(got.data() + i * width);
+        float e = decodeAs(dtype, expected.data() + i * width),
+              v = decodeAs(dtype, got.data() + i * width);
         ASSERT_NEAR(v, e, tolerance * (std::fabs(e) + 1.f)) << "element " << i;
       }
       for (void *d : device)
