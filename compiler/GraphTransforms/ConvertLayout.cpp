@@ -281,11 +281,6 @@ Value withRank(OpBuilder &b, Location loc, Value v, int64_t rank,
   return onDevice(reshape, graph::getDevice(placedLike));
 }
 
-/// Whether `v` is a constant of `result`'s rank that broadcasts to it.
-bool isBroadcastConstant(Value v, Type result) {
-  return v.getDefiningOp<graph::ConstantOp>() && isBroadcast(v, result);
-}
-
 /// Whether transposing a tensor of `shape` by `perm` keeps its element
 /// order: only unit dimensions move, so the transpose is a reshape (a
 /// view).
@@ -318,17 +313,15 @@ struct SinkTransposeThroughElementwise : RewritePattern {
     std::optional<ArrayRef<int64_t>> perm;
     SmallVector<Value> broadcasts;
     for (Value v : op->getOperands()) {
-      // A constant broadcast along some dimensions (Llama's rotary tables,
-      // [1, 1, S, D] against [B, H, S, D]) is transposed with the rest:
-      // folding makes that a constant again.
-      if (isBroadcastConstant(v, resultType))
-        continue;
-      // So is any broadcast that the inverse transpose only reshapes:
-      // squeeze-and-excitation's [N, C, 1, 1] scale of a channels-last
-      // [N, C, H, W] map, which would otherwise be transposed to channels
-      // first and back around the product.
+      // A broadcast is transposed the other way: a constant one (Llama's
+      // rotary tables, [1, 1, S, D] against [B, H, S, D]) folds into a
+      // constant again; any other only where that transpose is a reshape
+      // (squeeze-and-excitation's [N, C, 1, 1] scale of a channels-last
+      // map, which would otherwise be transposed to channels first and back
+      // around the product).
       if (isBroadcast(v, resultType)) {
-        broadcasts.push_back(v);
+        if (!v.getDefiningOp<graph::ConstantOp>())
+          broadcasts.push_back(v);
         continue;
       }
       if (v.getType() != resultType)
