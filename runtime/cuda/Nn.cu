@@ -1272,6 +1272,202 @@ __global__ void depthwiseConvKernel(const void *x, const void *w,
   }
 }
 
+/// W consecutive elements of `v` stored at element `i` of `base` (i a
+/// multiple of W): one 16-byte store, or one at a time (W = 1).
+template <int W>
+__device__ __forceinline__ void storeRun(void *base, int64_t i, unsigned char e,
+                                         const float (&v)[W]) {
+  if constexpr (W == 1) {
+    storeElement(base, i, v[0], e);
+  } else {
+    FusedParams p;
+    p.out = e == FusedParams::F32
+                ? static_cast<void *>(static_cast<float *>(base) + i)
+                : static_cast<void *>(static_cast<unsigned short *>(base) + i);
+    fusedStoreWide<W>(p, 0, e, v);
+  }
+}
+
+/// The depthwise convolution of the common shapes (a square K x K filter,
+/// stride S, no dilation), tiled so that each input and filter value
+/// loaded serves several outputs: a thread computes W channels of P
+/// consecutive output columns, so a filter row's K taps and the
+/// (P - 1) S + K input columns under it are read once for P K W
+/// multiply-adds. A block takes a slice of `groups` channel groups (W
+/// channels each) and keeps that slice's filter in shared memory as [K K,
+/// groups W] rows, so a tap's W weights are one vector read. Its threads
+/// cover a patch of output rows (of the images stacked) by `patchCols`
+/// column tiles, so that the rows' overlapping inputs are read from L1.
+/// The general kernel above read each tap's weights one by one from the
+/// [C, K, K] filter (1.5-2.5 TFLOP/s on ConvNeXt's 7 x 7 convolutions).
+template <unsigned char E, int W, int K, int S, int P>
+__global__ void __launch_bounds__(kThreads)
+    depthwiseTiledKernel(const void *x, const void *w, const void *bias,
+                         const void *z, void *y, DepthwiseGeometry g,
+                         int groups, int patchCols, bool relu) {
+  extern __shared__ float4 filterStorage[];
+  float *filter = reinterpret_cast<float *>(filterStorage);
+  int sliceChannels = groups * W;
+  int channelGroups = g.c / W;
+  int firstGroup = blockIdx.y * groups;
+  int firstChannel = firstGroup * W;
+  int sliceWidth = min(groups, channelGroups - firstGroup) * W;
+  int filterSize = K * K * sliceChannels;
+#pragma unroll 4
+  for (int k = threadIdx.x; k < filterSize; k += kThreads) {
+    int tap = k / sliceChannels, channel = k % sliceChannels;
+    filter[k] =
+        channel < sliceWidth
+            ? loadElement(w, int64_t(firstChannel + channel) * K * K + tap, E)
+            : 0.f;
+  }
+  __syncthreads();
+  int lane = threadIdx.x % groups;
+  int tile = threadIdx.x / groups;
+  int patchRows = kThreads / groups / patchCols;
+  if (tile >= patchRows * patchCols || firstGroup + lane >= channelGroups)
+    return;
+  int c0 = firstChannel + lane * W;
+  float b[W];
+#pragma unroll
+  for (int u = 0; u < W; ++u)
+    b[u] = bias ? loadElement(bias, c0 + u, E) : 0.f;
+  // Index arithmetic in 32 bits: the launch checks that rows and column
+  // tiles fit.
+  unsigned rows = unsigned(g.n) * g.oh;
+  unsigned colTiles = (g.ow + P - 1) / P;
+  unsigned colPatches = (colTiles + patchCols - 1) / patchCols;
+  unsigned patches = (rows + patchRows - 1) / patchRows * colPatches;
+  unsigned tileRow = tile / patchCols, tileCol = tile % patchCols;
+  for (unsigned patch = blockIdx.x; patch < patches; patch += gridDim.x) {
+    unsigned row = patch / colPatches * patchRows + tileRow;
+    unsigned colTile = patch % colPatches * patchCols + tileCol;
+    if (row >= rows || colTile >= colTiles)
+      continue;
+    int oy = static_cast<int>(row % g.oh);
+    int64_t image = row / g.oh;
+    int ox0 = static_cast<int>(colTile) * P;
+    float acc[P][W];
+#pragma unroll
+    for (int p = 0; p < P; ++p)
+#pragma unroll
+      for (int u = 0; u < W; ++u)
+        acc[p][u] = b[u];
+    int ix0 = ox0 * S - g.padLeft;
+#pragma unroll
+    for (int i = 0; i < K; ++i) {
+      int iy = oy * S - g.padTop + i;
+      if (iy < 0 || iy >= g.h)
+        continue;
+      float tap[K][W];
+#pragma unroll
+      for (int j = 0; j < K; ++j)
+#pragma unroll
+        for (int u = 0; u < W; u += 4) {
+          float4 f = *reinterpret_cast<const float4 *>(
+              filter + (i * K + j) * sliceChannels + lane * W + u);
+          tap[j][u] = f.x, tap[j][u + 1] = f.y, tap[j][u + 2] = f.z,
+          tap[j][u + 3] = f.w;
+        }
+      int64_t inputRow = (image * g.h + iy) * g.w;
+#pragma unroll
+      for (int q = 0; q < (P - 1) * S + K; ++q) {
+        int ix = ix0 + q;
+        if (ix < 0 || ix >= g.w)
+          continue;
+        float v[W];
+        loadRun<W>(x, (inputRow + ix) * g.c + c0, E, v);
+#pragma unroll
+        for (int p = 0; p < P; ++p) {
+          int j = q - p * S;
+          if (j >= 0 && j < K)
+#pragma unroll
+            for (int u = 0; u < W; ++u)
+              acc[p][u] = fmaf(v[u], tap[j][u], acc[p][u]);
+        }
+      }
+    }
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (ox0 + p >= g.ow)
+        break;
+      int64_t out = (int64_t(row) * g.ow + ox0 + p) * g.c + c0;
+      if (z) {
+        float r[W];
+        loadRun<W>(z, out, E, r);
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          acc[p][u] += r[u];
+      }
+      if (relu)
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          acc[p][u] = fmaxf(acc[p][u], 0.f);
+      storeRun<W>(y, out, E, acc[p]);
+    }
+  }
+}
+
+/// Output columns a thread of the tiled kernel computes.
+constexpr int kDepthwiseColumns = 4;
+
+/// Whether the tiled kernel's 32-bit patch arithmetic holds the output.
+bool depthwiseTiledFits(const DepthwiseGeometry &g) {
+  int64_t rows = int64_t(g.n) * g.oh;
+  return rows * ((g.ow + kDepthwiseColumns - 1) / kDepthwiseColumns) <
+         (int64_t(1) << 31);
+}
+
+template <unsigned char E, int W, int K, int S>
+cudaError_t launchDepthwiseTiled(const void *x, const void *w, const void *bias,
+                                 const void *z, void *y,
+                                 const DepthwiseGeometry &g, bool relu,
+                                 cudaStream_t s) {
+  constexpr int P = kDepthwiseColumns;
+  int channelGroups = g.c / W;
+  int groups = channelGroups < 8 ? channelGroups : 8;
+  int tilesPerBlock = kThreads / groups;
+  int colTiles = (g.ow + P - 1) / P;
+  // Patches four column tiles wide (16 columns) where the map is as wide,
+  // so that a block's rows share their inputs' columns in L1.
+  int patchCols = std::min(colTiles, 4);
+  int patchRows = tilesPerBlock / patchCols;
+  int slices = (channelGroups + groups - 1) / groups;
+  int64_t rows = int64_t(g.n) * g.oh;
+  int64_t patches = (rows + patchRows - 1) / patchRows *
+                    ((colTiles + patchCols - 1) / patchCols);
+  // About four blocks a multiprocessor: each reads its slice's filter
+  // once, so more blocks would only read it again.
+  int64_t most = std::max<int64_t>(1, 1024 / slices);
+  unsigned blocks = static_cast<unsigned>(std::min(patches, most));
+  size_t shared = size_t(K) * K * groups * W * sizeof(float);
+  depthwiseTiledKernel<E, W, K, S, P>
+      <<<dim3(blocks, static_cast<unsigned>(slices)), kThreads, shared, s>>>(
+          x, w, bias, z, y, g, groups, patchCols, relu);
+  return cudaGetLastError();
+}
+
+template <unsigned char E, int W>
+cudaError_t launchDepthwiseTiledFor(const void *x, const void *w,
+                                    const void *bias, const void *z, void *y,
+                                    const DepthwiseGeometry &g, bool relu,
+                                    cudaStream_t s) {
+  auto byStride = [&](auto k) {
+    constexpr int K = decltype(k)::value;
+    return g.strideH == 1
+               ? launchDepthwiseTiled<E, W, K, 1>(x, w, bias, z, y, g, relu, s)
+               : launchDepthwiseTiled<E, W, K, 2>(x, w, bias, z, y, g, relu, s);
+  };
+  switch (g.kh) {
+  case 3:
+    return byStride(std::integral_constant<int, 3>());
+  case 5:
+    return byStride(std::integral_constant<int, 5>());
+  default:
+    return byStride(std::integral_constant<int, 7>());
+  }
+}
+
 } // namespace
 
 namespace {
@@ -1325,6 +1521,95 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+/// Vectors of V elements a lane holds of a row in the grouped kernel.
+constexpr int kGroupedRowChunks = 4;
+
+/// Layer norm over rows of whole 16-byte vectors (V elements) up to 32 x
+/// kGroupedRowChunks vectors long: a row takes `lanes` lanes (a power of
+/// two, as few as hold it), so a warp normalizes 32 / lanes rows at once
+/// with 16-byte loads. ConvNeXt's 96-channel rows in bf16 are 12 vectors:
+/// four lanes a row, eight rows a warp, where a warp a row left 29 of 32
+/// lanes idle and read two bytes a lane.
+template <unsigned char E, int V>
+__global__ void __launch_bounds__(kThreads)
+    layerNormGroupedKernel(const void *x, const void *scale, const void *bias,
+                           void *y, int64_t rows, int cols, int lanes,
+                           float eps) {
+  int lane = threadIdx.x % 32;
+  int sub = lane % lanes;
+  int rowsPerWarp = 32 / lanes;
+  int vectors = cols / V;
+  int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  int64_t warps = int64_t(gridDim.x) * blockDim.x / 32;
+  // The loop bound is the same for the whole warp, so every lane reaches
+  // the shuffles; lanes past the last row compute on zeros.
+  for (int64_t base = warp * rowsPerWarp; base < rows;
+       base += warps * rowsPerWarp) {
+    int64_t r = base + lane / lanes;
+    bool valid = r < rows;
+    float v[kGroupedRowChunks][V];
+    float sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < kGroupedRowChunks; ++c) {
+      int k = c * lanes + sub;
+      if (valid && k < vectors)
+        loadRun<V>(x, r * cols + k * V, E, v[c]);
+      else
+#pragma unroll
+        for (int u = 0; u < V; ++u)
+          v[c][u] = 0.f;
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+        sum += v[c][u];
+    }
+    for (int o = lanes / 2; o > 0; o /= 2)
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    float mean = sum / float(cols);
+    float sq = 0.f;
+#pragma unroll
+    for (int c = 0; c < kGroupedRowChunks; ++c)
+      if (c * lanes + sub < vectors)
+#pragma unroll
+        for (int u = 0; u < V; ++u) {
+          float d = v[c][u] - mean;
+          sq += d * d;
+        }
+    for (int o = lanes / 2; o > 0; o /= 2)
+      sq += __shfl_xor_sync(0xffffffffu, sq, o);
+    float inv = rsqrtf(sq / float(cols) + eps);
+    if (!valid)
+      continue;
+#pragma unroll
+    for (int c = 0; c < kGroupedRowChunks; ++c) {
+      int k = c * lanes + sub;
+      if (k >= vectors)
+        continue;
+      float g[V], b[V];
+      loadRun<V>(scale, k * V, E, g);
+      if (bias)
+        loadRun<V>(bias, k * V, E, b);
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+        v[c][u] = (v[c][u] - mean) * inv * g[u] + (bias ? b[u] : 0.f);
+      storeRun<V>(y, r * cols + k * V, E, v[c]);
+    }
+  }
+}
+
+template <unsigned char E, int V>
+cudaError_t launchLayerNormGrouped(const void *x, const void *scale,
+                                   const void *bias, void *y, int64_t rows,
+                                   int cols, float eps, cudaStream_t s) {
+  int vectors = cols / V;
+  int lanes = 1;
+  while (lanes * kGroupedRowChunks < vectors)
+    lanes *= 2;
+  int64_t warps = (rows + 32 / lanes - 1) / (32 / lanes);
+  layerNormGroupedKernel<E, V><<<blocksFor(warps * 32), kThreads, 0, s>>>(
+      x, scale, bias, y, rows, cols, lanes, eps);
+  return cudaGetLastError();
+}
+
 } // namespace
 
 bool layerNormShortRowsFit(int64_t cols, int64_t scaleMod, int64_t biasMod,
@@ -1337,6 +1622,25 @@ cudaError_t launchLayerNormShortRows(const void *x, const void *scale,
                                      const void *bias, void *y, int64_t rows,
                                      int64_t cols, float eps,
                                      unsigned char element, cudaStream_t s) {
+  int width = element == FusedParams::F32 ? 4 : 8;
+  auto aligned = [](const void *p) {
+    return !p || reinterpret_cast<uintptr_t>(p) % 16 == 0;
+  };
+  if (cols % width == 0 && cols <= 32 * kGroupedRowChunks * width &&
+      aligned(x) && aligned(scale) && aligned(bias) && aligned(y)) {
+    int c = static_cast<int>(cols);
+    switch (element) {
+    case FusedParams::F32:
+      return launchLayerNormGrouped<FusedParams::F32, 4>(x, scale, bias, y,
+                                                         rows, c, eps, s);
+    case FusedParams::BF16:
+      return launchLayerNormGrouped<FusedParams::BF16, 8>(x, scale, bias, y,
+                                                          rows, c, eps, s);
+    default:
+      return launchLayerNormGrouped<FusedParams::F16, 8>(x, scale, bias, y,
+                                                         rows, c, eps, s);
+    }
+  }
   layerNormShortRowsKernel<<<blocksFor(rows * 32), kThreads, 0, s>>>(
       x, scale, bias, y, rows, static_cast<int>(cols), eps, element);
   return cudaGetLastError();
@@ -1359,6 +1663,21 @@ cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
   };
   if (!aligned(x) || !aligned(z))
     width = 1;
+  bool tiled = width > 1 && aligned(y) && g.kh == g.kw &&
+               (g.kh == 3 || g.kh == 5 || g.kh == 7) &&
+               g.strideH == g.strideW && (g.strideH == 1 || g.strideH == 2) &&
+               g.dilationH == 1 && g.dilationW == 1 && depthwiseTiledFits(g);
+  if (tiled && g.n * int64_t(g.oh) * g.ow > 0) {
+    if (element == FusedParams::F32)
+      return launchDepthwiseTiledFor<FusedParams::F32, 4>(x, w, bias, z, y, g,
+                                                          relu, s);
+    if (width == 8 && element == FusedParams::BF16)
+      return launchDepthwiseTiledFor<FusedParams::BF16, 8>(x, w, bias, z, y, g,
+                                                           relu, s);
+    if (width == 8)
+      return launchDepthwiseTiledFor<FusedParams::F16, 8>(x, w, bias, z, y, g,
+                                                          relu, s);
+  }
   int64_t threads = int64_t(g.n) * g.oh * g.ow * (g.c / width);
   if (threads == 0)
     return cudaSuccess;

@@ -1989,6 +1989,26 @@ TEST(GpuKernels, SixteenBitKernelsMatchCpu) {
   }
 }
 
+// Layer norm over short rows of whole 16-byte vectors: several rows a warp
+// (ConvNeXt's 96 and 192 channels; 200 wants eight lanes a row; 512 f32
+// values fill a warp), the last warp partly past the last row; with and
+// without the bias; rows of 100 take the warp-a-row kernel.
+TEST(GpuKernels, LayerNormOfShortRowsMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  AttrMap norm;
+  norm.set("axis", AttrValue::ofInts({1}));
+  norm.set("epsilon", AttrValue::ofFloats({1e-5}));
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (int64_t cols : {96, 192, 200, 40, 512, 100}) {
+      float rtol = t == DType::F32 ? 1e-4f : 2e-2f;
+      expectTypedMatchesCpu("layer_norm", norm, t, {{37, cols}, {cols}, {cols}},
+                            {37, cols}, rtol);
+      expectTypedMatchesCpu("layer_norm", norm, t, {{37, cols}, {cols}},
+                            {37, cols}, rtol);
+    }
+}
+
 TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -2040,7 +2060,8 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
 // candidate, which tuning takes only where it is fastest), launched
 // directly against the CPU's convolution: strides, padding, dilation, bias,
 // residual and ReLU, at eight, four and one channel a thread, in f32 and
-// 16-bit.
+// 16-bit; the tiled kernel (3, 5 and 7 wide, strides 1 and 2) and the
+// general one.
 TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -2051,7 +2072,11 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
   const Case cases[] = {{16, 3, 2, 1, 1, true, false, true},
                         {12, 5, 1, 2, 1, true, true, false},
                         {5, 3, 1, 2, 2, false, false, false},
-                        {24, 7, 1, 3, 1, true, false, false}};
+                        {24, 7, 1, 3, 1, true, false, false},
+                        // Channel slices of eight groups, the last partial.
+                        {72, 3, 1, 1, 1, true, true, true},
+                        {200, 7, 2, 3, 1, true, false, true},
+                        {40, 5, 2, 2, 1, false, true, false}};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
