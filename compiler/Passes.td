@@ -54,7 +54,7 @@ def ConvertLayout : Pass<"partc-convert-layout", "mlir::ModuleOp"> {
 }
 
 def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
-  let summary = "Folds ReLUs, biases and residual adds into their producers";
+  let summary = "Folds ReLUs, SiLUs, biases and residual adds into their producers";
   let description = [{
     When a graph.relu is the only user of a graph.conv, graph.gemm,
     graph.matmul, graph.add or graph.batch_norm_train (its normalized
@@ -81,7 +81,9 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     A graph.gelu of the tanh form (partc-match-gelu) whose input is a
     graph.matmul's or graph.gemm's result (its only use), directly or
     through a reshape, becomes that product's `activation = "gelu_tanh"`
-    (cuBLASLt's GELU epilogue); the exact Gelu stays an op unless
+    (cuBLASLt's GELU epilogue); x * sigmoid(x) (SiLU, as PyTorch exports
+    it) of a graph.conv's result x used by nothing else becomes the
+    convolution's `activation = "silu"`; the exact Gelu stays an op unless
     `erf-gelu-as-tanh` is set, which 16-bit plans do: there the tanh form
     differs from the exact one by at most 4.7e-4 (at x = -2.70), less than
     a bf16 value of magnitude 1 is rounded by (2e-3) and about one fp16

@@ -44,6 +44,12 @@ struct FuseActivationsPass
       if (!fuseMatMulBias(add) && !fuseReshapedGemmResidual(add) &&
           !fuseLayerNormGradResidual(add))
         fuseResidual(add);
+    // After the residuals: SiLU applies to the sum.
+    SmallVector<graph::SigmoidOp> sigmoids;
+    getOperation().walk(
+        [&](graph::SigmoidOp sigmoid) { sigmoids.push_back(sigmoid); });
+    for (graph::SigmoidOp sigmoid : sigmoids)
+      fuseConvSilu(sigmoid);
     // After the biases: a linear layer's Gelu follows its bias.
     SmallVector<graph::GeluOp> gelus;
     getOperation().walk([&](graph::GeluOp gelu) { gelus.push_back(gelu); });
@@ -93,6 +99,40 @@ struct FuseActivationsPass
                                    {producer->getLoc(), gelu.getLoc()}));
     gelu.getResult().replaceAllUsesWith(gelu.getInput());
     gelu.erase();
+  }
+
+  /// mul(c, sigmoid(c)) -> c {activation = "silu"} for a graph.conv c
+  /// used by nothing else, on one device (either operand order): SiLU as
+  /// PyTorch exports it, after each of EfficientNet's convolutions, so that
+  /// it costs no pass over the convolution's output of its own. In a
+  /// training step the backward pass also reads c and the sigmoid, so the
+  /// pattern never matches there.
+  static void fuseConvSilu(graph::SigmoidOp sigmoid) {
+    Value conv = sigmoid.getInput();
+    auto producer = conv.getDefiningOp<graph::ConvOp>();
+    if (!producer || producer.getActivation() || !sigmoid->hasOneUse() ||
+        sigmoid.getType() != conv.getType())
+      return;
+    auto mul = dyn_cast<graph::MulOp>(*sigmoid->getUsers().begin());
+    if (!mul || mul.getType() != conv.getType() ||
+        !((mul.getLhs() == conv && mul.getRhs() == sigmoid.getResult()) ||
+          (mul.getRhs() == conv && mul.getLhs() == sigmoid.getResult())))
+      return;
+    // The convolution's only users are the sigmoid and the product.
+    for (Operation *user : conv.getUsers())
+      if (user != sigmoid.getOperation() && user != mul.getOperation())
+        return;
+    auto device = graph::getDevice(producer);
+    if (graph::getDevice(sigmoid) != device || graph::getDevice(mul) != device)
+      return;
+    producer->setAttr("activation",
+                      StringAttr::get(producer->getContext(), "silu"));
+    producer->setLoc(
+        FusedLoc::get(producer->getContext(),
+                      {producer->getLoc(), sigmoid.getLoc(), mul.getLoc()}));
+    mul.getResult().replaceAllUsesWith(conv);
+    mul.erase();
+    sigmoid.erase();
   }
 
   /// softmax(x + m) -> softmax(x, bias = m) for an add whose only use is

@@ -47,6 +47,12 @@ def Graph_Tensor : StaticShapeTensorOf<[AnyType]>;
 def Graph_ActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
     CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"relu\"">,
     "a fused activation (relu)">]>;
+/// A convolution's epilogue also takes SiLU, x * sigmoid(x) (EfficientNet's
+/// and RegNet's activation).
+def Graph_ConvActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
+    CPred<"::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"relu\" || "
+          "::llvm::cast<::mlir::StringAttr>($_self).getValue() == \"silu\"">,
+    "a fused activation (relu or silu)">]>;
 /// A product's epilogue also takes Gelu's tanh form (cuBLASLt's GELU
 /// epilogue).
 def Graph_ProductActivationAttr : ConfinedAttr<StrAttr, [AttrConstraint<
@@ -562,7 +568,8 @@ def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable, Graph_Differentiable,
 
     `epilogue` holds an optional bias [O] and, after it, an optional
     `addend` with the result's shape (a residual connection fused by
-    partc-fuse-activations); both are added before the activation.
+    partc-fuse-activations); both are added before the activation (relu,
+    or silu: x * sigmoid(x)).
   }];
   let arguments = (ins Graph_Tensor:$input, Graph_Tensor:$weight,
                        Variadic<Graph_Tensor>:$epilogue,
@@ -570,7 +577,7 @@ def Graph_ConvOp : Graph_Op<"conv", [ConstantEvaluable, Graph_Differentiable,
                        DenseI64ArrayAttr:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$group,
                        UnitAttr:$channels_last,
-                       OptionalAttr<Graph_ActivationAttr>:$activation);
+                       OptionalAttr<Graph_ConvActivationAttr>:$activation);
   let results = (outs Graph_Tensor:$output);
   let extraClassDeclaration = [{
     ::mlir::Value getBias() {

@@ -15,6 +15,9 @@
 //    convolution alone then the epilogue pass, or all of it in one plan;
 //  * depthwise: a channels-last 2-D convolution with one filter per
 //    channel runs partc's own kernel, epilogue included.
+// A fused SiLU (no library epilogue computes it) goes into the separate
+// epilogue pass and partc's depthwise kernel; after the other variants'
+// fused epilogues it is a pass of its own.
 // Which is fastest depends on the shape and on the library version, so
 // tune() times them on the device at load time and keeps the fastest one
 // whose result agrees with the separate one.
@@ -141,6 +144,11 @@ private:
   }
   Status runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
                     const ConvOperands &ops);
+  Status runVariantBody(ConvVariant v, size_t index, DeviceContext &ctx,
+                        const ConvOperands &ops);
+  /// Whether variant v's run applies the epilogue pass (runEpilogue) or
+  /// partc's depthwise kernel, which both compute SiLU.
+  bool appliesSilu(ConvVariant v, size_t index) const;
   CudnnInput given(DeviceContext &ctx, const ConvOperands &ops) const {
     return {x_, ops.x, w_, ops.w, ctx.workspace};
   }
@@ -194,7 +202,7 @@ private:
   std::vector<std::pair<ConvVariant, size_t>> candidates_;
   /// variant() of a graph plan: its kind, engine and knobs.
   std::string graphVariant_;
-  bool hasBias_ = false, hasAddend_ = false, relu_ = false,
+  bool hasBias_ = false, hasAddend_ = false, relu_ = false, silu_ = false,
        channelsLast_ = false;
   /// Set where the depthwise variant applies.
   std::optional<DepthwiseGeometry> depthwise_;
@@ -327,7 +335,10 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     return Status::error("cuDNN found no convolution algorithm");
   hasBias_ = a.inputs.size() >= 3;
   hasAddend_ = a.inputs.size() == 4;
-  PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu_));
+  FusedActivation activation;
+  PARTC_RETURN_IF_ERROR(fusedConvActivation(a.attrs, activation));
+  relu_ = activation == FusedActivation::Relu;
+  silu_ = activation == FusedActivation::Silu;
   m_ = ws[0];
   inner_ = 1;
   for (size_t d = 2; d < ys.size() && !channelsLast_; ++d)
@@ -541,8 +552,33 @@ Status ConvKernel::initGemm(const KernelArgs &a, DeviceContext &ctx) {
   return Status();
 }
 
+bool ConvKernel::appliesSilu(ConvVariant v, size_t index) const {
+  switch (v) {
+  case ConvVariant::Separate:
+  case ConvVariant::WidenedSeparate:
+  case ConvVariant::Depthwise:
+    return true;
+  case ConvVariant::Graph:
+    return !graph_->fusesEpilogue(index);
+  case ConvVariant::CudnnFused:
+  case ConvVariant::GemmFused:
+  case ConvVariant::WidenedFused:
+    break;
+  }
+  return false;
+}
+
 Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
                               const ConvOperands &ops) {
+  PARTC_RETURN_IF_ERROR(runVariantBody(v, index, ctx, ops));
+  if (!silu_ || appliesSilu(v, index))
+    return Status();
+  return cudaStatus(launchSiluInPlace(ops.y, n_, element_, ctx.stream),
+                    "conv SiLU");
+}
+
+Status ConvKernel::runVariantBody(ConvVariant v, size_t index,
+                                  DeviceContext &ctx, const ConvOperands &ops) {
   switch (v) {
   case ConvVariant::Separate:
     return runSeparate(ctx, ops, given(ctx, ops), algo_, workspace_);
@@ -562,12 +598,12 @@ Status ConvKernel::runVariant(ConvVariant v, size_t index, DeviceContext &ctx,
     if (!fuseEpilogues_) {
       PARTC_RETURN_IF_ERROR(cudaStatus(
           launchDepthwiseConv(ops.x, ops.w, nullptr, nullptr, ops.y,
-                              *depthwise_, false, element_, ctx.stream),
+                              *depthwise_, false, false, element_, ctx.stream),
           "depthwise convolution"));
       return runEpilogue(ctx, ops);
     }
     return cudaStatus(launchDepthwiseConv(ops.x, ops.w, ops.bias, ops.z, ops.y,
-                                          *depthwise_, relu_, element_,
+                                          *depthwise_, relu_, silu_, element_,
                                           ctx.stream),
                       "depthwise convolution");
   }
@@ -603,14 +639,23 @@ Status ConvKernel::runSeparate(DeviceContext &ctx, const ConvOperands &ops,
 
 Status ConvKernel::runEpilogue(DeviceContext &ctx, const ConvOperands &ops) {
   if (element_ != FusedParams::F32)
-    return cudaStatus(launchEpilogue16(ops.y, ops.bias, ops.z, n_, m_, inner_,
-                                       relu_, element_, ctx.stream),
-                      "conv epilogue");
-  return cudaStatus(launchEpilogue(static_cast<float *>(ops.y),
-                                   static_cast<const float *>(ops.bias),
-                                   static_cast<const float *>(ops.z), n_, m_,
-                                   inner_, relu_, ctx.stream),
-                    "conv epilogue");
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(launchEpilogue16(ops.y, ops.bias, ops.z, n_, m_, inner_,
+                                    relu_, element_, ctx.stream),
+                   "conv epilogue"));
+  else
+    PARTC_RETURN_IF_ERROR(
+        cudaStatus(launchEpilogue(static_cast<float *>(ops.y),
+                                  static_cast<const float *>(ops.bias),
+                                  static_cast<const float *>(ops.z), n_, m_,
+                                  inner_, relu_, ctx.stream),
+                   "conv epilogue"));
+  // A pass of its own: the interpreted chain runs SiLU several times
+  // slower than this kernel.
+  if (!silu_)
+    return Status();
+  return cudaStatus(launchSiluInPlace(ops.y, n_, element_, ctx.stream),
+                    "conv SiLU");
 }
 
 Status ConvKernel::runCudnnFused(DeviceContext &ctx, const ConvOperands &ops,

@@ -414,11 +414,17 @@ struct DepthwiseGeometry {
 };
 /// y = act(conv(x, w) + bias + z) for that geometry, every operand of
 /// FusedParams element type `element` (bias and z may be null), summed in
-/// f32.
+/// f32; act is ReLU with `relu`, SiLU (s * sigmoid(s)) with `silu`.
 cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
                                 const void *z, void *y,
                                 const DepthwiseGeometry &g, bool relu,
-                                unsigned char element, cudaStream_t s);
+                                bool silu, unsigned char element,
+                                cudaStream_t s);
+
+/// y = y * sigmoid(y) in place on n values of FusedParams element type
+/// `element`, in f32 (a convolution's SiLU after a library's epilogue).
+cudaError_t launchSiluInPlace(void *y, int64_t n, unsigned char element,
+                              cudaStream_t s);
 
 /// A reduction over the middle dimension of a contiguous [batch, rows,
 /// cols] view (channels-last global pooling) of FusedParams element type

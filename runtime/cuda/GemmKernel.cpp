@@ -457,6 +457,7 @@ cublasLtEpilogue_t ltEpilogue(bool bias, FusedActivation activation) {
   case FusedActivation::GeluTanh:
     return bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
   case FusedActivation::None:
+  case FusedActivation::Silu: // no cuBLASLt epilogue; never asked for
     break;
   }
   return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;

@@ -1213,6 +1213,11 @@ cudaError_t launchReduce(const void *x, void *y, int64_t outCount,
 
 namespace {
 
+/// SiLU, s * sigmoid(s), as the CPU backend's sigmoid computes it.
+__device__ __forceinline__ float siluOf(float s) {
+  return s * (1.f / (1.f + expf(-s)));
+}
+
 /// A depthwise convolution channels last (one filter per channel, as
 /// MobileNet's, EfficientNet's and ConvNeXt's), with its epilogue: a
 /// thread computes W consecutive channels of one output pixel, one wide
@@ -1222,7 +1227,7 @@ namespace {
 template <int W>
 __global__ void depthwiseConvKernel(const void *x, const void *w,
                                     const void *bias, const void *z, void *y,
-                                    DepthwiseGeometry g, bool relu,
+                                    DepthwiseGeometry g, bool relu, bool silu,
                                     unsigned char e) {
   int groups = g.c / W;
   int taps = g.kh * g.kw;
@@ -1267,6 +1272,8 @@ __global__ void depthwiseConvKernel(const void *x, const void *w,
     for (int u = 0; u < W; ++u) {
       if (relu)
         acc[u] = fmaxf(acc[u], 0.f);
+      if (silu)
+        acc[u] = siluOf(acc[u]);
       storeElement(y, out + u, acc[u], e);
     }
   }
@@ -1295,16 +1302,18 @@ __device__ __forceinline__ void storeRun(void *base, int64_t i, unsigned char e,
 /// (P - 1) S + K input columns under it are read once for P K W
 /// multiply-adds. A block takes a slice of `groups` channel groups (W
 /// channels each) and keeps that slice's filter in shared memory as [K K,
-/// groups W] rows, so a tap's W weights are one vector read. Its threads
-/// cover a patch of output rows (of the images stacked) by `patchCols`
-/// column tiles, so that the rows' overlapping inputs are read from L1.
-/// The general kernel above read each tap's weights one by one from the
-/// [C, K, K] filter (1.5-2.5 TFLOP/s on ConvNeXt's 7 x 7 convolutions).
+/// groups W] rows, so a tap's W weights are one vector read; its threads
+/// take consecutive column tiles along the rows. The input columns of a
+/// filter row are loaded without branches (a column outside the image reads
+/// column 0 and counts zero), so all of a row's loads are in flight at
+/// once. The general kernel above read each tap's weights one by one from
+/// the [C, K, K] filter (1.5-2.5 TFLOP/s on ConvNeXt's 7 x 7
+/// convolutions).
 template <unsigned char E, int W, int K, int S, int P>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 2)
     depthwiseTiledKernel(const void *x, const void *w, const void *bias,
                          const void *z, void *y, DepthwiseGeometry g,
-                         int groups, int patchCols, bool relu) {
+                         int groups, bool relu, bool silu) {
   extern __shared__ float4 filterStorage[];
   float *filter = reinterpret_cast<float *>(filterStorage);
   int sliceChannels = groups * W;
@@ -1324,29 +1333,23 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   int lane = threadIdx.x % groups;
   int tile = threadIdx.x / groups;
-  int patchRows = kThreads / groups / patchCols;
-  if (tile >= patchRows * patchCols || firstGroup + lane >= channelGroups)
+  int tilesPerBlock = kThreads / groups;
+  if (tile >= tilesPerBlock || firstGroup + lane >= channelGroups)
     return;
   int c0 = firstChannel + lane * W;
   float b[W];
 #pragma unroll
   for (int u = 0; u < W; ++u)
     b[u] = bias ? loadElement(bias, c0 + u, E) : 0.f;
-  // Index arithmetic in 32 bits: the launch checks that rows and column
-  // tiles fit.
-  unsigned rows = unsigned(g.n) * g.oh;
+  // Index arithmetic in 32 bits: the launch checks that the tiles fit.
   unsigned colTiles = (g.ow + P - 1) / P;
-  unsigned colPatches = (colTiles + patchCols - 1) / patchCols;
-  unsigned patches = (rows + patchRows - 1) / patchRows * colPatches;
-  unsigned tileRow = tile / patchCols, tileCol = tile % patchCols;
-  for (unsigned patch = blockIdx.x; patch < patches; patch += gridDim.x) {
-    unsigned row = patch / colPatches * patchRows + tileRow;
-    unsigned colTile = patch % colPatches * patchCols + tileCol;
-    if (row >= rows || colTile >= colTiles)
-      continue;
+  unsigned tiles = unsigned(g.n) * g.oh * colTiles;
+  for (unsigned t = blockIdx.x * tilesPerBlock + tile; t < tiles;
+       t += gridDim.x * tilesPerBlock) {
+    unsigned row = t / colTiles;
+    int ox0 = static_cast<int>(t - row * colTiles) * P;
     int oy = static_cast<int>(row % g.oh);
     int64_t image = row / g.oh;
-    int ox0 = static_cast<int>(colTile) * P;
     float acc[P][W];
 #pragma unroll
     for (int p = 0; p < P; ++p)
@@ -1359,31 +1362,30 @@ __global__ void __launch_bounds__(kThreads)
       int iy = oy * S - g.padTop + i;
       if (iy < 0 || iy >= g.h)
         continue;
-      float tap[K][W];
-#pragma unroll
-      for (int j = 0; j < K; ++j)
-#pragma unroll
-        for (int u = 0; u < W; u += 4) {
-          float4 f = *reinterpret_cast<const float4 *>(
-              filter + (i * K + j) * sliceChannels + lane * W + u);
-          tap[j][u] = f.x, tap[j][u + 1] = f.y, tap[j][u + 2] = f.z,
-          tap[j][u + 3] = f.w;
-        }
+      const float *taps = filter + i * K * sliceChannels + lane * W;
       int64_t inputRow = (image * g.h + iy) * g.w;
 #pragma unroll
       for (int q = 0; q < (P - 1) * S + K; ++q) {
         int ix = ix0 + q;
-        if (ix < 0 || ix >= g.w)
-          continue;
+        bool inside = unsigned(ix) < unsigned(g.w);
         float v[W];
-        loadRun<W>(x, (inputRow + ix) * g.c + c0, E, v);
+        loadRun<W>(x, (inputRow + (inside ? ix : 0)) * g.c + c0, E, v);
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          v[u] = inside ? v[u] : 0.f;
 #pragma unroll
         for (int p = 0; p < P; ++p) {
           int j = q - p * S;
           if (j >= 0 && j < K)
 #pragma unroll
-            for (int u = 0; u < W; ++u)
-              acc[p][u] = fmaf(v[u], tap[j][u], acc[p][u]);
+            for (int u = 0; u < W; u += 4) {
+              float4 f = *reinterpret_cast<const float4 *>(
+                  taps + j * sliceChannels + u);
+              acc[p][u] = fmaf(v[u], f.x, acc[p][u]);
+              acc[p][u + 1] = fmaf(v[u + 1], f.y, acc[p][u + 1]);
+              acc[p][u + 2] = fmaf(v[u + 2], f.z, acc[p][u + 2]);
+              acc[p][u + 3] = fmaf(v[u + 3], f.w, acc[p][u + 3]);
+            }
         }
       }
     }
@@ -1403,6 +1405,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int u = 0; u < W; ++u)
           acc[p][u] = fmaxf(acc[p][u], 0.f);
+      if (silu)
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          acc[p][u] = siluOf(acc[p][u]);
       storeRun<W>(y, out, E, acc[p]);
     }
   }
@@ -1411,39 +1417,59 @@ __global__ void __launch_bounds__(kThreads)
 /// Output columns a thread of the tiled kernel computes.
 constexpr int kDepthwiseColumns = 4;
 
-/// Whether the tiled kernel's 32-bit patch arithmetic holds the output.
+/// Whether the tiled kernel's 32-bit tile arithmetic holds the output.
 bool depthwiseTiledFits(const DepthwiseGeometry &g) {
-  int64_t rows = int64_t(g.n) * g.oh;
-  return rows * ((g.ow + kDepthwiseColumns - 1) / kDepthwiseColumns) <
-         (int64_t(1) << 31);
+  int64_t tiles = int64_t(g.n) * g.oh *
+                  ((g.ow + kDepthwiseColumns - 1) / kDepthwiseColumns);
+  return tiles + kThreads * int64_t(65535) < (int64_t(1) << 32);
 }
 
 template <unsigned char E, int W, int K, int S>
 cudaError_t launchDepthwiseTiled(const void *x, const void *w, const void *bias,
                                  const void *z, void *y,
                                  const DepthwiseGeometry &g, bool relu,
-                                 cudaStream_t s) {
+                                 bool silu, cudaStream_t s) {
   constexpr int P = kDepthwiseColumns;
   int channelGroups = g.c / W;
   int groups = channelGroups < 8 ? channelGroups : 8;
   int tilesPerBlock = kThreads / groups;
-  int colTiles = (g.ow + P - 1) / P;
-  // Patches four column tiles wide (16 columns) where the map is as wide,
-  // so that a block's rows share their inputs' columns in L1.
-  int patchCols = std::min(colTiles, 4);
-  int patchRows = tilesPerBlock / patchCols;
   int slices = (channelGroups + groups - 1) / groups;
-  int64_t rows = int64_t(g.n) * g.oh;
-  int64_t patches = (rows + patchRows - 1) / patchRows *
-                    ((colTiles + patchCols - 1) / patchCols);
-  // About four blocks a multiprocessor: each reads its slice's filter
-  // once, so more blocks would only read it again.
-  int64_t most = std::max<int64_t>(1, 1024 / slices);
-  unsigned blocks = static_cast<unsigned>(std::min(patches, most));
+  int64_t tiles = int64_t(g.n) * g.oh * ((g.ow + P - 1) / P);
+  // Each block reads its slice's filter once; past a few waves more
+  // blocks would only read it again.
+  int64_t wanted = (tiles + tilesPerBlock - 1) / tilesPerBlock;
+  int64_t most = std::max<int64_t>(1, 2048 / slices);
+  unsigned blocks = static_cast<unsigned>(std::min(wanted, most));
   size_t shared = size_t(K) * K * groups * W * sizeof(float);
   depthwiseTiledKernel<E, W, K, S, P>
       <<<dim3(blocks, static_cast<unsigned>(slices)), kThreads, shared, s>>>(
-          x, w, bias, z, y, g, groups, patchCols, relu);
+          x, w, bias, z, y, g, groups, relu, silu);
+  return cudaGetLastError();
+}
+
+/// y = y * sigmoid(y) in place: a convolution's SiLU after a library's
+/// fused epilogue, W elements a thread.
+template <unsigned char E, int W>
+__global__ void siluInPlaceKernel(void *y, int64_t vectors) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < vectors;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    float v[W];
+    loadRun<W>(y, i * W, E, v);
+#pragma unroll
+    for (int u = 0; u < W; ++u)
+      v[u] = siluOf(v[u]);
+    storeRun<W>(y, i * W, E, v);
+  }
+}
+
+template <unsigned char E>
+cudaError_t launchSiluFor(void *y, int64_t n, cudaStream_t s) {
+  constexpr int kWide = E == FusedParams::F32 ? 4 : 8;
+  if (n % kWide == 0 && reinterpret_cast<uintptr_t>(y) % 16 == 0)
+    siluInPlaceKernel<E, kWide>
+        <<<blocksFor(n / kWide), kThreads, 0, s>>>(y, n / kWide);
+  else
+    siluInPlaceKernel<E, 1><<<blocksFor(n), kThreads, 0, s>>>(y, n);
   return cudaGetLastError();
 }
 
@@ -1451,12 +1477,13 @@ template <unsigned char E, int W>
 cudaError_t launchDepthwiseTiledFor(const void *x, const void *w,
                                     const void *bias, const void *z, void *y,
                                     const DepthwiseGeometry &g, bool relu,
-                                    cudaStream_t s) {
+                                    bool silu, cudaStream_t s) {
   auto byStride = [&](auto k) {
     constexpr int K = decltype(k)::value;
-    return g.strideH == 1
-               ? launchDepthwiseTiled<E, W, K, 1>(x, w, bias, z, y, g, relu, s)
-               : launchDepthwiseTiled<E, W, K, 2>(x, w, bias, z, y, g, relu, s);
+    return g.strideH == 1 ? launchDepthwiseTiled<E, W, K, 1>(x, w, bias, z, y,
+                                                             g, relu, silu, s)
+                          : launchDepthwiseTiled<E, W, K, 2>(x, w, bias, z, y,
+                                                             g, relu, silu, s);
   };
   switch (g.kh) {
   case 3:
@@ -1655,7 +1682,8 @@ int depthwiseWidth(int64_t channels, unsigned char element) {
 cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
                                 const void *z, void *y,
                                 const DepthwiseGeometry &g, bool relu,
-                                unsigned char element, cudaStream_t s) {
+                                bool silu, unsigned char element,
+                                cudaStream_t s) {
   int width = depthwiseWidth(g.c, element);
   size_t bytes = element == FusedParams::F32 ? 4 : 2;
   auto aligned = [&](const void *p) {
@@ -1670,13 +1698,13 @@ cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
   if (tiled && g.n * int64_t(g.oh) * g.ow > 0) {
     if (element == FusedParams::F32)
       return launchDepthwiseTiledFor<FusedParams::F32, 4>(x, w, bias, z, y, g,
-                                                          relu, s);
+                                                          relu, silu, s);
     if (width == 8 && element == FusedParams::BF16)
       return launchDepthwiseTiledFor<FusedParams::BF16, 8>(x, w, bias, z, y, g,
-                                                           relu, s);
+                                                           relu, silu, s);
     if (width == 8)
       return launchDepthwiseTiledFor<FusedParams::F16, 8>(x, w, bias, z, y, g,
-                                                          relu, s);
+                                                          relu, silu, s);
   }
   int64_t threads = int64_t(g.n) * g.oh * g.ow * (g.c / width);
   if (threads == 0)
@@ -1685,17 +1713,31 @@ cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
   switch (width) {
   case 8:
     depthwiseConvKernel<8>
-        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, silu, element);
     break;
   case 4:
     depthwiseConvKernel<4>
-        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, silu, element);
     break;
   default:
     depthwiseConvKernel<1>
-        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, element);
+        <<<blocks, kThreads, 0, s>>>(x, w, bias, z, y, g, relu, silu, element);
   }
   return cudaGetLastError();
+}
+
+cudaError_t launchSiluInPlace(void *y, int64_t n, unsigned char element,
+                              cudaStream_t s) {
+  if (n == 0)
+    return cudaSuccess;
+  switch (element) {
+  case FusedParams::F32:
+    return launchSiluFor<FusedParams::F32>(y, n, s);
+  case FusedParams::BF16:
+    return launchSiluFor<FusedParams::BF16>(y, n, s);
+  default:
+    return launchSiluFor<FusedParams::F16>(y, n, s);
+  }
 }
 
 int reduceMiddleWidth(int64_t cols, unsigned char element) {

@@ -210,6 +210,19 @@ Status fusedActivation(const AttrMap &attrs, FusedActivation &activation) {
   return Status();
 }
 
+Status fusedConvActivation(const AttrMap &attrs, FusedActivation &activation) {
+  std::string act = attrs.getString("activation", "");
+  if (act.empty())
+    activation = FusedActivation::None;
+  else if (act == "relu")
+    activation = FusedActivation::Relu;
+  else if (act == "silu")
+    activation = FusedActivation::Silu;
+  else
+    return Status::error("unsupported fused activation '" + act + "'");
+  return Status();
+}
+
 Status fusedRelu(const AttrMap &attrs, bool &relu) {
   std::string act = attrs.getString("activation", "");
   relu = act == "relu";

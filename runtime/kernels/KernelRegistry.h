@@ -45,11 +45,14 @@ bool isFloatType(DType t);
 /// Reads the optional fused `activation` parameter ("" or "relu").
 Status fusedRelu(const AttrMap &attrs, bool &relu);
 
-/// What a product applies to its result in the pass that writes it.
-enum class FusedActivation { None, Relu, GeluTanh };
+/// What a product or a convolution applies to its result in the pass that
+/// writes it.
+enum class FusedActivation { None, Relu, GeluTanh, Silu };
 /// Reads a product's optional `activation`: "", "relu" or "gelu_tanh"
 /// (Gelu's tanh form, which cuBLASLt's epilogue computes).
 Status fusedActivation(const AttrMap &attrs, FusedActivation &activation);
+/// Reads a convolution's optional `activation`: "", "relu" or "silu".
+Status fusedConvActivation(const AttrMap &attrs, FusedActivation &activation);
 
 /// Spatial geometry of convolution and pooling, always as 3-D (D, H, W): 1-D
 /// and 2-D problems get leading unit dimensions so one loop nest serves all.

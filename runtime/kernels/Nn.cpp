@@ -86,9 +86,9 @@ namespace {
 class ConvKernel : public Kernel {
 public:
   ConvKernel(Window w, int64_t n, int64_t c, int64_t m, int64_t group,
-             bool hasBias, bool hasAddend, bool relu)
+             bool hasBias, bool hasAddend, FusedActivation activation)
       : w_(w), n_(n), c_(c), m_(m), group_(group), hasBias_(hasBias),
-        hasAddend_(hasAddend), relu_(relu) {
+        hasAddend_(hasAddend), activation_(activation) {
     bool pointwise = w.kernelSize() == 1;
     for (int i = 0; i < 3; ++i)
       pointwise = pointwise && w.stride[i] == 1 && w.padBegin[i] == 0 &&
@@ -142,11 +142,13 @@ public:
         for (int64_t i = 0; i < m_ * osz; ++i)
           yb[i] += z[i];
       }
-      if (relu_) {
-        float *yb = y + b * m_ * osz;
+      float *yb = y + b * m_ * osz;
+      if (activation_ == FusedActivation::Relu)
         for (int64_t i = 0; i < m_ * osz; ++i)
           yb[i] = ew::Relu::apply(yb[i], 0.f, 0.f);
-      }
+      if (activation_ == FusedActivation::Silu)
+        for (int64_t i = 0; i < m_ * osz; ++i)
+          yb[i] *= ew::Sigmoid::apply(yb[i], 0.f, 0.f);
     }
     return Status();
   }
@@ -158,7 +160,9 @@ private:
 
   Window w_;
   int64_t n_, c_, m_, group_;
-  bool hasBias_, hasAddend_, relu_, pointwise_;
+  bool hasBias_, hasAddend_;
+  FusedActivation activation_;
+  bool pointwise_;
   std::vector<float> col_;
   std::vector<double> wide_, colWide_, outWide_;
 };
@@ -776,8 +780,8 @@ void registerNnKernels(KernelTable &t) {
     Window win;
     PARTC_RETURN_IF_ERROR(
         makeWindow(a.attrs, x, y, Shape(w.begin() + 2, w.end()), win));
-    bool relu;
-    PARTC_RETURN_IF_ERROR(fusedRelu(a.attrs, relu));
+    FusedActivation activation;
+    PARTC_RETURN_IF_ERROR(fusedConvActivation(a.attrs, activation));
     // The im2col scratch of one group of one image, allocated here: refused
     // with the numbers where this machine cannot hold it.
     double scratch = static_cast<double>(x[1] / group) *
@@ -793,7 +797,7 @@ void registerNnKernels(KernelTable &t) {
     }
     k = std::make_unique<ConvKernel>(win, x[0], x[1], w[0], group,
                                      a.inputs.size() >= 3, a.inputs.size() == 4,
-                                     relu);
+                                     activation);
     return Status();
   };
   addWithChannelsLast(t, "conv", {true, true, false, true}, conv);

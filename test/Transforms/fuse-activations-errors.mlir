@@ -67,3 +67,12 @@ func.func @layer_norm_grad_addend(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, %s:
   %dx, %ds, %db = graph.layer_norm_grad %dy, %x, %s, %z {axis = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>, tensor<8xf32>, tensor<1x8xf32>) -> (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>)
   return %dx : tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that SiLU is a convolution's activation only, not a product's.
+func.func @silu_product(%x: tensor<3x4xf32>, %w: tensor<4x3xf32>) -> tensor<3x3xf32> {
+  // expected-error@+1 {{attribute 'activation' failed to satisfy constraint: string attribute a fused activation (relu or gelu_tanh)}}
+  %m = graph.matmul %x, %w {activation = "silu"} : (tensor<3x4xf32>, tensor<4x3xf32>) -> tensor<3x3xf32>
+  return %m : tensor<3x3xf32>
+}

@@ -386,3 +386,51 @@ func.func @layer_norm_grad_kept_adds(%dy: tensor<4x8xf32>, %x: tensor<4x8xf32>, 
   %c = graph.add %b, %ex : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
   return %a, %c : tensor<4x8xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+// Tests that SiLU as PyTorch exports it, x * sigmoid(x), after a
+// convolution becomes the convolution's activation, in either operand
+// order, after a fused residual.
+// CHECK-LABEL: func @silu
+func.func @silu(%x: tensor<1x4x4x2xf32>, %w: tensor<2x1x1x2xf32>, %b: tensor<2xf32>) -> (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) {
+  // CHECK: %[[C:.*]] = graph.conv %arg0, %arg1, %arg2 {activation = "silu", channels_last
+  // CHECK: %[[D:.*]] = graph.conv %[[C]], %arg1, %arg2, %arg0 {activation = "silu", channels_last
+  // CHECK-NOT: graph.sigmoid
+  // CHECK-NOT: graph.mul
+  // CHECK: return %[[C]], %[[D]]
+  %c = graph.conv %x, %w, %b {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<2x1x1x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %s = graph.sigmoid %c : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %m = graph.mul %c, %s : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %d = graph.conv %m, %w, %b {channels_last, dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x4x4x2xf32>, tensor<2x1x1x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32>
+  %r = graph.add %d, %x : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %t = graph.sigmoid %r : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  %n = graph.mul %t, %r : (tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+  return %m, %n : tensor<1x4x4x2xf32>, tensor<1x4x4x2xf32>
+}
+
+// -----
+
+// Tests that SiLU stays apart where the convolution's value or its sigmoid
+// is also used elsewhere (a training step's backward pass), where the
+// product is not the SiLU of the same value, and where the ops run on
+// different devices.
+// CHECK-LABEL: func @silu_kept
+func.func @silu_kept(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) {
+  // CHECK-NOT: silu
+  // CHECK-COUNT-4: graph.sigmoid
+  // CHECK-NOT: silu
+  %c = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %s = graph.sigmoid %c : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m = graph.mul %c, %s : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c2 = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %s2 = graph.sigmoid %c2 : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m2 = graph.mul %c2, %s2 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c3 = graph.conv %x, %w {dilations = array<i64: 1, 1>, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %s3 = graph.sigmoid %c3 : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m3 = graph.mul %x, %s3 : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %c4 = graph.conv %x, %w {dilations = array<i64: 1, 1>, graph.device = 0 : i64, pads = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>} : (tensor<1x2x4x4xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x4x4xf32>
+  %s4 = graph.sigmoid %c4 {graph.device = 1 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  %m4 = graph.mul %c4, %s4 {graph.device = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
+  return %m, %c, %m2, %s2, %m3, %m4 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+}

@@ -2009,6 +2009,40 @@ TEST(GpuKernels, LayerNormOfShortRowsMatchesCpu) {
     }
 }
 
+// A convolution with SiLU fused (EfficientNet's): whichever variant tuning
+// keeps, SiLU comes after the bias and residual, in its epilogue pass, in
+// partc's depthwise kernel or in a pass of its own after a library's fused
+// epilogue; with the epilogues fused and apart.
+TEST(GpuKernels, ConvolutionWithSiluMatchesCpu) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  AttrMap conv = windowAttrs({2, 2}, {1, 1, 1, 1});
+  conv.set("channels_last", AttrValue::ofInts({1}));
+  conv.set("activation", AttrValue::ofString("silu"));
+  AttrMap pointwise = windowAttrs({1, 1}, {0, 0, 0, 0});
+  pointwise.set("channels_last", AttrValue::ofInts({1}));
+  pointwise.set("activation", AttrValue::ofString("silu"));
+  AttrMap depthwise = windowAttrs({1, 1}, {1, 1, 1, 1});
+  depthwise.set("channels_last", AttrValue::ofInts({1}));
+  depthwise.set("group", AttrValue::ofInts({16}));
+  depthwise.set("activation", AttrValue::ofString("silu"));
+  for (DType t : {DType::F32, DType::BF16, DType::F16})
+    for (bool fused : {true, false}) {
+      // f32 convolutions run on TF32 tensor cores.
+      float rtol = t == DType::F32 ? 1e-2f : 3e-2f;
+      expectTypedMatchesCpu("conv", conv, t,
+                            {{2, 9, 9, 8}, {12, 3, 3, 8}, {12}}, {2, 5, 5, 12},
+                            rtol, {}, fused);
+      expectTypedMatchesCpu(
+          "conv", pointwise, t,
+          {{2, 6, 6, 16}, {32, 1, 1, 16}, {32}, {2, 6, 6, 32}}, {2, 6, 6, 32},
+          rtol, {}, fused);
+      expectTypedMatchesCpu("conv", depthwise, t,
+                            {{2, 9, 9, 16}, {16, 3, 3, 1}, {16}}, {2, 9, 9, 16},
+                            rtol, {}, fused);
+    }
+}
+
 TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -2059,24 +2093,25 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
 // partc's depthwise convolution (the convolution kernel's "depthwise"
 // candidate, which tuning takes only where it is fastest), launched
 // directly against the CPU's convolution: strides, padding, dilation, bias,
-// residual and ReLU, at eight, four and one channel a thread, in f32 and
-// 16-bit; the tiled kernel (3, 5 and 7 wide, strides 1 and 2) and the
+// residual, ReLU and SiLU, at eight, four and one channel a thread, in f32
+// and 16-bit; the tiled kernel (3, 5 and 7 wide, strides 1 and 2) and the
 // general one.
 TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
   struct Case {
     int c, k, stride, pad, dilation;
-    bool bias, residual, relu;
+    bool bias, residual;
+    const char *activation;
   };
-  const Case cases[] = {{16, 3, 2, 1, 1, true, false, true},
-                        {12, 5, 1, 2, 1, true, true, false},
-                        {5, 3, 1, 2, 2, false, false, false},
-                        {24, 7, 1, 3, 1, true, false, false},
+  const Case cases[] = {{16, 3, 2, 1, 1, true, false, "relu"},
+                        {12, 5, 1, 2, 1, true, true, ""},
+                        {5, 3, 1, 2, 2, false, false, "silu"},
+                        {24, 7, 1, 3, 1, true, false, ""},
                         // Channel slices of eight groups, the last partial.
-                        {72, 3, 1, 1, 1, true, true, true},
-                        {200, 7, 2, 3, 1, true, false, true},
-                        {40, 5, 2, 2, 1, false, true, false}};
+                        {72, 3, 1, 1, 1, true, true, "relu"},
+                        {200, 7, 2, 3, 1, true, false, "silu"},
+                        {40, 5, 2, 2, 1, true, true, "silu"}};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
@@ -2112,8 +2147,8 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
       attrs.set("dilations", AttrValue::ofInts({c.dilation, c.dilation}));
       attrs.set("group", AttrValue::ofInts({c.c}));
       attrs.set("channels_last", AttrValue::ofInts({1}));
-      if (c.relu)
-        attrs.set("activation", AttrValue::ofString("relu"));
+      if (*c.activation)
+        attrs.set("activation", AttrValue::ofString(c.activation));
       TensorType outType{dtype, ys};
       std::unique_ptr<Kernel> cpu;
       Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
@@ -2136,10 +2171,11 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
       unsigned char element = f32    ? FusedParams::F32
                               : bf16 ? FusedParams::BF16
                                      : FusedParams::F16;
-      ASSERT_EQ(launchDepthwiseConv(device[0], device[1],
-                                    c.bias ? device[2] : nullptr,
-                                    c.residual ? device.back() : nullptr, y, g,
-                                    c.relu, element, nullptr),
+      ASSERT_EQ(launchDepthwiseConv(
+                    device[0], device[1], c.bias ? device[2] : nullptr,
+                    c.residual ? device.back() : nullptr, y, g,
+                    std::string(c.activation) == "relu",
+                    std::string(c.activation) == "silu", element, nullptr),
                 cudaSuccess);
       ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
                 cudaSuccess);
