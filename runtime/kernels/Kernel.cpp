@@ -1,6 +1,9 @@
 //===- Kernel.cpp - Kernel registry and shared helpers --------------------===//
 #include "runtime/kernels/KernelRegistry.h"
 
+#include <initializer_list>
+#include <utility>
+
 namespace partc::runtime {
 
 Kernel::~Kernel() = default;
@@ -197,30 +200,34 @@ std::string kernelSignature(const std::string &name, const AttrMap &attrs,
 
 bool isFloatType(DType t) { return t == DType::F32 || t == DType::F64; }
 
-Status fusedActivation(const AttrMap &attrs, FusedActivation &activation) {
+/// The `activation` attribute as one of `allowed` (none when absent).
+static Status parseActivation(
+    const AttrMap &attrs,
+    std::initializer_list<std::pair<const char *, FusedActivation>> allowed,
+    FusedActivation &activation) {
   std::string act = attrs.getString("activation", "");
+  activation = FusedActivation::None;
   if (act.empty())
-    activation = FusedActivation::None;
-  else if (act == "relu")
-    activation = FusedActivation::Relu;
-  else if (act == "gelu_tanh")
-    activation = FusedActivation::GeluTanh;
-  else
-    return Status::error("unsupported fused activation '" + act + "'");
-  return Status();
+    return Status();
+  for (const auto &[name, value] : allowed)
+    if (act == name) {
+      activation = value;
+      return Status();
+    }
+  return Status::error("unsupported fused activation '" + act + "'");
+}
+
+Status fusedActivation(const AttrMap &attrs, FusedActivation &activation) {
+  return parseActivation(attrs,
+                         {{"relu", FusedActivation::Relu},
+                          {"gelu_tanh", FusedActivation::GeluTanh}},
+                         activation);
 }
 
 Status fusedConvActivation(const AttrMap &attrs, FusedActivation &activation) {
-  std::string act = attrs.getString("activation", "");
-  if (act.empty())
-    activation = FusedActivation::None;
-  else if (act == "relu")
-    activation = FusedActivation::Relu;
-  else if (act == "silu")
-    activation = FusedActivation::Silu;
-  else
-    return Status::error("unsupported fused activation '" + act + "'");
-  return Status();
+  return parseActivation(
+      attrs, {{"relu", FusedActivation::Relu}, {"silu", FusedActivation::Silu}},
+      activation);
 }
 
 Status fusedRelu(const AttrMap &attrs, bool &relu) {
