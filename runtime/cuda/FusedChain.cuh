@@ -167,12 +167,13 @@ __device__ __forceinline__ void fusedStore(const FusedParams &p, unsigned i,
     static_cast<unsigned short *>(p.out)[i] = narrowTo16(v, e);
 }
 
+/// Stores r as elements i..i+W-1 of `base` (i a multiple of W, W 4 or 8),
+/// of element type `e`: the stores fusedLoadWideFrom's loads mirror.
 template <int W>
-__device__ __forceinline__ void fusedStoreWide(const FusedParams &p, unsigned i,
-                                               unsigned char e,
-                                               const float (&r)[W]) {
+__device__ __forceinline__ void
+fusedStoreWideTo(void *base, unsigned i, unsigned char e, const float (&r)[W]) {
   if (e == FusedParams::F32) {
-    float4 *out = reinterpret_cast<float4 *>(static_cast<float *>(p.out) + i);
+    float4 *out = reinterpret_cast<float4 *>(static_cast<float *>(base) + i);
 #pragma unroll
     for (int j = 0; j < W / 4; ++j)
       out[j] = make_float4(r[4 * j], r[4 * j + 1], r[4 * j + 2], r[4 * j + 3]);
@@ -182,11 +183,17 @@ __device__ __forceinline__ void fusedStoreWide(const FusedParams &p, unsigned i,
 #pragma unroll
   for (int j = 0; j < W / 2; ++j)
     u[j] = narrowPairTo16(r[2 * j], r[2 * j + 1], e);
-  unsigned short *out = static_cast<unsigned short *>(p.out) + i;
+  unsigned short *out = static_cast<unsigned short *>(base) + i;
   if constexpr (W == 8)
     *reinterpret_cast<uint4 *>(out) = make_uint4(u[0], u[1], u[2], u[3]);
   else
     *reinterpret_cast<uint2 *>(out) = make_uint2(u[0], u[1]);
+}
+template <int W>
+__device__ __forceinline__ void fusedStoreWide(const FusedParams &p, unsigned i,
+                                               unsigned char e,
+                                               const float (&r)[W]) {
+  fusedStoreWideTo<W>(p.out, i, e, r);
 }
 
 // The loops below take a Chain: kInputs, mode(p, k) (FusedParams::Mode,

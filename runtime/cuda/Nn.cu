@@ -1286,12 +1286,10 @@ __device__ __forceinline__ void storeRun(void *base, int64_t i, unsigned char e,
                                          const float (&v)[W]) {
   if constexpr (W == 1) {
     storeElement(base, i, v[0], e);
+  } else if (e == FusedParams::F32) {
+    fusedStoreWideTo<W>(static_cast<float *>(base) + i, 0, e, v);
   } else {
-    FusedParams p;
-    p.out = e == FusedParams::F32
-                ? static_cast<void *>(static_cast<float *>(base) + i)
-                : static_cast<void *>(static_cast<unsigned short *>(base) + i);
-    fusedStoreWide<W>(p, 0, e, v);
+    fusedStoreWideTo<W>(static_cast<unsigned short *>(base) + i, 0, e, v);
   }
 }
 
