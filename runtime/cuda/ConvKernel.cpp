@@ -55,6 +55,11 @@ std::vector<int> packedStrides(const std::vector<int> &dims,
 
 namespace {
 
+/// launchDepthwiseConv's forms by index, as profiles name them.
+const char *const kDepthwiseFormNames[] = {"depthwise", "depthwise-rows",
+                                           "depthwise-rows-light",
+                                           "depthwise-rows-tall"};
+
 enum class ConvVariant {
   Separate,
   CudnnFused,
@@ -132,7 +137,7 @@ public:
     case ConvVariant::Graph:
       return graphVariant_.c_str();
     case ConvVariant::Depthwise:
-      return "depthwise";
+      return kDepthwiseFormNames[choice_ < 4 ? choice_ : 0];
     }
     return nullptr;
   }
@@ -596,15 +601,16 @@ Status ConvKernel::runVariantBody(ConvVariant v, size_t index,
     return graph_->fusesEpilogue(index) ? Status() : runEpilogue(ctx, ops);
   case ConvVariant::Depthwise:
     if (!fuseEpilogues_) {
-      PARTC_RETURN_IF_ERROR(cudaStatus(
-          launchDepthwiseConv(ops.x, ops.w, nullptr, nullptr, ops.y,
-                              *depthwise_, false, false, element_, ctx.stream),
-          "depthwise convolution"));
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(launchDepthwiseConv(ops.x, ops.w, nullptr, nullptr, ops.y,
+                                         *depthwise_, false, false, element_,
+                                         ctx.stream, static_cast<int>(index)),
+                     "depthwise convolution"));
       return runEpilogue(ctx, ops);
     }
     return cudaStatus(launchDepthwiseConv(ops.x, ops.w, ops.bias, ops.z, ops.y,
                                           *depthwise_, relu_, silu_, element_,
-                                          ctx.stream),
+                                          ctx.stream, static_cast<int>(index)),
                       "depthwise convolution");
   }
   return Status();
@@ -702,8 +708,8 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
   }
   for (size_t i = 0; graph_ && i < graph_->size(); ++i)
     candidates_.push_back({ConvVariant::Graph, i});
-  if (depthwise_)
-    candidates_.push_back({ConvVariant::Depthwise, 0});
+  for (int form = 0; depthwise_ && form < depthwiseForms(*depthwise_); ++form)
+    candidates_.push_back({ConvVariant::Depthwise, size_t(form)});
   if (candidates_.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

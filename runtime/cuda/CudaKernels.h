@@ -414,12 +414,18 @@ struct DepthwiseGeometry {
 };
 /// y = act(conv(x, w) + bias + z) for that geometry, every operand of
 /// FusedParams element type `element` (bias and z may be null), summed in
-/// f32; act is ReLU with `relu`, SiLU (s * sigmoid(s)) with `silu`.
+/// f32; act is ReLU with `relu`, SiLU (s * sigmoid(s)) with `silu`. `form`
+/// picks one of depthwiseForms(g) kernels (tuning times them); a form the
+/// operands' alignment rules out falls back to another.
 cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
                                 const void *z, void *y,
                                 const DepthwiseGeometry &g, bool relu,
                                 bool silu, unsigned char element,
-                                cudaStream_t s);
+                                cudaStream_t s, int form = 0);
+/// How many kernels launchDepthwiseConv offers for the geometry: 4 for the
+/// common square filters (forms 1 to 3 hold a filter row's inputs in
+/// registers), else 1.
+int depthwiseForms(const DepthwiseGeometry &g);
 
 /// y = y * sigmoid(y) in place on n values of FusedParams element type
 /// `element`, in f32 (a convolution's SiLU after a library's epilogue).

@@ -1307,11 +1307,23 @@ __device__ __forceinline__ void storeRun(void *base, int64_t i, unsigned char e,
 /// once. The general kernel above read each tap's weights one by one from
 /// the [C, K, K] filter (1.5-2.5 TFLOP/s on ConvNeXt's 7 x 7
 /// convolutions).
-template <unsigned char E, int W, int K, int S, int P>
-__global__ void __launch_bounds__(kThreads, 2)
+///
+/// With `RowInRegisters` a thread holds a filter row's input columns in
+/// registers and reads each tap's weights once for its P columns (tap
+/// major): a shared-memory read then feeds P W multiply-adds instead of W,
+/// which the 7 x 7 filters are bound by, at the price of (P - 1) S + K
+/// columns of W registers (so W = 4 there). A thread computes R output
+/// rows too: each input row it loads then serves every one of them whose
+/// filter covers it, up to K R multiply-adds a loaded value instead of K.
+template <unsigned char E, int W, int K, int S, int P, int R,
+          bool RowInRegisters, int MinBlocks>
+__global__ void __launch_bounds__(kThreads, MinBlocks)
     depthwiseTiledKernel(const void *x, const void *w, const void *bias,
                          const void *z, void *y, DepthwiseGeometry g,
                          int groups, bool relu, bool silu) {
+  static_assert(!RowInRegisters || W == 4, "a tap's weights are one float4");
+  constexpr int kColumns = (P - 1) * S + K;
+  constexpr int kInputRows = (R - 1) * S + K;
   extern __shared__ float4 filterStorage[];
   float *filter = reinterpret_cast<float *>(filterStorage);
   int sliceChannels = groups * W;
@@ -1341,73 +1353,117 @@ __global__ void __launch_bounds__(kThreads, 2)
     b[u] = bias ? loadElement(bias, c0 + u, E) : 0.f;
   // Index arithmetic in 32 bits: the launch checks that the tiles fit.
   unsigned colTiles = (g.ow + P - 1) / P;
-  unsigned tiles = unsigned(g.n) * g.oh * colTiles;
+  unsigned rowTiles = (g.oh + R - 1) / R;
+  unsigned tiles = unsigned(g.n) * rowTiles * colTiles;
   for (unsigned t = blockIdx.x * tilesPerBlock + tile; t < tiles;
        t += gridDim.x * tilesPerBlock) {
-    unsigned row = t / colTiles;
-    int ox0 = static_cast<int>(t - row * colTiles) * P;
-    int oy = static_cast<int>(row % g.oh);
-    int64_t image = row / g.oh;
-    float acc[P][W];
+    unsigned rowTile = t / colTiles;
+    int ox0 = static_cast<int>(t - rowTile * colTiles) * P;
+    int image = static_cast<int>(rowTile / rowTiles);
+    int oy0 = static_cast<int>(rowTile - unsigned(image) * rowTiles) * R;
+    float acc[R][P][W];
 #pragma unroll
-    for (int p = 0; p < P; ++p)
+    for (int r = 0; r < R; ++r)
 #pragma unroll
-      for (int u = 0; u < W; ++u)
-        acc[p][u] = b[u];
+      for (int p = 0; p < P; ++p)
+#pragma unroll
+        for (int u = 0; u < W; ++u)
+          acc[r][p][u] = b[u];
     int ix0 = ox0 * S - g.padLeft;
 #pragma unroll
-    for (int i = 0; i < K; ++i) {
-      int iy = oy * S - g.padTop + i;
+    for (int ii = 0; ii < kInputRows; ++ii) {
+      int iy = oy0 * S - g.padTop + ii;
       if (iy < 0 || iy >= g.h)
         continue;
-      const float *taps = filter + i * K * sliceChannels + lane * W;
-      int64_t inputRow = (image * g.h + iy) * g.w;
-#pragma unroll
-      for (int q = 0; q < (P - 1) * S + K; ++q) {
+      int64_t inputRow = (int64_t(image) * g.h + iy) * g.w;
+      // Input column q of the row, zero outside the image.
+      auto loadColumn = [&](int q, float(&v)[W]) {
         int ix = ix0 + q;
         bool inside = unsigned(ix) < unsigned(g.w);
-        float v[W];
         loadRun<W>(x, (inputRow + (inside ? ix : 0)) * g.c + c0, E, v);
 #pragma unroll
         for (int u = 0; u < W; ++u)
           v[u] = inside ? v[u] : 0.f;
+      };
+      if constexpr (RowInRegisters) {
+        float v[kColumns][W];
 #pragma unroll
-        for (int p = 0; p < P; ++p) {
-          int j = q - p * S;
-          if (j >= 0 && j < K)
+        for (int q = 0; q < kColumns; ++q)
+          loadColumn(q, v[q]);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          // Filter row i of output row r reads this input row.
+          int i = ii - r * S;
+          if (i < 0 || i >= K)
+            continue;
+          const float *taps = filter + i * K * sliceChannels + lane * W;
+#pragma unroll
+          for (int j = 0; j < K; ++j) {
+            float4 f =
+                *reinterpret_cast<const float4 *>(taps + j * sliceChannels);
+#pragma unroll
+            for (int p = 0; p < P; ++p) {
+              const float(&in)[W] = v[p * S + j];
+              acc[r][p][0] = fmaf(in[0], f.x, acc[r][p][0]);
+              acc[r][p][1] = fmaf(in[1], f.y, acc[r][p][1]);
+              acc[r][p][2] = fmaf(in[2], f.z, acc[r][p][2]);
+              acc[r][p][3] = fmaf(in[3], f.w, acc[r][p][3]);
+            }
+          }
+        }
+      } else {
+        static_assert(R == 1, "the column-major form computes one row");
+        const float *taps = filter + ii * K * sliceChannels + lane * W;
+#pragma unroll
+        for (int q = 0; q < kColumns; ++q) {
+          float v[W];
+          loadColumn(q, v);
+#pragma unroll
+          for (int p = 0; p < P; ++p) {
+            int j = q - p * S;
+            if (j < 0 || j >= K)
+              continue;
 #pragma unroll
             for (int u = 0; u < W; u += 4) {
               float4 f = *reinterpret_cast<const float4 *>(
                   taps + j * sliceChannels + u);
-              acc[p][u] = fmaf(v[u], f.x, acc[p][u]);
-              acc[p][u + 1] = fmaf(v[u + 1], f.y, acc[p][u + 1]);
-              acc[p][u + 2] = fmaf(v[u + 2], f.z, acc[p][u + 2]);
-              acc[p][u + 3] = fmaf(v[u + 3], f.w, acc[p][u + 3]);
+              acc[0][p][u] = fmaf(v[u], f.x, acc[0][p][u]);
+              acc[0][p][u + 1] = fmaf(v[u + 1], f.y, acc[0][p][u + 1]);
+              acc[0][p][u + 2] = fmaf(v[u + 2], f.z, acc[0][p][u + 2]);
+              acc[0][p][u + 3] = fmaf(v[u + 3], f.w, acc[0][p][u + 3]);
             }
+          }
         }
       }
     }
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      if (ox0 + p >= g.ow)
+    for (int r = 0; r < R; ++r) {
+      if (oy0 + r >= g.oh)
         break;
-      int64_t out = (int64_t(row) * g.ow + ox0 + p) * g.c + c0;
-      if (z) {
-        float r[W];
-        loadRun<W>(z, out, E, r);
 #pragma unroll
-        for (int u = 0; u < W; ++u)
-          acc[p][u] += r[u];
+      for (int p = 0; p < P; ++p) {
+        if (ox0 + p >= g.ow)
+          break;
+        int64_t out =
+            ((int64_t(image) * g.oh + oy0 + r) * g.ow + ox0 + p) * g.c + c0;
+        float(&a)[W] = acc[r][p];
+        if (z) {
+          float res[W];
+          loadRun<W>(z, out, E, res);
+#pragma unroll
+          for (int u = 0; u < W; ++u)
+            a[u] += res[u];
+        }
+        if (relu)
+#pragma unroll
+          for (int u = 0; u < W; ++u)
+            a[u] = fmaxf(a[u], 0.f);
+        if (silu)
+#pragma unroll
+          for (int u = 0; u < W; ++u)
+            a[u] = siluOf(a[u]);
+        storeRun<W>(y, out, E, a);
       }
-      if (relu)
-#pragma unroll
-        for (int u = 0; u < W; ++u)
-          acc[p][u] = fmaxf(acc[p][u], 0.f);
-      if (silu)
-#pragma unroll
-        for (int u = 0; u < W; ++u)
-          acc[p][u] = siluOf(acc[p][u]);
-      storeRun<W>(y, out, E, acc[p]);
     }
   }
 }
@@ -1422,24 +1478,35 @@ bool depthwiseTiledFits(const DepthwiseGeometry &g) {
   return tiles + kThreads * int64_t(65535) < (int64_t(1) << 32);
 }
 
-template <unsigned char E, int W, int K, int S>
+/// Launches the tiled kernel: form 0 takes W channels (16 bytes) of
+/// kDepthwiseColumns output columns a thread, form 1 four channels of a
+/// filter row held in registers (8 columns at stride 1), form 2 the same
+/// at 4 columns in at most 64 registers, so that twice as many threads
+/// keep loads in flight (the small filters are bound by memory), form 3 4
+/// columns of several output rows (4 for 3 x 3 filters, else 2).
+template <unsigned char E, int W, int K, int S, int Form>
 cudaError_t launchDepthwiseTiled(const void *x, const void *w, const void *bias,
                                  const void *z, void *y,
                                  const DepthwiseGeometry &g, bool relu,
                                  bool silu, cudaStream_t s) {
-  constexpr int P = kDepthwiseColumns;
+  constexpr int P = Form == 1 && S == 1 ? 8 : kDepthwiseColumns;
+  constexpr int R = Form != 3 ? 1 : K == 3 ? 4 : 2;
+  constexpr int kMinBlocks = Form == 2 ? 4 : 2;
+  // Form 1's 4-channel groups are 8 bytes in 16 bits: 16 of them give a
+  // warp's loads 128 contiguous bytes.
+  constexpr int kMostGroups = Form == 0 ? 8 : 16;
   int channelGroups = g.c / W;
-  int groups = channelGroups < 8 ? channelGroups : 8;
+  int groups = std::min(channelGroups, kMostGroups);
   int tilesPerBlock = kThreads / groups;
   int slices = (channelGroups + groups - 1) / groups;
-  int64_t tiles = int64_t(g.n) * g.oh * ((g.ow + P - 1) / P);
+  int64_t tiles = int64_t(g.n) * ((g.oh + R - 1) / R) * ((g.ow + P - 1) / P);
   // Each block reads its slice's filter once; past a few waves more
   // blocks would only read it again.
   int64_t wanted = (tiles + tilesPerBlock - 1) / tilesPerBlock;
   int64_t most = std::max<int64_t>(1, 2048 / slices);
   unsigned blocks = static_cast<unsigned>(std::min(wanted, most));
   size_t shared = size_t(K) * K * groups * W * sizeof(float);
-  depthwiseTiledKernel<E, W, K, S, P>
+  depthwiseTiledKernel<E, W, K, S, P, R, Form != 0, kMinBlocks>
       <<<dim3(blocks, static_cast<unsigned>(slices)), kThreads, shared, s>>>(
           x, w, bias, z, y, g, groups, relu, silu);
   return cudaGetLastError();
@@ -1471,17 +1538,18 @@ cudaError_t launchSiluFor(void *y, int64_t n, cudaStream_t s) {
   return cudaGetLastError();
 }
 
-template <unsigned char E, int W>
+template <unsigned char E, int W, int Form>
 cudaError_t launchDepthwiseTiledFor(const void *x, const void *w,
                                     const void *bias, const void *z, void *y,
                                     const DepthwiseGeometry &g, bool relu,
                                     bool silu, cudaStream_t s) {
   auto byStride = [&](auto k) {
     constexpr int K = decltype(k)::value;
-    return g.strideH == 1 ? launchDepthwiseTiled<E, W, K, 1>(x, w, bias, z, y,
-                                                             g, relu, silu, s)
-                          : launchDepthwiseTiled<E, W, K, 2>(x, w, bias, z, y,
-                                                             g, relu, silu, s);
+    return g.strideH == 1
+               ? launchDepthwiseTiled<E, W, K, 1, Form>(x, w, bias, z, y, g,
+                                                        relu, silu, s)
+               : launchDepthwiseTiled<E, W, K, 2, Form>(x, w, bias, z, y, g,
+                                                        relu, silu, s);
   };
   switch (g.kh) {
   case 3:
@@ -1490,6 +1558,26 @@ cudaError_t launchDepthwiseTiledFor(const void *x, const void *w,
     return byStride(std::integral_constant<int, 5>());
   default:
     return byStride(std::integral_constant<int, 7>());
+  }
+}
+
+template <int Form>
+cudaError_t launchDepthwiseTiledOf(const void *x, const void *w,
+                                   const void *bias, const void *z, void *y,
+                                   const DepthwiseGeometry &g, bool relu,
+                                   bool silu, unsigned char element,
+                                   cudaStream_t s) {
+  constexpr int kWide = Form == 0 ? 8 : 4;
+  switch (element) {
+  case FusedParams::F32:
+    return launchDepthwiseTiledFor<FusedParams::F32, 4, Form>(x, w, bias, z, y,
+                                                              g, relu, silu, s);
+  case FusedParams::BF16:
+    return launchDepthwiseTiledFor<FusedParams::BF16, kWide, Form>(
+        x, w, bias, z, y, g, relu, silu, s);
+  default:
+    return launchDepthwiseTiledFor<FusedParams::F16, kWide, Form>(
+        x, w, bias, z, y, g, relu, silu, s);
   }
 }
 
@@ -1677,32 +1765,44 @@ int depthwiseWidth(int64_t channels, unsigned char element) {
   return channels % 4 == 0 ? 4 : 1;
 }
 
+/// Whether the tiled kernel takes the geometry (its pointers aside).
+bool depthwiseTiledShape(const DepthwiseGeometry &g) {
+  return g.kh == g.kw && (g.kh == 3 || g.kh == 5 || g.kh == 7) &&
+         g.strideH == g.strideW && (g.strideH == 1 || g.strideH == 2) &&
+         g.dilationH == 1 && g.dilationW == 1 && depthwiseTiledFits(g) &&
+         g.n * int64_t(g.oh) * g.ow > 0;
+}
+
+int depthwiseForms(const DepthwiseGeometry &g) {
+  return depthwiseTiledShape(g) && g.c % 4 == 0 ? 4 : 1;
+}
+
 cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
                                 const void *z, void *y,
                                 const DepthwiseGeometry &g, bool relu,
                                 bool silu, unsigned char element,
-                                cudaStream_t s) {
+                                cudaStream_t s, int form) {
   int width = depthwiseWidth(g.c, element);
   size_t bytes = element == FusedParams::F32 ? 4 : 2;
-  auto aligned = [&](const void *p) {
-    return !p || reinterpret_cast<uintptr_t>(p) % (width * bytes) == 0;
+  auto aligned = [&](const void *p, int lanes) {
+    return !p || reinterpret_cast<uintptr_t>(p) % (lanes * bytes) == 0;
   };
-  if (!aligned(x) || !aligned(z))
+  if (!aligned(x, width) || !aligned(z, width) || !aligned(y, width))
     width = 1;
-  bool tiled = width > 1 && aligned(y) && g.kh == g.kw &&
-               (g.kh == 3 || g.kh == 5 || g.kh == 7) &&
-               g.strideH == g.strideW && (g.strideH == 1 || g.strideH == 2) &&
-               g.dilationH == 1 && g.dilationW == 1 && depthwiseTiledFits(g);
-  if (tiled && g.n * int64_t(g.oh) * g.ow > 0) {
-    if (element == FusedParams::F32)
-      return launchDepthwiseTiledFor<FusedParams::F32, 4>(x, w, bias, z, y, g,
-                                                          relu, silu, s);
-    if (width == 8 && element == FusedParams::BF16)
-      return launchDepthwiseTiledFor<FusedParams::BF16, 8>(x, w, bias, z, y, g,
-                                                           relu, silu, s);
-    if (width == 8)
-      return launchDepthwiseTiledFor<FusedParams::F16, 8>(x, w, bias, z, y, g,
-                                                          relu, silu, s);
+  if (depthwiseTiledShape(g)) {
+    // Forms 1 to 3 need 4-channel groups, form 0 16-byte ones.
+    if (form == 1 && width >= 4)
+      return launchDepthwiseTiledOf<1>(x, w, bias, z, y, g, relu, silu, element,
+                                       s);
+    if (form == 2 && width >= 4)
+      return launchDepthwiseTiledOf<2>(x, w, bias, z, y, g, relu, silu, element,
+                                       s);
+    if (form == 3 && width >= 4)
+      return launchDepthwiseTiledOf<3>(x, w, bias, z, y, g, relu, silu, element,
+                                       s);
+    if (width == (element == FusedParams::F32 ? 4 : 8))
+      return launchDepthwiseTiledOf<0>(x, w, bias, z, y, g, relu, silu, element,
+                                       s);
   }
   int64_t threads = int64_t(g.n) * g.oh * g.ow * (g.c / width);
   if (threads == 0)

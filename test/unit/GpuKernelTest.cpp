@@ -2094,8 +2094,8 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
 // candidate, which tuning takes only where it is fastest), launched
 // directly against the CPU's convolution: strides, padding, dilation, bias,
 // residual, ReLU and SiLU, at eight, four and one channel a thread, in f32
-// and 16-bit; the tiled kernel (3, 5 and 7 wide, strides 1 and 2) and the
-// general one.
+// and 16-bit; both forms of the tiled kernel (3, 5 and 7 wide, strides 1
+// and 2) and the general one.
 TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -2111,7 +2111,9 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
                         // Channel slices of eight groups, the last partial.
                         {72, 3, 1, 1, 1, true, true, "relu"},
                         {200, 7, 2, 3, 1, true, false, "silu"},
-                        {40, 5, 2, 2, 1, true, true, "silu"}};
+                        {40, 5, 2, 2, 1, true, true, "silu"},
+                        // ConvNeXt's: form 1 takes 16 groups a slice.
+                        {96, 7, 1, 3, 1, true, true, "relu"}};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
@@ -2171,19 +2173,28 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
       unsigned char element = f32    ? FusedParams::F32
                               : bf16 ? FusedParams::BF16
                                      : FusedParams::F16;
-      ASSERT_EQ(launchDepthwiseConv(
-                    device[0], device[1], c.bias ? device[2] : nullptr,
-                    c.residual ? device.back() : nullptr, y, g,
-                    std::string(c.activation) == "relu",
-                    std::string(c.activation) == "silu", element, nullptr),
-                cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
-                cudaSuccess);
-      float tolerance = f32 ? 1e-5f : 2e-2f;
-      for (int64_t i = 0; i < n; ++i) {
-        float e = decodeAs(dtype, expected.data() + i * width),
-              v = decodeAs(dtype, got.data() + i * width);
-        ASSERT_NEAR(v, e, tolerance * (std::fabs(e) + 1.f)) << "element " << i;
+      int forms = depthwiseForms(g);
+      // Every case's filter is square, 3 to 7 wide, stride 1 or 2.
+      EXPECT_EQ(forms, c.dilation == 1 && c.c % 4 == 0 ? 4 : 1);
+      for (int form = 0; form < forms; ++form) {
+        SCOPED_TRACE("form " + std::to_string(form));
+        ASSERT_EQ(cudaMemset(y, 0xff, n * width), cudaSuccess);
+        ASSERT_EQ(launchDepthwiseConv(device[0], device[1],
+                                      c.bias ? device[2] : nullptr,
+                                      c.residual ? device.back() : nullptr, y,
+                                      g, std::string(c.activation) == "relu",
+                                      std::string(c.activation) == "silu",
+                                      element, nullptr, form),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(got.data(), y, n * width, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        float tolerance = f32 ? 1e-5f : 2e-2f;
+        for (int64_t i = 0; i < n; ++i) {
+          float e = decodeAs(dtype, expected.data() + i * width),
+                v = decodeAs(dtype, got.data() + i * width);
+          ASSERT_NEAR(v, e, tolerance * (std::fabs(e) + 1.f))
+              << "element " << i;
+        }
       }
       for (void *d : device)
         cudaFree(d);
