@@ -89,6 +89,12 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     a bf16 value of magnitude 1 is rounded by (2e-3) and about one fp16
     rounding of it, and the fused epilogue saves a pass over the widest
     activation of a transformer layer.
+    Before the adds, with `scale-weights`, mul(matmul(x, w, b), s) for
+    constants w (a matrix), b and s, s one value per column (ConvNeXt's
+    layer scale), becomes matmul(x, w * s, b * s), folded at compile time,
+    so that the residual add after it joins the product's epilogue; fp16
+    plans leave it off, where a small scale could push the scaled weights
+    below fp16's normal range.
     Last, where(is_nan(s), 0, s) of a graph.softmax s becomes s with
     `nan_to_zero`, as PyTorch's exported attention writes it, and the
     softmax of a graph.add (its only use) of x and a tensor that broadcasts
@@ -96,7 +102,9 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"erfGeluAsTanh", "erf-gelu-as-tanh", "bool", "false",
-           "Fuse the exact Gelu into a product as its tanh form too">
+           "Fuse the exact Gelu into a product as its tanh form too">,
+    Option<"scaleWeights", "scale-weights", "bool", "true",
+           "Fold a constant per-column scale of a product into its weights">
   ];
 }
 

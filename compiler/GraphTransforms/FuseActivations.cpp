@@ -38,6 +38,13 @@ struct FuseActivationsPass
       relu.getResult().replaceAllUsesWith(producer->getResult(0));
       relu.erase();
     }
+    // Before the residuals: a scaled product's add joins its epilogue.
+    if (scaleWeights) {
+      SmallVector<graph::MulOp> muls;
+      getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
+      for (graph::MulOp mul : muls)
+        foldColumnScale(mul);
+    }
     SmallVector<graph::AddOp> adds;
     getOperation().walk([&](graph::AddOp add) { adds.push_back(add); });
     for (graph::AddOp add : adds)
@@ -69,6 +76,79 @@ struct FuseActivationsPass
         [&](graph::SoftmaxOp softmax) { softmaxes.push_back(softmax); });
     for (graph::SoftmaxOp softmax : softmaxes)
       fuseSoftmaxBias(softmax);
+  }
+
+  /// mul(matmul(x, w, b), s) -> matmul(x, w * s, b * s) for constants w (a
+  /// matrix), b and s, where s holds one value per column: ConvNeXt's layer
+  /// scale. The products fold at compile time, so the scale costs no pass
+  /// over memory and the residual add after it can join the product's
+  /// epilogue. In a training step the weights are variables, not
+  /// constants, so the pattern never matches there.
+  static bool foldColumnScale(graph::MulOp mul) {
+    for (unsigned k = 0; k < 2; ++k) {
+      auto matmul = mul->getOperand(k).getDefiningOp<graph::MatMulOp>();
+      Value scale = mul->getOperand(1 - k);
+      if (!matmul || !matmul->hasOneUse() || matmul.getActivation() ||
+          matmul.getAddend() || mul.getType() != matmul.getType() ||
+          graph::getDevice(matmul) != graph::getDevice(mul))
+        continue;
+      auto weights = matmul.getRhs().getDefiningOp<graph::ConstantOp>();
+      Value bias = matmul.getBias();
+      if (!weights || !scale.getDefiningOp<graph::ConstantOp>() ||
+          (bias && !bias.getDefiningOp<graph::ConstantOp>()))
+        continue;
+      auto weightType = cast<RankedTensorType>(weights.getType());
+      auto scaleType = cast<RankedTensorType>(scale.getType());
+      if (weightType.getRank() != 2 ||
+          weightType.getElementType() != scaleType.getElementType())
+        continue;
+      int64_t columns = weightType.getDimSize(1);
+      ArrayRef<int64_t> shape = scaleType.getShape();
+      if (shape.empty() || shape.back() != columns ||
+          llvm::any_of(shape.drop_back(), [](int64_t d) { return d != 1; }))
+        continue;
+      OpBuilder builder(matmul);
+      Location loc = mul.getLoc();
+      // s as [1, columns] scales w's columns; as the bias's shape, b.
+      // Whatever the fold leaves unused is erased.
+      SmallVector<Value> made;
+      auto scaled = [&](Value constant) -> Value {
+        auto type = cast<RankedTensorType>(constant.getType());
+        SmallVector<int64_t> row(type.getRank(), 1);
+        row.back() = columns;
+        made.push_back(builder.createOrFold<graph::ReshapeOp>(
+            loc, RankedTensorType::get(row, type.getElementType()), scale,
+            builder.getDenseI64ArrayAttr(row)));
+        made.push_back(
+            builder.createOrFold<graph::MulOp>(loc, constant, made.back()));
+        Value product = made.back();
+        return product.getDefiningOp<graph::ConstantOp>() &&
+                       product.getType() == type
+                   ? product
+                   : Value();
+      };
+      Value newWeights = scaled(weights);
+      Value newBias = bias ? scaled(bias) : Value();
+      // A fold the evaluator declines (too large) leaves the mul as it is.
+      bool folded = newWeights && (!bias || newBias);
+      if (folded) {
+        matmul.getRhsMutable().assign(newWeights);
+        if (bias)
+          matmul.getEpilogueMutable().assign(newBias);
+        matmul->setLoc(FusedLoc::get(matmul->getContext(),
+                                     {matmul->getLoc(), mul.getLoc()}));
+        mul.getResult().replaceAllUsesWith(matmul.getResult());
+        mul.erase();
+        made.append({weights.getResult(), scale, bias});
+      }
+      for (Value v : llvm::reverse(made))
+        if (Operation *op = v ? v.getDefiningOp() : nullptr;
+            op && op->use_empty())
+          op->erase();
+      if (folded)
+        return true;
+    }
+    return false;
   }
 
   /// gelu(p) {approximate = "tanh"} -> p {activation = "gelu_tanh"} for a

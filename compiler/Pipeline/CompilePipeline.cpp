@@ -264,6 +264,7 @@ void buildCompilePipeline(OpPassManager &pm, const CompilePipelineOptions &o) {
   // 16-bit plans take the exact Gelu in its tanh form (Passes.td says why).
   FuseActivationsOptions activations;
   activations.erfGeluAsTanh = o.precision != "fp32" && !o.exactGelu;
+  activations.scaleWeights = o.precision != "fp16";
   pm.addPass(createFuseActivations(activations));
   pm.addPass(createFuseNormalizations());
   if (o.train)

@@ -1,5 +1,6 @@
 // RUN: partc-opt %s --partc-fuse-activations --split-input-file | FileCheck %s
 // RUN: partc-opt %s --partc-fuse-activations="erf-gelu-as-tanh=1" --split-input-file | FileCheck %s --check-prefix=ERF
+// RUN: partc-opt %s --partc-fuse-activations="scale-weights=0" --split-input-file | FileCheck %s --check-prefix=NOSCALE
 
 // Tests that a ReLU after a convolution, a GEMM and a residual add moves
 // into each producer's epilogue.
@@ -433,4 +434,59 @@ func.func @silu_kept(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>) -> (tenso
   %s4 = graph.sigmoid %c4 {graph.device = 1 : i64} : (tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   %m4 = graph.mul %c4, %s4 {graph.device = 1 : i64} : (tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>) -> tensor<1x2x4x4xf32>
   return %m, %c, %m2, %s2, %m3, %m4 : tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>, tensor<1x2x4x4xf32>
+}
+
+// -----
+
+// Tests that a constant per-column scale of a product with constant
+// weights and bias (ConvNeXt's layer scale) folds into them, after which
+// the residual add joins the product's epilogue; a product without a bias
+// keeps none.
+// CHECK-LABEL: func @layer_scale
+// NOSCALE-LABEL: func @layer_scale
+func.func @layer_scale(%x: tensor<1x3x2xf32>, %z: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
+  // CHECK-NOT: graph.constant
+  // CHECK: %[[W:.*]] = graph.constant {value = dense<{{\[}}[2.000000e+00, 2.000000e+01], [6.000000e+00, 4.000000e+01]]> : tensor<2x2xf32>}
+  // CHECK-NEXT: %[[B:.*]] = graph.constant {value = dense<[2.000000e+00, -1.000000e+01]> : tensor<2xf32>}
+  // CHECK-NEXT: graph.matmul %arg0, %[[W]], %[[B]], %arg1 :
+  // CHECK-NEXT: %[[V:.*]] = graph.constant {value = dense<{{\[}}[2.000000e+00, 2.000000e+01], [6.000000e+00, 4.000000e+01]]> : tensor<2x2xf32>}
+  // CHECK-NEXT: %[[P:.*]] = graph.matmul %arg0, %[[V]] :
+  // CHECK-NOT: graph.mul
+  // CHECK: return {{.*}}, %[[P]]
+  // NOSCALE-COUNT-2: graph.mul
+  %w = graph.constant {value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %b = graph.constant {value = dense<[1.0, -1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
+  %s = graph.constant {value = dense<[[[2.0, 10.0]]]> : tensor<1x1x2xf32>} : () -> tensor<1x1x2xf32>
+  %m = graph.matmul %x, %w, %b : (tensor<1x3x2xf32>, tensor<2x2xf32>, tensor<2xf32>) -> tensor<1x3x2xf32>
+  %l = graph.mul %s, %m : (tensor<1x1x2xf32>, tensor<1x3x2xf32>) -> tensor<1x3x2xf32>
+  %a = graph.add %l, %z : (tensor<1x3x2xf32>, tensor<1x3x2xf32>) -> tensor<1x3x2xf32>
+  %p = graph.matmul %x, %w : (tensor<1x3x2xf32>, tensor<2x2xf32>) -> tensor<1x3x2xf32>
+  %q = graph.mul %p, %s : (tensor<1x3x2xf32>, tensor<1x1x2xf32>) -> tensor<1x3x2xf32>
+  return %a, %q : tensor<1x3x2xf32>, tensor<1x3x2xf32>
+}
+
+// -----
+
+// Tests that a scale stays a multiplication where it is not a constant,
+// not one value per column, where the product's value is used elsewhere or
+// has an activation, or where its weights are not constants (a training
+// step's variables).
+// CHECK-LABEL: func @layer_scale_kept
+func.func @layer_scale_kept(%x: tensor<3x2xf32>, %v: tensor<2x2xf32>, %t: tensor<1x2xf32>) -> (tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>) {
+  // CHECK-COUNT-5: graph.mul
+  // CHECK-NOT: graph.mul
+  %w = graph.constant {value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
+  %rows = graph.constant {value = dense<[[2.0], [3.0], [4.0]]> : tensor<3x1xf32>} : () -> tensor<3x1xf32>
+  %s = graph.constant {value = dense<[[2.0, 10.0]]> : tensor<1x2xf32>} : () -> tensor<1x2xf32>
+  %m1 = graph.matmul %x, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l1 = graph.mul %m1, %t : (tensor<3x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+  %m2 = graph.matmul %x, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l2 = graph.mul %m2, %rows : (tensor<3x2xf32>, tensor<3x1xf32>) -> tensor<3x2xf32>
+  %m3 = graph.matmul %x, %w : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l3 = graph.mul %m3, %s : (tensor<3x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+  %m4 = graph.matmul %x, %w {activation = "relu"} : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l4 = graph.mul %m4, %s : (tensor<3x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+  %m5 = graph.matmul %x, %v : (tensor<3x2xf32>, tensor<2x2xf32>) -> tensor<3x2xf32>
+  %l5 = graph.mul %m5, %s : (tensor<3x2xf32>, tensor<1x2xf32>) -> tensor<3x2xf32>
+  return %l1, %l2, %l3, %m3, %l4, %l5 : tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>, tensor<3x2xf32>
 }
