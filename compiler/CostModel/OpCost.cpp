@@ -67,6 +67,16 @@ constexpr double kSixteenBitProductFixedShare = 0.5;
 constexpr double kSixteenBitConvShare = 0.65;
 constexpr double kSixteenBitConvFixedShare = 0.6;
 constexpr double kRowNormalizationFixedShare = 0.3;
+/// Depthwise convolutions (one filter per channel) run on partc's own
+/// CUDA-core kernel, bound by issuing its integer and load instructions:
+/// fitted to its fastest form on the 26 depthwise layers of
+/// EfficientNet-B0, MobileNetV3-L and ConvNeXt-T at batch 64 on an H200
+/// (bench/depthwise_forms.cu, session 44), a layer takes (2 K^2 + 27 S)
+/// flops an output element (K x K filter, stride S) at 11 TFLOP/s in bf16
+/// and f32 alike (mean error 17% a layer), 0.17 of the preset's vector
+/// rate.
+constexpr double kDepthwiseOverheadFlops = 27;
+constexpr double kDepthwiseVectorShare = 0.17;
 /// Data movement kernels (transpose, slice, expand, gather, pad, split,
 /// concatenation) are a single pass over their bytes, with nothing of a
 /// GEMM's or convolution's ramp. Llama 170M's (16 x 256, H200, session 41)
@@ -125,6 +135,40 @@ static bool chargeFusedAttention(graph::AttentionMatch m, OpWork &w) {
                         : twoTiles   ? kAttentionUtilizationF32TwoTiles
                                      : kAttentionUtilizationF32;
   return causal;
+}
+
+/// What a convolution's GPU kernels do beyond an implicit GEMM: a depthwise
+/// one runs on the CUDA cores at the rate its kernel reaches
+/// (kDepthwiseVectorShare); a SiLU after any other is a pass of its own
+/// over the output (no library's epilogue computes it).
+static void chargeConvolutionExtras(graph::ConvOp conv, OpWork &w) {
+  auto weight = cast<RankedTensorType>(conv.getWeight().getType());
+  ArrayRef<int64_t> shape = weight.getShape();
+  int64_t perGroup = conv.getChannelsLast() ? shape.back() : shape[1];
+  int64_t channels = shape[0];
+  bool depthwise = perGroup == 1 && conv.getGroup() == channels &&
+                   channels > 1 && !conv.getStrides().empty();
+  if (depthwise) {
+    double taps = 1, stride = 0;
+    for (int64_t s : conv.getStrides())
+      stride += static_cast<double>(s);
+    stride /= static_cast<double>(conv.getStrides().size());
+    ArrayRef<int64_t> spatial = conv.getChannelsLast()
+                                    ? shape.drop_front().drop_back()
+                                    : shape.drop_front(2);
+    for (int64_t k : spatial)
+      taps *= static_cast<double>(k);
+    double outputs = static_cast<double>(
+        cast<RankedTensorType>(conv.getType()).getNumElements());
+    w.cls = OpClass::Vector;
+    w.flops = outputs * (2 * taps + kDepthwiseOverheadFlops * stride);
+    w.vectorUtilization = kDepthwiseVectorShare;
+    return;
+  }
+  if (conv.getActivation() && *conv.getActivation() == "silu") {
+    w.activationBytes += 2 * w.outputBytes;
+    w.fixedShare += 1.0;
+  }
 }
 
 OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
@@ -214,6 +258,8 @@ OpWork analyzeOp(Operation *op, bool batched, bool fusedAttention) {
     w.matrixUtilization *= kSixteenBitConvShare;
     w.fixedShare = kSixteenBitConvFixedShare;
   }
+  if (auto conv = dyn_cast<graph::ConvOp>(op))
+    chargeConvolutionExtras(conv, w);
   if (isa<graph::LayerNormOp, graph::RmsNormOp>(op))
     w.fixedShare = kRowNormalizationFixedShare;
   if (w.cls == OpClass::Movement && !isa<graph::TransferOp>(op))
@@ -302,7 +348,7 @@ double predictSeconds(const OpWork &w, double fraction, const DeviceSpec &d,
                        : tf32                                ? d.matrixFlopsTf32
                               : d.matrixFlopsFp32) *
                           w.matrixUtilization
-                    : d.vectorFlops;
+                    : d.vectorFlops * w.vectorUtilization;
   double compute = w.cls == OpClass::Movement ? 0 : flops / rate;
   double memory = bytes / d.memoryBytesPerSecond;
   double roofline = std::max(compute, memory) + d.launchSeconds * w.fixedShare;

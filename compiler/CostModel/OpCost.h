@@ -31,6 +31,9 @@ struct OpWork {
   /// stem ran at 38 TFLOP/s on an H200 where its other convolutions ran
   /// at 100 to 350 (profile, 2026-11-22).
   double matrixUtilization = 1.0;
+  /// What a vector op reaches of the device's vector rate (partc's
+  /// depthwise convolution kernel: issue-bound well below it).
+  double vectorUtilization = 1.0;
   /// Products on bf16 or f16 operands run at the tensor cores' 16-bit
   /// rate (--precision).
   bool sixteenBit = false;

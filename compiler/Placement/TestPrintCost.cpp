@@ -27,11 +27,15 @@ struct TestPrintCostPass : public impl::TestPrintCostBase<TestPrintCostPass> {
       double seconds = ::partc::costmodel::predictSeconds(
           work, 1.0, h200->devices.front(), /*tf32=*/true, nullptr);
       // charged_flops: what the prediction counts (a fused attention's
-      // last product counts both products).
+      // last product counts both products). utilization: of the matrix
+      // rate for matrix work, else of the vector rate.
       char figures[96];
       std::snprintf(figures, sizeof(figures),
                     "utilization=%.3f h200_us=%.2f charged_flops=%.0f",
-                    work.matrixUtilization, seconds * 1e6, work.flops);
+                    work.cls == ::partc::costmodel::OpClass::Matrix
+                        ? work.matrixUtilization
+                        : work.vectorUtilization,
+                    seconds * 1e6, work.flops);
       op->emitRemark() << "flops=" << op.estimateFlops()
                        << " bytes=" << op.estimateBytes() << " " << figures;
     });
