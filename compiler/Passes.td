@@ -91,7 +91,8 @@ def FuseActivations : Pass<"partc-fuse-activations", "mlir::ModuleOp"> {
     activation of a transformer layer.
     Before the adds, with `scale-weights`, mul(matmul(x, w, b), s) for
     constants w (a matrix), b and s, s one value per column (ConvNeXt's
-    layer scale), becomes matmul(x, w * s, b * s), folded at compile time,
+    layer scale; a bias still written as an add joins the product first),
+    becomes matmul(x, w * s, b * s), folded at compile time,
     so that the residual add after it joins the product's epilogue; fp16
     plans leave it off, where a small scale could push the scaled weights
     below fp16's normal range.

@@ -38,8 +38,13 @@ struct FuseActivationsPass
       relu.getResult().replaceAllUsesWith(producer->getResult(0));
       relu.erase();
     }
-    // Before the residuals: a scaled product's add joins its epilogue.
+    // Before the residuals: a scaled product's add joins its epilogue. The
+    // biases first, so that the scale folds into a linear layer's bias too.
     if (scaleWeights) {
+      SmallVector<graph::AddOp> biasAdds;
+      getOperation().walk([&](graph::AddOp add) { biasAdds.push_back(add); });
+      for (graph::AddOp add : biasAdds)
+        fuseMatMulBias(add);
       SmallVector<graph::MulOp> muls;
       getOperation().walk([&](graph::MulOp mul) { muls.push_back(mul); });
       for (graph::MulOp mul : muls)

@@ -441,19 +441,22 @@ func.func @silu_kept(%x: tensor<1x2x4x4xf32>, %w: tensor<2x2x1x1xf32>) -> (tenso
 // Tests that a constant per-column scale of a product with constant
 // weights and bias (ConvNeXt's layer scale) folds into them, after which
 // the residual add joins the product's epilogue; a product without a bias
-// keeps none.
+// keeps none; a bias still written as an add (as exported) folds too.
 // CHECK-LABEL: func @layer_scale
 // NOSCALE-LABEL: func @layer_scale
-func.func @layer_scale(%x: tensor<1x3x2xf32>, %z: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
+func.func @layer_scale(%x: tensor<1x3x2xf32>, %z: tensor<1x3x2xf32>) -> (tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>) {
   // CHECK-NOT: graph.constant
   // CHECK: %[[W:.*]] = graph.constant {value = dense<{{\[}}[2.000000e+00, 2.000000e+01], [6.000000e+00, 4.000000e+01]]> : tensor<2x2xf32>}
   // CHECK-NEXT: %[[B:.*]] = graph.constant {value = dense<[2.000000e+00, -1.000000e+01]> : tensor<2xf32>}
   // CHECK-NEXT: graph.matmul %arg0, %[[W]], %[[B]], %arg1 :
   // CHECK-NEXT: %[[V:.*]] = graph.constant {value = dense<{{\[}}[2.000000e+00, 2.000000e+01], [6.000000e+00, 4.000000e+01]]> : tensor<2x2xf32>}
   // CHECK-NEXT: %[[P:.*]] = graph.matmul %arg0, %[[V]] :
+  // CHECK-NEXT: %[[U:.*]] = graph.constant {value = dense<{{\[}}[2.000000e+00, 2.000000e+01], [6.000000e+00, 4.000000e+01]]> : tensor<2x2xf32>}
+  // CHECK-NEXT: %[[C:.*]] = graph.constant {value = dense<[2.000000e+00, -1.000000e+01]> : tensor<2xf32>}
+  // CHECK-NEXT: %[[Q:.*]] = graph.matmul %arg0, %[[U]], %[[C]] :
   // CHECK-NOT: graph.mul
-  // CHECK: return {{.*}}, %[[P]]
-  // NOSCALE-COUNT-2: graph.mul
+  // CHECK: return {{.*}}, %[[P]], %[[Q]]
+  // NOSCALE-COUNT-3: graph.mul
   %w = graph.constant {value = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>} : () -> tensor<2x2xf32>
   %b = graph.constant {value = dense<[1.0, -1.0]> : tensor<2xf32>} : () -> tensor<2xf32>
   %s = graph.constant {value = dense<[[[2.0, 10.0]]]> : tensor<1x1x2xf32>} : () -> tensor<1x1x2xf32>
@@ -462,7 +465,10 @@ func.func @layer_scale(%x: tensor<1x3x2xf32>, %z: tensor<1x3x2xf32>) -> (tensor<
   %a = graph.add %l, %z : (tensor<1x3x2xf32>, tensor<1x3x2xf32>) -> tensor<1x3x2xf32>
   %p = graph.matmul %x, %w : (tensor<1x3x2xf32>, tensor<2x2xf32>) -> tensor<1x3x2xf32>
   %q = graph.mul %p, %s : (tensor<1x3x2xf32>, tensor<1x1x2xf32>) -> tensor<1x3x2xf32>
-  return %a, %q : tensor<1x3x2xf32>, tensor<1x3x2xf32>
+  %n = graph.matmul %x, %w : (tensor<1x3x2xf32>, tensor<2x2xf32>) -> tensor<1x3x2xf32>
+  %nb = graph.add %n, %b : (tensor<1x3x2xf32>, tensor<2xf32>) -> tensor<1x3x2xf32>
+  %ns = graph.mul %nb, %s : (tensor<1x3x2xf32>, tensor<1x1x2xf32>) -> tensor<1x3x2xf32>
+  return %a, %q, %ns : tensor<1x3x2xf32>, tensor<1x3x2xf32>, tensor<1x3x2xf32>
 }
 
 // -----

@@ -95,6 +95,16 @@ def export_one(name, directory):
             weights=None, weights_backbone=None, num_classes=10)).module
     else:
         model = getattr(torchvision.models, name)(num_classes=10).eval()
+    # torchvision starts ConvNeXt's layer scales at 1e-6 and many biases
+    # at zero, which would hide whatever a plan does to them (partc folds
+    # a layer scale into its product's weights): random ones make every
+    # op's contribution visible in the outputs.
+    with torch.no_grad():
+        for parameter_name, p in model.named_parameters():
+            if parameter_name.endswith("layer_scale"):
+                p.copy_(torch.rand_like(p) * 0.9 + 0.1)
+            elif parameter_name.endswith("bias") and not p.any():
+                p.copy_(torch.randn_like(p) * 0.05)
     x = torch.randn(2, 3, 64, 64)
     with torch.no_grad():
         y = model(x)
