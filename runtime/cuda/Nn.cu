@@ -1311,10 +1311,10 @@ __device__ __forceinline__ void storeRun(void *base, int64_t i, unsigned char e,
 /// With `RowInRegisters` a thread holds a filter row's input columns in
 /// registers and reads each tap's weights once for its P columns (tap
 /// major): a shared-memory read then feeds P W multiply-adds instead of W,
-/// which the 7 x 7 filters are bound by, at the price of (P - 1) S + K
-/// columns of W registers (so W = 4 there). A thread computes R output
-/// rows too: each input row it loads then serves every one of them whose
-/// filter covers it, up to K R multiply-adds a loaded value instead of K.
+/// at the price of (P - 1) S + K columns of W registers (so W = 4 there). A
+/// thread computes R output rows too: each input row it loads then serves every
+/// one of them whose filter covers it, up to K R multiply-adds a loaded value
+/// instead of K.
 template <unsigned char E, int W, int K, int S, int P, int R,
           bool RowInRegisters, int MinBlocks>
 __global__ void __launch_bounds__(kThreads, MinBlocks)
@@ -1482,8 +1482,9 @@ bool depthwiseTiledFits(const DepthwiseGeometry &g) {
 /// kDepthwiseColumns output columns a thread, form 1 four channels of a
 /// filter row held in registers (8 columns at stride 1), form 2 the same
 /// at 4 columns in at most 64 registers, so that twice as many threads
-/// keep loads in flight (the small filters are bound by memory), form 3 4
-/// columns of several output rows (4 for 3 x 3 filters, else 2).
+/// hide each other's latency, form 3 4 columns of several output rows (4
+/// for 3 x 3 filters, else 2). Tuning picks per layer (bench/
+/// depthwise_forms.cu times them).
 template <unsigned char E, int W, int K, int S, int Form>
 cudaError_t launchDepthwiseTiled(const void *x, const void *w, const void *bias,
                                  const void *z, void *y,
@@ -1492,8 +1493,8 @@ cudaError_t launchDepthwiseTiled(const void *x, const void *w, const void *bias,
   constexpr int P = Form == 1 && S == 1 ? 8 : kDepthwiseColumns;
   constexpr int R = Form != 3 ? 1 : K == 3 ? 4 : 2;
   constexpr int kMinBlocks = Form == 2 ? 4 : 2;
-  // Form 1's 4-channel groups are 8 bytes in 16 bits: 16 of them give a
-  // warp's loads 128 contiguous bytes.
+  // Forms 1-3's 4-channel groups are 8 bytes in 16 bits: 16 of them give
+  // a warp's loads 128 contiguous bytes.
   constexpr int kMostGroups = Form == 0 ? 8 : 16;
   int channelGroups = g.c / W;
   int groups = std::min(channelGroups, kMostGroups);
@@ -1784,10 +1785,10 @@ cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
                                 cudaStream_t s, int form) {
   int width = depthwiseWidth(g.c, element);
   size_t bytes = element == FusedParams::F32 ? 4 : 2;
-  auto aligned = [&](const void *p, int lanes) {
-    return !p || reinterpret_cast<uintptr_t>(p) % (lanes * bytes) == 0;
+  auto aligned = [&](const void *p) {
+    return !p || reinterpret_cast<uintptr_t>(p) % (width * bytes) == 0;
   };
-  if (!aligned(x, width) || !aligned(z, width) || !aligned(y, width))
+  if (!aligned(x) || !aligned(z) || !aligned(y))
     width = 1;
   if (depthwiseTiledShape(g)) {
     // Forms 1 to 3 need 4-channel groups, form 0 16-byte ones.
