@@ -15,6 +15,7 @@
 //   python3 bench/kernel_gaps.py k.csv
 //
 //===----------------------------------------------------------------------===//
+#include <cuda_runtime_api.h>
 #include <cupti_activity.h>
 
 #include <dlfcn.h>
@@ -63,6 +64,20 @@ void CUPTIAPI bufferCompleted(CUcontext, uint32_t, uint8_t *buffer, size_t,
   CUpti_Activity *record = nullptr;
   std::lock_guard<std::mutex> lock(mutex);
   while (nextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+    // Copies and fills are recorded too, named in brackets: a graph's
+    // memset or memcpy node is a gap between kernels otherwise.
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+      auto *m = reinterpret_cast<const CUpti_ActivityMemset4 *>(record);
+      kernels.push_back({m->start, m->end, m->graphNodeId, m->streamId,
+                         "[memset " + std::to_string(m->bytes) + "]"});
+      continue;
+    }
+    if (record->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+      auto *m = reinterpret_cast<const CUpti_ActivityMemcpy6 *>(record);
+      kernels.push_back({m->start, m->end, m->graphNodeId, m->streamId,
+                         "[memcpy " + std::to_string(m->bytes) + "]"});
+      continue;
+    }
     if (record->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)
       continue;
     // The fields read here sit at the same place in every kernel record
@@ -129,6 +144,8 @@ __attribute__((constructor)) void start() {
     flushAll = nullptr;
     return;
   }
+  enable(CUPTI_ACTIVITY_KIND_MEMSET);
+  enable(CUPTI_ACTIVITY_KIND_MEMCPY);
   // Buffers delivered while the program runs, not only at its end, when
   // the driver may already be gone.
   if (period)
@@ -137,3 +154,53 @@ __attribute__((constructor)) void start() {
 }
 
 } // namespace
+
+// Interposed on libcudart's: each instantiated graph's shape on stderr (nodes
+// by type, and how many wait on more than one node: the forks and joins
+// whose launches the trace shows as gaps), the largest one as Graphviz to
+// $PARTC_GRAPH_DOT when set.
+extern "C" cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec,
+                                            cudaGraph_t graph,
+                                            unsigned long long flags) {
+  using InstantiateFn =
+      cudaError_t (*)(cudaGraphExec_t *, cudaGraph_t, unsigned long long);
+  static auto real =
+      reinterpret_cast<InstantiateFn>(dlsym(RTLD_NEXT, "cudaGraphInstantiate"));
+  if (std::getenv("PARTC_KERNEL_TRACE")) {
+    size_t count = 0;
+    cudaGraphGetNodes(graph, nullptr, &count);
+    std::vector<cudaGraphNode_t> nodes(count);
+    cudaGraphGetNodes(graph, nodes.data(), &count);
+    size_t byType[32] = {}, joins = 0;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type = cudaGraphNodeTypeCount;
+      cudaGraphNodeGetType(node, &type);
+      ++byType[static_cast<unsigned>(type) % 32];
+      size_t deps = 0;
+      cudaGraphNodeGetDependencies(node, nullptr, nullptr, &deps);
+      joins += deps > 1;
+    }
+    std::fprintf(
+        stderr,
+        "kernel_trace: graph of %zu nodes: %zu kernels, %zu memcpy, "
+        "%zu memset, %zu empty, %zu event waits/records, %zu other; "
+        "%zu nodes wait on several\n",
+        count, byType[cudaGraphNodeTypeKernel], byType[cudaGraphNodeTypeMemcpy],
+        byType[cudaGraphNodeTypeMemset], byType[cudaGraphNodeTypeEmpty],
+        byType[cudaGraphNodeTypeWaitEvent] +
+            byType[cudaGraphNodeTypeEventRecord],
+        count - byType[cudaGraphNodeTypeKernel] -
+            byType[cudaGraphNodeTypeMemcpy] - byType[cudaGraphNodeTypeMemset] -
+            byType[cudaGraphNodeTypeEmpty] -
+            byType[cudaGraphNodeTypeWaitEvent] -
+            byType[cudaGraphNodeTypeEventRecord],
+        joins);
+    static size_t largest = 0;
+    const char *dot = std::getenv("PARTC_GRAPH_DOT");
+    if (dot && count > largest) {
+      largest = count;
+      cudaGraphDebugDotPrint(graph, dot, 0);
+    }
+  }
+  return real(exec, graph, flags);
+}

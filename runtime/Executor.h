@@ -57,6 +57,14 @@ struct CudaOptions {
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).
   bool directTransfers = true;
+  /// Print each tuned kernel's candidate times and its pick at load (to
+  /// stderr), to see why a kernel runs the implementation it does.
+  bool logTuning = false;
+  /// In captured graphs, run the small fills that libraries enqueue as
+  /// memsets (cuBLASLt's and cuDNN's counters, cleared before some of their
+  /// kernels) as kernel nodes: a memset node between two kernels idles the
+  /// GPU several microseconds, a kernel node about one.
+  bool fillKernels = true;
   /// Stage every transfer that is not NCCL's through page-locked host
   /// memory, as is done anyway between GPUs without peer access (so that
   /// path can be checked on machines whose GPUs all reach each other).

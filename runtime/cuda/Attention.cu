@@ -17,6 +17,7 @@
 #include "runtime/cuda/CudaKernels.h"
 #include "runtime/cuda/CudnnAttention.h"
 #include "runtime/cuda/KernelUtils.cuh"
+#include "runtime/cuda/MmaFragments.cuh"
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/StridedMatMul.h"
 
@@ -62,34 +63,6 @@ struct AttentionParams {
   /// word (the output's rows and batches start 8 bytes apart).
   bool outVector = false;
 };
-
-template <int E>
-__device__ __forceinline__ void mma16816(float (&c)[4], const unsigned (&a)[4],
-                                         unsigned b0, unsigned b1) {
-  if constexpr (E == FusedParams::BF16)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-  else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                 "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0),
-                   "r"(b1));
-}
-
-/// Two f32 values rounded to nearest even and packed, `low` in the low half.
-template <int E>
-__device__ __forceinline__ unsigned pack2(float low, float high) {
-  unsigned r;
-  if constexpr (E == FusedParams::BF16)
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
-  else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
-  return r;
-}
 
 /// 2^x by the hardware's approximation (2 ulp; 0 for -inf).
 __device__ __forceinline__ float exp2Fast(float x) {

@@ -14,10 +14,13 @@
 //  * graph: an execution plan of cuDNN's graph API (CudnnGraphConv.h), the
 //    convolution alone then the epilogue pass, or all of it in one plan;
 //  * depthwise: a channels-last 2-D convolution with one filter per
-//    channel runs partc's own kernel, epilogue included.
+//    channel runs partc's own kernel, epilogue included;
+//  * few-channel: a 16-bit channels-last 2-D convolution over at most four
+//    input channels (a CNN's stem) runs partc's tensor-core kernel
+//    (FewChannelConv.cu), epilogue included.
 // A fused SiLU (no library epilogue computes it) goes into the separate
-// epilogue pass and partc's depthwise kernel; after the other variants'
-// fused epilogues it is a pass of its own.
+// epilogue pass and partc's own kernels; after the other variants' fused
+// epilogues it is a pass of its own.
 // Which is fastest depends on the shape and on the library version, so
 // tune() times them on the device at load time and keeps the fastest one
 // whose result agrees with the separate one.
@@ -67,6 +70,7 @@ enum class ConvVariant {
   WidenedSeparate,
   WidenedFused,
   Graph,
+  FewChannels,
   Depthwise
 };
 
@@ -138,6 +142,8 @@ public:
       return graphVariant_.c_str();
     case ConvVariant::Depthwise:
       return kDepthwiseFormNames[choice_ < 4 ? choice_ : 0];
+    case ConvVariant::FewChannels:
+      return "few-channel";
     }
     return nullptr;
   }
@@ -211,6 +217,8 @@ private:
        channelsLast_ = false;
   /// Set where the depthwise variant applies.
   std::optional<DepthwiseGeometry> depthwise_;
+  /// Set where the few-channel variant applies.
+  std::optional<FewChannelConvGeometry> fewChannels_;
   bool fuseEpilogues_ = true;
   /// The operands' type in memory: FusedParams::F32, BF16 or F16.
   unsigned char element_ = FusedParams::F32;
@@ -360,6 +368,16 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     g.strideH = strideA[0], g.strideW = strideA[1];
     g.dilationH = dilA[0], g.dilationW = dilA[1];
     depthwise_ = g;
+  }
+  if (channelsLast_ && sixteen && spatial == 2 &&
+      a.attrs.getInt("group") == 1 && dilA[0] == 1 && dilA[1] == 1) {
+    FewChannelConvGeometry g;
+    g.n = xd[0], g.c = xd[1], g.h = xd[2], g.w = xd[3], g.k = yd[1];
+    g.oh = yd[2], g.ow = yd[3], g.kh = wd[2], g.kw = wd[3];
+    g.padTop = padA[0], g.padLeft = padA[1];
+    g.strideH = strideA[0], g.strideW = strideA[1];
+    if (fewChannelConvApplies(g))
+      fewChannels_ = g;
   }
   if (ctx.options.cudnnGraph) {
     auto wide = [](const std::vector<int> &v) {
@@ -562,6 +580,7 @@ bool ConvKernel::appliesSilu(ConvVariant v, size_t index) const {
   case ConvVariant::Separate:
   case ConvVariant::WidenedSeparate:
   case ConvVariant::Depthwise:
+  case ConvVariant::FewChannels:
     return true;
   case ConvVariant::Graph:
     return !graph_->fusesEpilogue(index);
@@ -612,6 +631,19 @@ Status ConvKernel::runVariantBody(ConvVariant v, size_t index,
                                           *depthwise_, relu_, silu_, element_,
                                           ctx.stream, static_cast<int>(index)),
                       "depthwise convolution");
+  case ConvVariant::FewChannels:
+    if (!fuseEpilogues_) {
+      PARTC_RETURN_IF_ERROR(
+          cudaStatus(launchFewChannelConv(ops.x, ops.w, nullptr, nullptr, ops.y,
+                                          *fewChannels_, false, false, element_,
+                                          ctx.stream),
+                     "few-channel convolution"));
+      return runEpilogue(ctx, ops);
+    }
+    return cudaStatus(launchFewChannelConv(ops.x, ops.w, ops.bias, ops.z, ops.y,
+                                           *fewChannels_, relu_, silu_,
+                                           element_, ctx.stream),
+                      "few-channel convolution");
   }
   return Status();
 }
@@ -710,6 +742,8 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     candidates_.push_back({ConvVariant::Graph, i});
   for (int form = 0; depthwise_ && form < depthwiseForms(*depthwise_); ++form)
     candidates_.push_back({ConvVariant::Depthwise, size_t(form)});
+  if (fewChannels_)
+    candidates_.push_back({ConvVariant::FewChannels, 0});
   if (candidates_.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

@@ -8,6 +8,9 @@
 #include "runtime/cuda/ExecutorImpl.h"
 #include "runtime/cuda/TunedTwins.h"
 
+#include <cmath>
+#include <cstdio>
+
 namespace partc::runtime {
 
 int CudaExecutor::deviceCount(std::string *why) {
@@ -294,6 +297,15 @@ Status CudaExecutor::create(const Plan &plan, const CudaOptions &options,
         return s.prepend(where + " tuning " + describeInstruction(d, i, in));
       if (scratch.candidateTimes().size() > 1)
         addTunedTwin(twins, prog, i, scratch.candidateTimes());
+      if (options.logTuning && scratch.candidateTimes().size() > 1) {
+        // Candidates that failed or disagreed with the first show as -1.
+        std::string line = where + " tuned " + describeInstruction(d, i, in) +
+                           ": candidates (ms)";
+        for (float t : scratch.candidateTimes())
+          line += std::isfinite(t) ? " " + std::to_string(t) : " -1";
+        const char *v = dev.kernels[i]->variant();
+        std::fprintf(stderr, "%s; chose %s\n", line.c_str(), v ? v : "?");
+      }
     }
     if (options.poolTwins)
       chooseForTwins(twins, dev.kernels);

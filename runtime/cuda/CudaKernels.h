@@ -204,6 +204,11 @@ cudaError_t launchBinaryF32(ew::Step op, const float *a, const float *b,
 cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
                               const Strides &st, int64_t base, size_t elemSize,
                               cudaStream_t s);
+/// Adds to `graph`, after `deps`, a kernel node that does what the 1-D
+/// memset `fill` does (DataMovement.cu).
+cudaError_t addFillKernelNode(cudaGraph_t graph, const cudaGraphNode_t *deps,
+                              size_t numDeps, const cudaMemsetParams &fill,
+                              cudaGraphNode_t *node);
 cudaError_t launchBatchNorm(const float *x, const float *scale,
                             const float *bias, const float *mean,
                             const float *var, float *y, int64_t n, int64_t c,
@@ -426,6 +431,27 @@ cudaError_t launchDepthwiseConv(const void *x, const void *w, const void *bias,
 /// common square filters (forms 1 to 3 hold a filter row's inputs in
 /// registers), else 1.
 int depthwiseForms(const DepthwiseGeometry &g);
+
+/// A 2-D convolution channels last over few input channels (an image's
+/// colours): input [n, h, w, c] with c at most 4, filter [k, kh, kw, c]
+/// (KRSC), output [n, oh, ow, k] with k a multiple of 8; no dilation, one
+/// group.
+struct FewChannelConvGeometry {
+  int n = 0, h = 0, w = 0, c = 0, k = 0, oh = 0, ow = 0, kh = 0, kw = 0;
+  int strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
+};
+/// Whether launchFewChannelConv takes the geometry (its filter taps and
+/// input rows fit the kernel's shared memory).
+bool fewChannelConvApplies(const FewChannelConvGeometry &g);
+/// y = act(conv(x, w) + bias + z) on the tensor cores (FewChannelConv.cu),
+/// every operand 16-bit of FusedParams element type `element` (bias and z
+/// may be null; y and z 4-byte aligned), f32 accumulation; act as
+/// launchDepthwiseConv's.
+cudaError_t launchFewChannelConv(const void *x, const void *w, const void *bias,
+                                 const void *z, void *y,
+                                 const FewChannelConvGeometry &g, bool relu,
+                                 bool silu, unsigned char element,
+                                 cudaStream_t s);
 
 /// y = y * sigmoid(y) in place on n values of FusedParams element type
 /// `element`, in f32 (a convolution's SiLU after a library's epilogue).

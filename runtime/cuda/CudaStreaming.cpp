@@ -7,9 +7,79 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/cuda/ExecutorImpl.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace partc::runtime {
+
+namespace {
+
+bool plainEdges(const std::vector<cudaGraphEdgeData> &edges) {
+  return std::all_of(edges.begin(), edges.end(), [](const auto &e) {
+    return e.from_port == 0 && e.to_port == 0 && e.type == 0;
+  });
+}
+
+} // namespace
+
+Status cuda::executor::fillWithKernels(cudaGraph_t graph) {
+  // Larger fills keep their memset node, whose cost they amortize.
+  constexpr size_t kMostBytes = size_t(1) << 20;
+  size_t count = 0;
+  PARTC_RETURN_IF_ERROR(
+      cudaStatus(cudaGraphGetNodes(graph, nullptr, &count), "graph nodes"));
+  std::vector<cudaGraphNode_t> nodes(count);
+  PARTC_RETURN_IF_ERROR(cudaStatus(
+      cudaGraphGetNodes(graph, nodes.data(), &count), "graph nodes"));
+  int current = 0;
+  PARTC_RETURN_IF_ERROR(cudaStatus(cudaGetDevice(&current), "graph nodes"));
+  Status s;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    cudaMemsetParams fill{};
+    if (cudaGraphNodeGetType(node, &type) != cudaSuccess ||
+        type != cudaGraphNodeTypeMemset ||
+        cudaGraphMemsetNodeGetParams(node, &fill) != cudaSuccess ||
+        fill.height != 1 || fill.width * fill.elementSize > kMostBytes)
+      continue;
+    size_t before = 0, after = 0;
+    if (cudaGraphNodeGetDependencies(node, nullptr, nullptr, &before) !=
+            cudaSuccess ||
+        cudaGraphNodeGetDependentNodes(node, nullptr, nullptr, &after) !=
+            cudaSuccess)
+      continue;
+    std::vector<cudaGraphNode_t> deps(before), dependents(after);
+    std::vector<cudaGraphEdgeData> depEdges(before), dependentEdges(after);
+    cudaPointerAttributes where{};
+    if (cudaGraphNodeGetDependencies(node, deps.data(), depEdges.data(),
+                                     &before) != cudaSuccess ||
+        cudaGraphNodeGetDependentNodes(node, dependents.data(),
+                                       dependentEdges.data(),
+                                       &after) != cudaSuccess ||
+        !plainEdges(depEdges) || !plainEdges(dependentEdges) ||
+        cudaPointerGetAttributes(&where, fill.dst) != cudaSuccess ||
+        where.type != cudaMemoryTypeDevice)
+      continue;
+    // A kernel node runs on the device current when it is added: the one
+    // whose memory the memset fills.
+    s = cudaStatus(cudaSetDevice(where.device), "fill node");
+    cudaGraphNode_t kernel = nullptr;
+    if (s.ok() && addFillKernelNode(graph, deps.data(), deps.size(), fill,
+                                    &kernel) != cudaSuccess)
+      continue;
+    for (size_t i = 0; i < dependents.size() && s.ok(); ++i)
+      s = cudaStatus(
+          cudaGraphAddDependencies(graph, &kernel, &dependents[i], nullptr, 1),
+          "fill node");
+    if (s.ok())
+      s = cudaStatus(cudaGraphDestroyNode(node), "fill node");
+    if (!s.ok())
+      break;
+  }
+  cudaGetLastError();
+  Status restored = cudaStatus(cudaSetDevice(current), "graph nodes");
+  return s.ok() ? restored : s;
+}
 
 Status CudaExecutor::Impl::capture(Graph &g,
                                    const std::vector<TensorRef> &inputs,
@@ -146,7 +216,8 @@ Status CudaExecutor::Impl::capture(Graph &g,
     }
   }
   cudaSetDevice(origin.ctx.gpu);
-  return endCapture(origin.ctx.stream, s, g.exec);
+  return endCapture(origin.ctx.stream, s, g.exec,
+                    origin.ctx.options.fillKernels);
 }
 
 void CudaExecutor::Impl::destroyGraph(Graph &g) {
@@ -196,7 +267,8 @@ Status CudaExecutor::Impl::captureDevice(size_t d, Graph &g,
     s = joinCommStream(d);
   if (s.ok())
     s = markProgress(d, instrs.size());
-  return endCapture(dev.ctx.stream, s, g.perDevice[d]);
+  return endCapture(dev.ctx.stream, s, g.perDevice[d],
+                    dev.ctx.options.fillKernels);
 }
 
 Status CudaExecutor::Impl::launchPerDevice(Graph &g) {
@@ -268,7 +340,8 @@ Status CudaExecutor::Impl::buildSegments(StreamGraphs &sg,
         if (s.ok())
           s = joinBranches(d);
         streamParity = -1;
-        PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec[parity]));
+        PARTC_RETURN_IF_ERROR(endCapture(dev.ctx.stream, s, seg.exec[parity],
+                                         dev.ctx.options.fillKernels));
       }
     }
   }

@@ -13,6 +13,8 @@
 #include "runtime/kernels/KernelRegistry.h"
 #include "runtime/kernels/Resize.h"
 
+#include <algorithm>
+
 namespace partc::runtime::cuda {
 
 //===----------------------------------------------------------------------===//
@@ -167,6 +169,47 @@ __global__ void padKernel(const float *x, float *y, int64_t n, PadParams p,
 }
 
 } // namespace
+
+namespace {
+
+/// A memset node's fill as a kernel: `count` elements of `elementSize`
+/// (1, 2 or 4) bytes, each `value`.
+__global__ void fillKernel(void *dst, unsigned value, unsigned elementSize,
+                           uint64_t count) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < count;
+       i += uint64_t(gridDim.x) * blockDim.x) {
+    if (elementSize == 4)
+      static_cast<unsigned *>(dst)[i] = value;
+    else if (elementSize == 2)
+      static_cast<unsigned short *>(dst)[i] =
+          static_cast<unsigned short>(value);
+    else
+      static_cast<unsigned char *>(dst)[i] = static_cast<unsigned char>(value);
+  }
+}
+
+} // namespace
+
+cudaError_t addFillKernelNode(cudaGraph_t graph, const cudaGraphNode_t *deps,
+                              size_t numDeps, const cudaMemsetParams &fill,
+                              cudaGraphNode_t *node) {
+  void *dst = fill.dst;
+  unsigned value = fill.value, elementSize = fill.elementSize;
+  uint64_t count = fill.width;
+  if (fill.height != 1 ||
+      (elementSize != 1 && elementSize != 2 && elementSize != 4) ||
+      reinterpret_cast<uintptr_t>(dst) % elementSize)
+    return cudaErrorInvalidValue;
+  constexpr unsigned kThreads = 256;
+  uint64_t blocks = std::min<uint64_t>((count + kThreads - 1) / kThreads, 1024);
+  void *args[] = {&dst, &value, &elementSize, &count};
+  cudaKernelNodeParams params{};
+  params.func = reinterpret_cast<void *>(fillKernel);
+  params.gridDim = dim3(static_cast<unsigned>(std::max<uint64_t>(blocks, 1)));
+  params.blockDim = dim3(kThreads);
+  params.kernelParams = args;
+  return cudaGraphAddKernelNode(node, graph, deps, numDeps, &params);
+}
 
 cudaError_t launchStridedCopy(const void *in, void *out, int64_t n,
                               const Strides &st, int64_t base, size_t elemSize,

@@ -144,6 +144,11 @@ __device__ inline void warpRowStatistics(const float4 (&v)[MaxChunks],
   inv = rsqrtf(sq / float(cols) + eps);
 }
 
+/// SiLU, s * sigmoid(s), as the CPU backend's sigmoid computes it.
+__device__ __forceinline__ float siluOf(float s) {
+  return s * (1.f / (1.f + expf(-s)));
+}
+
 inline bool aligned16(const void *p) {
   return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
 }

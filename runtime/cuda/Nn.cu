@@ -1213,11 +1213,6 @@ cudaError_t launchReduce(const void *x, void *y, int64_t outCount,
 
 namespace {
 
-/// SiLU, s * sigmoid(s), as the CPU backend's sigmoid computes it.
-__device__ __forceinline__ float siluOf(float s) {
-  return s * (1.f / (1.f + expf(-s)));
-}
-
 /// A depthwise convolution channels last (one filter per channel, as
 /// MobileNet's, EfficientNet's and ConvNeXt's), with its epilogue: a
 /// thread computes W consecutive channels of one output pixel, one wide

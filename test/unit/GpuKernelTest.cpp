@@ -9,6 +9,7 @@
 #include "runtime/cuda/ChainCodegen.h"
 #include "runtime/cuda/CudaExecutor.h"
 #include "runtime/cuda/CudaKernels.h"
+#include "runtime/cuda/ExecutorImpl.h"
 #include "runtime/cuda/TunedTwins.h"
 #include "runtime/kernels/FusedElementwise.h"
 #include "runtime/kernels/Kernel.h"
@@ -2200,4 +2201,167 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
         cudaFree(d);
       cudaFree(y);
     }
+}
+
+// partc's tensor-core convolution over few input channels (a CNN's stem)
+// gives the CPU kernel's numbers: output rows of several segments and of a
+// partial one, a second and partial group of output channels, every
+// epilogue.
+TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
+  struct Case {
+    int n, h, w, c, k, kernel, stride, pad;
+    bool bias, residual;
+    const char *activation;
+  };
+  const Case cases[] = {{2, 23, 23, 3, 64, 7, 2, 3, true, false, "relu"},
+                        {1, 5, 300, 3, 16, 3, 1, 1, true, true, ""},
+                        {2, 32, 32, 3, 96, 4, 4, 0, true, false, ""},
+                        {1, 17, 40, 4, 8, 5, 1, 2, true, true, "silu"},
+                        {2, 9, 70, 1, 24, 3, 2, 1, true, false, "relu"},
+                        {1, 12, 12, 2, 40, 3, 2, 0, true, true, "silu"},
+                        // ResNet-50's stem on a strip of rows.
+                        {1, 20, 224, 3, 64, 7, 2, 3, true, false, "relu"}};
+  FewChannelConvGeometry odd;
+  odd.n = odd.h = odd.w = odd.oh = odd.ow = odd.kh = odd.kw = 1;
+  odd.c = 3, odd.k = 12;
+  EXPECT_FALSE(fewChannelConvApplies(odd)); // 12 channels out: not 8s
+  odd.k = 8, odd.c = 5;
+  EXPECT_FALSE(fewChannelConvApplies(odd)); // 5 channels in
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dtypeName(dtype)) + " c=" + std::to_string(c.c) +
+                   " k=" + std::to_string(c.k) + " w=" + std::to_string(c.w));
+      FewChannelConvGeometry g;
+      g.n = c.n, g.h = c.h, g.w = c.w, g.c = c.c, g.k = c.k;
+      g.kh = g.kw = c.kernel, g.strideH = g.strideW = c.stride;
+      g.padTop = g.padLeft = c.pad;
+      g.oh = (g.h + 2 * c.pad - c.kernel) / c.stride + 1;
+      g.ow = (g.w + 2 * c.pad - c.kernel) / c.stride + 1;
+      ASSERT_TRUE(fewChannelConvApplies(g));
+      Shape xs{g.n, g.h, g.w, g.c}, wsh{g.k, g.kh, g.kw, g.c}, bs{g.k},
+          ys{g.n, g.oh, g.ow, g.k};
+      std::vector<Shape> shapes{xs, wsh};
+      if (c.bias)
+        shapes.push_back(bs);
+      if (c.residual)
+        shapes.push_back(ys);
+      std::vector<std::vector<uint8_t>> host;
+      std::vector<TensorType> types;
+      for (const Shape &s : shapes) {
+        types.push_back({dtype, s});
+        host.emplace_back(numElements(s) * 2);
+        for (int64_t i = 0; i < numElements(s); ++i)
+          encodeAs(dtype, uniform(rng), host.back().data() + 2 * i);
+      }
+      AttrMap attrs =
+          windowAttrs({c.stride, c.stride}, {c.pad, c.pad, c.pad, c.pad});
+      attrs.set("dilations", AttrValue::ofInts({1, 1}));
+      attrs.set("group", AttrValue::ofInts({1}));
+      attrs.set("channels_last", AttrValue::ofInts({1}));
+      if (*c.activation)
+        attrs.set("activation", AttrValue::ofString(c.activation));
+      TensorType outType{dtype, ys};
+      std::unique_ptr<Kernel> cpu;
+      Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
+      ASSERT_TRUE(made.ok()) << made.message();
+      std::vector<TensorRef> cpuIn;
+      for (size_t k = 0; k < host.size(); ++k)
+        cpuIn.push_back({host[k].data(), types[k]});
+      int64_t n = numElements(ys);
+      std::vector<uint8_t> expected(n * 2), got(n * 2);
+      ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
+      std::vector<void *> device;
+      for (const auto &h : host) {
+        void *d = nullptr;
+        ASSERT_EQ(cudaMalloc(&d, h.size()), cudaSuccess);
+        cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice);
+        device.push_back(d);
+      }
+      void *y = nullptr;
+      ASSERT_EQ(cudaMalloc(&y, n * 2), cudaSuccess);
+      ASSERT_EQ(cudaMemset(y, 0xff, n * 2), cudaSuccess);
+      ASSERT_EQ(launchFewChannelConv(
+                    device[0], device[1], c.bias ? device[2] : nullptr,
+                    c.residual ? device.back() : nullptr, y, g,
+                    std::string(c.activation) == "relu",
+                    std::string(c.activation) == "silu",
+                    dtype == DType::BF16 ? FusedParams::BF16 : FusedParams::F16,
+                    nullptr),
+                cudaSuccess);
+      ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      for (int64_t i = 0; i < n; ++i) {
+        float e = decodeAs(dtype, expected.data() + i * 2),
+              v = decodeAs(dtype, got.data() + i * 2);
+        ASSERT_NEAR(v, e, 2e-2f * (std::fabs(e) + 1.f)) << "element " << i;
+      }
+      for (void *d : device)
+        cudaFree(d);
+      cudaFree(y);
+    }
+}
+
+// Memset nodes of a captured graph become kernel nodes that write the same
+// bytes; 2-D fills, and fills too large to be worth it, stay memsets.
+TEST(GpuKernels, GraphMemsetsBecomeFillKernels) {
+  if (CudaExecutor::deviceCount() == 0)
+    GTEST_SKIP() << "no GPU";
+  constexpr size_t kBytes = 4096, kLarge = size_t(2) << 20;
+  unsigned char *buffer = nullptr, *large = nullptr;
+  ASSERT_EQ(cudaMalloc(&buffer, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&large, kLarge), cudaSuccess);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  ASSERT_EQ(cudaMemset(buffer, 0xee, kBytes), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed),
+            cudaSuccess);
+  // Whole words, then bytes at an odd offset over them (order matters),
+  // then a 2-D fill of two 16-byte rows 64 bytes apart.
+  ASSERT_EQ(cudaMemsetAsync(buffer, 0x11, 1024, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(buffer + 9, 0x22, 5, stream), cudaSuccess);
+  ASSERT_EQ(cudaMemset2DAsync(buffer + 2048, 64, 0x33, 16, 2, stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(large, 0x44, kLarge, stream), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  Status s = fillWithKernels(graph);
+  ASSERT_TRUE(s.ok()) << s.message();
+  size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  std::vector<cudaGraphNode_t> nodes(count);
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
+  int kernels = 0, memsets = 0;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(node, &type), cudaSuccess);
+    kernels += type == cudaGraphNodeTypeKernel;
+    memsets += type == cudaGraphNodeTypeMemset;
+  }
+  EXPECT_EQ(kernels, 2);
+  EXPECT_EQ(memsets, 2);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  std::vector<unsigned char> host(kBytes);
+  ASSERT_EQ(cudaMemcpyAsync(host.data(), buffer, kBytes, cudaMemcpyDeviceToHost,
+                            stream),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  for (size_t i = 0; i < kBytes; ++i) {
+    unsigned char want = i >= 9 && i < 14 ? 0x22
+                         : i < 1024       ? 0x11
+                         : i >= 2048 && i < 2048 + 128 && (i - 2048) % 64 < 16
+                             ? 0x33
+                             : 0xee;
+    ASSERT_EQ(host[i], want) << "byte " << i;
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(buffer);
+  cudaFree(large);
 }

@@ -104,6 +104,12 @@ void usage() {
       "                 [--no-generated-chains] (cuda: interpret fused "
       "element-wise chains instead of\n"
       "                  compiling code for each at load with NVRTC)\n"
+      "                 [--tuning-log] (cuda: print each tuned kernel's "
+      "candidate times and pick)\n"
+      "                 [--no-fill-kernels] (cuda: keep the memsets "
+      "libraries enqueue as memset\n"
+      "                  nodes of the CUDA graph instead of filling their "
+      "bytes in kernel nodes)\n"
       "                 [--no-direct-transfers] (cuda, --stream: stage every "
       "transfer through\n"
       "                  copies of its own instead of letting kernels write "
@@ -327,6 +333,10 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.branchStreams = false;
     } else if (a == "--no-generated-chains") {
       cuda.generatedChains = false;
+    } else if (a == "--tuning-log") {
+      cuda.logTuning = true;
+    } else if (a == "--no-fill-kernels") {
+      cuda.fillKernels = false;
     } else if (a == "--no-direct-transfers") {
       cuda.directTransfers = false;
     } else if (flag == "--devices-per-gpu") {
