@@ -2097,6 +2097,79 @@ TEST(GpuKernels, Bf16CastsRoundAsTheCpu) {
 // residual, ReLU and SiLU, at eight, four and one channel a thread, in f32
 // and 16-bit; both forms of the tiled kernel (3, 5 and 7 wide, strides 1
 // and 2) and the general one.
+/// A convolution's operands on the host (random), the CPU kernel's output
+/// for them, and the operands' device copies, freed with it.
+struct ConvOnBoth {
+  std::vector<std::vector<uint8_t>> host;
+  std::vector<void *> device;
+  std::vector<uint8_t> expected;
+  ~ConvOnBoth() {
+    for (void *d : device)
+      cudaFree(d);
+  }
+};
+
+/// A square channels-last 2-D convolution's attributes.
+AttrMap channelsLastConvAttrs(int64_t stride, int64_t pad, int64_t dilation,
+                              int64_t group, const char *activation) {
+  AttrMap attrs = windowAttrs({stride, stride}, {pad, pad, pad, pad});
+  attrs.set("dilations", AttrValue::ofInts({dilation, dilation}));
+  attrs.set("group", AttrValue::ofInts({group}));
+  attrs.set("channels_last", AttrValue::ofInts({1}));
+  if (*activation)
+    attrs.set("activation", AttrValue::ofString(activation));
+  return attrs;
+}
+
+::testing::AssertionResult prepareConv(DType dtype,
+                                       const std::vector<Shape> &shapes,
+                                       const Shape &out, const AttrMap &attrs,
+                                       std::mt19937 &rng, ConvOnBoth &r) {
+  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
+  size_t width = dtype == DType::F32 ? 4 : 2;
+  std::vector<TensorType> types;
+  for (const Shape &s : shapes) {
+    types.push_back({dtype, s});
+    r.host.emplace_back(numElements(s) * width);
+    for (int64_t i = 0; i < numElements(s); ++i)
+      encodeAs(dtype, uniform(rng), r.host.back().data() + width * i);
+  }
+  TensorType outType{dtype, out};
+  std::unique_ptr<Kernel> cpu;
+  Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
+  if (!made.ok())
+    return ::testing::AssertionFailure() << made.message();
+  std::vector<TensorRef> cpuIn;
+  for (size_t k = 0; k < r.host.size(); ++k)
+    cpuIn.push_back({r.host[k].data(), types[k]});
+  r.expected.resize(numElements(out) * width);
+  if (Status ran = cpu->run(cpuIn, {{r.expected.data(), outType}}); !ran.ok())
+    return ::testing::AssertionFailure() << ran.message();
+  for (const auto &h : r.host) {
+    void *d = nullptr;
+    if (cudaMalloc(&d, h.size()) != cudaSuccess ||
+        cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice) !=
+            cudaSuccess)
+      return ::testing::AssertionFailure() << "cannot copy an operand";
+    r.device.push_back(d);
+  }
+  return ::testing::AssertionSuccess();
+}
+
+/// prepareConv for input x, filter w, a bias where `bias` and a residual
+/// of the output's shape where `residual`.
+::testing::AssertionResult prepareConv(DType dtype, const Shape &x,
+                                       const Shape &w, bool bias, bool residual,
+                                       const Shape &out, const AttrMap &attrs,
+                                       std::mt19937 &rng, ConvOnBoth &r) {
+  std::vector<Shape> shapes{x, w};
+  if (bias)
+    shapes.push_back({out.back()});
+  if (residual)
+    shapes.push_back(out);
+  return prepareConv(dtype, shapes, out, attrs, rng, r);
+}
+
 TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
@@ -2116,7 +2189,6 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
                         // ConvNeXt's: form 1 takes 16 groups a slice.
                         {96, 7, 1, 3, 1, true, true, "relu"}};
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   for (DType dtype : {DType::F32, DType::BF16, DType::F16})
     for (const Case &c : cases) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + " c=" + std::to_string(c.c) +
@@ -2128,47 +2200,19 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
       int span = (c.k - 1) * c.dilation + 1;
       g.oh = (g.h + 2 * c.pad - span) / c.stride + 1;
       g.ow = (g.w + 2 * c.pad - span) / c.stride + 1;
-      Shape xs{g.n, g.h, g.w, g.c}, wsh{g.c, g.kh, g.kw, 1}, bs{g.c},
-          ys{g.n, g.oh, g.ow, g.c};
-      std::vector<Shape> shapes{xs, wsh};
-      if (c.bias)
-        shapes.push_back(bs);
-      if (c.residual)
-        shapes.push_back(ys);
+      Shape ys{g.n, g.oh, g.ow, g.c};
       bool f32 = dtype == DType::F32, bf16 = dtype == DType::BF16;
       size_t width = f32 ? 4 : 2;
-      std::vector<std::vector<uint8_t>> host;
-      std::vector<TensorType> types;
-      for (const Shape &s : shapes) {
-        types.push_back({dtype, s});
-        host.emplace_back(numElements(s) * width);
-        for (int64_t i = 0; i < numElements(s); ++i)
-          encodeAs(dtype, uniform(rng), host.back().data() + width * i);
-      }
-      AttrMap attrs =
-          windowAttrs({c.stride, c.stride}, {c.pad, c.pad, c.pad, c.pad});
-      attrs.set("dilations", AttrValue::ofInts({c.dilation, c.dilation}));
-      attrs.set("group", AttrValue::ofInts({c.c}));
-      attrs.set("channels_last", AttrValue::ofInts({1}));
-      if (*c.activation)
-        attrs.set("activation", AttrValue::ofString(c.activation));
-      TensorType outType{dtype, ys};
-      std::unique_ptr<Kernel> cpu;
-      Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
-      ASSERT_TRUE(made.ok()) << made.message();
-      std::vector<TensorRef> cpuIn;
-      for (size_t k = 0; k < host.size(); ++k)
-        cpuIn.push_back({host[k].data(), types[k]});
+      ConvOnBoth conv;
+      ASSERT_TRUE(prepareConv(
+          dtype, {g.n, g.h, g.w, g.c}, {g.c, g.kh, g.kw, 1}, c.bias, c.residual,
+          ys,
+          channelsLastConvAttrs(c.stride, c.pad, c.dilation, c.c, c.activation),
+          rng, conv));
+      const std::vector<void *> &device = conv.device;
+      const std::vector<uint8_t> &expected = conv.expected;
       int64_t n = numElements(ys);
-      std::vector<uint8_t> expected(n * width), got(n * width);
-      ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
-      std::vector<void *> device;
-      for (const auto &h : host) {
-        void *d = nullptr;
-        ASSERT_EQ(cudaMalloc(&d, h.size()), cudaSuccess);
-        cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice);
-        device.push_back(d);
-      }
+      std::vector<uint8_t> got(n * width);
       void *y = nullptr;
       ASSERT_EQ(cudaMalloc(&y, n * width), cudaSuccess);
       unsigned char element = f32    ? FusedParams::F32
@@ -2197,8 +2241,6 @@ TEST(GpuKernels, DepthwiseConvolutionMatchesCpu) {
               << "element " << i;
         }
       }
-      for (void *d : device)
-        cudaFree(d);
       cudaFree(y);
     }
 }
@@ -2230,7 +2272,6 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> uniform(-1.f, 1.f);
   for (DType dtype : {DType::BF16, DType::F16})
     for (const Case &c : cases) {
       SCOPED_TRACE(std::string(dtypeName(dtype)) + " c=" + std::to_string(c.c) +
@@ -2242,45 +2283,16 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
       g.oh = (g.h + 2 * c.pad - c.kernel) / c.stride + 1;
       g.ow = (g.w + 2 * c.pad - c.kernel) / c.stride + 1;
       ASSERT_TRUE(fewChannelConvApplies(g));
-      Shape xs{g.n, g.h, g.w, g.c}, wsh{g.k, g.kh, g.kw, g.c}, bs{g.k},
-          ys{g.n, g.oh, g.ow, g.k};
-      std::vector<Shape> shapes{xs, wsh};
-      if (c.bias)
-        shapes.push_back(bs);
-      if (c.residual)
-        shapes.push_back(ys);
-      std::vector<std::vector<uint8_t>> host;
-      std::vector<TensorType> types;
-      for (const Shape &s : shapes) {
-        types.push_back({dtype, s});
-        host.emplace_back(numElements(s) * 2);
-        for (int64_t i = 0; i < numElements(s); ++i)
-          encodeAs(dtype, uniform(rng), host.back().data() + 2 * i);
-      }
-      AttrMap attrs =
-          windowAttrs({c.stride, c.stride}, {c.pad, c.pad, c.pad, c.pad});
-      attrs.set("dilations", AttrValue::ofInts({1, 1}));
-      attrs.set("group", AttrValue::ofInts({1}));
-      attrs.set("channels_last", AttrValue::ofInts({1}));
-      if (*c.activation)
-        attrs.set("activation", AttrValue::ofString(c.activation));
-      TensorType outType{dtype, ys};
-      std::unique_ptr<Kernel> cpu;
-      Status made = createCpuKernel("conv", attrs, types, {outType}, cpu);
-      ASSERT_TRUE(made.ok()) << made.message();
-      std::vector<TensorRef> cpuIn;
-      for (size_t k = 0; k < host.size(); ++k)
-        cpuIn.push_back({host[k].data(), types[k]});
+      Shape ys{g.n, g.oh, g.ow, g.k};
+      ConvOnBoth conv;
+      ASSERT_TRUE(prepareConv(
+          dtype, {g.n, g.h, g.w, g.c}, {g.k, g.kh, g.kw, g.c}, c.bias,
+          c.residual, ys,
+          channelsLastConvAttrs(c.stride, c.pad, 1, 1, c.activation), rng,
+          conv));
+      const std::vector<void *> &device = conv.device;
       int64_t n = numElements(ys);
-      std::vector<uint8_t> expected(n * 2), got(n * 2);
-      ASSERT_TRUE(cpu->run(cpuIn, {{expected.data(), outType}}).ok());
-      std::vector<void *> device;
-      for (const auto &h : host) {
-        void *d = nullptr;
-        ASSERT_EQ(cudaMalloc(&d, h.size()), cudaSuccess);
-        cudaMemcpy(d, h.data(), h.size(), cudaMemcpyHostToDevice);
-        device.push_back(d);
-      }
+      std::vector<uint8_t> got(n * 2);
       void *y = nullptr;
       ASSERT_EQ(cudaMalloc(&y, n * 2), cudaSuccess);
       ASSERT_EQ(cudaMemset(y, 0xff, n * 2), cudaSuccess);
@@ -2295,12 +2307,10 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
       ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
                 cudaSuccess);
       for (int64_t i = 0; i < n; ++i) {
-        float e = decodeAs(dtype, expected.data() + i * 2),
+        float e = decodeAs(dtype, conv.expected.data() + i * 2),
               v = decodeAs(dtype, got.data() + i * 2);
         ASSERT_NEAR(v, e, 2e-2f * (std::fabs(e) + 1.f)) << "element " << i;
       }
-      for (void *d : device)
-        cudaFree(d);
       cudaFree(y);
     }
 }
