@@ -57,6 +57,10 @@ struct CudaOptions {
   /// into the buffer the peer copy reads, and the receiver's read the one
   /// it lands in, where the memory plan allows (no staging or landing copy).
   bool directTransfers = true;
+  /// Also time form 1 of partc's convolution over few input channels
+  /// (FewChannelConv.cu), written in session 45 after its last device
+  /// time: off until its GPU test has passed.
+  bool fewChannelRows = false;
   /// Print each tuned kernel's candidate times and its pick at load (to
   /// stderr), to see why a kernel runs the implementation it does.
   bool logTuning = false;

@@ -88,25 +88,6 @@ __device__ __forceinline__ void reduceTree(float (&v)[2][N], Op op) {
         v[r][t] = op(v[r][t], v[r][t + width]);
 }
 
-/// Four 8 x 8 matrices from shared memory, lane l giving the address of
-/// row l % 8 of matrix l / 8; a lane receives, of each matrix, the two
-/// elements of row lane / 4 at column (lane % 4) * 2 (with `Transposed`,
-/// column lane / 4 at rows (lane % 4) * 2 and the next): an mma operand.
-template <bool Transposed>
-__device__ __forceinline__ void loadMatrices(unsigned (&r)[4], const u16 *p) {
-  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  if constexpr (Transposed)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
-                 "{%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(address));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
-                 "{%0,%1,%2,%3}, [%4];"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(address));
-}
-
 /// Stages the bias of a block's queries and a step's keys, zeros outside
 /// the scores: 16 bytes per load where its rows run along the keys aligned
 /// (an attention mask), else element by element at any strides. Returns

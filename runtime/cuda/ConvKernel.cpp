@@ -143,7 +143,7 @@ public:
     case ConvVariant::Depthwise:
       return kDepthwiseFormNames[choice_ < 4 ? choice_ : 0];
     case ConvVariant::FewChannels:
-      return "few-channel";
+      return choice_ ? "few-channel-rows" : "few-channel";
     }
     return nullptr;
   }
@@ -636,13 +636,14 @@ Status ConvKernel::runVariantBody(ConvVariant v, size_t index,
       PARTC_RETURN_IF_ERROR(
           cudaStatus(launchFewChannelConv(ops.x, ops.w, nullptr, nullptr, ops.y,
                                           *fewChannels_, false, false, element_,
-                                          ctx.stream),
+                                          ctx.stream, static_cast<int>(index)),
                      "few-channel convolution"));
       return runEpilogue(ctx, ops);
     }
     return cudaStatus(launchFewChannelConv(ops.x, ops.w, ops.bias, ops.z, ops.y,
                                            *fewChannels_, relu_, silu_,
-                                           element_, ctx.stream),
+                                           element_, ctx.stream,
+                                           static_cast<int>(index)),
                       "few-channel convolution");
   }
   return Status();
@@ -742,8 +743,12 @@ Status ConvKernel::tune(DeviceContext &ctx, const std::vector<TensorRef> &in,
     candidates_.push_back({ConvVariant::Graph, i});
   for (int form = 0; depthwise_ && form < depthwiseForms(*depthwise_); ++form)
     candidates_.push_back({ConvVariant::Depthwise, size_t(form)});
-  if (fewChannels_)
-    candidates_.push_back({ConvVariant::FewChannels, 0});
+  // Form 1 only where asked for (CudaOptions::fewChannelRows).
+  for (int form = 0;
+       fewChannels_ && form < fewChannelConvForms(*fewChannels_) &&
+       (form == 0 || ctx.options.fewChannelRows);
+       ++form)
+    candidates_.push_back({ConvVariant::FewChannels, size_t(form)});
   if (candidates_.size() == 1)
     return Status();
   // Activations come from scratch filled with a fixed pattern; the weights

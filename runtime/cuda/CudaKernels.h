@@ -443,15 +443,19 @@ struct FewChannelConvGeometry {
 /// Whether launchFewChannelConv takes the geometry (its filter taps and
 /// input rows fit the kernel's shared memory).
 bool fewChannelConvApplies(const FewChannelConvGeometry &g);
+/// How many forms launchFewChannelConv offers for the geometry: 0 where it
+/// does not apply; form 1 (a filter row's taps loaded in pairs) needs an
+/// even stride times channels and at most 64 taps a padded filter row.
+int fewChannelConvForms(const FewChannelConvGeometry &g);
 /// y = act(conv(x, w) + bias + z) on the tensor cores (FewChannelConv.cu),
 /// every operand 16-bit of FusedParams element type `element` (bias and z
-/// may be null; y and z 4-byte aligned), f32 accumulation; act as
-/// launchDepthwiseConv's.
+/// may be null; y 16-byte and z 4-byte aligned), f32 accumulation; act as
+/// launchDepthwiseConv's. `form` picks one of fewChannelConvForms(g).
 cudaError_t launchFewChannelConv(const void *x, const void *w, const void *bias,
                                  const void *z, void *y,
                                  const FewChannelConvGeometry &g, bool relu,
                                  bool silu, unsigned char element,
-                                 cudaStream_t s);
+                                 cudaStream_t s, int form = 0);
 
 /// y = y * sigmoid(y) in place on n values of FusedParams element type
 /// `element`, in f32 (a convolution's SiLU after a library's epilogue).

@@ -47,6 +47,26 @@ __device__ __forceinline__ unsigned pack2(float low, float high) {
   return r;
 }
 
+/// Four 8 x 8 matrices from shared memory, lane l giving the address of
+/// row l % 8 of matrix l / 8; a lane receives, of each matrix, the two
+/// elements of row lane / 4 at column (lane % 4) * 2 (with `Transposed`,
+/// column lane / 4 at rows (lane % 4) * 2 and the next): an mma operand.
+template <bool Transposed>
+__device__ __forceinline__ void loadMatrices(unsigned (&r)[4],
+                                             const unsigned short *p) {
+  unsigned address = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  if constexpr (Transposed)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 "
+                 "{%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 "
+                 "{%0,%1,%2,%3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+}
+
 } // namespace partc::runtime::cuda
 
 #endif // PARTC_RUNTIME_CUDA_MMAFRAGMENTS_CUH

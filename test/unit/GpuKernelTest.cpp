@@ -2295,21 +2295,28 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
       std::vector<uint8_t> got(n * 2);
       void *y = nullptr;
       ASSERT_EQ(cudaMalloc(&y, n * 2), cudaSuccess);
-      ASSERT_EQ(cudaMemset(y, 0xff, n * 2), cudaSuccess);
-      ASSERT_EQ(launchFewChannelConv(
-                    device[0], device[1], c.bias ? device[2] : nullptr,
-                    c.residual ? device.back() : nullptr, y, g,
-                    std::string(c.activation) == "relu",
-                    std::string(c.activation) == "silu",
-                    dtype == DType::BF16 ? FusedParams::BF16 : FusedParams::F16,
-                    nullptr),
-                cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
-                cudaSuccess);
-      for (int64_t i = 0; i < n; ++i) {
-        float e = decodeAs(dtype, conv.expected.data() + i * 2),
-              v = decodeAs(dtype, got.data() + i * 2);
-        ASSERT_NEAR(v, e, 2e-2f * (std::fabs(e) + 1.f)) << "element " << i;
+      // Form 1 where stride times channels is even.
+      int forms = fewChannelConvForms(g);
+      EXPECT_EQ(forms, c.stride * c.c % 2 ? 1 : 2);
+      for (int form = 0; form < forms; ++form) {
+        SCOPED_TRACE("form " + std::to_string(form));
+        ASSERT_EQ(cudaMemset(y, 0xff, n * 2), cudaSuccess);
+        ASSERT_EQ(launchFewChannelConv(device[0], device[1],
+                                       c.bias ? device[2] : nullptr,
+                                       c.residual ? device.back() : nullptr, y,
+                                       g, std::string(c.activation) == "relu",
+                                       std::string(c.activation) == "silu",
+                                       dtype == DType::BF16 ? FusedParams::BF16
+                                                            : FusedParams::F16,
+                                       nullptr, form),
+                  cudaSuccess);
+        ASSERT_EQ(cudaMemcpy(got.data(), y, n * 2, cudaMemcpyDeviceToHost),
+                  cudaSuccess);
+        for (int64_t i = 0; i < n; ++i) {
+          float e = decodeAs(dtype, conv.expected.data() + i * 2),
+                v = decodeAs(dtype, got.data() + i * 2);
+          ASSERT_NEAR(v, e, 2e-2f * (std::fabs(e) + 1.f)) << "element " << i;
+        }
       }
       cudaFree(y);
     }

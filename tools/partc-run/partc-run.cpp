@@ -104,6 +104,9 @@ void usage() {
       "                 [--no-generated-chains] (cuda: interpret fused "
       "element-wise chains instead of\n"
       "                  compiling code for each at load with NVRTC)\n"
+      "                 [--few-channel-rows] (cuda: also time the stem "
+      "convolution kernel's rows form,\n"
+      "                  not yet checked on a GPU)\n"
       "                 [--tuning-log] (cuda: print each tuned kernel's "
       "candidate times and pick)\n"
       "                 [--no-fill-kernels] (cuda: keep the memsets "
@@ -333,6 +336,8 @@ Status parseArgs(int argc, char **argv, Options &o) {
       cuda.branchStreams = false;
     } else if (a == "--no-generated-chains") {
       cuda.generatedChains = false;
+    } else if (a == "--few-channel-rows") {
+      cuda.fewChannelRows = true;
     } else if (a == "--tuning-log") {
       cuda.logTuning = true;
     } else if (a == "--no-fill-kernels") {
