@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
-#include <type_traits>
 #include <vector>
 
 namespace partc::runtime::cuda {
@@ -451,30 +450,19 @@ cudaError_t launchFewChannelConv(const void *x, const void *w, const void *bias,
   unsigned threads = p.pixelsPerBlock / kPixelsPerWarp * 32;
   int bytes = sharedBytes(p);
   int rows = form == 0 ? 0 : p.rowPadded / 16;
-  auto launch = [&](auto element) {
-    constexpr int E = decltype(element)::value;
-    switch (rows) {
-    case 0:
-      return launchForm<E, 0>(grid, threads, bytes, s, x, w, bias, z, y, p,
-                              relu, silu);
-    case 1:
-      return launchForm<E, 1>(grid, threads, bytes, s, x, w, bias, z, y, p,
-                              relu, silu);
-    case 2:
-      return launchForm<E, 2>(grid, threads, bytes, s, x, w, bias, z, y, p,
-                              relu, silu);
-    case 3:
-      return launchForm<E, 3>(grid, threads, bytes, s, x, w, bias, z, y, p,
-                              relu, silu);
-    default:
-      return launchForm<E, 4>(grid, threads, bytes, s, x, w, bias, z, y, p,
-                              relu, silu);
-    }
-  };
-  if (element == FusedParams::BF16)
-    launch(std::integral_constant<int, FusedParams::BF16>());
-  else
-    launch(std::integral_constant<int, FusedParams::F16>());
+  using Launcher = void (*)(dim3, unsigned, int, cudaStream_t, const void *,
+                            const void *, const void *, const void *, void *,
+                            const FewChannelLaunch &, bool, bool);
+  // By element type, then form 0 and form 1 with 1 to 4 steps a row.
+  static constexpr Launcher kLaunchers[2][kMaxRowSteps + 1] = {
+      {launchForm<FusedParams::BF16, 0>, launchForm<FusedParams::BF16, 1>,
+       launchForm<FusedParams::BF16, 2>, launchForm<FusedParams::BF16, 3>,
+       launchForm<FusedParams::BF16, 4>},
+      {launchForm<FusedParams::F16, 0>, launchForm<FusedParams::F16, 1>,
+       launchForm<FusedParams::F16, 2>, launchForm<FusedParams::F16, 3>,
+       launchForm<FusedParams::F16, 4>}};
+  kLaunchers[element == FusedParams::BF16 ? 0 : 1][rows](
+      grid, threads, bytes, s, x, w, bias, z, y, p, relu, silu);
   return cudaGetLastError();
 }
 
