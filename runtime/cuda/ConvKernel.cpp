@@ -376,7 +376,7 @@ Status ConvKernel::init(const KernelArgs &a, DeviceContext &ctx) {
     g.oh = yd[2], g.ow = yd[3], g.kh = wd[2], g.kw = wd[3];
     g.padTop = padA[0], g.padLeft = padA[1];
     g.strideH = strideA[0], g.strideW = strideA[1];
-    if (fewChannelConvApplies(g))
+    if (fewChannelConvForms(g) > 0)
       fewChannels_ = g;
   }
   if (ctx.options.cudnnGraph) {

@@ -440,12 +440,11 @@ struct FewChannelConvGeometry {
   int n = 0, h = 0, w = 0, c = 0, k = 0, oh = 0, ow = 0, kh = 0, kw = 0;
   int strideH = 1, strideW = 1, padTop = 0, padLeft = 0;
 };
-/// Whether launchFewChannelConv takes the geometry (its filter taps and
-/// input rows fit the kernel's shared memory).
-bool fewChannelConvApplies(const FewChannelConvGeometry &g);
 /// How many forms launchFewChannelConv offers for the geometry: 0 where it
-/// does not apply; form 1 (a filter row's taps loaded in pairs) needs an
-/// even stride times channels and at most 64 taps a padded filter row.
+/// does not apply (its filter taps or input rows overflow the kernel's
+/// shared memory, or the channels do not fit); form 1 (a filter row's taps
+/// loaded in pairs) needs an even stride times channels and at most 64 taps a
+/// padded filter row.
 int fewChannelConvForms(const FewChannelConvGeometry &g);
 /// y = act(conv(x, w) + bias + z) on the tensor cores (FewChannelConv.cu),
 /// every operand 16-bit of FusedParams element type `element` (bias and z

@@ -412,11 +412,6 @@ cudaError_t raiseSharedMemory() {
 
 } // namespace
 
-bool fewChannelConvApplies(const FewChannelConvGeometry &g) {
-  FewChannelLaunch p;
-  return planLaunch(g, 0, p);
-}
-
 int fewChannelConvForms(const FewChannelConvGeometry &g) {
   FewChannelLaunch p;
   return !planLaunch(g, 0, p) ? 0 : planLaunch(g, 1, p) ? 2 : 1;

@@ -2276,9 +2276,9 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
   FewChannelConvGeometry odd;
   odd.n = odd.h = odd.w = odd.oh = odd.ow = odd.kh = odd.kw = 1;
   odd.c = 3, odd.k = 12;
-  EXPECT_FALSE(fewChannelConvApplies(odd)); // 12 channels out: not 8s
+  EXPECT_EQ(fewChannelConvForms(odd), 0); // 12 channels out: not 8s
   odd.k = 8, odd.c = 5;
-  EXPECT_FALSE(fewChannelConvApplies(odd)); // 5 channels in
+  EXPECT_EQ(fewChannelConvForms(odd), 0); // 5 channels in
   if (CudaExecutor::deviceCount() == 0)
     GTEST_SKIP() << "no GPU";
   std::mt19937 rng(7);
@@ -2292,7 +2292,7 @@ TEST(GpuKernels, FewChannelConvolutionMatchesCpu) {
       g.padTop = g.padLeft = c.pad;
       g.oh = (g.h + 2 * c.pad - c.kernel) / c.stride + 1;
       g.ow = (g.w + 2 * c.pad - c.kernel) / c.stride + 1;
-      ASSERT_TRUE(fewChannelConvApplies(g));
+      ASSERT_GT(fewChannelConvForms(g), 0);
       Shape ys{g.n, g.oh, g.ow, g.k};
       ConvOnBoth conv;
       ASSERT_TRUE(prepareConv(
